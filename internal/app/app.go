@@ -1,0 +1,83 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
+)
+
+// Version is the Kubernetes version this kubelet reports (kubeadm parses
+// "Kubernetes vX.Y.Z" from --version); set with -ldflags -X at build time.
+var Version = "v1.37.1"
+
+// Main runs the binary and returns its exit status; only main exits.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		return 1
+	}
+	return 0
+}
+
+// Run parses args and runs the selected mode until ctx is cancelled.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := DefaultConfig()
+	cmd := &cobra.Command{
+		Use:           "kubelet",
+		Short:         "A kubelet with the dockershim built in",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.ShowVersion {
+				_, err := fmt.Fprintf(stdout, "Kubernetes %s\n", Version)
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return runWithLogger(cmd.Context(), &cfg, stderr)
+		},
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	addFlags(cmd.Flags(), &cfg)
+	return cmd.ExecuteContext(ctx)
+}
+
+// runWithLogger builds the logger (klog routed into it) and runs the mode.
+func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
+	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.LoggingFormat, Output: stderr})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+	restore := logging.RouteKlog(logger, cfg.Verbosity)
+	defer restore()
+	if cfg.ExperimentalDockershim {
+		return runShimOnly(ctx, cfg, logger)
+	}
+	return errors.New("the kubelet runtime manager is not built yet in this version: run with --experimental-dockershim to serve the dockershim CRI endpoint")
+}
+
+// notifyReady tells systemd (Type=notify) that the process is ready; a no-op elsewhere.
+func notifyReady(logger *zap.Logger) {
+	if ok, err := sdNotify("READY=1"); err != nil {
+		logger.Warn("sd_notify", zap.Error(err))
+	} else if ok {
+		logger.Debug("notified systemd")
+	}
+}

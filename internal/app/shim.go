@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/server"
+)
+
+// sdNotify is daemon.SdNotify without unsetting the environment.
+func sdNotify(state string) (bool, error) { return daemon.SdNotify(false, state) }
+
+// shimOptions maps the configuration onto the dockershim's options.
+func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
+	addr, err := cfg.StreamingListenAddr()
+	if err != nil {
+		return dockershim.Options{}, err
+	}
+	return dockershim.Options{
+		DockerEndpoint:       cfg.DockerEndpoint,
+		PullProgressDeadline: cfg.ImagePullProgressDeadline,
+		RootDirectory:        cfg.DockershimRootDirectory,
+		PodInfraImage:        cfg.PodInfraContainerImage,
+		NetworkPlugin:        cfg.NetworkPlugin,
+		CNIConfDir:           cfg.CNIConfDir,
+		CNIBinDirs:           cfg.CNIBinDirs(),
+		CNICacheDir:          cfg.CNICacheDir,
+		StreamingAddr:        addr,
+		Logger:               logger.Named("dockershim"),
+	}, nil
+}
+
+// startShim builds the dockershim, waits for Docker, and starts its gRPC server on
+// --container-runtime-endpoint. The caller closes both, server first.
+func startShim(ctx context.Context, cfg *Config, logger *zap.Logger) (*dockershim.Service, *server.Server, error) {
+	opts, err := shimOptions(cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := dockershim.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		_ = svc.Close()
+		return nil, nil, fmt.Errorf("start dockershim: %w", err)
+	}
+	srv, err := server.Start(context.WithoutCancel(ctx), server.Options{
+		Endpoint:           cfg.RuntimeEndpoint,
+		Runtime:            svc,
+		Image:              svc,
+		Logger:             logger.Named("cri-server"),
+		UnaryInterceptors:  []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()},
+		StreamInterceptors: []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()},
+	})
+	if err != nil {
+		_ = svc.Close()
+		return nil, nil, fmt.Errorf("start CRI server: %w", err)
+	}
+	<-srv.Ready()
+	return svc, srv, nil
+}
+
+// runShimOnly serves the dockershim CRI endpoint until ctx is cancelled (SIGTERM or
+// SIGINT) or the server fails, then stops in reverse order.
+func runShimOnly(ctx context.Context, cfg *Config, logger *zap.Logger) error {
+	svc, srv, err := startShim(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("dockershim serving", zap.String("endpoint", cfg.RuntimeEndpoint))
+	notifyReady(logger)
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", zap.Error(context.Cause(ctx)))
+	case runErr = <-srv.Err():
+		logger.Error("CRI server failed", zap.Error(runErr))
+	}
+	if err := srv.Close(); err != nil {
+		logger.Warn("close CRI server", zap.Error(err))
+	}
+	if err := svc.Close(); err != nil {
+		logger.Warn("close dockershim", zap.Error(err))
+	}
+	return runErr
+}

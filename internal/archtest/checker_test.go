@@ -1,0 +1,177 @@
+package archtest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const fakeModule = "example.com/m"
+
+func TestCheckGraph(t *testing.T) {
+	t.Parallel()
+	const (
+		m        = fakeModule
+		shim     = m + "/internal/dockershim"
+		libdock  = shim + "/libdocker"
+		network  = shim + "/network"
+		kubelet  = m + "/internal/kubelet"
+		runtime  = m + "/internal/kuberuntime"
+		cri      = m + "/internal/cri"
+		logging  = m + "/internal/logging"
+		docker   = "github.com/docker/docker/client"
+		cni      = "github.com/containernetworking/cni/libcni"
+		clientgo = "k8s.io/client-go/kubernetes"
+		kube     = "k8s.io/kubernetes/pkg/kubelet"
+	)
+	local := func(imports ...string) pkgNode { return pkgNode{Imports: imports, Local: true} }
+	dep := func(imports ...string) pkgNode { return pkgNode{Imports: imports} }
+
+	for _, tc := range []struct {
+		desc  string
+		graph importGraph
+		want  []string // violation paths, joined by " -> "
+	}{
+		{
+			desc: "clean layout as in DESIGN.md",
+			graph: importGraph{
+				m + "/internal/app": local(shim, kubelet, cri, logging),
+				shim:                local(libdock, network, logging, "k8s.io/cri-api/pkg/apis/runtime/v1"),
+				libdock:             local(docker),
+				network:             local(cni),
+				kubelet:             local(runtime, clientgo),
+				runtime:             local(cri),
+				cri:                 local(logging),
+				logging:             local(),
+				docker:              dep(),
+				cni:                 dep(),
+				clientgo:            dep(),
+			},
+		},
+		{
+			desc: "shim imports the kubelet side directly",
+			graph: importGraph{
+				shim + "/server": local(cri),
+				cri:              local(),
+			},
+			want: []string{shim + "/server -> " + cri},
+		},
+		{
+			desc: "shim reaches client-go through a third-party module",
+			graph: importGraph{
+				shim:                    local("example.org/lib"),
+				"example.org/lib":       dep("example.org/lib/inner"),
+				"example.org/lib/inner": dep(clientgo),
+				clientgo:                dep(),
+			},
+			want: []string{shim + " -> example.org/lib -> example.org/lib/inner -> " + clientgo},
+		},
+		{
+			desc: "kubeletserver counts as kubelet side",
+			graph: importGraph{
+				shim:                          local(m + "/internal/kubeletserver"),
+				m + "/internal/kubeletserver": local(),
+			},
+			want: []string{shim + " -> " + m + "/internal/kubeletserver"},
+		},
+		{
+			desc: "kubelet side imports the shim through a local helper",
+			graph: importGraph{
+				runtime:           local(m + "/internal/x"),
+				m + "/internal/x": local(libdock),
+				libdock:           local(),
+			},
+			want: []string{runtime + " -> " + m + "/internal/x -> " + libdock},
+		},
+		{
+			desc: "test files count as part of the package",
+			graph: importGraph{
+				kubelet + "/pleg": {Local: true, TestImports: []string{shim}},
+				shim:              local(),
+			},
+			want: []string{kubelet + "/pleg -> " + shim},
+		},
+		{
+			desc: "docker outside libdocker, directly and in a test",
+			graph: importGraph{
+				shim:                local(docker),
+				m + "/internal/app": {Local: true, TestImports: []string{"github.com/docker/docker/api/types"}},
+				libdock:             {Local: true, Imports: []string{docker}, TestImports: []string{docker}},
+			},
+			want: []string{
+				m + "/internal/app -> github.com/docker/docker/api/types",
+				shim + " -> " + docker,
+			},
+		},
+		{
+			desc: "docker reached only transitively through libdocker is fine",
+			graph: importGraph{
+				shim:    local(libdock),
+				libdock: local(docker),
+				docker:  dep(),
+			},
+		},
+		{
+			desc: "libcni outside network",
+			graph: importGraph{
+				shim:    local(cni),
+				network: local(cni),
+			},
+			want: []string{shim + " -> " + cni},
+		},
+		{
+			desc: "k8s.io/kubernetes anywhere, even deep in a dependency",
+			graph: importGraph{
+				logging:         local("example.org/a"),
+				"example.org/a": dep(kube),
+				kube:            dep(),
+			},
+			want: []string{logging + " -> example.org/a -> " + kube},
+		},
+		{
+			desc: "non-local packages are not constrained themselves",
+			graph: importGraph{
+				"example.org/a": dep(docker, cni, shim),
+			},
+		},
+		{
+			desc:  "missing directories do not matter",
+			graph: importGraph{},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, v := range checkGraph(tc.graph, boundaryRules(m)) {
+				got = append(got, strings.Join(v.Path, " -> "))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("violations:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseGoList(t *testing.T) {
+	t.Parallel()
+	const stream = `
+{"ImportPath": "example.com/m/a", "Imports": ["fmt"], "TestImports": ["testing"], "XTestImports": ["example.com/m/b"], "Module": {"Main": true}}
+{"ImportPath": "example.org/dep", "Imports": ["os"], "TestImports": ["never/used"], "Module": {"Main": false}}
+{"ImportPath": "example.com/m/a [example.com/m/a.test]", "Imports": ["fmt", "testing"], "Module": {"Main": true}}
+{"ImportPath": "example.com/m/a_test [example.com/m/a.test]", "Imports": ["example.com/m/b [example.com/m/a.test]"]}
+{"ImportPath": "example.com/m/b [example.com/m/a.test]", "Imports": ["example.com/m/a [example.com/m/a.test]"], "Module": {"Main": true}}
+{"ImportPath": "example.com/m/a.test", "Imports": ["example.com/m/a_test [example.com/m/a.test]"]}
+`
+	g, err := parseGoList(strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := importGraph{
+		"example.com/m/a": {Imports: []string{"fmt"}, TestImports: []string{"testing", "example.com/m/b"}, Local: true},
+		"example.org/dep": {Imports: []string{"os"}},
+		"example.com/m/b": {Imports: []string{"example.com/m/a"}},
+	}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("graph:\n got %#v\nwant %#v", g, want)
+	}
+}

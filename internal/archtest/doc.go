@@ -1,0 +1,16 @@
+// Package archtest holds only tests: they enforce the dependency boundaries of
+// DESIGN.md with `go list -deps`, so a forbidden import fails `go test ./...`
+// instead of waiting for review.
+//
+// The rules (a package's test files count as part of the package):
+//   - nothing under internal/dockershim imports, directly or transitively,
+//     internal/kubelet..., internal/kuberuntime, internal/cri, internal/app
+//     or k8s.io/client-go;
+//   - nothing under internal/kubelet..., internal/kuberuntime or internal/cri
+//     imports internal/dockershim, directly or transitively;
+//   - only internal/dockershim/libdocker imports github.com/docker/docker;
+//   - only internal/dockershim/network imports github.com/containernetworking/cni;
+//   - nothing imports k8s.io/kubernetes.
+//
+// No package imports this one.
+package archtest

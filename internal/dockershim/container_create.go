@@ -1,0 +1,178 @@
+package dockershim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+)
+
+// CreateContainer creates a container in a sandbox, in these steps:
+//  1. validate the request and refuse features Docker cannot do;
+//  2. resolve the sandbox (full ID, its namespaces) and the image;
+//  3. build the Docker config (command, env, mounts, security, resources, namespaces);
+//  4. create it under the legacy k8s_ name, with labels that rebuild all state.
+func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+	cfg, sbCfg := req.GetConfig(), req.GetSandboxConfig()
+	if err := validateContainerRequest(cfg, sbCfg); err != nil {
+		return nil, err
+	}
+	sb, err := s.inspect(ctx, "pod_sandbox_id", req.GetPodSandboxId(), typeSandbox)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.docker.InspectImage(ctx, cfg.Image.Image); err != nil {
+		if errors.Is(err, libdocker.ErrNotFound) {
+			return nil, fmt.Errorf("%w: config.image.image %q is not present (pull it first)", ErrNotFound, cfg.Image.Image)
+		}
+		return nil, err
+	}
+	cc, hc, err := s.containerConfig(cfg, sbCfg, &sb)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.docker.CreateContainer(ctx, containerName(cfg.Metadata, sbCfg.Metadata), cc, hc)
+	if err != nil {
+		if errors.Is(err, libdocker.ErrConflict) {
+			return nil, fmt.Errorf("%w: container name %s is in use: %w", ErrAlreadyExists, containerName(cfg.Metadata, sbCfg.Metadata), err)
+		}
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// validateContainerRequest checks required fields and unsupported features.
+func validateContainerRequest(cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig) error {
+	if cfg == nil {
+		return invalidArg("config", "must be set")
+	}
+	if err := validateContainerMetadata(cfg.Metadata); err != nil {
+		return err
+	}
+	if cfg.GetImage().GetImage() == "" {
+		return invalidArg("config.image.image", "must not be empty")
+	}
+	if sbCfg == nil {
+		return invalidArg("sandbox_config", "must be set")
+	}
+	if err := validateSandboxMetadata(sbCfg.Metadata); err != nil {
+		return fmt.Errorf("sandbox_config: %w", err)
+	}
+	for i, m := range cfg.Mounts {
+		if err := validateMount(fmt.Sprintf("config.mounts[%d]", i), m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateMount refuses mounts the Docker engine cannot make.
+func validateMount(field string, m *runtimeapi.Mount) error {
+	switch {
+	case m.GetImage().GetImage() != "":
+		return unimplemented("%s: image volumes are not supported by the Docker engine in use", field)
+	case m.RecursiveReadOnly:
+		return unimplemented("%s: recursive read-only mounts are not supported by the Docker engine", field)
+	case len(m.UidMappings)+len(m.GidMappings) > 0:
+		return unimplemented("%s: id-mapped mounts are not supported by the Docker engine", field)
+	case m.ContainerPath == "":
+		return invalidArg(field+".container_path", "must not be empty")
+	case m.HostPath == "":
+		return invalidArg(field+".host_path", "must not be empty")
+	}
+	return nil
+}
+
+// containerConfig builds the Docker configuration of a container.
+func (s *Service) containerConfig(cfg *runtimeapi.ContainerConfig, sbCfg *runtimeapi.PodSandboxConfig, sb *libdocker.ContainerJSON) (*libdocker.ContainerConfig, *libdocker.HostConfig, error) {
+	logPath := ""
+	if sbCfg.LogDirectory != "" && cfg.LogPath != "" {
+		logPath = filepath.Join(sbCfg.LogDirectory, cfg.LogPath)
+	}
+	meta, err := encodeJSONLabel(cfg.Metadata)
+	if err != nil {
+		return nil, nil, err
+	}
+	internal := map[string]string{
+		labelType: typeContainer, labelSandboxID: sb.ID, labelLogPath: logPath,
+		labelMetadata: meta, labelImage: cfg.Image.Image,
+	}
+	cc := &libdocker.ContainerConfig{
+		Image:        cfg.Image.Image,
+		Entrypoint:   cfg.Command,
+		Cmd:          cfg.Args,
+		Env:          envList(cfg.Envs),
+		WorkingDir:   cfg.WorkingDir,
+		Labels:       makeLabels(cfg.Labels, cfg.Annotations, internal),
+		Tty:          cfg.Tty,
+		OpenStdin:    cfg.Stdin,
+		StdinOnce:    cfg.StdinOnce,
+		AttachStdin:  cfg.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	hc := &libdocker.HostConfig{
+		Binds:   bindsFor(cfg.Mounts),
+		Runtime: sb.HostConfig.Runtime,
+	}
+	if err := s.applyContainerLinux(cfg, sbCfg, sb, cc, hc); err != nil {
+		return nil, nil, err
+	}
+	return cc, hc, nil
+}
+
+// envList renders CRI env vars as KEY=value.
+func envList(envs []*runtimeapi.KeyValue) []string {
+	out := make([]string, 0, len(envs))
+	for _, e := range envs {
+		out = append(out, e.Key+"="+string(e.Value))
+	}
+	return out
+}
+
+// bindsFor renders mounts as Docker binds ("host:container:opts"). Docker creates a
+// missing host directory, as the legacy dockershim relied on.
+func bindsFor(mounts []*runtimeapi.Mount) []string {
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		var opts []string
+		if m.Readonly {
+			opts = append(opts, "ro")
+		}
+		if m.SelinuxRelabel {
+			opts = append(opts, "Z")
+		}
+		switch m.Propagation {
+		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			opts = append(opts, "rslave")
+		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			opts = append(opts, "rshared")
+		}
+		b := m.HostPath + ":" + m.ContainerPath
+		for i, o := range opts {
+			if i == 0 {
+				b += ":" + o
+			} else {
+				b += "," + o
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// ensureLogDir creates the directory of a container's CRI log file.
+func ensureLogDir(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create log directory for %s: %w", path, err)
+	}
+	return nil
+}

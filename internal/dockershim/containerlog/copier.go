@@ -1,0 +1,246 @@
+package containerlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+)
+
+// errWrite marks a failure to write the log file (as opposed to a broken stream);
+// retrying the stream does not help, so the copier stops.
+var errWrite = errors.New("write log file")
+
+// sourceError is a failure of the Source call itself (as opposed to the stream).
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// retryPolicy bounds the retries after a broken stream.
+type retryPolicy struct {
+	max        int // attempts in a row without progress
+	backoff    time.Duration
+	maxBackoff time.Duration
+}
+
+// copier copies one container's Docker log stream into one CRI log file.
+type copier struct {
+	id     string
+	path   string
+	tty    bool
+	src    Source
+	log    *zap.Logger
+	policy retryPolicy
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run has returned
+
+	mu   sync.Mutex // serializes writes, reopen and close
+	f    *os.File
+	w    *Writer
+	last time.Time // timestamp of the last entry written or found in the file
+}
+
+// run opens the file and copies the stream until EOF, ctx cancellation, a write error,
+// a failed first Source call, or too many retries.
+func (c *copier) run(ctx context.Context) {
+	if err := c.open(); err != nil {
+		c.log.Error("open container log file", zap.Error(err))
+		return
+	}
+	defer c.close()
+	backoff := c.policy.backoff
+	failures := 0
+	for first := true; ; first = false {
+		before := c.lastWritten()
+		err := c.copyOnce(ctx, before)
+		var srcErr *sourceError
+		switch {
+		case err == nil:
+			c.log.Debug("container log stream ended")
+			return
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errWrite), errors.Is(err, libdocker.ErrNotFound),
+			first && errors.As(err, &srcErr):
+			c.log.Error("container log copier stopped", zap.Error(err))
+			return
+		}
+		if c.lastWritten().After(before) {
+			failures, backoff = 0, c.policy.backoff // progress: a fresh budget
+		}
+		failures++
+		if failures > c.policy.max {
+			c.log.Error("container log copier gave up", zap.Int("attempts", failures), zap.Error(err))
+			return
+		}
+		c.log.Warn("container log stream broke; resuming", zap.Duration("backoff", backoff), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, c.policy.maxBackoff)
+	}
+}
+
+// open repairs an entry cut short by a crash at the end of the file, finds the resume
+// point and opens the file for appending.
+func (c *copier) open() error {
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	if err := truncateIncomplete(c.path); err != nil {
+		return err
+	}
+	last, err := resumePoint(c.path)
+	if err != nil {
+		// Resuming from the start duplicates lines; that beats losing them.
+		c.log.Warn("cannot find the last timestamp in the log; copying all output", zap.Error(err))
+	}
+	f, err := openLog(c.path)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.f, c.w, c.last = f, NewWriter(f), last
+	return nil
+}
+
+// openLog opens path for appending, creating it if needed.
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("open log file: %w", err)
+	}
+	return f, nil
+}
+
+// truncateIncomplete cuts a trailing unterminated line (a write cut short by a crash)
+// so that the next entry starts on a line of its own.
+func truncateIncomplete(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open log file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat log file: %w", err)
+	}
+	n, err := completeLength(f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("check log file end: %w", err)
+	}
+	if n == fi.Size() {
+		return nil
+	}
+	if err := f.Truncate(n); err != nil {
+		return fmt.Errorf("truncate incomplete entry: %w", err)
+	}
+	return nil
+}
+
+// reopen swaps the file for a new one at the same path.
+func (c *copier) reopen() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f == nil {
+		return nil // not opened yet, or already closed
+	}
+	f, err := openLog(c.path)
+	if err != nil {
+		return err
+	}
+	if err := c.f.Close(); err != nil {
+		c.log.Warn("close rotated log file", zap.Error(err))
+	}
+	c.f, c.w = f, NewWriter(f)
+	return nil
+}
+
+func (c *copier) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f == nil {
+		return
+	}
+	if err := c.f.Close(); err != nil {
+		c.log.Warn("close log file", zap.Error(err))
+	}
+	c.f, c.w = nil, nil
+}
+
+func (c *copier) lastWritten() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// emit writes one Docker message as CRI entries unless it is at or before resume.
+func (c *copier) emit(resume, ts time.Time, stream string, content []byte, partial bool) error {
+	if !ts.After(resume) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w == nil {
+		return fmt.Errorf("%w: file closed", errWrite)
+	}
+	if err := c.w.WriteEntry(ts, stream, content, partial); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	if ts.After(c.last) {
+		c.last = ts
+	}
+	return nil
+}
+
+// copyOnce follows the stream once from resume. It returns nil at EOF.
+func (c *copier) copyOnce(ctx context.Context, resume time.Time) error {
+	rc, err := c.src.ContainerLogs(ctx, c.id, logsOptions(resume))
+	if err != nil {
+		return &sourceError{err: err}
+	}
+	defer rc.Close()
+	// Unblock a pending Read when ctx ends, whatever the Source does with ctx.
+	stop := context.AfterFunc(ctx, func() { rc.Close() })
+	defer stop()
+	if c.tty {
+		err = copyRaw(rc, func(ts time.Time, content []byte, partial bool) error {
+			return c.emit(resume, ts, StreamStdout, content, partial)
+		})
+	} else {
+		stdout := &messageSink{emit: func(ts time.Time, content []byte, partial bool) error {
+			return c.emit(resume, ts, StreamStdout, content, partial)
+		}}
+		stderr := &messageSink{emit: func(ts time.Time, content []byte, partial bool) error {
+			return c.emit(resume, ts, StreamStderr, content, partial)
+		}}
+		_, err = libdocker.DemuxStream(stdout, stderr, rc)
+	}
+	if err != nil {
+		return fmt.Errorf("copy log stream: %w", err)
+	}
+	return nil
+}
+
+// logsOptions asks for both streams with timestamps, following, since resume.
+func logsOptions(resume time.Time) libdocker.LogsOptions {
+	opts := libdocker.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true}
+	if !resume.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", resume.Unix(), resume.Nanosecond())
+	}
+	return opts
+}

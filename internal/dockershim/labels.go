@@ -1,0 +1,116 @@
+package dockershim
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Docker labels written by the shim. The first three follow the legacy dockershim so
+// that tools reading Docker labels keep working; the rest are this shim's own.
+const (
+	labelType          = "io.kubernetes.docker.type"
+	labelSandboxID     = "io.kubernetes.sandbox.id"
+	labelLogPath       = "io.kubernetes.container.logpath"
+	labelMetadata      = "io.kubelet-dockershim.metadata"
+	labelHandler       = "io.kubelet-dockershim.runtime-handler"
+	labelImage         = "io.kubelet-dockershim.image"
+	labelNamespaceOpts = "io.kubelet-dockershim.namespace-options"
+	labelHostNetwork   = "io.kubelet-dockershim.host-network"
+	// labelManaged marks every object the shim created, for listing.
+	labelManaged = "io.kubelet-dockershim.managed"
+
+	typeSandbox   = "podsandbox"
+	typeContainer = "container"
+
+	// annotationPrefix stores CRI annotations as Docker labels.
+	annotationPrefix = "annotation."
+)
+
+// internalLabel reports whether a Docker label key belongs to the shim, not the client.
+func internalLabel(k string) bool {
+	switch k {
+	case labelType, labelSandboxID, labelLogPath:
+		return true
+	}
+	return strings.HasPrefix(k, "io.kubelet-dockershim.")
+}
+
+// makeLabels merges CRI labels, CRI annotations (prefixed) and the shim's own labels.
+func makeLabels(labels, annotations, internal map[string]string) map[string]string {
+	out := make(map[string]string, len(labels)+len(annotations)+len(internal)+1)
+	for k, v := range labels {
+		out[k] = v
+	}
+	for k, v := range annotations {
+		out[annotationPrefix+k] = v
+	}
+	for k, v := range internal {
+		out[k] = v
+	}
+	out[labelManaged] = "true"
+	return out
+}
+
+// splitLabels recovers CRI labels and annotations from Docker labels.
+func splitLabels(docker map[string]string) (labels, annotations map[string]string) {
+	labels, annotations = map[string]string{}, map[string]string{}
+	for k, v := range docker {
+		switch {
+		case internalLabel(k):
+		case strings.HasPrefix(k, annotationPrefix):
+			annotations[strings.TrimPrefix(k, annotationPrefix)] = v
+		default:
+			labels[k] = v
+		}
+	}
+	return labels, annotations
+}
+
+// encodeJSONLabel marshals v for a label value.
+func encodeJSONLabel(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode label: %w", err)
+	}
+	return string(b), nil
+}
+
+// sandboxMetadata decodes the sandbox metadata label (nil when absent or broken).
+func sandboxMetadata(labels map[string]string) *runtimeapi.PodSandboxMetadata {
+	m := &runtimeapi.PodSandboxMetadata{}
+	if err := json.Unmarshal([]byte(labels[labelMetadata]), m); err != nil {
+		return nil
+	}
+	return m
+}
+
+// containerMetadata decodes the container metadata label (nil when absent or broken).
+func containerMetadata(labels map[string]string) *runtimeapi.ContainerMetadata {
+	m := &runtimeapi.ContainerMetadata{}
+	if err := json.Unmarshal([]byte(labels[labelMetadata]), m); err != nil {
+		return nil
+	}
+	return m
+}
+
+// namespaceOptions decodes the sandbox's namespace options label.
+func namespaceOptions(labels map[string]string) *runtimeapi.NamespaceOption {
+	o := &runtimeapi.NamespaceOption{}
+	if err := json.Unmarshal([]byte(labels[labelNamespaceOpts]), o); err != nil {
+		return &runtimeapi.NamespaceOption{}
+	}
+	return o
+}
+
+// matchLabels reports whether all selector pairs are present in labels.
+func matchLabels(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,166 @@
+package dockershim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// seccompOpt maps the CRI seccomp profile (or the deprecated path string) to a Docker
+// security option. An unset profile means unconfined, as the CRI defines.
+func seccompOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
+	if p == nil && deprecated != "" {
+		switch {
+		case deprecated == "unconfined":
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+		case deprecated == "runtime/default" || deprecated == "docker/default":
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+		case strings.HasPrefix(deprecated, "localhost/"):
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: strings.TrimPrefix(deprecated, "localhost/")}
+		default:
+			return "", invalidArg(field, "unknown seccomp profile %q", deprecated)
+		}
+	}
+	switch p.GetProfileType() {
+	case runtimeapi.SecurityProfile_Unconfined:
+		return "seccomp=unconfined", nil
+	case runtimeapi.SecurityProfile_RuntimeDefault:
+		return "", nil // Docker applies its default profile
+	case runtimeapi.SecurityProfile_Localhost:
+		b, err := os.ReadFile(p.GetLocalhostRef())
+		if err != nil {
+			return "", invalidArg(field, "read localhost seccomp profile: %v", err)
+		}
+		return "seccomp=" + string(b), nil
+	}
+	return "", invalidArg(field, "unknown seccomp profile type %v", p.GetProfileType())
+}
+
+// apparmorOpt maps the CRI AppArmor profile (or the deprecated string) to a Docker
+// security option; unset leaves Docker's default.
+func apparmorOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
+	if p == nil && deprecated != "" {
+		switch {
+		case deprecated == "unconfined":
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+		case deprecated == "runtime/default":
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+		case strings.HasPrefix(deprecated, "localhost/"):
+			p = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: strings.TrimPrefix(deprecated, "localhost/")}
+		default:
+			return "", invalidArg(field, "unknown apparmor profile %q", deprecated)
+		}
+	}
+	switch {
+	case p == nil:
+		return "", nil
+	case p.ProfileType == runtimeapi.SecurityProfile_Unconfined:
+		return "apparmor=unconfined", nil
+	case p.ProfileType == runtimeapi.SecurityProfile_RuntimeDefault:
+		return "", nil
+	case p.ProfileType == runtimeapi.SecurityProfile_Localhost:
+		if p.LocalhostRef == "" {
+			return "", invalidArg(field, "localhost profile needs a name")
+		}
+		return "apparmor=" + p.LocalhostRef, nil
+	}
+	return "", invalidArg(field, "unknown apparmor profile type %v", p.ProfileType)
+}
+
+// selinuxOpts maps SELinux options to Docker label options.
+func selinuxOpts(o *runtimeapi.SELinuxOption) []string {
+	if o == nil {
+		return nil
+	}
+	var out []string
+	for _, kv := range [][2]string{{"user", o.User}, {"role", o.Role}, {"type", o.Type}, {"level", o.Level}} {
+		if kv[1] != "" {
+			out = append(out, "label="+kv[0]+":"+kv[1])
+		}
+	}
+	return out
+}
+
+// securityInput is what both sandbox and container security contexts provide.
+type securityInput struct {
+	field               string
+	seccomp, apparmor   *runtimeapi.SecurityProfile
+	seccompPath, aaName string
+	selinux             *runtimeapi.SELinuxOption
+	noNewPrivs          bool
+	privileged          bool
+	runAsUser, runAsGrp *runtimeapi.Int64Value
+	runAsUsername       string
+	supplementalGroups  []int64
+}
+
+// securityOpts builds Docker's SecurityOpt list.
+func securityOpts(in securityInput) ([]string, error) {
+	var opts []string
+	if !in.privileged {
+		sc, err := seccompOpt(in.field+".seccomp", in.seccomp, in.seccompPath)
+		if err != nil {
+			return nil, err
+		}
+		if sc != "" {
+			opts = append(opts, sc)
+		}
+		aa, err := apparmorOpt(in.field+".apparmor", in.apparmor, in.aaName)
+		if err != nil {
+			return nil, err
+		}
+		if aa != "" {
+			opts = append(opts, aa)
+		}
+	}
+	opts = append(opts, selinuxOpts(in.selinux)...)
+	if in.noNewPrivs {
+		opts = append(opts, "no-new-privileges")
+	}
+	return opts, nil
+}
+
+// dockerUser builds Docker's "user[:group]" string.
+func dockerUser(uid *runtimeapi.Int64Value, username string, gid *runtimeapi.Int64Value) string {
+	u := username
+	if uid != nil {
+		u = strconv.FormatInt(uid.Value, 10)
+	}
+	if gid != nil {
+		if u == "" {
+			u = "0"
+		}
+		u += ":" + strconv.FormatInt(gid.Value, 10)
+	}
+	return u
+}
+
+// groupAdd converts supplemental group IDs for Docker.
+func groupAdd(ids []int64) []string {
+	out := make([]string, 0, len(ids))
+	for _, g := range ids {
+		out = append(out, strconv.FormatInt(g, 10))
+	}
+	return out
+}
+
+// sysctlsFor copies the sandbox sysctls, rejecting net.* ones with host networking.
+func sysctlsFor(field string, sysctls map[string]string, hostNetwork bool) (map[string]string, error) {
+	if len(sysctls) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(sysctls))
+	for k, v := range sysctls {
+		if hostNetwork && strings.HasPrefix(k, "net.") {
+			return nil, invalidArg(field, "sysctl %q is not allowed with host networking", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// nsModeString names a namespace mode for messages.
+func nsModeString(m runtimeapi.NamespaceMode) string { return fmt.Sprint(m) }

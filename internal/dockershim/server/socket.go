@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+const (
+	// socketMode lets root and the socket's group use the CRI.
+	socketMode fs.FileMode = 0o660
+	// parentDirMode is used when the socket's directory does not exist.
+	parentDirMode fs.FileMode = 0o755
+	// probeTimeout bounds the dial that tells a stale socket from a live one.
+	probeTimeout = 2 * time.Second
+)
+
+var (
+	// ErrSocketInUse means another process answers on the socket path.
+	ErrSocketInUse = errors.New("socket is in use by another process")
+	// ErrNotSocket means the socket path exists and is not a socket.
+	ErrNotSocket = errors.New("path exists and is not a socket")
+)
+
+// removeStaleSocket removes path if it is a socket nobody listens on.
+// A missing path is fine; a live socket or a non-socket file is an error and
+// is left untouched.
+func removeStaleSocket(ctx context.Context, path string) error {
+	info, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking socket %s: %w", path, err)
+	}
+	if info.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("socket %s: %w (mode %v); remove it or choose another --container-runtime-endpoint",
+			path, ErrNotSocket, info.Mode())
+	}
+	live, err := socketAnswers(ctx, path)
+	if err != nil {
+		return err
+	}
+	if live {
+		return fmt.Errorf("socket %s: %w: another process serves it", path, ErrSocketInUse)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// socketAnswers dials path. Connection refused means the socket is stale.
+func socketAnswers(ctx context.Context, path string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	switch {
+	case err == nil:
+		_ = conn.Close()
+		return true, nil
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("probing socket %s for a live server: %w", path, err)
+	}
+}
+
+// listenUnix creates the parent directory, listens on path and sets the
+// socket's mode. On error nothing it created is left listening.
+func listenUnix(path string) (_ net.Listener, retErr error) {
+	if err := os.MkdirAll(filepath.Dir(path), parentDirMode); err != nil {
+		return nil, fmt.Errorf("creating socket directory: %w", err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	defer func() {
+		if retErr != nil {
+			_ = lis.Close() // also unlinks the socket file
+		}
+	}()
+	if err := os.Chmod(path, socketMode); err != nil {
+		return nil, fmt.Errorf("setting mode of socket %s: %w", path, err)
+	}
+	return lis, nil
+}

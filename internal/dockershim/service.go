@@ -1,0 +1,274 @@
+package dockershim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/checkpoint"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/containerlog"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
+)
+
+// dockerClient is the Docker API the shim uses; *libdocker.Client implements it.
+type dockerClient interface {
+	streaming.Docker
+	containerlog.Source
+	Ping(ctx context.Context) error
+	Version(ctx context.Context) (libdocker.Version, error)
+	Info(ctx context.Context) (libdocker.Info, error)
+	ListContainers(ctx context.Context, opts libdocker.ListOptions) ([]libdocker.ContainerSummary, error)
+	InspectContainerWithSize(ctx context.Context, id string) (libdocker.ContainerJSON, error)
+	CreateContainer(ctx context.Context, name string, cfg *libdocker.ContainerConfig, hc *libdocker.HostConfig) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, timeout time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	UpdateContainer(ctx context.Context, id string, u libdocker.UpdateConfig) error
+	ListImages(ctx context.Context, all bool) ([]libdocker.ImageSummary, error)
+	InspectImage(ctx context.Context, ref string) (libdocker.ImageInspect, error)
+	RemoveImage(ctx context.Context, ref string, force bool) ([]libdocker.ImageDeleteItem, error)
+	PullImage(ctx context.Context, ref string, auth *libdocker.AuthConfig) error
+	Events(ctx context.Context, opts libdocker.EventsOptions) (<-chan libdocker.EventMessage, <-chan error)
+}
+
+// networkPlugin sets up and tears down pod networks; *network.Manager implements it.
+type networkPlugin interface {
+	Status() error
+	SetUpPod(ctx context.Context, pod network.Pod) (*network.Result, error)
+	TearDownPod(ctx context.Context, pod network.Pod) error
+}
+
+// checkpointStore persists sandbox checkpoints; *checkpoint.Store implements it.
+type checkpointStore interface {
+	Write(cp *checkpoint.PodSandbox) error
+	Read(id string) (*checkpoint.PodSandbox, error)
+	Delete(id string) error
+	List() ([]string, error)
+}
+
+// logFollower copies container output into CRI log files; *containerlog.Manager implements it.
+type logFollower interface {
+	Follow(ctx context.Context, containerID, path string, tty bool)
+	Reopen(containerID string) error
+	Wait(ctx context.Context, containerID string) error
+	Stop(containerID string)
+}
+
+// streamServer serves exec/attach/port-forward; *streaming.Server implements it.
+type streamServer interface {
+	Start(ctx context.Context) error
+	Close() error
+	GetExec(req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+	GetAttach(req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error)
+	GetPortForward(req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error)
+}
+
+// Options configures the shim. DockerEndpoint, RootDirectory, PodInfraImage and
+// CNIConfDir are required.
+type Options struct {
+	DockerEndpoint       string
+	PullProgressDeadline time.Duration
+	// RootDirectory holds sandbox checkpoints (default /var/lib/dockershim).
+	RootDirectory string
+	// PodInfraImage is the sandbox (pause) image.
+	PodInfraImage string
+	// NetworkPlugin is "cni" (or empty, meaning cni); kubenet is not supported.
+	NetworkPlugin string
+	CNIConfDir    string
+	CNIBinDirs    []string
+	CNICacheDir   string
+	// StreamingAddr is the streaming server's listen address (default 127.0.0.1:0).
+	StreamingAddr string
+	Logger        *zap.Logger
+}
+
+// Service is the CRI runtime and image service over Docker.
+type Service struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+
+	podInfraImage string
+	rootDir       string
+	logger        *zap.Logger
+
+	docker      dockerClient
+	network     networkPlugin
+	checkpoints checkpointStore
+	logs        logFollower
+	streams     streamServer
+	events      *eventBroker
+	stats       *statsCollector
+
+	host      hostInfo      // immutable after Start
+	runConfig runtimeConfig // UpdateRuntimeConfig state
+
+	runCtx    context.Context
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	closers   []io.Closer
+}
+
+// Validate checks the options and names the offending flag.
+func (o *Options) Validate() error {
+	switch {
+	case o.DockerEndpoint == "":
+		return errors.New("--docker-endpoint must not be empty")
+	case o.RootDirectory == "":
+		return errors.New("--experimental-dockershim-root-directory must not be empty")
+	case o.PodInfraImage == "":
+		return errors.New("--pod-infra-container-image must not be empty")
+	case o.NetworkPlugin == "kubenet":
+		return errors.New("--network-plugin=kubenet is not supported by this shim; use cni")
+	case o.NetworkPlugin != "" && o.NetworkPlugin != "cni":
+		return fmt.Errorf("--network-plugin=%q is not supported; use cni", o.NetworkPlugin)
+	case o.CNIConfDir == "":
+		return errors.New("--cni-conf-dir must not be empty")
+	}
+	return nil
+}
+
+// New wires the shim's parts. It does not contact Docker; Start does.
+func New(opts Options) (*Service, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	dc, err := libdocker.New(libdocker.Options{Endpoint: opts.DockerEndpoint, PullProgressDeadline: opts.PullProgressDeadline})
+	if err != nil {
+		return nil, err
+	}
+	netw, err := network.New(network.Options{ConfDir: opts.CNIConfDir, BinDirs: opts.CNIBinDirs, CacheDir: opts.CNICacheDir, Logger: logger.Named("cni")})
+	if err != nil {
+		return nil, fmt.Errorf("cni: %w", err)
+	}
+	cps, err := checkpoint.New(filepath.Join(opts.RootDirectory, "sandbox"))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	logs, err := containerlog.NewManager(containerlog.Options{Source: dc, Logger: logger.Named("logs")})
+	if err != nil {
+		return nil, err
+	}
+	addr := opts.StreamingAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	streams, err := streaming.New(streaming.Options{Addr: addr, Docker: dc, Logger: logger.Named("streaming")})
+	if err != nil {
+		return nil, fmt.Errorf("streaming: %w", err)
+	}
+	s := newService(serviceParts{docker: dc, network: netw, checkpoints: cps, logs: logs, streams: streams}, opts, logger)
+	s.closers = append(s.closers, dc)
+	return s, nil
+}
+
+// serviceParts are the collaborators New builds; tests pass fakes.
+type serviceParts struct {
+	docker      dockerClient
+	network     networkPlugin
+	checkpoints checkpointStore
+	logs        logFollower
+	streams     streamServer
+}
+
+func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
+	s := &Service{
+		podInfraImage: opts.PodInfraImage,
+		rootDir:       opts.RootDirectory,
+		logger:        logger,
+		docker:        p.docker,
+		network:       p.network,
+		checkpoints:   p.checkpoints,
+		logs:          p.logs,
+		streams:       p.streams,
+	}
+	s.events = newEventBroker(p.docker, logger.Named("events"))
+	s.stats = newStatsCollector(p.docker, logger.Named("stats"))
+	return s
+}
+
+// Start waits until Docker answers (or ctx ends), reads the host facts, then starts the
+// streaming server, the event broker and the log followers of existing containers.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.waitForDocker(ctx); err != nil {
+		return err
+	}
+	host, err := s.readHostInfo(ctx)
+	if err != nil {
+		return err
+	}
+	s.host = host
+	s.runCtx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.streams.Start(s.runCtx); err != nil {
+		s.cancel()
+		return fmt.Errorf("start streaming server: %w", err)
+	}
+	s.events.Start(s.runCtx)
+	if err := s.resumeLogs(ctx); err != nil {
+		s.logger.Warn("resume container logs", zap.Error(err))
+	}
+	s.logger.Info("dockershim started",
+		zap.String("docker-version", host.dockerVersion), zap.String("api-version", host.apiVersion),
+		zap.String("cgroup-driver", host.cgroupDriver), zap.Int("min-oom-score-adj", host.minOOMScoreAdj))
+	return nil
+}
+
+// waitForDocker pings Docker until it answers or ctx ends.
+func (s *Service) waitForDocker(ctx context.Context) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.docker.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		s.logger.Info("waiting for docker", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker did not answer: %w (last error: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops background work and releases the Docker client. It is idempotent.
+func (s *Service) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if err := s.streams.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.events.Wait()
+		for _, c := range s.closers {
+			if err := c.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// bgContext is the service's run context, or a background one before Start.
+func (s *Service) bgContext() context.Context {
+	if s.runCtx != nil {
+		return s.runCtx
+	}
+	return context.Background()
+}

@@ -1,0 +1,84 @@
+package streaming
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"go.uber.org/zap"
+	remotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+)
+
+// attachParams describes one attach to a container's main process.
+type attachParams struct {
+	containerID    string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	resize         <-chan remotecommand.TerminalSize
+}
+
+// attach connects to a running container's stdio until its output ends, stdin ends
+// when no output was requested, or ctx is done. Whether the stream is a TTY comes
+// from the container's config, not from the request.
+func attach(ctx context.Context, d Docker, logger *zap.Logger, p attachParams) error {
+	if p.containerID == "" {
+		return invalid("missing required container id")
+	}
+	info, err := d.InspectContainer(ctx, p.containerID)
+	if err != nil {
+		return fmt.Errorf("attach to container %s: %w", p.containerID, err)
+	}
+	tty := info.Config != nil && info.Config.Tty
+	hasOutput := p.stdout != nil || p.stderr != nil
+	resp, err := d.AttachContainer(ctx, p.containerID, libdocker.AttachOptions{
+		Stream: true,
+		Stdin:  p.stdin != nil,
+		Stdout: p.stdout != nil,
+		Stderr: p.stderr != nil,
+	})
+	if err != nil {
+		return fmt.Errorf("attach to container %s: %w", p.containerID, err)
+	}
+	defer resp.Close()
+
+	done := make(chan struct{})
+	defer close(done)
+	if tty && p.resize != nil {
+		resize := func(h, w uint) error { return d.ResizeContainerTTY(ctx, p.containerID, h, w) }
+		onErr := func(err error) { logger.Debug("resize failed", zap.String("container", p.containerID), zap.Error(err)) }
+		go resizeLoop(done, p.resize, resize, onErr)
+	}
+	inDone := make(chan error, 1)
+	if p.stdin != nil {
+		go func() { inDone <- copyInput(&resp, p.stdin) }()
+	}
+	outDone := make(chan error, 1)
+	if hasOutput {
+		go func() { outDone <- copyOutput(&resp, tty, p.stdout, p.stderr) }()
+	}
+	return waitAttach(ctx, p.containerID, inDone, outDone, hasOutput)
+}
+
+// waitAttach waits for the end of an attach session.
+func waitAttach(ctx context.Context, id string, inDone, outDone <-chan error, hasOutput bool) error {
+	for {
+		select {
+		case err := <-outDone:
+			if err != nil {
+				return fmt.Errorf("attach to container %s: read output: %w", id, err)
+			}
+			return nil
+		case err := <-inDone:
+			if err != nil {
+				return fmt.Errorf("attach to container %s: write input: %w", id, err)
+			}
+			if !hasOutput {
+				return nil
+			}
+			inDone = nil // stdin is closed; keep streaming the output
+		case <-ctx.Done():
+			return fmt.Errorf("attach to container %s: %w", id, ctx.Err())
+		}
+	}
+}

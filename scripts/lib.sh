@@ -1,0 +1,102 @@
+# shellcheck shell=bash
+# lib.sh: helpers shared by the scripts in this directory. Source it; do not
+# run it. Every name it defines starts with kds_ / KDS_.
+#
+# Env:
+#   KDS_CACHE_DIR  where downloaded inputs are kept (default
+#                  /var/cache/kubelet-dockershim)
+
+KDS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KDS_SCRIPTS=$KDS_ROOT/scripts
+KDS_CACHE_DIR=${KDS_CACHE_DIR:-/var/cache/kubelet-dockershim}
+# Image label holding the hash of an image's inputs (see build-images.sh).
+KDS_HASH_LABEL=io.kubelet-dockershim.content-hash
+
+kds_log() { printf '%s: %s\n' "$(basename "$0" .sh)" "$*" >&2; }
+kds_die() {
+	kds_log "ERROR: $*"
+	exit 1
+}
+
+kds_require_root() {
+	[[ $(id -u) == 0 ]] || kds_die "must run as root (try: sudo $0 $*)"
+}
+
+# kds_ensure_go: put Go on PATH (the tarball install lives in /usr/local/go).
+kds_ensure_go() {
+	if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+		PATH=/usr/local/go/bin:$PATH
+		export PATH
+	fi
+	command -v go >/dev/null 2>&1 || kds_die "go not found (install Go 1.26 to /usr/local/go)"
+}
+
+# kds_docker_answers: whether dockerd answers on the default socket.
+kds_docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+# kds_dynamic_busybox: print the path of the regular, dynamically linked
+# busybox of Debian's `busybox` package. That package conflicts with
+# busybox-static (which we keep installed), so its .deb is downloaded and
+# unpacked under $KDS_CACHE_DIR instead of installed.
+kds_dynamic_busybox() {
+	local dir=$KDS_CACHE_DIR/busybox-deb
+	local bin=$dir/root/bin/busybox
+	if [[ ! -x $bin ]]; then
+		rm -rf "$dir"
+		mkdir -p "$dir/deb"
+		# apt-get download runs as _apt when it can; a root-only dir only
+		# triggers a harmless warning.
+		if ! (cd "$dir/deb" && apt-get download busybox >/dev/null 2>&1); then
+			apt-get update -qq >/dev/null
+			(cd "$dir/deb" && apt-get download busybox >/dev/null 2>&1) ||
+				kds_die "apt-get download busybox failed"
+		fi
+		dpkg-deb -x "$dir"/deb/busybox_*.deb "$dir/root"
+		[[ -x $bin ]] || kds_die "busybox .deb has no bin/busybox"
+	fi
+	echo "$bin"
+}
+
+# kds_gofmt_check: fail (listing them) when Go files need gofmt. Testdata is
+# left alone: it may hold deliberately malformed files.
+kds_gofmt_check() {
+	local files unformatted
+	files=$(cd "$KDS_ROOT" && find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './vendor/*')
+	[[ -n $files ]] || return 0
+	# shellcheck disable=SC2086 # file names have no spaces
+	unformatted=$(cd "$KDS_ROOT" && gofmt -l $files)
+	if [[ -n $unformatted ]]; then
+		printf 'files need gofmt:\n%s\n' "$unformatted" >&2
+		return 1
+	fi
+}
+
+# kds_test_env_up: prepare the machine, start the test registries in a fresh
+# state dir and export the DOCKERSHIM_TEST_* variables the tests read.
+# Installs an EXIT trap that stops the registries and removes the state dir.
+kds_test_env_up() {
+	"$KDS_SCRIPTS/prepare-host.sh"
+	kds_ensure_go
+	KDS_STATE_DIR=$(mktemp -d /tmp/kubelet-dockershim-test.XXXXXX)
+	trap kds_test_env_down EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	local lines line
+	lines=$("$KDS_SCRIPTS/registry.sh" up "$KDS_STATE_DIR")
+	for line in $lines; do
+		[[ $line =~ ^DOCKERSHIM_TEST_[A-Z_]+=[^[:space:]]*$ ]] || kds_die "registry.sh printed an unexpected line: $line"
+		export "${line?}"
+	done
+	export DOCKERSHIM_TEST_CNI_BIN_DIR=/usr/lib/cni
+	# Root may run in a checkout owned by another user, where git refuses to
+	# report VCS status; tests do not need the stamp.
+	export GOFLAGS=${GOFLAGS:--buildvcs=false}
+	env | grep '^DOCKERSHIM_TEST_' | sort >&2
+}
+
+kds_test_env_down() {
+	if [[ -n ${KDS_STATE_DIR:-} && -d $KDS_STATE_DIR ]]; then
+		"$KDS_SCRIPTS/registry.sh" down "$KDS_STATE_DIR" || true
+		rm -rf "$KDS_STATE_DIR"
+	fi
+}
