@@ -27,6 +27,7 @@ kds_docker_answers || kds_die "dockerd does not answer (run scripts/prepare-host
 STATIC_BUSYBOX=/bin/busybox
 [[ -x $STATIC_BUSYBOX ]] || kds_die "$STATIC_BUSYBOX missing (apt-get install busybox-static)"
 SELF_HASH=$(sha256sum "$0" | cut -d' ' -f1)
+HASH_LABEL=io.kubelet-dockershim.content-hash
 
 WORK=$(mktemp -d /tmp/kubelet-dockershim-images.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -41,7 +42,7 @@ hash_inputs() {
 
 # image_field IMAGE TEMPLATE: inspect output, empty when the image is absent.
 image_field() { docker image inspect -f "$2" "$1" 2>/dev/null || true; }
-image_hash() { image_field "$1" "{{ index .Config.Labels \"$KDS_HASH_LABEL\" }}"; }
+image_hash() { image_field "$1" "{{ index .Config.Labels \"$HASH_LABEL\" }}"; }
 image_id() { image_field "$1" '{{.Id}}'; }
 
 # build_image HASH CONTEXT TAG [EXTRA_TAG...]: build CONTEXT as TAG unless TAG
@@ -54,7 +55,7 @@ build_image() {
 	if [[ $(image_hash "$tag") != "$hash" ]]; then
 		# The legacy builder: no buildx plugin needed, and FROM scratch
 		# needs no registry.
-		if ! DOCKER_BUILDKIT=0 docker build -q --force-rm --label "$KDS_HASH_LABEL=$hash" -t "$tag" "$ctx" \
+		if ! DOCKER_BUILDKIT=0 docker build -q --force-rm --label "$HASH_LABEL=$hash" -t "$tag" "$ctx" \
 			>"$WORK/build.log" 2>&1; then
 			cat "$WORK/build.log" >&2
 			kds_die "docker build of $tag failed"
@@ -66,6 +67,7 @@ build_image() {
 	for extra in "$@"; do
 		if [[ $(image_id "$extra") != "$id" ]]; then
 			docker tag "$tag" "$extra"
+			[[ $status == built ]] || status=retagged
 		fi
 	done
 	# The replaced image was ours (same tag, our label); drop it unless a

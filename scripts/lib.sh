@@ -9,8 +9,6 @@
 KDS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KDS_SCRIPTS=$KDS_ROOT/scripts
 KDS_CACHE_DIR=${KDS_CACHE_DIR:-/var/cache/kubelet-dockershim}
-# Image label holding the hash of an image's inputs (see build-images.sh).
-KDS_HASH_LABEL=io.kubelet-dockershim.content-hash
 
 kds_log() { printf '%s: %s\n' "$(basename "$0" .sh)" "$*" >&2; }
 kds_die() {

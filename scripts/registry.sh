@@ -38,6 +38,7 @@ usage() {
 # answers. Plain bash (/dev/tcp): curl is not part of a fresh install.
 http_status() {
 	local host=${1%:*} port=${1##*:} path=$2
+	# shellcheck disable=SC2016 # expanded by the inner bash
 	timeout 2 bash -c '
 		exec 3<>"/dev/tcp/$0/$1" || exit 1
 		printf "GET %s HTTP/1.0\r\nHost: %s:%s\r\n\r\n" "$2" "$0" "$1" >&3
@@ -81,6 +82,7 @@ registry_pid() {
 	[[ -s $f ]] || return 1
 	pid=$(<"$f")
 	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	# A zombie has an empty cmdline: it counts as gone.
 	[[ $cmdline == *docker-registry* ]] || return 1
 	echo "$pid"
 }
@@ -95,10 +97,19 @@ start() {
 	if [[ -n $(http_status "$addr" /v2/) ]]; then
 		kds_die "$addr is already taken by another process"
 	fi
-	nohup docker-registry serve "$STATE/$name/config.yml" \
-		>"$STATE/$name/registry.log" 2>&1 </dev/null &
-	echo $! >"$STATE/$name/registry.pid"
+	# In its own session: a Ctrl-C meant for the tests does not reach it;
+	# `down` stops it by pid. The inner shell records its own pid, which
+	# exec hands on to docker-registry.
+	local pidfile=$STATE/$name/registry.pid
+	rm -f "$pidfile"
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec docker-registry serve "$1" >"$2" 2>&1 </dev/null' \
+		"$pidfile" "$STATE/$name/config.yml" "$STATE/$name/registry.log" &
 	local i code=
+	for ((i = 0; i < 50; i++)); do
+		[[ -s $pidfile ]] && break
+		sleep 0.1
+	done
 	for ((i = 0; i < 100; i++)); do
 		code=$(http_status "$addr" /v2/)
 		[[ $code == "$want" ]] && break
@@ -167,7 +178,9 @@ stop() {
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -9 "$pid" 2>/dev/null || true
+	fi
 	rm -f "$STATE/$name/registry.pid"
 	kds_log "$name registry stopped (pid $pid)"
 }

@@ -37,6 +37,8 @@ type rule struct {
 	// transitive makes imports of imports count too (through non-test
 	// imports of the dependencies).
 	transitive bool
+	// productOnly ignores the imports of the package's _test.go files.
+	productOnly bool
 }
 
 // violation is one broken rule: Path runs from the offending package to the
@@ -83,12 +85,21 @@ func boundaryRules(module string) []rule {
 	everyone := func(string) bool { return true }
 	return []rule{
 		{
-			name:      "the dockershim must not import the kubelet side, internal/app or client-go",
+			name:      "the dockershim must not import the kubelet side or internal/app",
 			appliesTo: anyUnder(shim),
 			forbidden: func(imp string) bool {
-				return kubelet(imp) || under(imp, module+"/internal/app") || under(imp, "k8s.io/client-go")
+				return kubelet(imp) || under(imp, module+"/internal/app")
 			},
 			transitive: true,
+		},
+		{
+			// Tests may: client-go's exec/attach/port-forward clients are the
+			// real counterpart of the shim's streaming server.
+			name:        "the dockershim must not import client-go (outside its tests)",
+			appliesTo:   anyUnder(shim),
+			forbidden:   anyUnder("k8s.io/client-go"),
+			transitive:  true,
+			productOnly: true,
 		},
 		{
 			name:       "the kubelet side must not import the dockershim",
@@ -125,10 +136,14 @@ func checkGraph(g importGraph, rules []rule) []violation {
 		if !node.Local {
 			continue
 		}
-		direct := append(append([]string(nil), node.Imports...), node.TestImports...)
+		withTests := append(append([]string(nil), node.Imports...), node.TestImports...)
 		for _, r := range rules {
 			if !r.appliesTo(pkg) {
 				continue
+			}
+			direct := withTests
+			if r.productOnly {
+				direct = node.Imports
 			}
 			if !r.transitive {
 				for _, imp := range dedup(direct) {

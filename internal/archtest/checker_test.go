@@ -67,6 +67,15 @@ func TestCheckGraph(t *testing.T) {
 			want: []string{shim + " -> example.org/lib -> example.org/lib/inner -> " + clientgo},
 		},
 		{
+			desc: "client-go in the shim's tests is allowed, the kubelet side is not",
+			graph: importGraph{
+				shim + "/streaming": {Local: true, TestImports: []string{clientgo, cri}},
+				cri:                 local(),
+				clientgo:            dep(),
+			},
+			want: []string{shim + "/streaming -> " + cri},
+		},
+		{
 			desc: "kubeletserver counts as kubelet side",
 			graph: importGraph{
 				shim:                          local(m + "/internal/kubeletserver"),

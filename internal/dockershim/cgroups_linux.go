@@ -210,7 +210,7 @@ func readCgroupV1(p cgroupPaths, now time.Time) (usageSample, error) {
 	}
 	s.hasMemory = true
 	s.memUsage = usage
-	s.workingSet = subFloor(usage, stat["total_inactive_file"])
+	s.workingSet = subFloorU64(usage, stat["total_inactive_file"])
 	s.rss = stat["total_rss"]
 	s.pageFaults = stat["total_pgfault"]
 	s.majorPageFaults = stat["total_pgmajfault"]
@@ -247,7 +247,7 @@ func readCgroupV2(dir string, now time.Time) (usageSample, error) {
 		}
 		s.hasMemory = true
 		s.memUsage = usage
-		s.workingSet = subFloor(usage, stat["inactive_file"])
+		s.workingSet = subFloorU64(usage, stat["inactive_file"])
 		s.rss = stat["anon"]
 		s.pageFaults = stat["pgfault"]
 		s.majorPageFaults = stat["pgmajfault"]
@@ -259,13 +259,6 @@ func readCgroupV2(dir string, now time.Time) (usageSample, error) {
 		s.pids, s.hasPids = v, true
 	}
 	return s, nil
-}
-
-func subFloor(a, b uint64) uint64 {
-	if b > a {
-		return 0
-	}
-	return a - b
 }
 
 // readCgroupFile reads a cgroup file; a missing file or directory is errCgroupGone.

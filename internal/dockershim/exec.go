@@ -68,9 +68,7 @@ func (s *Service) PortForward(ctx context.Context, req *runtimeapi.PortForwardRe
 	if j.State == nil || !j.State.Running {
 		return nil, fmt.Errorf("%w: sandbox %s is not running", ErrFailedPrecondition, j.ID)
 	}
-	full := *req
-	full.PodSandboxId = j.ID
-	return s.streams.GetPortForward(&full)
+	return s.streams.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: j.ID, Port: req.GetPort()})
 }
 
 // runningContainer resolves a container and checks that it runs.

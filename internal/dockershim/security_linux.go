@@ -24,6 +24,9 @@ func seccompOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) 
 			return "", invalidArg(field, "unknown seccomp profile %q", deprecated)
 		}
 	}
+	if p == nil {
+		return "seccomp=unconfined", nil // the CRI default
+	}
 	switch p.GetProfileType() {
 	case runtimeapi.SecurityProfile_Unconfined:
 		return "seccomp=unconfined", nil

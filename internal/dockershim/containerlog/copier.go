@@ -48,8 +48,8 @@ type copier struct {
 	last time.Time // timestamp of the last entry written or found in the file
 }
 
-// run opens the file and copies the stream until EOF, ctx cancellation, a write error,
-// a failed first Source call, or too many retries.
+// run opens the file and copies the stream until EOF (then catches up), ctx
+// cancellation, a write error, a failed first Source call, or too many retries.
 func (c *copier) run(ctx context.Context) {
 	if err := c.open(); err != nil {
 		c.log.Error("open container log file", zap.Error(err))
@@ -60,11 +60,11 @@ func (c *copier) run(ctx context.Context) {
 	failures := 0
 	for first := true; ; first = false {
 		before := c.lastWritten()
-		err := c.copyOnce(ctx, before)
+		err := c.copyOnce(ctx, before, true)
 		var srcErr *sourceError
 		switch {
 		case err == nil:
-			c.log.Debug("container log stream ended")
+			c.catchUp(ctx)
 			return
 		case ctx.Err() != nil:
 			return
@@ -89,6 +89,17 @@ func (c *copier) run(ctx context.Context) {
 		}
 		backoff = min(2*backoff, c.policy.maxBackoff)
 	}
+}
+
+// catchUp reads, without following, what Docker wrote after the last entry copied.
+// Docker's follow stream can end (the container exited) before the container's last
+// message, an unterminated line, reaches it.
+func (c *copier) catchUp(ctx context.Context) {
+	if err := c.copyOnce(ctx, c.lastWritten(), false); err != nil && ctx.Err() == nil {
+		c.log.Warn("read the end of the container log", zap.Error(err))
+		return
+	}
+	c.log.Debug("container log stream ended")
 }
 
 // open repairs an entry cut short by a crash at the end of the file, finds the resume
@@ -207,9 +218,10 @@ func (c *copier) emit(resume, ts time.Time, stream string, content []byte, parti
 	return nil
 }
 
-// copyOnce follows the stream once from resume. It returns nil at EOF.
-func (c *copier) copyOnce(ctx context.Context, resume time.Time) error {
-	rc, err := c.src.ContainerLogs(ctx, c.id, logsOptions(resume))
+// copyOnce reads the stream once from resume, following it if follow is set. It
+// returns nil at EOF.
+func (c *copier) copyOnce(ctx context.Context, resume time.Time, follow bool) error {
+	rc, err := c.src.ContainerLogs(ctx, c.id, logsOptions(resume, follow))
 	if err != nil {
 		return &sourceError{err: err}
 	}
@@ -236,9 +248,9 @@ func (c *copier) copyOnce(ctx context.Context, resume time.Time) error {
 	return nil
 }
 
-// logsOptions asks for both streams with timestamps, following, since resume.
-func logsOptions(resume time.Time) libdocker.LogsOptions {
-	opts := libdocker.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Timestamps: true}
+// logsOptions asks for both streams with timestamps since resume.
+func logsOptions(resume time.Time, follow bool) libdocker.LogsOptions {
+	opts := libdocker.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: true}
 	if !resume.IsZero() {
 		opts.Since = fmt.Sprintf("%d.%09d", resume.Unix(), resume.Nanosecond())
 	}

@@ -1,7 +1,6 @@
 package containerlog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -35,24 +34,23 @@ func parseCRI(t testing.TB, data []byte) []criLine {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		t.Fatalf("CRI log does not end with a newline: %q", tailOf(data))
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := criLineRE.FindStringSubmatch(sc.Text())
+	// Split on '\n' only: bufio.ScanLines would drop a '\r' that belongs to the content.
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if len(data) == 0 {
+			break
+		}
+		m := criLineRE.FindStringSubmatch(line)
 		if m == nil {
-			t.Fatalf("malformed CRI log line %q", sc.Text())
+			t.Fatalf("malformed CRI log line %q", line)
 		}
 		ts, err := time.Parse(time.RFC3339Nano, m[1])
 		if err != nil {
-			t.Fatalf("bad timestamp in CRI log line %q: %v", sc.Text(), err)
+			t.Fatalf("bad timestamp in CRI log line %q: %v", line, err)
 		}
 		if len(m[4]) > MaxEntrySize {
 			t.Fatalf("CRI log entry carries %d bytes, more than %d", len(m[4]), MaxEntrySize)
 		}
 		out = append(out, criLine{ts: ts, stream: m[2], partial: m[3] == "P", content: m[4]})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scan CRI log: %v", err)
 	}
 	return out
 }

@@ -71,8 +71,10 @@ func NewManager(opts Options) (*Manager, error) {
 // resuming after the last timestamp already in path (LastTimestamp). A second call for
 // the same container while its copier runs is a no-op. tty=true means Docker's stream is
 // raw (not multiplexed) and everything is stdout. The copier stops at EOF (the container
-// exited and all its output was copied) or when ctx is cancelled; pass the manager's run
-// context, not a request context. Errors are logged.
+// exited; a last non-following read then picks up any message Docker's follow stream
+// missed) or when ctx is cancelled; pass the manager's run context, not a request
+// context. A stream broken by an error is resumed a bounded number of times with
+// backoff. Errors are logged.
 func (m *Manager) Follow(ctx context.Context, containerID, path string, tty bool) {
 	if containerID == "" || path == "" {
 		m.log.Error("follow: container ID and log path are required",

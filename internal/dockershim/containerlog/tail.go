@@ -22,7 +22,11 @@ const (
 
 // LastTimestamp returns the timestamp of the last complete (newline-terminated,
 // parseable) entry of the CRI log at path, or the zero time when the file is missing or
-// holds no such entry. It reads only the end of the file.
+// holds no such entry. It reads only the end of the file (one 32 KiB block, unless the
+// last entry is longer). Docker logs stdout and stderr messages from two goroutines, so
+// consecutive entries of different streams can be out of timestamp order by a few
+// microseconds; LastTimestamp therefore returns the latest timestamp among the complete
+// entries of the block it read, the point after which nothing has been copied.
 func LastTimestamp(path string) (time.Time, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -70,25 +74,25 @@ func lastTimestamp(r io.ReaderAt, size int64) (time.Time, error) {
 	}
 }
 
-// lastEntryIn looks for the last complete entry in buf, the tail of a file; atStart
-// says buf begins at the start of the file. It reports needMore when an earlier part
-// of the file could still hold the answer.
+// lastEntryIn returns the latest timestamp of the complete entries in buf, the tail of
+// a file; atStart says buf begins at the start of the file. It reports needMore when
+// buf holds no complete parseable entry but an earlier part of the file could.
 func lastEntryIn(buf []byte, atStart bool) (ts time.Time, found, needMore bool) {
 	end := bytes.LastIndexByte(buf, '\n') // the last complete line ends here
-	if end < 0 {
-		return time.Time{}, false, !atStart
-	}
 	for end >= 0 {
 		start := bytes.LastIndexByte(buf[:end], '\n') + 1
 		if start == 0 && !atStart {
-			return time.Time{}, false, true
+			break // this line may begin before buf
 		}
 		if e, ok := parseEntry(buf[start:end]); ok {
-			return e.ts, true, false
+			if !found || e.ts.After(ts) {
+				ts = e.ts
+			}
+			found = true
 		}
 		end = start - 1
 	}
-	return time.Time{}, false, false
+	return ts, found, !found && !atStart
 }
 
 // entry is one parsed CRI log line.

@@ -55,6 +55,9 @@ func TestLastTimestamp(t *testing.T) {
 			want: t0.Add(500 * time.Millisecond)},
 		{desc: "entry longer than a tail block", content: append(append(criEntries(t, 2),
 			"2024-05-06T07:08:10Z stdout F "...), append(long, '\n')...), want: t0.Add(time.Second)},
+		{desc: "streams out of order: the latest wins", content: []byte(
+			"2024-05-06T07:08:09.000002Z stdout F b\n2024-05-06T07:08:09.000001Z stderr F a\n"),
+			want: t0.Add(2 * time.Microsecond)},
 		{desc: "zone offset", content: []byte("2024-05-06T09:08:09.25+02:00 stdout F x\n"),
 			want: t0.Add(250 * time.Millisecond)},
 	} {

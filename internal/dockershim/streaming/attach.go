@@ -78,7 +78,8 @@ func waitAttach(ctx context.Context, id string, inDone, outDone <-chan error, ha
 			}
 			inDone = nil // stdin is closed; keep streaming the output
 		case <-ctx.Done():
-			return fmt.Errorf("attach to container %s: %w", id, ctx.Err())
+			// The client went away or the server is stopping: the session just ends.
+			return nil
 		}
 	}
 }

@@ -1,0 +1,26 @@
+# Thin wrapper: the logic lives in scripts/. `make` lists the targets.
+GO ?= go
+
+.DEFAULT_GOAL := help
+.PHONY: help build test bench images check clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build bin/kubelet
+	$(GO) build -trimpath -o bin/kubelet .
+
+test: ## Prepare the machine and run every test (root; scripts/test.sh)
+	./scripts/test.sh
+
+bench: ## Run the benchmarks of internal/... (root; scripts/bench.sh)
+	./scripts/bench.sh
+
+images: ## Build the local pause and busybox images (scripts/build-images.sh)
+	./scripts/build-images.sh
+
+check: ## gofmt, go vet and go build, without touching the machine
+	./scripts/check.sh
+
+clean: ## Remove build outputs
+	rm -rf bin/

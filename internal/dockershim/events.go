@@ -1,0 +1,283 @@
+package dockershim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+)
+
+// The event broker holds the shim's single Docker event subscription (container events
+// of managed objects) and fans each event out to the GetContainerEvents streams. A
+// broken stream is re-subscribed with bounded exponential backoff, asking Docker to
+// replay what happened since the last event seen. A subscriber whose buffer is full
+// loses events (with a warning) rather than stalling the others.
+
+const (
+	eventBufferSize = 256
+	eventMinBackoff = 100 * time.Millisecond
+	eventMaxBackoff = 5 * time.Second
+)
+
+// eventSource is the part of Docker the broker uses.
+type eventSource interface {
+	Events(ctx context.Context, opts libdocker.EventsOptions) (<-chan libdocker.EventMessage, <-chan error)
+}
+
+// eventBroker fans Docker container events out to subscribers.
+type eventBroker struct {
+	src        eventSource
+	logger     *zap.Logger
+	bufSize    int
+	minBackoff time.Duration
+	maxBackoff time.Duration
+
+	mu      sync.Mutex
+	subs    map[*eventSubscription]struct{}
+	started bool
+	wg      sync.WaitGroup
+}
+
+// eventSubscription is one subscriber's buffered channel.
+type eventSubscription struct {
+	ch      chan libdocker.EventMessage
+	dropped int
+}
+
+// newEventBroker wires a broker; Start runs it.
+func newEventBroker(src eventSource, logger *zap.Logger) *eventBroker {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &eventBroker{
+		src:        src,
+		logger:     logger,
+		bufSize:    eventBufferSize,
+		minBackoff: eventMinBackoff,
+		maxBackoff: eventMaxBackoff,
+		subs:       map[*eventSubscription]struct{}{},
+	}
+}
+
+// Start runs the subscription loop until ctx ends. Later calls do nothing.
+func (b *eventBroker) Start(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return
+	}
+	b.started = true
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.run(ctx)
+	}()
+}
+
+// Wait blocks until the loop started by Start has exited (at once if never started).
+func (b *eventBroker) Wait() { b.wg.Wait() }
+
+// subscribe registers a subscriber; call unsubscribe when done.
+func (b *eventBroker) subscribe() *eventSubscription {
+	sub := &eventSubscription{ch: make(chan libdocker.EventMessage, b.bufSize)}
+	b.mu.Lock()
+	b.subs[sub] = struct{}{}
+	b.mu.Unlock()
+	return sub
+}
+
+func (b *eventBroker) unsubscribe(sub *eventSubscription) {
+	b.mu.Lock()
+	delete(b.subs, sub)
+	b.mu.Unlock()
+}
+
+// publish hands m to every subscriber without blocking.
+func (b *eventBroker) publish(m libdocker.EventMessage) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for sub := range b.subs {
+		select {
+		case sub.ch <- m:
+		default:
+			sub.dropped++
+			if sub.dropped == 1 || sub.dropped%100 == 0 {
+				b.logger.Warn("container event subscriber is too slow; dropping events",
+					zap.Int("dropped", sub.dropped), zap.String("action", string(m.Action)), zap.String("id", m.Actor.ID))
+			}
+		}
+	}
+}
+
+// run subscribes to Docker events and re-subscribes after failures until ctx ends.
+func (b *eventBroker) run(ctx context.Context) {
+	backoff := b.minBackoff
+	var last int64 // TimeNano of the last event seen
+	for ctx.Err() == nil {
+		got, err := b.follow(ctx, &last)
+		if ctx.Err() != nil {
+			return
+		}
+		if got {
+			backoff = b.minBackoff
+		}
+		b.logger.Info("docker event stream broke; re-subscribing", zap.Duration("backoff", backoff), zap.Error(err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, b.maxBackoff)
+	}
+}
+
+// follow reads one subscription until it fails; got reports whether any event came.
+func (b *eventBroker) follow(ctx context.Context, last *int64) (got bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs, errs := b.src.Events(sctx, eventOptions(*last))
+	for {
+		select {
+		case <-ctx.Done():
+			return got, ctx.Err()
+		case err, ok := <-errs:
+			if !ok || err == nil {
+				err = errors.New("event stream closed")
+			}
+			return got, err
+		case m, ok := <-msgs:
+			if !ok {
+				return got, errors.New("event stream closed")
+			}
+			got = true
+			if m.TimeNano > *last {
+				*last = m.TimeNano
+			}
+			b.publish(m)
+		}
+	}
+}
+
+// eventOptions filters managed container lifecycle events; after a break, since asks
+// Docker to replay events newer than the last one seen.
+func eventOptions(lastNano int64) libdocker.EventsOptions {
+	f := libdocker.NewFilterArgs(
+		libdocker.FilterArg("type", "container"),
+		libdocker.FilterArg("label", labelManaged+"=true"),
+		libdocker.FilterArg("event", "create"),
+		libdocker.FilterArg("event", "start"),
+		libdocker.FilterArg("event", "die"),
+		libdocker.FilterArg("event", "destroy"),
+	)
+	opts := libdocker.EventsOptions{Filters: f}
+	if lastNano > 0 {
+		next := lastNano + 1
+		opts.Since = strconv.FormatInt(next/1e9, 10) + "." + fmt.Sprintf("%09d", next%1e9)
+	}
+	return opts
+}
+
+// criEventType maps a Docker container action to a CRI event type.
+func criEventType(action string) (runtimeapi.ContainerEventType, bool) {
+	switch action {
+	case "create":
+		return runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, true
+	case "start":
+		return runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, true
+	case "die":
+		return runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, true
+	case "destroy":
+		return runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, true
+	}
+	return 0, false
+}
+
+// GetContainerEvents streams container lifecycle events until the client goes away.
+// Sandbox (pause container) events carry the sandbox ID as container ID. Statuses are
+// best effort: a deleted object's status may be missing.
+func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
+	ctx := stream.Context()
+	sub := s.events.subscribe()
+	defer s.events.unsubscribe(sub)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-sub.ch:
+			resp := s.containerEvent(ctx, m)
+			if resp == nil {
+				continue
+			}
+			if err := stream.Send(resp); err != nil {
+				return fmt.Errorf("send container event: %w", err)
+			}
+		}
+	}
+}
+
+// containerEvent converts a Docker event; nil when it is not one the CRI reports.
+func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) *runtimeapi.ContainerEventResponse {
+	typ, ok := criEventType(string(m.Action))
+	if !ok || m.Actor.ID == "" {
+		return nil
+	}
+	attrs := m.Actor.Attributes
+	sandboxID := attrs[labelSandboxID]
+	if attrs[labelType] == typeSandbox {
+		sandboxID = m.Actor.ID
+	}
+	created := m.TimeNano
+	if created == 0 {
+		created = m.Time * int64(time.Second)
+	}
+	resp := &runtimeapi.ContainerEventResponse{ContainerId: m.Actor.ID, ContainerEventType: typ, CreatedAt: created}
+	if sandboxID == "" {
+		return resp
+	}
+	st, err := s.sandboxStatus(ctx, sandboxID)
+	switch {
+	case err == nil:
+		resp.PodSandboxStatus = st
+	case attrs[labelType] == typeSandbox:
+		resp.PodSandboxStatus = eventSandboxStatus(m)
+	default:
+		s.logger.Debug("container event: sandbox status", zap.String("sandbox", sandboxID), zap.Error(err))
+	}
+	cs, err := s.containerStatusesOfSandbox(ctx, sandboxID)
+	if err != nil {
+		s.logger.Debug("container event: container statuses", zap.String("sandbox", sandboxID), zap.Error(err))
+	}
+	resp.ContainersStatuses = cs
+	return resp
+}
+
+// eventSandboxStatus is a NOTREADY status rebuilt from a sandbox event's attributes
+// (which carry the labels), for sandboxes Docker no longer knows.
+func eventSandboxStatus(m libdocker.EventMessage) *runtimeapi.PodSandboxStatus {
+	attrs := m.Actor.Attributes
+	dockerLabels := make(map[string]string, len(attrs))
+	for k, v := range attrs {
+		switch k {
+		case "image", "name", "exitCode", "signal", "execDuration":
+		default:
+			dockerLabels[k] = v
+		}
+	}
+	labels, annotations := splitLabels(dockerLabels)
+	return &runtimeapi.PodSandboxStatus{
+		Id:          m.Actor.ID,
+		Metadata:    sandboxMetadataOf(attrs["name"], attrs),
+		State:       runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
+		Labels:      labels,
+		Annotations: annotations,
+	}
+}

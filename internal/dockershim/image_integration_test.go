@@ -1,0 +1,221 @@
+//go:build linux
+
+package dockershim
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+)
+
+func helper6ImageStatus(t *testing.T, s *Service, ref string) *runtimeapi.Image {
+	t.Helper()
+	resp, err := s.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Fatalf("ImageStatus(%s): %v", ref, err)
+	}
+	return resp.Image
+}
+
+func helper6RemoveImage(s *Service, ref string) error {
+	_, err := s.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	return err
+}
+
+// TestIntegrationImages lists, inspects and removes real images: by tag (the image
+// stays while another tag remains), by ID from many goroutines at once (all succeed),
+// and again when already gone.
+func TestIntegrationImages(t *testing.T) {
+	helper6EnsureImage(t)
+	s := helper6Service(t)
+	ctx := context.Background()
+	name := "helper6-img-" + helper6Rand()
+	id := helper6ImportImage(t, name+":v1", map[string]string{"etc/unique": name}, "USER 1234:5")
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", id).Run() })
+	helper6Docker(t, "tag", id, name+":v2")
+
+	img := helper6ImageStatus(t, s, name+":v1")
+	if img.GetId() != id || img.GetUid().GetValue() != 1234 || !slices.Contains(img.RepoTags, name+":v2") || img.Size == 0 {
+		t.Errorf("ImageStatus = %v, want id %s, uid 1234, both tags", img, id)
+	}
+	if got := helper6ImageStatus(t, s, "docker.io/library/"+name+":v1").GetId(); got != id {
+		t.Errorf("ImageStatus(normalised name) id = %q, want %q", got, id)
+	}
+	if got := helper6ImageStatus(t, s, name+":nope"); got != nil {
+		t.Errorf("ImageStatus(unknown tag) = %v, want nil", got)
+	}
+	list, err := s.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: name + ":v2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Images) != 1 || list.Images[0].Id != id || list.Images[0].GetUid().GetValue() != 1234 {
+		t.Errorf("ListImages(%s:v2) = %v", name, list.Images)
+	}
+
+	if err := helper6RemoveImage(s, name+":v1"); err != nil {
+		t.Fatal(err)
+	}
+	if helper6ImageStatus(t, s, name+":v1") != nil || helper6ImageStatus(t, s, name+":v2").GetId() != id {
+		t.Error("removing tag v1 did not keep the image under v2")
+	}
+	helper6Docker(t, "tag", id, name+":v1")
+
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = helper6RemoveImage(s, id)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent RemoveImage %d: %v", i, err)
+		}
+	}
+	if got := helper6ImageStatus(t, s, id); got != nil {
+		t.Errorf("image still present after RemoveImage by ID: %v", got)
+	}
+	if err := helper6RemoveImage(s, id); err != nil {
+		t.Errorf("RemoveImage of a removed image: %v", err)
+	}
+
+	last := helper6ImportImage(t, name+"-last:v1", map[string]string{"etc/unique": name + "-last"})
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", last).Run() })
+	if err := helper6RemoveImage(s, name+"-last:v1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := helper6ImageStatus(t, s, last); got != nil {
+		t.Errorf("removing the last tag left the image: %v", got)
+	}
+}
+
+// helper6Registry runs Debian's docker-registry with htpasswd auth on a free
+// 127.0.0.1 port and returns its address.
+func helper6Registry(t *testing.T, user, pass string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	hp, err := exec.Command("htpasswd", "-Bbn", user, pass).Output()
+	if err != nil {
+		t.Fatalf("htpasswd (apache2-utils) is required: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), hp, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: %s
+http:
+  addr: %s
+auth:
+  htpasswd:
+    realm: helper6
+    path: %s
+`, filepath.Join(dir, "data"), addr, filepath.Join(dir, "htpasswd"))
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("docker-registry", "serve", filepath.Join(dir, "config.yml"))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("docker-registry is required: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err == nil {
+			_ = resp.Body.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registry on %s did not answer: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIntegrationPullImage pulls from a local htpasswd-protected registry: refused
+// without credentials, accepted with username/password and with the base64 auth field,
+// an untagged reference pulls :latest, and ImageRef is the ID ImageStatus reports.
+func TestIntegrationPullImage(t *testing.T) {
+	helper6EnsureImage(t)
+	const user, pass = "helper6", "s3cret:pw"
+	reg := helper6Registry(t, user, pass)
+	repo := reg + "/helper6/pull-" + helper6Rand()
+	id := helper6ImportImage(t, repo+":v1", map[string]string{"etc/unique": repo})
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", id).Run() })
+	helper6Docker(t, "tag", id, repo+":latest")
+	cfgDir := t.TempDir() // private docker CLI config: the login stays in the test
+	for _, args := range [][]string{{"login", "-u", user, "--password-stdin", reg}, {"push", repo + ":v1"}, {"push", repo + ":latest"}} {
+		cmd := exec.Command("docker", args...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+cfgDir)
+		if args[0] == "login" {
+			cmd.Stdin = strings.NewReader(pass)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docker %v: %v: %s", args, err, out)
+		}
+	}
+	helper6Docker(t, "rmi", repo+":v1", repo+":latest")
+
+	s := helper6Service(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pull := func(ref string, auth *runtimeapi.AuthConfig) (string, error) {
+		resp, err := s.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}, Auth: auth})
+		return resp.GetImageRef(), err
+	}
+	if _, err := pull(repo+":v1", nil); err == nil {
+		t.Error("pull without credentials succeeded")
+	}
+	if _, err := pull("", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("pull of an empty reference: err = %v, want InvalidArgument", err)
+	}
+	good := &runtimeapi.AuthConfig{Username: user, Password: pass, ServerAddress: reg}
+	ref, err := pull(repo+":v1", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref != id || helper6ImageStatus(t, s, repo+":v1").GetId() != id {
+		t.Errorf("pull returned %q, want %q (the ID ImageStatus reports)", ref, id)
+	}
+	if _, err := pull(repo+":nope", good); !errors.Is(err, libdocker.ErrNotFound) {
+		t.Errorf("pull of a missing tag: err = %v, want NotFound", err)
+	}
+	helper6Docker(t, "rmi", repo+":v1")
+	b64 := &runtimeapi.AuthConfig{Auth: base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)), ServerAddress: reg}
+	if ref, err = pull(repo, b64); err != nil || ref != id {
+		t.Fatalf("untagged pull with the auth field: %q, %v; want %q", ref, err, id)
+	}
+	if helper6ImageStatus(t, s, repo+":latest").GetId() != id || helper6ImageStatus(t, s, repo+":v1") != nil {
+		t.Error("an untagged pull must fetch :latest only")
+	}
+}

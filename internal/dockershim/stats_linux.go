@@ -1,0 +1,294 @@
+package dockershim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+)
+
+// statsCgroup is where one container's cgroup files are.
+type statsCgroup = cgroupPaths
+
+// cgroupReader finds and reads cgroups through procRoot (/proc).
+type cgroupReader struct {
+	procRoot string
+
+	mu     sync.Mutex
+	mounts *cgroupMounts // read once from <procRoot>/self/mountinfo
+}
+
+func newCgroupReader(procRoot string) *cgroupReader {
+	return &cgroupReader{procRoot: procRoot}
+}
+
+// lookup finds the cgroup directories of process pid.
+func (r *cgroupReader) lookup(pid int) (statsCgroup, error) {
+	m, err := r.cgroupMounts()
+	if err != nil {
+		return statsCgroup{}, err
+	}
+	f, err := os.Open(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return statsCgroup{}, fmt.Errorf("%w: %w", errCgroupGone, err)
+	}
+	defer f.Close()
+	p, err := parseProcCgroup(f)
+	if err != nil {
+		return statsCgroup{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return resolveCgroupPaths(m, p)
+}
+
+func (r *cgroupReader) cgroupMounts() (cgroupMounts, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mounts != nil {
+		return *r.mounts, nil
+	}
+	f, err := os.Open(filepath.Join(r.procRoot, "self", "mountinfo"))
+	if err != nil {
+		return cgroupMounts{}, fmt.Errorf("read cgroup mounts: %w", err)
+	}
+	defer f.Close()
+	m, err := parseCgroupMountinfo(f)
+	if err != nil {
+		return cgroupMounts{}, err
+	}
+	r.mounts = &m
+	return m, nil
+}
+
+func (r *cgroupReader) parent(cg statsCgroup) statsCgroup { return cg.parent() }
+
+func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) {
+	return readCgroupSample(cg, now)
+}
+
+// network reads the interfaces of pid's network namespace from /proc/<pid>/net/dev
+// (the file shows the namespace of the process that is named), except loopback.
+func (r *cgroupReader) network(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
+	b, err := os.ReadFile(filepath.Join(r.procRoot, strconv.Itoa(pid), "net", "dev"))
+	if err != nil {
+		return nil, fmt.Errorf("read net/dev of pid %d: %w", pid, err)
+	}
+	ifs, err := parseNetDev(b)
+	if err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	out := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
+	for _, i := range ifs {
+		if i.GetName() == "lo" {
+			continue
+		}
+		out.Interfaces = append(out.Interfaces, i)
+		if i.GetName() == "eth0" || out.DefaultInterface == nil {
+			out.DefaultInterface = i
+		}
+	}
+	return out, nil
+}
+
+// parseNetDev parses /proc/net/dev: two header lines, then "name: 16 counters" where
+// counter 0 is rx bytes, 2 rx errors, 8 tx bytes and 10 tx errors.
+func parseNetDev(b []byte) ([]*runtimeapi.NetworkInterfaceUsage, error) {
+	var out []*runtimeapi.NetworkInterfaceUsage
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.Contains(name, "|") {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 16 {
+			return nil, fmt.Errorf("net/dev line for %q has %d fields, want 16", strings.TrimSpace(name), len(f))
+		}
+		var v [16]uint64
+		for i := range v {
+			n, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("net/dev %q field %d: %w", strings.TrimSpace(name), i, err)
+			}
+			v[i] = n
+		}
+		out = append(out, &runtimeapi.NetworkInterfaceUsage{
+			Name:     strings.TrimSpace(name),
+			RxBytes:  &runtimeapi.UInt64Value{Value: v[0]},
+			RxErrors: &runtimeapi.UInt64Value{Value: v[2]},
+			TxBytes:  &runtimeapi.UInt64Value{Value: v[8]},
+			TxErrors: &runtimeapi.UInt64Value{Value: v[10]},
+		})
+	}
+	return out, sc.Err()
+}
+
+// fsUsedBytes is the used space of the filesystem holding path.
+func fsUsedBytes(path string) (uint64, bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, false
+	}
+	return (st.Blocks - st.Bfree) * uint64(st.Bsize), true
+}
+
+// PodSandboxStats reports a sandbox's CPU, memory, process count, network and the
+// stats of its running containers.
+func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandboxStatsRequest) (*runtimeapi.PodSandboxStatsResponse, error) {
+	j, err := s.inspect(ctx, "pod_sandbox_id", req.GetPodSandboxId(), typeSandbox)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := s.listManaged(ctx, typeContainer, labelSandboxID+"="+j.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list containers of sandbox %s: %w", j.ID, err)
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: s.podStatsOf(ctx, targetOfJSON(j), runningTargets(cs))}, nil
+}
+
+// ListPodSandboxStats reports the running sandboxes matching the filter (id by prefix,
+// label_selector exactly).
+func (s *Service) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
+	st, err := s.listPodStats(ctx, req.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ListPodSandboxStatsResponse{Stats: st}, nil
+}
+
+// StreamPodSandboxStats is ListPodSandboxStats sent in chunks.
+func (s *Service) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsRequest, stream runtimeapi.RuntimeService_StreamPodSandboxStatsServer) error {
+	st, err := s.listPodStats(stream.Context(), req.GetFilter())
+	if err != nil {
+		return err
+	}
+	for _, part := range chunks(st, streamChunk) {
+		if err := stream.Send(&runtimeapi.StreamPodSandboxStatsResponse{PodSandboxStats: part}); err != nil {
+			return fmt.Errorf("send pod sandbox stats: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) listPodStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
+	defer s.stats.prune()
+	sbs, err := s.listManaged(ctx, typeSandbox)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	cs, err := s.listManaged(ctx, typeContainer)
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	bySandbox := map[string][]libdocker.ContainerSummary{}
+	for _, c := range cs {
+		id := c.Labels[labelSandboxID]
+		bySandbox[id] = append(bySandbox[id], c)
+	}
+	var out []*runtimeapi.PodSandboxStats
+	for i := range sbs {
+		t := targetOfSummary(&sbs[i])
+		if !t.running || !podStatsMatch(t, f) {
+			continue
+		}
+		out = append(out, s.podStatsOf(ctx, t, runningTargets(bySandbox[t.id])))
+	}
+	return out, nil
+}
+
+// podStatsMatch applies a PodSandboxStatsFilter to a sandbox.
+func podStatsMatch(t statsTarget, f *runtimeapi.PodSandboxStatsFilter) bool {
+	if f == nil {
+		return true
+	}
+	if f.GetId() != "" && !strings.HasPrefix(t.id, f.GetId()) {
+		return false
+	}
+	labels, _ := splitLabels(t.labels)
+	return matchLabels(f.GetLabelSelector(), labels)
+}
+
+func runningTargets(cs []libdocker.ContainerSummary) []statsTarget {
+	var out []statsTarget
+	for i := range cs {
+		if t := targetOfSummary(&cs[i]); t.running {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// podStatsOf builds a sandbox's stats. Pod totals come from the pod's own cgroup (the
+// parent of the sandbox container's, when a cgroup parent was set) or else from the
+// sum of the sandbox's and its containers' cgroups. Failures leave fields empty.
+func (s *Service) podStatsOf(ctx context.Context, sb statsTarget, containers []statsTarget) *runtimeapi.PodSandboxStats {
+	labels, annotations := splitLabels(sb.labels)
+	linux := &runtimeapi.LinuxPodSandboxStats{}
+	out := &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{
+			Id: sb.id, Metadata: sandboxMetadataOf(sb.name, sb.labels), Labels: labels, Annotations: annotations,
+		},
+		Linux: linux,
+	}
+	cstats, samples := s.containerStatsAll(ctx, containers)
+	linux.Containers = cstats
+	if !sb.running {
+		return out
+	}
+	v, err := s.stats.ensure(ctx, sb.id, true)
+	if err != nil || v.pid == 0 {
+		s.logger.Debug("sandbox stats: no running sandbox process", zap.String("id", sb.id), zap.Error(err))
+		return out
+	}
+	total, err := s.podUsage(sb.id, v, samples)
+	if err != nil {
+		s.logger.Debug("sandbox cgroup", zap.String("id", sb.id), zap.Error(err))
+	} else {
+		linux.Cpu = cpuUsageOf(total, s.stats.cpuRate(sb.id, true, total))
+		linux.Memory = memoryUsageOf(total)
+		if total.hasPids {
+			linux.Process = &runtimeapi.ProcessUsage{Timestamp: total.at.UnixNano(), ProcessCount: &runtimeapi.UInt64Value{Value: total.pids}}
+		}
+	}
+	if !sandboxHostNetwork(sb.labels) {
+		n, err := s.stats.cgroups.network(v.pid, s.stats.now())
+		if err != nil {
+			s.logger.Debug("sandbox network stats", zap.String("id", sb.id), zap.Error(err))
+		}
+		linux.Network = n
+	}
+	return out
+}
+
+// podUsage reads the pod cgroup, or sums the sandbox's and its containers' samples.
+func (s *Service) podUsage(id string, v statsView, containers []usageSample) (usageSample, error) {
+	if v.cgroupParent != "" {
+		return s.stats.sample(id, v.pid, true)
+	}
+	total, err := s.stats.sample(id, v.pid, false)
+	if err != nil {
+		return total, err
+	}
+	for _, c := range containers {
+		total.add(c)
+	}
+	total.memLimit = 0
+	return total, nil
+}
+
+// sandboxHostNetwork reports whether the sandbox shares the host's network namespace
+// (its net/dev would show the host's interfaces).
+func sandboxHostNetwork(labels map[string]string) bool {
+	return labels[labelHostNetwork] == "true" || namespaceOptions(labels).GetNetwork() == runtimeapi.NamespaceMode_NODE
+}

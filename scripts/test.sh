@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test.sh: THE test command. Run as root on Debian 12 from any directory:
+#
+#   ./scripts/test.sh
+#
+# It prepares the machine (scripts/prepare-host.sh: packages, dockerd, local
+# images), starts the loopback test registries (scripts/registry.sh) in a
+# temporary state dir that is removed on exit, exports the DOCKERSHIM_TEST_*
+# variables, then runs gofmt, go vet, go build and go test over the whole
+# module (-p 1: integration tests share one dockerd), and prints a summary.
+# Integration tests need dockerd and the CNI plugins: if they are missing the
+# run fails; nothing is skipped.
+#
+# Env: RACE=1      add -race to go test (needs gcc: -race uses cgo; slow
+#                  with integration tests)
+#      TESTFLAGS   extra go test flags, e.g. TESTFLAGS='-run TestFoo -v'
+#      PKGS        packages to test (default ./...)
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+kds_require_root "$@"
+kds_test_env_up
+cd "$KDS_ROOT"
+
+RESULTS=()
+FAILED=0
+LOG=$KDS_STATE_DIR/go-test.log
+
+# step NAME CMD...: run one step, record PASS/FAIL and its duration.
+step() {
+	local name=$1 start rc=0
+	shift
+	printf '\n=== %s\n' "$name" >&2
+	start=$SECONDS
+	"$@" || rc=$?
+	if ((rc == 0)); then
+		RESULTS+=("PASS  $name ($((SECONDS - start))s)")
+	else
+		RESULTS+=("FAIL  $name ($((SECONDS - start))s, exit $rc)")
+		FAILED=1
+	fi
+}
+
+go_test() {
+	local flags=(-count=1 -timeout 60m -p 1)
+	[[ ${RACE:-0} == 1 ]] && flags+=(-race)
+	# shellcheck disable=SC2086 # TESTFLAGS and PKGS are word lists
+	go test "${flags[@]}" ${TESTFLAGS:-} ${PKGS:-./...} 2>&1 | tee "$LOG"
+	return "${PIPESTATUS[0]}"
+}
+
+step "gofmt -l" kds_gofmt_check
+step "go vet ./..." go vet ./...
+step "go build ./..." go build ./...
+step "go test${RACE:+ (RACE=$RACE)}" go_test
+
+printf '\n=== summary\n'
+printf '%s\n' "${RESULTS[@]}"
+if [[ -s $LOG ]]; then
+	grep -E '^--- FAIL|^FAIL[[:space:]]|^panic:' "$LOG" | sed 's/^/      /' || true
+	printf '      %s packages ok, %s failed\n' "$(grep -c '^ok ' "$LOG" || true)" "$(grep -c '^FAIL[[:space:]]' "$LOG" || true)"
+fi
+if ((FAILED)); then
+	echo "test.sh: FAILED"
+	exit 1
+fi
+echo "test.sh: all passed"
