@@ -32,10 +32,11 @@ const (
 // internalLabel reports whether a Docker label key belongs to the shim, not the client.
 func internalLabel(k string) bool {
 	switch k {
-	case labelType, labelSandboxID, labelLogPath:
+	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage,
+		labelNamespaceOpts, labelHostNetwork, labelManaged:
 		return true
 	}
-	return strings.HasPrefix(k, "io.kubelet-dockershim.")
+	return false
 }
 
 // makeLabels merges CRI labels, CRI annotations (prefixed) and the shim's own labels.

@@ -197,7 +197,15 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 		t.Fatalf("log path %q, want %q", st.LogPath, wantLog)
 	}
 	lines := readCRILog(t, wantLog)
-	if len(lines) != 3 || lines[0].stream != "stdout" || lines[0].text != "out-1" || lines[2].text != "out-2" {
+	var stdout, stderr []string
+	for _, l := range lines {
+		if l.stream == "stdout" {
+			stdout = append(stdout, l.text)
+		} else {
+			stderr = append(stderr, l.text)
+		}
+	}
+	if strings.Join(stdout, ",") != "out-1,out-2" || strings.Join(stderr, ",") != "err-1" {
 		t.Fatalf("CRI log lines = %+v", lines)
 	}
 	if fi, err := os.Lstat(wantLog); err != nil || fi.Mode()&os.ModeSymlink != 0 {
