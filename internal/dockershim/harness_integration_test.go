@@ -274,3 +274,10 @@ func (s *shim) waitState(id string, want runtimeapi.ContainerState) *runtimeapi.
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func readFile(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	return string(b), err
+}
+
+func writeFile(p, v string) error { return os.WriteFile(p, []byte(v), 0) }

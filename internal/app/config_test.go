@@ -1,0 +1,92 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc  string
+		mod   func(*Config)
+		field string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"remote", func(c *Config) { c.ContainerRuntime = RuntimeRemote }, ""},
+		{"bad runtime", func(c *Config) { c.ContainerRuntime = "rkt" }, "--container-runtime"},
+		{"kubenet", func(c *Config) { c.NetworkPlugin = "kubenet" }, "--network-plugin=kubenet is not supported"},
+		{"bad cgroup driver", func(c *Config) { c.CgroupDriver = "x" }, "--cgroup-driver"},
+		{"bad log format", func(c *Config) { c.LoggingFormat = "xml" }, "--logging-format"},
+		{"negative v", func(c *Config) { c.Verbosity = -1 }, "-v"},
+		{"zero timeout", func(c *Config) { c.RuntimeRequestTimeout = 0 }, "--runtime-request-timeout"},
+		{"empty endpoint", func(c *Config) { c.RuntimeEndpoint = "" }, "--container-runtime-endpoint"},
+		{"bad streaming address", func(c *Config) { c.StreamingAddress = "nowhere" }, "--streaming-address"},
+		{"streaming host:port", func(c *Config) { c.StreamingAddress = "127.0.0.1:10010" }, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c := DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestStreamingListenAddrAndBinDirs(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	if a, err := c.StreamingListenAddr(); err != nil || a != "127.0.0.1:0" {
+		t.Fatalf("default streaming addr %q %v", a, err)
+	}
+	c.CNIBinDir = "/opt/cni/bin, /usr/lib/cni,,"
+	if got := c.CNIBinDirs(); len(got) != 2 || got[1] != "/usr/lib/cni" {
+		t.Fatalf("CNIBinDirs = %v", got)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc    string
+		args    []string
+		wantErr string
+		wantOut string
+	}{
+		{"version", []string{"--version"}, "", "Kubernetes v1."},
+		{"unknown flag", []string{"--no-such-flag"}, "unknown flag: --no-such-flag", ""},
+		{"bad duration", []string{"--runtime-request-timeout=soon"}, "--runtime-request-timeout", ""},
+		{"bad runtime", []string{"--container-runtime=rkt"}, "allowed: docker, remote", ""},
+		{"kubenet", []string{"--network-plugin=kubenet", "--experimental-dockershim"}, "kubenet is not supported", ""},
+		{"positional", []string{"extra"}, "unknown command", ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := Run(ctx, tc.args, &out, &errOut)
+			if tc.wantErr == "" {
+				if err != nil || !strings.Contains(out.String(), tc.wantOut) {
+					t.Fatalf("Run = %v, out %q", err, out.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Run = %v, want one line containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
