@@ -33,13 +33,21 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 	if len(sc.GetCapabilities().GetAddAmbientCapabilities()) > 0 {
 		return unimplemented("config.linux.security_context.capabilities.add_ambient_capabilities: ambient capabilities are not supported by the Docker engine")
 	}
-	cc.User = dockerUser(sc.GetRunAsUser(), sc.GetRunAsUsername(), sc.GetRunAsGroup())
+	user, err := dockerUser("config.linux.security_context", sc.GetRunAsUser(), sc.GetRunAsUsername(), sc.GetRunAsGroup())
+	if err != nil {
+		return err
+	}
+	cc.User = user
 	hc.GroupAdd = groupAdd(sc.GetSupplementalGroups())
 	if !sc.GetPrivileged() {
 		hc.MaskedPaths = sc.GetMaskedPaths()
 		hc.ReadonlyPaths = sc.GetReadonlyPaths()
 	}
 	applyResources(lin.GetResources(), s.host.minOOMScoreAdj, hc)
+	clampCaps(hc, s.host.missingCaps)
+	if hc.Privileged && len(s.host.missingCaps) > 0 {
+		emulatePrivileged(hc, s.host.missingCaps)
+	}
 	for _, d := range cfg.Devices {
 		perms := d.Permissions
 		if perms == "" {

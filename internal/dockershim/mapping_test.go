@@ -153,14 +153,23 @@ func TestSecurityOpts(t *testing.T) {
 
 func TestUserAndResources(t *testing.T) {
 	t.Parallel()
-	if got := dockerUser(&runtimeapi.Int64Value{Value: 1000}, "", &runtimeapi.Int64Value{Value: 2000}); got != "1000:2000" {
-		t.Errorf("user = %q", got)
-	}
-	if got := dockerUser(nil, "app", nil); got != "app" {
-		t.Errorf("user = %q", got)
-	}
-	if got := dockerUser(nil, "", &runtimeapi.Int64Value{Value: 5}); got != "0:5" {
-		t.Errorf("user = %q", got)
+	for _, tc := range []struct {
+		desc     string
+		uid, gid *runtimeapi.Int64Value
+		name     string
+		want     string
+		wantErr  bool
+	}{
+		{"uid and gid", &runtimeapi.Int64Value{Value: 1000}, &runtimeapi.Int64Value{Value: 2000}, "", "1000:2000", false},
+		{"username", nil, nil, "app", "app", false},
+		{"username and gid", nil, &runtimeapi.Int64Value{Value: 5}, "app", "app:5", false},
+		{"gid alone", nil, &runtimeapi.Int64Value{Value: 5}, "", "", true},
+		{"nothing", nil, nil, "", "", false},
+	} {
+		got, err := dockerUser("sc", tc.uid, tc.name, tc.gid)
+		if got != tc.want || (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "sc.run_as_group")) {
+			t.Errorf("%s: %q, %v", tc.desc, got, err)
+		}
 	}
 	if got := capNames([]string{"net_admin", "CAP_SYS_TIME", "all"}); !reflect.DeepEqual(got, []string{"CAP_NET_ADMIN", "CAP_SYS_TIME", "ALL"}) {
 		t.Errorf("caps = %v", got)

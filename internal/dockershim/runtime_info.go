@@ -28,7 +28,8 @@ type hostInfo struct {
 	cgroupVersion  string
 	runtimes       []string // runtime handlers Docker knows
 	defaultRuntime string
-	minOOMScoreAdj int // lowest oom_score_adj this host lets us set
+	minOOMScoreAdj int      // lowest oom_score_adj this host lets us set
+	missingCaps    []string // capabilities outside the host's bounding set
 	imageFsPath    string
 }
 
@@ -49,6 +50,7 @@ func (s *Service) readHostInfo(ctx context.Context) (hostInfo, error) {
 		cgroupVersion:  info.CgroupVersion,
 		defaultRuntime: info.DefaultRuntime,
 		minOOMScoreAdj: detectMinOOMScoreAdj(s.logger),
+		missingCaps:    detectMissingCaps(s.logger),
 		imageFsPath:    info.DockerRootDir,
 	}
 	for name := range info.Runtimes {

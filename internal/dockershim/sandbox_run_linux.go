@@ -44,9 +44,16 @@ func (s *Service) applySandboxLinux(cfg *runtimeapi.PodSandboxConfig, cc *libdoc
 	hc.SecurityOpt = opts
 	hc.Privileged = sc.GetPrivileged()
 	hc.ReadonlyRootfs = sc.GetReadonlyRootfs()
-	cc.User = dockerUser(sc.GetRunAsUser(), "", sc.GetRunAsGroup())
+	user, err := dockerUser("config.linux.security_context", sc.GetRunAsUser(), "", sc.GetRunAsGroup())
+	if err != nil {
+		return err
+	}
+	cc.User = user
 	hc.GroupAdd = groupAdd(sc.GetSupplementalGroups())
 	hc.OomScoreAdj = clampOOMScoreAdj(sandboxOOMScoreAdj, s.host.minOOMScoreAdj)
+	if hc.Privileged && len(s.host.missingCaps) > 0 {
+		emulatePrivileged(hc, s.host.missingCaps)
+	}
 	if r := lin.GetResources(); r != nil {
 		hc.CPUShares, hc.CPUQuota, hc.CPUPeriod = r.CpuShares, r.CpuQuota, r.CpuPeriod
 		hc.Memory = r.MemoryLimitInBytes

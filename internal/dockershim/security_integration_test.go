@@ -138,3 +138,37 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestIntegrationPrivileged: privileged containers and --cap-add ALL run even on hosts
+// whose bounding set lacks capabilities (this machine lacks CAP_SYS_RESOURCE), and a
+// privileged container can manage the pod's network; an unprivileged one cannot.
+func TestIntegrationPrivileged(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	sbCfg := s.sandboxConfig("priv")
+	sbCfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Privileged: true}
+	sbID := s.runSandbox(sbCfg)
+	priv := containerConfig("priv", "sleep", "300")
+	priv.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Privileged: true}}
+	all := containerConfig("allcaps", "sleep", "300")
+	all.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+		Capabilities: &runtimeapi.Capability{AddCapabilities: []string{"ALL"}}}}
+	plain := containerConfig("plain", "sleep", "300")
+	ids := map[string]string{}
+	for _, c := range []*runtimeapi.ContainerConfig{priv, all, plain} {
+		ids[c.Metadata.Name] = s.createStart(sbID, sbCfg, c)
+		s.waitState(ids[c.Metadata.Name], runtimeapi.ContainerState_CONTAINER_RUNNING)
+	}
+	ctx := ctxT(t)
+	r, err := s.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: ids["priv"], Cmd: []string{"brctl", "addbr", "privtest0"}, Timeout: 10})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("privileged brctl addbr: %v %q", err, r.GetStderr())
+	}
+	r, err = s.rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: ids["plain"], Cmd: []string{"brctl", "addbr", "privtest1"}, Timeout: 10})
+	if err != nil || r.ExitCode == 0 {
+		t.Fatalf("unprivileged brctl addbr succeeded: %v", err)
+	}
+	if got := s.execOut(ids["allcaps"], "sh", "-c", "grep CapEff /proc/self/status | tr -d '\\t'"); got == "CapEff:0000000000000000" {
+		t.Fatalf("ALL capabilities gave none: %s", got)
+	}
+}

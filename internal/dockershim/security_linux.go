@@ -126,19 +126,20 @@ func securityOpts(in securityInput) ([]string, error) {
 	return opts, nil
 }
 
-// dockerUser builds Docker's "user[:group]" string.
-func dockerUser(uid *runtimeapi.Int64Value, username string, gid *runtimeapi.Int64Value) string {
+// dockerUser builds Docker's "user[:group]" string. A group without a user is refused,
+// as the CRI requires.
+func dockerUser(field string, uid *runtimeapi.Int64Value, username string, gid *runtimeapi.Int64Value) (string, error) {
 	u := username
 	if uid != nil {
 		u = strconv.FormatInt(uid.Value, 10)
 	}
 	if gid != nil {
 		if u == "" {
-			u = "0"
+			return "", invalidArg(field+".run_as_group", "requires run_as_user or run_as_username")
 		}
 		u += ":" + strconv.FormatInt(gid.Value, 10)
 	}
-	return u
+	return u, nil
 }
 
 // groupAdd converts supplemental group IDs for Docker.
