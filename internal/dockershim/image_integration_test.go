@@ -77,18 +77,24 @@ func TestIntegrationImages(t *testing.T) {
 
 	const n = 8
 	errs := make([]error, n)
+	stillThere := make([]bool, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs[i] = helper6RemoveImage(s, id)
+			// The CRI wants the image gone as soon as any RemoveImage returns.
+			stillThere[i] = helper6ImageStatus(t, s, id) != nil
 		}()
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("concurrent RemoveImage %d: %v", i, err)
+		}
+		if stillThere[i] {
+			t.Errorf("concurrent RemoveImage %d returned while the image still existed", i)
 		}
 	}
 	if got := helper6ImageStatus(t, s, id); got != nil {

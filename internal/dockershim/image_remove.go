@@ -29,6 +29,16 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 		}
 		return nil, fmt.Errorf("remove image %q: %w", ref, err)
 	}
+	// Concurrent removals of one image wait for each other, so that none returns
+	// while Docker is still deleting it (the CRI wants it gone when the call returns).
+	unlock := s.imageLocks.lock(ii.ID)
+	defer unlock()
+	if ii, err = s.docker.InspectImage(ctx, ref); err != nil {
+		if imageNotFound(err) {
+			return &runtimeapi.RemoveImageResponse{}, nil
+		}
+		return nil, fmt.Errorf("remove image %q: %w", ref, err)
+	}
 	target, force := ref, false
 	if removeRefIsID(ref, ii) {
 		target, force = ii.ID, true

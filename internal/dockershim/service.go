@@ -107,6 +107,7 @@ type Service struct {
 	streams     streamServer
 	events      *eventBroker
 	stats       *statsCollector
+	imageLocks  keyLock // serialises RemoveImage per image ID
 
 	host      hostInfo      // immutable after Start
 	runConfig runtimeConfig // UpdateRuntimeConfig state
