@@ -69,9 +69,10 @@ kds_gofmt_check() {
 	fi
 }
 
-# kds_test_env_up: prepare the machine, start the test registries in a fresh
-# state dir and export the DOCKERSHIM_TEST_* variables the tests read.
-# Installs an EXIT trap that stops the registries and removes the state dir.
+# kds_test_env_up: prepare the machine, make a fresh state dir and export the
+# DOCKERSHIM_TEST_* variables the tests read. The pull tests start their own
+# htpasswd-protected docker-registry on a free loopback port; registry.sh is
+# for trying pulls by hand. Installs an EXIT trap that removes the state dir.
 kds_test_env_up() {
 	"$KDS_SCRIPTS/prepare-host.sh"
 	kds_ensure_go
@@ -79,12 +80,6 @@ kds_test_env_up() {
 	trap kds_test_env_down EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
-	local lines line
-	lines=$("$KDS_SCRIPTS/registry.sh" up "$KDS_STATE_DIR")
-	for line in $lines; do
-		[[ $line =~ ^DOCKERSHIM_TEST_[A-Z_]+=[^[:space:]]*$ ]] || kds_die "registry.sh printed an unexpected line: $line"
-		export "${line?}"
-	done
 	export DOCKERSHIM_TEST_CNI_BIN_DIR=/usr/lib/cni
 	# Root may run in a checkout owned by another user, where git refuses to
 	# report VCS status; tests do not need the stamp.
@@ -94,7 +89,6 @@ kds_test_env_up() {
 
 kds_test_env_down() {
 	if [[ -n ${KDS_STATE_DIR:-} && -d $KDS_STATE_DIR ]]; then
-		"$KDS_SCRIPTS/registry.sh" down "$KDS_STATE_DIR" || true
 		rm -rf "$KDS_STATE_DIR"
 	fi
 }

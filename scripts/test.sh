@@ -4,8 +4,7 @@
 #   ./scripts/test.sh
 #
 # It prepares the machine (scripts/prepare-host.sh: packages, dockerd, local
-# images), starts the loopback test registries (scripts/registry.sh) in a
-# temporary state dir that is removed on exit, exports the DOCKERSHIM_TEST_*
+# images), makes a temporary state dir that is removed on exit, exports the DOCKERSHIM_TEST_*
 # variables, then runs gofmt, go vet, go build and go test over the whole
 # module (-p 1: integration tests share one dockerd), and prints a summary.
 # Integration tests need dockerd and the CNI plugins: if they are missing the

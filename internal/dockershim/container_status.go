@@ -90,6 +90,11 @@ func fillState(st *runtimeapi.ContainerStatus, ds *libdocker.ContainerState) {
 	}
 	st.StartedAt = parseDockerTime(ds.StartedAt)
 	st.FinishedAt = parseDockerTime(ds.FinishedAt)
+	if st.FinishedAt != 0 && st.FinishedAt < st.StartedAt {
+		// Docker stamps StartedAt after the process runs; a process that exits at
+		// once can look finished before it started.
+		st.FinishedAt = st.StartedAt
+	}
 	switch {
 	case ds.Running || ds.Paused || ds.Restarting:
 		st.State = runtimeapi.ContainerState_CONTAINER_RUNNING

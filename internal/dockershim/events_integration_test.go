@@ -15,8 +15,8 @@ import (
 // event stream: created, started, stopped and deleted, with the sandbox status
 // attached while the sandbox exists.
 func TestIntegrationContainerEvents(t *testing.T) {
-	helper6EnsureImage(t)
-	s := helper6Service(t)
+	fixtureEnsureImage(t)
+	s := fixtureService(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
@@ -39,17 +39,17 @@ func TestIntegrationContainerEvents(t *testing.T) {
 			}
 		}
 	}
-	create := []string{"create", "--label", helper6Label, "--label", labelType + "=" + typeSandbox,
-		"--label", labelManaged + "=true", "--label", "app=events", helper6Image, "sleep", "600"}
+	create := []string{"create", "--label", fixtureLabel, "--label", labelType + "=" + typeSandbox,
+		"--label", labelManaged + "=true", "--label", "app=events", fixtureImage, "sleep", "600"}
 	// The broker subscribes asynchronously: retry until a creation is seen.
 	var id string
 	var r *runtimeapi.ContainerEventResponse
 	for attempt := 0; attempt < 5 && r == nil; attempt++ {
-		id = helper6Docker(t, create...)
+		id = fixtureDocker(t, create...)
 		cid := id
 		t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", cid).Run() })
 		if r = next(id, 2*time.Second); r == nil {
-			helper6Docker(t, "rm", "-f", id)
+			fixtureDocker(t, "rm", "-f", id)
 		}
 	}
 	if r == nil || r.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
@@ -58,12 +58,12 @@ func TestIntegrationContainerEvents(t *testing.T) {
 	if r.PodSandboxStatus.GetId() != id || r.CreatedAt == 0 {
 		t.Errorf("created event = %v, want the sandbox status and a time", r)
 	}
-	helper6Docker(t, "start", id)
+	fixtureDocker(t, "start", id)
 	if r = next(id, 10*time.Second); r.GetContainerEventType() != runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT ||
 		r.PodSandboxStatus.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY || r.PodSandboxStatus.GetLabels()["app"] != "events" {
 		t.Errorf("after start: %v, want STARTED with a ready sandbox", r)
 	}
-	helper6Docker(t, "rm", "-f", id)
+	fixtureDocker(t, "rm", "-f", id)
 	if r = next(id, 10*time.Second); r.GetContainerEventType() != runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT {
 		t.Errorf("after kill: %v, want STOPPED", r)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
-func helper6ImageStatus(t *testing.T, s *Service, ref string) *runtimeapi.Image {
+func fixtureImageStatus(t *testing.T, s *Service, ref string) *runtimeapi.Image {
 	t.Helper()
 	resp, err := s.ImageStatus(context.Background(), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	if err != nil {
@@ -32,7 +32,7 @@ func helper6ImageStatus(t *testing.T, s *Service, ref string) *runtimeapi.Image 
 	return resp.Image
 }
 
-func helper6RemoveImage(s *Service, ref string) error {
+func fixtureRemoveImage(s *Service, ref string) error {
 	_, err := s.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 	return err
 }
@@ -41,22 +41,22 @@ func helper6RemoveImage(s *Service, ref string) error {
 // stays while another tag remains), by ID from many goroutines at once (all succeed),
 // and again when already gone.
 func TestIntegrationImages(t *testing.T) {
-	helper6EnsureImage(t)
-	s := helper6Service(t)
+	fixtureEnsureImage(t)
+	s := fixtureService(t)
 	ctx := context.Background()
-	name := "helper6-img-" + helper6Rand()
-	id := helper6ImportImage(t, name+":v1", map[string]string{"etc/unique": name}, "USER 1234:5")
+	name := "fixture-img-" + fixtureRand()
+	id := fixtureImportImage(t, name+":v1", map[string]string{"etc/unique": name}, "USER 1234:5")
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", id).Run() })
-	helper6Docker(t, "tag", id, name+":v2")
+	fixtureDocker(t, "tag", id, name+":v2")
 
-	img := helper6ImageStatus(t, s, name+":v1")
+	img := fixtureImageStatus(t, s, name+":v1")
 	if img.GetId() != id || img.GetUid().GetValue() != 1234 || !slices.Contains(img.RepoTags, name+":v2") || img.Size == 0 {
 		t.Errorf("ImageStatus = %v, want id %s, uid 1234, both tags", img, id)
 	}
-	if got := helper6ImageStatus(t, s, "docker.io/library/"+name+":v1").GetId(); got != id {
+	if got := fixtureImageStatus(t, s, "docker.io/library/"+name+":v1").GetId(); got != id {
 		t.Errorf("ImageStatus(normalised name) id = %q, want %q", got, id)
 	}
-	if got := helper6ImageStatus(t, s, name+":nope"); got != nil {
+	if got := fixtureImageStatus(t, s, name+":nope"); got != nil {
 		t.Errorf("ImageStatus(unknown tag) = %v, want nil", got)
 	}
 	list, err := s.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: name + ":v2"}}})
@@ -67,13 +67,13 @@ func TestIntegrationImages(t *testing.T) {
 		t.Errorf("ListImages(%s:v2) = %v", name, list.Images)
 	}
 
-	if err := helper6RemoveImage(s, name+":v1"); err != nil {
+	if err := fixtureRemoveImage(s, name+":v1"); err != nil {
 		t.Fatal(err)
 	}
-	if helper6ImageStatus(t, s, name+":v1") != nil || helper6ImageStatus(t, s, name+":v2").GetId() != id {
+	if fixtureImageStatus(t, s, name+":v1") != nil || fixtureImageStatus(t, s, name+":v2").GetId() != id {
 		t.Error("removing tag v1 did not keep the image under v2")
 	}
-	helper6Docker(t, "tag", id, name+":v1")
+	fixtureDocker(t, "tag", id, name+":v1")
 
 	const n = 8
 	errs := make([]error, n)
@@ -83,9 +83,9 @@ func TestIntegrationImages(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = helper6RemoveImage(s, id)
+			errs[i] = fixtureRemoveImage(s, id)
 			// The CRI wants the image gone as soon as any RemoveImage returns.
-			stillThere[i] = helper6ImageStatus(t, s, id) != nil
+			stillThere[i] = fixtureImageStatus(t, s, id) != nil
 		}()
 	}
 	wg.Wait()
@@ -97,26 +97,26 @@ func TestIntegrationImages(t *testing.T) {
 			t.Errorf("concurrent RemoveImage %d returned while the image still existed", i)
 		}
 	}
-	if got := helper6ImageStatus(t, s, id); got != nil {
+	if got := fixtureImageStatus(t, s, id); got != nil {
 		t.Errorf("image still present after RemoveImage by ID: %v", got)
 	}
-	if err := helper6RemoveImage(s, id); err != nil {
+	if err := fixtureRemoveImage(s, id); err != nil {
 		t.Errorf("RemoveImage of a removed image: %v", err)
 	}
 
-	last := helper6ImportImage(t, name+"-last:v1", map[string]string{"etc/unique": name + "-last"})
+	last := fixtureImportImage(t, name+"-last:v1", map[string]string{"etc/unique": name + "-last"})
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", last).Run() })
-	if err := helper6RemoveImage(s, name+"-last:v1"); err != nil {
+	if err := fixtureRemoveImage(s, name+"-last:v1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := helper6ImageStatus(t, s, last); got != nil {
+	if got := fixtureImageStatus(t, s, last); got != nil {
 		t.Errorf("removing the last tag left the image: %v", got)
 	}
 }
 
-// helper6Registry runs Debian's docker-registry with htpasswd auth on a free
+// fixtureRegistry runs Debian's docker-registry with htpasswd auth on a free
 // 127.0.0.1 port and returns its address.
-func helper6Registry(t *testing.T, user, pass string) string {
+func fixtureRegistry(t *testing.T, user, pass string) string {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -144,7 +144,7 @@ http:
   addr: %s
 auth:
   htpasswd:
-    realm: helper6
+    realm: fixture
     path: %s
 `, filepath.Join(dir, "data"), addr, filepath.Join(dir, "htpasswd"))
 	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
@@ -172,13 +172,13 @@ auth:
 // without credentials, accepted with username/password and with the base64 auth field,
 // an untagged reference pulls :latest, and ImageRef is the ID ImageStatus reports.
 func TestIntegrationPullImage(t *testing.T) {
-	helper6EnsureImage(t)
-	const user, pass = "helper6", "s3cret:pw"
-	reg := helper6Registry(t, user, pass)
-	repo := reg + "/helper6/pull-" + helper6Rand()
-	id := helper6ImportImage(t, repo+":v1", map[string]string{"etc/unique": repo})
+	fixtureEnsureImage(t)
+	const user, pass = "dockershim-fixture", "s3cret:pw"
+	reg := fixtureRegistry(t, user, pass)
+	repo := reg + "/fixture/pull-" + fixtureRand()
+	id := fixtureImportImage(t, repo+":v1", map[string]string{"etc/unique": repo})
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", id).Run() })
-	helper6Docker(t, "tag", id, repo+":latest")
+	fixtureDocker(t, "tag", id, repo+":latest")
 	cfgDir := t.TempDir() // private docker CLI config: the login stays in the test
 	for _, args := range [][]string{{"login", "-u", user, "--password-stdin", reg}, {"push", repo + ":v1"}, {"push", repo + ":latest"}} {
 		cmd := exec.Command("docker", args...)
@@ -190,9 +190,9 @@ func TestIntegrationPullImage(t *testing.T) {
 			t.Fatalf("docker %v: %v: %s", args, err, out)
 		}
 	}
-	helper6Docker(t, "rmi", repo+":v1", repo+":latest")
+	fixtureDocker(t, "rmi", repo+":v1", repo+":latest")
 
-	s := helper6Service(t)
+	s := fixtureService(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pull := func(ref string, auth *runtimeapi.AuthConfig) (string, error) {
@@ -210,18 +210,18 @@ func TestIntegrationPullImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref != id || helper6ImageStatus(t, s, repo+":v1").GetId() != id {
+	if ref != id || fixtureImageStatus(t, s, repo+":v1").GetId() != id {
 		t.Errorf("pull returned %q, want %q (the ID ImageStatus reports)", ref, id)
 	}
 	if _, err := pull(repo+":nope", good); !errors.Is(err, libdocker.ErrNotFound) {
 		t.Errorf("pull of a missing tag: err = %v, want NotFound", err)
 	}
-	helper6Docker(t, "rmi", repo+":v1")
+	fixtureDocker(t, "rmi", repo+":v1")
 	b64 := &runtimeapi.AuthConfig{Auth: base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)), ServerAddress: reg}
 	if ref, err = pull(repo, b64); err != nil || ref != id {
 		t.Fatalf("untagged pull with the auth field: %q, %v; want %q", ref, err, id)
 	}
-	if helper6ImageStatus(t, s, repo+":latest").GetId() != id || helper6ImageStatus(t, s, repo+":v1") != nil {
+	if fixtureImageStatus(t, s, repo+":latest").GetId() != id || fixtureImageStatus(t, s, repo+":v1") != nil {
 		t.Error("an untagged pull must fetch :latest only")
 	}
 }

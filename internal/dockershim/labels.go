@@ -3,6 +3,7 @@ package dockershim
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -19,6 +20,9 @@ const (
 	labelImage         = "io.kubelet-dockershim.image"
 	labelNamespaceOpts = "io.kubelet-dockershim.namespace-options"
 	labelHostNetwork   = "io.kubelet-dockershim.host-network"
+	// labelKeys lists the client's CRI label keys (comma separated), so that labels
+	// Docker copies from the image are not reported as the client's.
+	labelKeys = "io.kubelet-dockershim.label-keys"
 	// labelManaged marks every object the shim created, for listing.
 	labelManaged = "io.kubelet-dockershim.managed"
 
@@ -33,7 +37,7 @@ const (
 func internalLabel(k string) bool {
 	switch k {
 	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage,
-		labelNamespaceOpts, labelHostNetwork, labelManaged:
+		labelNamespaceOpts, labelHostNetwork, labelManaged, labelKeys:
 		return true
 	}
 	return false
@@ -51,19 +55,39 @@ func makeLabels(labels, annotations, internal map[string]string) map[string]stri
 	for k, v := range internal {
 		out[k] = v
 	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out[labelKeys] = strings.Join(keys, ",")
 	out[labelManaged] = "true"
 	return out
 }
 
-// splitLabels recovers CRI labels and annotations from Docker labels.
+// splitLabels recovers CRI labels and annotations from Docker labels. Labels Docker
+// merged in from the image are dropped when the key list label says which are the
+// client's (objects made by other shims have no such list: all labels count).
 func splitLabels(docker map[string]string) (labels, annotations map[string]string) {
 	labels, annotations = map[string]string{}, map[string]string{}
+	keys, haveKeys := docker[labelKeys]
+	clientKey := func(k string) bool {
+		if !haveKeys {
+			return true
+		}
+		for _, c := range strings.Split(keys, ",") {
+			if c == k {
+				return true
+			}
+		}
+		return false
+	}
 	for k, v := range docker {
 		switch {
 		case internalLabel(k):
 		case strings.HasPrefix(k, annotationPrefix):
 			annotations[strings.TrimPrefix(k, annotationPrefix)] = v
-		default:
+		case clientKey(k):
 			labels[k] = v
 		}
 	}

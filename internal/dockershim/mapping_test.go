@@ -79,9 +79,13 @@ func TestLabelsRoundTrip(t *testing.T) {
 	if docker["annotation.a/b"] != "1" || docker[labelManaged] != "true" {
 		t.Fatalf("labels = %v", docker)
 	}
+	docker["from-image"] = "copied by docker"
 	l, a := splitLabels(docker)
 	if !reflect.DeepEqual(l, map[string]string{"app": "x"}) || !reflect.DeepEqual(a, map[string]string{"a/b": "1"}) {
 		t.Fatalf("split = %v %v", l, a)
+	}
+	if l2, _ := splitLabels(map[string]string{"legacy": "1", labelType: typeContainer}); l2["legacy"] != "1" {
+		t.Fatalf("labels of objects without a key list = %v", l2)
 	}
 	if !matchLabels(map[string]string{"app": "x"}, l) || matchLabels(map[string]string{"app": "y"}, l) || matchLabels(map[string]string{"z": ""}, l) {
 		t.Fatal("matchLabels wrong")

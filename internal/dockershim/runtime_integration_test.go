@@ -185,6 +185,9 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 	if st.ExitCode != 3 || st.Reason != "Error" || st.StartedAt == 0 || st.FinishedAt < st.StartedAt || st.CreatedAt == 0 {
 		t.Fatalf("exited status = %+v", st)
 	}
+	if len(st.Labels) != 1 || st.Labels["container"] != "printer" {
+		t.Fatalf("labels = %v, want only the client's (none copied from the image)", st.Labels)
+	}
 	if st.ImageRef == "" || !strings.HasPrefix(st.ImageRef, "sha256:") {
 		t.Fatalf("image ref %q", st.ImageRef)
 	}

@@ -22,16 +22,16 @@ import (
 )
 
 const (
-	// helper6Image is a busybox-static image these tests build when missing.
-	helper6Image = "dockershim-test-busybox:latest"
-	// helper6Label marks every Docker object these tests create.
-	helper6Label = "io.kubelet-dockershim.test=helper6"
-	// helper6Burn keeps one CPU busy.
-	helper6Burn = "while :; do :; done"
+	// fixtureImage is a busybox-static image these tests build when missing.
+	fixtureImage = "dockershim-test-busybox:latest"
+	// fixtureLabel marks every Docker object these tests create.
+	fixtureLabel = "io.kubelet-dockershim.test=fixture"
+	// fixtureBurn keeps one CPU busy.
+	fixtureBurn = "while :; do :; done"
 )
 
-// helper6Docker runs the docker CLI and returns its trimmed output; failures are fatal.
-func helper6Docker(t testing.TB, args ...string) string {
+// fixtureDocker runs the docker CLI and returns its trimmed output; failures are fatal.
+func fixtureDocker(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -42,15 +42,15 @@ func helper6Docker(t testing.TB, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func helper6Rand() string {
+func fixtureRand() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-// helper6ImportImage imports a busybox-static rootfs as ref; extra files (path ->
+// fixtureImportImage imports a busybox-static rootfs as ref; extra files (path ->
 // content) make the image unique; changes are Dockerfile instructions (USER 1000).
-func helper6ImportImage(t testing.TB, ref string, extra map[string]string, changes ...string) string {
+func fixtureImportImage(t testing.TB, ref string, extra map[string]string, changes ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "rootfs")
@@ -80,42 +80,42 @@ func helper6ImportImage(t testing.TB, ref string, extra map[string]string, chang
 	if out, err := exec.Command("tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v: %s", err, out)
 	}
-	args := []string{"import", "--change", "LABEL " + helper6Label}
+	args := []string{"import", "--change", "LABEL " + fixtureLabel}
 	for _, c := range changes {
 		args = append(args, "--change", c)
 	}
-	return helper6Docker(t, append(args, tarball, ref)...)
+	return fixtureDocker(t, append(args, tarball, ref)...)
 }
 
-// helper6EnsureImage builds helper6Image unless it exists. It is shared and kept.
-func helper6EnsureImage(t testing.TB) {
+// fixtureEnsureImage builds fixtureImage unless it exists. It is shared and kept.
+func fixtureEnsureImage(t testing.TB) {
 	t.Helper()
-	helper6Docker(t, "version", "--format", "{{.Server.Version}}")
-	if exec.Command("docker", "image", "inspect", helper6Image).Run() == nil {
+	fixtureDocker(t, "version", "--format", "{{.Server.Version}}")
+	if exec.Command("docker", "image", "inspect", fixtureImage).Run() == nil {
 		return
 	}
-	helper6ImportImage(t, helper6Image, nil)
+	fixtureImportImage(t, fixtureImage, nil)
 }
 
-// helper6Run starts a container and removes it (by ID) when the test ends.
-func helper6Run(t testing.TB, args ...string) string {
+// fixtureRun starts a container and removes it (by ID) when the test ends.
+func fixtureRun(t testing.TB, args ...string) string {
 	t.Helper()
-	id := helper6Docker(t, append([]string{"run", "-d", "--label", helper6Label}, args...)...)
+	id := fixtureDocker(t, append([]string{"run", "-d", "--label", fixtureLabel}, args...)...)
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
 	return id
 }
 
-func helper6Pid(t testing.TB, id string) int {
+func fixturePid(t testing.TB, id string) int {
 	t.Helper()
-	pid, err := strconv.Atoi(helper6Docker(t, "inspect", "-f", "{{.State.Pid}}", id))
+	pid, err := strconv.Atoi(fixtureDocker(t, "inspect", "-f", "{{.State.Pid}}", id))
 	if err != nil || pid == 0 {
 		t.Fatalf("pid of %s: %d, %v", id, pid, err)
 	}
 	return pid
 }
 
-// helper6Service is a Service over the real Docker daemon (no CNI, no streaming).
-func helper6Service(t testing.TB) *Service {
+// fixtureService is a Service over the real Docker daemon (no CNI, no streaming).
+func fixtureService(t testing.TB) *Service {
 	t.Helper()
 	dc, err := libdocker.New(libdocker.Options{Endpoint: "unix:///var/run/docker.sock"})
 	if err != nil {
@@ -132,19 +132,19 @@ func helper6Service(t testing.TB) *Service {
 // TestIntegrationCgroupStats reads the cgroup of a real CPU-burning container, then
 // serves the stats RPCs for a real sandbox + container pair under a pod cgroup parent.
 func TestIntegrationCgroupStats(t *testing.T) {
-	helper6EnsureImage(t)
+	fixtureEnsureImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	parent := "/helper6-" + helper6Rand()
-	t.Cleanup(func() { helper6RemoveCgroupParent(parent) })
-	sbLabels := []string{"--label", labelType + "=" + typeSandbox, "--label", labelManaged + "=true", "--label", "app=helper6"}
-	sb := helper6Run(t, append(sbLabels, "--cgroup-parent", parent, helper6Image, "sleep", "600")...)
+	parent := "/fixture-" + fixtureRand()
+	t.Cleanup(func() { fixtureRemoveCgroupParent(parent) })
+	sbLabels := []string{"--label", labelType + "=" + typeSandbox, "--label", labelManaged + "=true", "--label", "app=dockershim-fixture"}
+	sb := fixtureRun(t, append(sbLabels, "--cgroup-parent", parent, fixtureImage, "sleep", "600")...)
 	ctrLabels := []string{"--label", labelType + "=" + typeContainer, "--label", labelManaged + "=true", "--label", labelSandboxID + "=" + sb}
-	ctr := helper6Run(t, append(ctrLabels, "--cgroup-parent", parent, "--network", "container:"+sb, helper6Image, "sh", "-c", helper6Burn)...)
+	ctr := fixtureRun(t, append(ctrLabels, "--cgroup-parent", parent, "--network", "container:"+sb, fixtureImage, "sh", "-c", fixtureBurn)...)
 
 	r := newCgroupReader("/proc")
-	cg, err := r.lookup(helper6Pid(t, ctr))
+	cg, err := r.lookup(fixturePid(t, ctr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestIntegrationCgroupStats(t *testing.T) {
 		t.Errorf("pids = %d, want at least 1", second.pids)
 	}
 
-	s := helper6Service(t)
+	s := fixtureService(t)
 	cs, err := s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: ctr})
 	if err != nil {
 		t.Fatal(err)
@@ -194,13 +194,13 @@ func TestIntegrationCgroupStats(t *testing.T) {
 		lx.GetMemory().GetUsageBytes().GetValue() == 0 {
 		t.Errorf("pod totals: cpu %v, process %v, memory %v", lx.GetCpu(), lx.GetProcess(), lx.GetMemory())
 	}
-	if lx.GetNetwork().GetDefaultInterface().GetName() != "eth0" || len(lx.GetContainers()) != 1 || pod.Stats.Attributes.Labels["app"] != "helper6" {
+	if lx.GetNetwork().GetDefaultInterface().GetName() != "eth0" || len(lx.GetContainers()) != 1 || pod.Stats.Attributes.Labels["app"] != "dockershim-fixture" {
 		t.Errorf("pod stats = %v", pod.Stats)
 	}
 }
 
-// helper6RemoveCgroupParent removes the (empty) pod cgroups Docker leaves behind.
-func helper6RemoveCgroupParent(parent string) {
+// fixtureRemoveCgroupParent removes the (empty) pod cgroups Docker leaves behind.
+func fixtureRemoveCgroupParent(parent string) {
 	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
 	for _, d := range dirs {
 		_ = os.Remove(d)
@@ -210,10 +210,10 @@ func helper6RemoveCgroupParent(parent string) {
 
 // BenchmarkCgroupRead measures one cgroup sample of a running container.
 func BenchmarkCgroupRead(b *testing.B) {
-	helper6EnsureImage(b)
-	id := helper6Run(b, helper6Image, "sleep", "600")
+	fixtureEnsureImage(b)
+	id := fixtureRun(b, fixtureImage, "sleep", "600")
 	r := newCgroupReader("/proc")
-	cg, err := r.lookup(helper6Pid(b, id))
+	cg, err := r.lookup(fixturePid(b, id))
 	if err != nil {
 		b.Fatal(err)
 	}
