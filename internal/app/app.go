@@ -32,7 +32,10 @@ func Main() int {
 
 // Run parses args and runs the selected mode until ctx is cancelled.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := DefaultConfig()
+	cfg, err := baseConfig(args)
+	if err != nil {
+		return err
+	}
 	cmd := &cobra.Command{
 		Use:           "kubelet",
 		Short:         "A kubelet with the dockershim built in",
@@ -42,6 +45,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.ShowVersion {
 				_, err := fmt.Fprintf(stdout, "Kubernetes %s\n", Version)
+				return err
+			}
+			if err := finishFlags(cmd.Flags(), &cfg); err != nil {
 				return err
 			}
 			if err := cfg.Validate(); err != nil {
@@ -58,9 +64,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cmd.ExecuteContext(ctx)
 }
 
+// baseConfig is the defaults with the --config file (if any) applied: the layer that
+// the flags then override.
+func baseConfig(args []string) (Config, error) {
+	cfg := DefaultConfig()
+	path, err := configFileFromArgs(args)
+	if err != nil || path == "" {
+		return cfg, err
+	}
+	kc, err := loadKubeletConfigFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	setKubeletConfigDefaults(kc)
+	cfg.Kubelet = *kc
+	cfg.ConfigFile = path
+	return cfg, nil
+}
+
 // runWithLogger builds the logger (klog routed into it) and runs the mode.
 func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
-	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.LoggingFormat, Output: stderr})
+	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.Kubelet.Logging.Format, Output: stderr})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // Container runtimes --container-runtime accepts.
@@ -14,12 +17,15 @@ const (
 	RuntimeRemote = "remote"
 )
 
-// Config is the validated configuration of one kubelet process.
+// Config is the validated configuration of one kubelet process: the effective
+// KubeletConfiguration (defaults < --config file < flags, applied once) plus the
+// settings that exist only as flags.
 type Config struct {
+	Kubelet kubeletv1beta1.KubeletConfiguration
+
+	ConfigFile                string
 	ContainerRuntime          string
 	ExperimentalDockershim    bool
-	RuntimeEndpoint           string
-	ImageServiceEndpoint      string
 	DockerEndpoint            string
 	PodInfraContainerImage    string
 	DockershimRootDirectory   string
@@ -27,21 +33,25 @@ type Config struct {
 	CNIBinDir                 string
 	CNIConfDir                string
 	CNICacheDir               string
-	RuntimeRequestTimeout     time.Duration
 	ImagePullProgressDeadline time.Duration
-	CgroupDriver              string
 	RuntimeCgroups            string
 	StreamingAddress          string
+	RootDirectory             string
+	Kubeconfig                string
+	BootstrapKubeconfig       string
+	HostnameOverride          string
+	NodeIP                    string
+	NodeLabels                map[string]string
+	RegisterWithTaints        string // flag form "key=value:Effect,..."; parsed into Kubelet.RegisterWithTaints
 	Verbosity                 int
-	LoggingFormat             string
 	ShowVersion               bool
 }
 
-// DefaultConfig returns the kubelet defaults for every flag.
+// DefaultConfig returns the defaults of every flag-only setting and of the
+// KubeletConfiguration.
 func DefaultConfig() Config {
-	return Config{
+	c := Config{
 		ContainerRuntime:          RuntimeDocker,
-		RuntimeEndpoint:           "unix:///var/run/dockershim.sock",
 		DockerEndpoint:            "unix:///var/run/docker.sock",
 		PodInfraContainerImage:    "registry.k8s.io/pause:3.10",
 		DockershimRootDirectory:   "/var/lib/dockershim",
@@ -49,15 +59,15 @@ func DefaultConfig() Config {
 		CNIBinDir:                 "/opt/cni/bin",
 		CNIConfDir:                "/etc/cni/net.d",
 		CNICacheDir:               "/var/lib/cni/cache",
-		RuntimeRequestTimeout:     2 * time.Minute,
 		ImagePullProgressDeadline: time.Minute,
-		CgroupDriver:              "cgroupfs",
 		StreamingAddress:          "127.0.0.1",
-		LoggingFormat:             "text",
+		RootDirectory:             "/var/lib/kubelet",
 	}
+	setKubeletConfigDefaults(&c.Kubelet)
+	return c
 }
 
-// Validate checks the configuration; each error names the flag.
+// Validate checks the configuration; each error names the flag or config field.
 func (c *Config) Validate() error {
 	var errs []error
 	switch c.ContainerRuntime {
@@ -72,40 +82,43 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--network-plugin=%q is not supported (allowed: cni)", c.NetworkPlugin))
 	}
-	switch c.CgroupDriver {
-	case "cgroupfs", "systemd":
-	default:
-		errs = append(errs, fmt.Errorf("--cgroup-driver=%q is not supported (allowed: cgroupfs, systemd)", c.CgroupDriver))
-	}
-	switch c.LoggingFormat {
-	case "text", "json":
-	default:
-		errs = append(errs, fmt.Errorf("--logging-format=%q is not supported (allowed: text, json)", c.LoggingFormat))
-	}
 	if c.Verbosity < 0 {
 		errs = append(errs, fmt.Errorf("-v=%d must not be negative", c.Verbosity))
 	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--runtime-request-timeout", c.RuntimeRequestTimeout}, {"--image-pull-progress-deadline", c.ImagePullProgressDeadline}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%s must be positive", d.flag, d.v))
-		}
+	if c.ImagePullProgressDeadline <= 0 {
+		errs = append(errs, fmt.Errorf("--image-pull-progress-deadline=%s must be positive", c.ImagePullProgressDeadline))
 	}
 	for _, f := range []struct{ flag, v string }{
-		{"--container-runtime-endpoint", c.RuntimeEndpoint}, {"--docker-endpoint", c.DockerEndpoint},
+		{"--container-runtime-endpoint", c.Kubelet.ContainerRuntimeEndpoint}, {"--docker-endpoint", c.DockerEndpoint},
 		{"--pod-infra-container-image", c.PodInfraContainerImage}, {"--experimental-dockershim-root-directory", c.DockershimRootDirectory},
-		{"--cni-conf-dir", c.CNIConfDir}, {"--cni-bin-dir", c.CNIBinDir},
+		{"--cni-conf-dir", c.CNIConfDir}, {"--cni-bin-dir", c.CNIBinDir}, {"--root-dir", c.RootDirectory},
 	} {
 		if strings.TrimSpace(f.v) == "" {
 			errs = append(errs, fmt.Errorf("%s must not be empty", f.flag))
 		}
 	}
+	if c.NodeIP != "" {
+		for _, ip := range strings.Split(c.NodeIP, ",") {
+			if net.ParseIP(strings.TrimSpace(ip)) == nil {
+				errs = append(errs, fmt.Errorf("--node-ip=%q is not an IP address", c.NodeIP))
+			}
+		}
+	}
 	if _, err := c.StreamingListenAddr(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validateKubeletConfig(&c.Kubelet); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.
+func (c *Config) ImageEndpoint() string {
+	if c.Kubelet.ImageServiceEndpoint != "" {
+		return c.Kubelet.ImageServiceEndpoint
+	}
+	return c.Kubelet.ContainerRuntimeEndpoint
 }
 
 // StreamingListenAddr is --streaming-address as host:port (port 0 when only a host is
@@ -130,4 +143,31 @@ func (c *Config) CNIBinDirs() []string {
 		}
 	}
 	return out
+}
+
+// parseTaints parses --register-with-taints ("key=value:Effect" or "key:Effect", comma
+// separated), as the kubelet does.
+func parseTaints(spec string) ([]v1.Taint, error) {
+	var out []v1.Taint
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, fmt.Errorf("--register-with-taints: %q has no effect (want key=value:Effect)", item)
+		}
+		switch v1.TaintEffect(effect) {
+		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		default:
+			return nil, fmt.Errorf("--register-with-taints: %q has an unknown effect %q", item, effect)
+		}
+		key, value, _ := strings.Cut(kv, "=")
+		if key == "" {
+			return nil, fmt.Errorf("--register-with-taints: %q has no key", item)
+		}
+		out = append(out, v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)})
+	}
+	return out, nil
 }

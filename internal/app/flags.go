@@ -1,15 +1,54 @@
 package app
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
-// addFlags binds the kubelet-compatible flags to cfg (already holding the defaults).
+// addFlags binds the kubelet-compatible flags. Flag-only settings go to cfg's own
+// fields; flags of KubeletConfiguration fields bind straight onto cfg.Kubelet, which
+// already holds the defaults and the --config file, so parsing applies flags last.
 func addFlags(fs *pflag.FlagSet, cfg *Config) {
-	fs.StringVar(&cfg.ContainerRuntime, "container-runtime", cfg.ContainerRuntime, "The container runtime to use: docker (built-in dockershim) or remote (a CRI endpoint).")
+	addRuntimeFlags(fs, cfg)
+	addNodeFlags(fs, cfg)
+	k := &cfg.Kubelet
+	fs.StringVar(&k.StaticPodPath, "pod-manifest-path", k.StaticPodPath, "Path to the directory (or file) of static pod manifests.")
+	fs.StringVar(&k.StaticPodURL, "manifest-url", k.StaticPodURL, "URL to fetch static pod manifests from.")
+	fs.DurationVar(&k.FileCheckFrequency.Duration, "file-check-frequency", k.FileCheckFrequency.Duration, "How often the manifest directory is re-read in full.")
+	fs.DurationVar(&k.HTTPCheckFrequency.Duration, "http-check-frequency", k.HTTPCheckFrequency.Duration, "How often --manifest-url is fetched.")
+	fs.DurationVar(&k.SyncFrequency.Duration, "sync-frequency", k.SyncFrequency.Duration, "Max period between syncs of a running pod.")
+	fs.StringVar(&k.CgroupDriver, "cgroup-driver", k.CgroupDriver, "The kubelet's cgroup driver: cgroupfs or systemd (must match the runtime's).")
+	fs.DurationVar(&k.RuntimeRequestTimeout.Duration, "runtime-request-timeout", k.RuntimeRequestTimeout.Duration, "Timeout of every CRI request except long-running ones.")
+	fs.StringSliceVar(&k.ClusterDNS, "cluster-dns", k.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
+	fs.StringVar(&k.ClusterDomain, "cluster-domain", k.ClusterDomain, "The cluster's DNS domain (e.g. cluster.local).")
+	fs.StringVar(k.ResolverConfig, "resolv-conf", *k.ResolverConfig, "The resolv.conf pods with dnsPolicy Default inherit (\"\" for none).")
+	fs.StringVar(&k.ContainerLogMaxSize, "container-log-max-size", k.ContainerLogMaxSize, "Rotate a container's log when it grows past this size.")
+	fs.Int32Var(k.ContainerLogMaxFiles, "container-log-max-files", *k.ContainerLogMaxFiles, "Log files kept per container, the live one included.")
+	fs.Int32Var(&k.MaxPods, "max-pods", k.MaxPods, "The number of pods this kubelet can run.")
+	fs.Int32Var(k.HealthzPort, "healthz-port", *k.HealthzPort, "Port of the localhost healthz endpoint (0 disables it).")
+	fs.StringVar(&k.HealthzBindAddress, "healthz-bind-address", k.HealthzBindAddress, "IP address of the healthz endpoint.")
+	fs.BoolVar(k.FailSwapOn, "fail-swap-on", *k.FailSwapOn, "Accepted for compatibility; swap is not checked.")
+	fs.BoolVar(k.RegisterNode, "register-node", *k.RegisterNode, "Register the node with the API server.")
+	fs.BoolVar(k.SerializeImagePulls, "serialize-image-pulls", *k.SerializeImagePulls, "Pull images one at a time.")
+	fs.BoolVar(k.CPUCFSQuota, "cpu-cfs-quota", *k.CPUCFSQuota, "Enforce CPU limits with CFS quota.")
+	fs.StringVar(&k.Address, "address", k.Address, "IP address of the kubelet API (served by a later version).")
+	fs.Int32Var(&k.Port, "port", k.Port, "Port of the kubelet API (served by a later version).")
+	fs.Int32Var(&k.ReadOnlyPort, "read-only-port", k.ReadOnlyPort, "Read-only port (0 disables it).")
+	fs.StringVar(&k.Logging.Format, "logging-format", k.Logging.Format, "Log format: text or json.")
+	fs.IntVarP(&cfg.Verbosity, "v", "v", int(k.Logging.Verbosity), "Log verbosity (4 and above logs debug messages).")
+	fs.BoolVar(&cfg.ShowVersion, "version", false, "Print the version and exit.")
+	fs.StringVar(&cfg.ConfigFile, "config", cfg.ConfigFile, "Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags override it.")
+}
+
+// addRuntimeFlags binds the container runtime and dockershim flags.
+func addRuntimeFlags(fs *pflag.FlagSet, cfg *Config) {
+	k := &cfg.Kubelet
+	fs.StringVar(&cfg.ContainerRuntime, "container-runtime", cfg.ContainerRuntime, "The container runtime: docker (built-in dockershim) or remote (a CRI endpoint).")
 	fs.BoolVar(&cfg.ExperimentalDockershim, "experimental-dockershim", cfg.ExperimentalDockershim, "Run only the dockershim CRI server on --container-runtime-endpoint and nothing else.")
-	fs.StringVar(&cfg.RuntimeEndpoint, "container-runtime-endpoint", cfg.RuntimeEndpoint, "The CRI endpoint: where the built-in dockershim serves, or the remote runtime to dial.")
-	fs.StringVar(&cfg.ImageServiceEndpoint, "image-service-endpoint", cfg.ImageServiceEndpoint, "The CRI image service endpoint (defaults to --container-runtime-endpoint).")
+	fs.StringVar(&k.ContainerRuntimeEndpoint, "container-runtime-endpoint", k.ContainerRuntimeEndpoint, "The CRI endpoint: where the built-in dockershim serves, or the remote runtime to dial.")
+	fs.StringVar(&k.ImageServiceEndpoint, "image-service-endpoint", k.ImageServiceEndpoint, "The CRI image service endpoint (defaults to --container-runtime-endpoint).")
 	fs.StringVar(&cfg.DockerEndpoint, "docker-endpoint", cfg.DockerEndpoint, "The Docker daemon endpoint.")
 	fs.StringVar(&cfg.PodInfraContainerImage, "pod-infra-container-image", cfg.PodInfraContainerImage, "The image of each pod's sandbox (pause) container.")
 	fs.StringVar(&cfg.DockershimRootDirectory, "experimental-dockershim-root-directory", cfg.DockershimRootDirectory, "The dockershim's state directory (sandbox checkpoints).")
@@ -17,12 +56,56 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "Comma-separated directories holding CNI plugin binaries.")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "The directory holding CNI network configs; the first in lexical order is the pod network.")
 	fs.StringVar(&cfg.CNICacheDir, "cni-cache-dir", cfg.CNICacheDir, "The CNI cache directory.")
-	fs.DurationVar(&cfg.RuntimeRequestTimeout, "runtime-request-timeout", cfg.RuntimeRequestTimeout, "Timeout of every CRI request except long-running ones (pull, logs, exec, attach).")
 	fs.DurationVar(&cfg.ImagePullProgressDeadline, "image-pull-progress-deadline", cfg.ImagePullProgressDeadline, "Cancel an image pull that makes no progress for this long.")
-	fs.StringVar(&cfg.CgroupDriver, "cgroup-driver", cfg.CgroupDriver, "The kubelet's cgroup driver: cgroupfs or systemd (must match Docker's).")
 	fs.StringVar(&cfg.RuntimeCgroups, "runtime-cgroups", cfg.RuntimeCgroups, "Optional absolute name of the cgroup to put the container runtime in.")
 	fs.StringVar(&cfg.StreamingAddress, "streaming-address", cfg.StreamingAddress, "The address (IP, or IP:port) the exec/attach/port-forward streaming server binds to.")
-	fs.IntVarP(&cfg.Verbosity, "v", "v", cfg.Verbosity, "Log verbosity (4 and above logs debug messages).")
-	fs.StringVar(&cfg.LoggingFormat, "logging-format", cfg.LoggingFormat, "Log format: text or json.")
-	fs.BoolVar(&cfg.ShowVersion, "version", false, "Print the version and exit.")
 }
+
+// addNodeFlags binds the node identity and cluster flags kubeadm passes.
+func addNodeFlags(fs *pflag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.RootDirectory, "root-dir", cfg.RootDirectory, "The kubelet's state directory (pod volumes, plugins).")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "Path to a kubeconfig for the API server.")
+	fs.StringVar(&cfg.BootstrapKubeconfig, "bootstrap-kubeconfig", cfg.BootstrapKubeconfig, "Path to a bootstrap kubeconfig for TLS bootstrapping.")
+	fs.StringVar(&cfg.HostnameOverride, "hostname-override", cfg.HostnameOverride, "The node name to use instead of the hostname.")
+	fs.StringVar(&cfg.NodeIP, "node-ip", cfg.NodeIP, "IP address(es) of the node (comma separated for dual stack).")
+	fs.StringToStringVar(&cfg.NodeLabels, "node-labels", cfg.NodeLabels, "Labels to add when registering the node (key=value,...).")
+	fs.StringVar(&cfg.RegisterWithTaints, "register-with-taints", cfg.RegisterWithTaints, "Taints to register the node with (key=value:Effect,...).")
+}
+
+// finishFlags applies what binding cannot: -v and --register-with-taints.
+func finishFlags(fs *pflag.FlagSet, cfg *Config) error {
+	if fs.Changed("v") {
+		if cfg.Verbosity < 0 {
+			return fmt.Errorf("-v=%d must not be negative", cfg.Verbosity)
+		}
+		cfg.Kubelet.Logging.Verbosity = logsapi.VerbosityLevel(cfg.Verbosity)
+	}
+	cfg.Verbosity = int(cfg.Kubelet.Logging.Verbosity)
+	if fs.Changed("register-with-taints") {
+		taints, err := parseTaints(cfg.RegisterWithTaints)
+		if err != nil {
+			return err
+		}
+		cfg.Kubelet.RegisterWithTaints = taints
+	}
+	return nil
+}
+
+// configFileFromArgs finds --config in args before the full parse, so that the file is
+// loaded first and every flag then overrides it.
+func configFileFromArgs(args []string) (string, error) {
+	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	fs.SetOutput(discard{})
+	fs.Usage = func() {}
+	path := fs.String("config", "", "")
+	fs.BoolP("help", "h", false, "")
+	if err := fs.Parse(args); err != nil {
+		return "", nil // the full parse reports flag errors
+	}
+	return *path, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

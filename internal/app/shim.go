@@ -51,7 +51,7 @@ func startShim(ctx context.Context, cfg *Config, logger *zap.Logger) (*dockershi
 		return nil, nil, fmt.Errorf("start dockershim: %w", err)
 	}
 	srv, err := server.Start(context.WithoutCancel(ctx), server.Options{
-		Endpoint:           cfg.RuntimeEndpoint,
+		Endpoint:           cfg.Kubelet.ContainerRuntimeEndpoint,
 		Runtime:            svc,
 		Image:              svc,
 		Logger:             logger.Named("cri-server"),
@@ -73,7 +73,7 @@ func runShimOnly(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("dockershim serving", zap.String("endpoint", cfg.RuntimeEndpoint))
+	logger.Info("dockershim serving", zap.String("endpoint", cfg.Kubelet.ContainerRuntimeEndpoint))
 	notifyReady(logger)
 	var runErr error
 	select {

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	kubeletConfigAPIVersion = "kubelet.config.k8s.io/v1beta1"
+	kubeletConfigKind       = "KubeletConfiguration"
+	// defaultRuntimeEndpoint is where the built-in dockershim serves.
+	defaultRuntimeEndpoint = "unix:///var/run/dockershim.sock"
+)
+
+// loadKubeletConfigFile reads a KubeletConfiguration strictly: a wrong apiVersion or
+// kind, or an unknown field, is an error naming the file and the field.
+func loadKubeletConfigFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var cfg kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	if cfg.APIVersion != kubeletConfigAPIVersion || cfg.Kind != kubeletConfigKind {
+		return nil, fmt.Errorf("--config %s: apiVersion/kind is %q/%q, want %s/%s", path, cfg.APIVersion, cfg.Kind, kubeletConfigAPIVersion, kubeletConfigKind)
+	}
+	return &cfg, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// setKubeletConfigDefaults applies the upstream v1beta1 defaults (those of the kubelet
+// this binary replaces) to every field still unset; the runtime endpoint defaults to
+// the built-in dockershim.
+func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+	c.APIVersion, c.Kind = kubeletConfigAPIVersion, kubeletConfigKind
+	setDefault(&c.EnableServer, true)
+	setZero(&c.SyncFrequency, dur(time.Minute))
+	setZero(&c.FileCheckFrequency, dur(20*time.Second))
+	setZero(&c.HTTPCheckFrequency, dur(20*time.Second))
+	setZero(&c.Address, "0.0.0.0")
+	setZero(&c.Port, 10250)
+	setDefault(&c.Authentication.Anonymous.Enabled, false)
+	setDefault(&c.Authentication.Webhook.Enabled, true)
+	setZero(&c.Authentication.Webhook.CacheTTL, dur(2*time.Minute))
+	setZero(&c.Authorization.Mode, kubeletv1beta1.KubeletAuthorizationModeWebhook)
+	setZero(&c.Authorization.Webhook.CacheAuthorizedTTL, dur(5*time.Minute))
+	setZero(&c.Authorization.Webhook.CacheUnauthorizedTTL, dur(30*time.Second))
+	setDefault(&c.RegistryPullQPS, 5)
+	setZero(&c.RegistryBurst, 10)
+	setDefault(&c.EventRecordQPS, 50)
+	setZero(&c.EventBurst, 100)
+	setDefault(&c.EnableDebuggingHandlers, true)
+	setDefault(&c.HealthzPort, 10248)
+	setZero(&c.HealthzBindAddress, "127.0.0.1")
+	setDefault(&c.OOMScoreAdj, -999)
+	setZero(&c.StreamingConnectionIdleTimeout, dur(4*time.Hour))
+	setZero(&c.NodeStatusUpdateFrequency, dur(10*time.Second))
+	setZero(&c.NodeStatusReportFrequency, dur(5*time.Minute))
+	setZero(&c.NodeLeaseDurationSeconds, 40)
+	setZero(&c.ImageMinimumGCAge, dur(2*time.Minute))
+	setDefault(&c.ImageGCHighThresholdPercent, 85)
+	setDefault(&c.ImageGCLowThresholdPercent, 80)
+	setZero(&c.VolumeStatsAggPeriod, dur(time.Minute))
+	setDefault(&c.CgroupsPerQOS, true)
+	setZero(&c.CgroupDriver, "cgroupfs")
+	setZero(&c.CPUManagerPolicy, "none")
+	setZero(&c.RuntimeRequestTimeout, dur(2*time.Minute))
+	setZero(&c.HairpinMode, kubeletv1beta1.PromiscuousBridge)
+	setZero(&c.MaxPods, 110)
+	setDefault(&c.PodPidsLimit, -1)
+	setDefault(&c.ResolverConfig, "/etc/resolv.conf")
+	setDefault(&c.CPUCFSQuota, true)
+	setDefault(&c.CPUCFSQuotaPeriod, dur(100*time.Millisecond))
+	setDefault(&c.NodeStatusMaxImages, 50)
+	setZero(&c.MaxOpenFiles, 1000000)
+	setZero(&c.ContentType, "application/vnd.kubernetes.protobuf")
+	setDefault(&c.KubeAPIQPS, 50)
+	setZero(&c.KubeAPIBurst, 100)
+	setDefault(&c.SerializeImagePulls, true)
+	setZero(&c.EvictionPressureTransitionPeriod, dur(5*time.Minute))
+	setDefault(&c.EnableControllerAttachDetach, true)
+	setDefault(&c.MakeIPTablesUtilChains, true)
+	setDefault(&c.IPTablesMasqueradeBit, 14)
+	setDefault(&c.IPTablesDropBit, 15)
+	setDefault(&c.FailSwapOn, true)
+	setZero(&c.ContainerLogMaxSize, "10Mi")
+	setDefault(&c.ContainerLogMaxFiles, 5)
+	setDefault(&c.ContainerLogMaxWorkers, 1)
+	setDefault(&c.ContainerLogMonitorInterval, dur(10*time.Second))
+	setZero(&c.ConfigMapAndSecretChangeDetectionStrategy, kubeletv1beta1.WatchChangeDetectionStrategy)
+	if c.EnforceNodeAllocatable == nil {
+		c.EnforceNodeAllocatable = []string{"pods"}
+	}
+	setZero(&c.VolumePluginDir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/")
+	setZero(&c.Logging.Format, "text")
+	setDefault(&c.EnableSystemLogHandler, true)
+	setDefault(&c.EnableProfilingHandler, true)
+	setDefault(&c.EnableDebugFlagsHandler, true)
+	setDefault(&c.SeccompDefault, false)
+	setDefault(&c.MemoryThrottlingFactor, 0.9)
+	setDefault(&c.RegisterNode, true)
+	setDefault(&c.LocalStorageCapacityIsolation, true)
+	setZero(&c.PodLogsDir, "/var/log/pods")
+	setZero(&c.ContainerRuntimeEndpoint, defaultRuntimeEndpoint)
+}
+
+// setZero sets *p to v when it holds its zero value.
+func setZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// setDefault sets a pointer field to v when it is nil.
+func setDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = ptr(v)
+	}
+}
+
+// validateKubeletConfig checks the fields this kubelet uses; errors name the field.
+func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	for _, d := range []struct {
+		field string
+		v     metav1.Duration
+	}{
+		{"syncFrequency", c.SyncFrequency}, {"fileCheckFrequency", c.FileCheckFrequency},
+		{"httpCheckFrequency", c.HTTPCheckFrequency}, {"runtimeRequestTimeout", c.RuntimeRequestTimeout},
+		{"nodeStatusUpdateFrequency", c.NodeStatusUpdateFrequency},
+	} {
+		if d.v.Duration <= 0 {
+			add(d.field, "must be positive, got %s", d.v.Duration)
+		}
+	}
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
+	}
+	if c.MaxPods <= 0 {
+		add("maxPods", "must be positive, got %d", c.MaxPods)
+	}
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Value() <= 0 {
+		add("containerLogMaxSize", "%q is not a positive quantity", c.ContainerLogMaxSize)
+	}
+	if *c.ContainerLogMaxFiles < 2 {
+		add("containerLogMaxFiles", "must be at least 2, got %d", *c.ContainerLogMaxFiles)
+	}
+	if c.StaticPodPath != "" && !filepath.IsAbs(c.StaticPodPath) {
+		add("staticPodPath", "%q must be an absolute path", c.StaticPodPath)
+	}
+	for i, ip := range c.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			add(fmt.Sprintf("clusterDNS[%d]", i), "%q is not an IP address", ip)
+		}
+	}
+	if p := *c.HealthzPort; p < 0 || p > 65535 {
+		add("healthzPort", "%d is not a port", p)
+	}
+	if c.HealthzBindAddress != "" && net.ParseIP(c.HealthzBindAddress) == nil {
+		add("healthzBindAddress", "%q is not an IP address", c.HealthzBindAddress)
+	}
+	if c.Logging.Format != "text" && c.Logging.Format != "json" {
+		add("logging.format", "%q is not text or json", c.Logging.Format)
+	}
+	return errors.Join(errs...)
+}
