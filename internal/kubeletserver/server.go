@@ -1,0 +1,130 @@
+package kubeletserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HealthChecker says whether the kubelet is healthy (runtime answers, PLEG fresh).
+type HealthChecker interface {
+	Healthz() error
+}
+
+// PodLister lists the pods the node runs, with their current status.
+type PodLister interface {
+	Pods() []v1.Pod
+}
+
+// Options configures the local server. Addr and Health are required.
+type Options struct {
+	Addr     string // host:port, e.g. 127.0.0.1:10248
+	Health   HealthChecker
+	Pods     PodLister           // nil: /pods answers 404
+	Gatherer prometheus.Gatherer // nil: /metrics answers 404
+	Logger   *zap.Logger
+}
+
+// Server is the running local HTTP server.
+type Server struct {
+	srv       *http.Server
+	ln        net.Listener
+	done      chan struct{}
+	err       error
+	closeOnce sync.Once
+	logger    *zap.Logger
+}
+
+// Start listens on opts.Addr and serves until Close or ctx ends.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Addr == "" || opts.Health == nil {
+		return nil, errors.New("kubeletserver: Addr and Health are required")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on healthz address %s: %w", opts.Addr, err)
+	}
+	s := &Server{ln: ln, done: make(chan struct{}), logger: logger,
+		srv: &http.Server{Handler: NewHandler(opts), ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.err = err
+			logger.Error("healthz server stopped", zap.Error(err))
+		}
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-s.done:
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server (idempotent).
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(ctx)
+		<-s.done
+	})
+	return s.err
+}
+
+// NewHandler builds the mux of the local endpoints.
+func NewHandler(opts Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := opts.Health.Healthz(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	if opts.Pods != nil {
+		mux.HandleFunc("/pods", func(w http.ResponseWriter, r *http.Request) {
+			if !fromLoopback(r) {
+				http.Error(w, "forbidden: /pods answers loopback clients only", http.StatusForbidden)
+				return
+			}
+			list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: opts.Pods.Pods()}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(&list)
+		})
+	}
+	if opts.Gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+// fromLoopback reports whether the client connected from a loopback address.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
