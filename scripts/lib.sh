@@ -92,3 +92,23 @@ kds_test_env_down() {
 		rm -rf "$KDS_STATE_DIR"
 	fi
 }
+
+# kds_install_cni_conf DIR: install the default pod network config into DIR when
+# DIR holds no network config yet.
+kds_install_cni_conf() {
+	local dir=$1
+	mkdir -p "$dir"
+	if ! compgen -G "$dir/*.conf" >/dev/null &&
+		! compgen -G "$dir/*.conflist" >/dev/null &&
+		! compgen -G "$dir/*.json" >/dev/null; then
+		install -m 644 "$KDS_ROOT/configs/cni/10-dockershim-bridge.conflist" "$dir/"
+		kds_log "installed $dir/10-dockershim-bridge.conflist"
+	fi
+}
+
+# kds_build_kubelet: build bin/kubelet from the checkout.
+kds_build_kubelet() {
+	kds_ensure_go
+	(cd "$KDS_ROOT" && go build -trimpath -o bin/kubelet .)
+	kds_log "built $KDS_ROOT/bin/kubelet"
+}

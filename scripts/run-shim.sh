@@ -15,18 +15,9 @@ CNI_BIN_DIR=/usr/lib/cni
 
 kds_require_root "$@"
 "$KDS_SCRIPTS/prepare-host.sh"
-kds_ensure_go
+kds_build_kubelet
+kds_install_cni_conf "$CNI_CONF_DIR"
 cd "$KDS_ROOT"
-go build -trimpath -o bin/kubelet .
-kds_log "built bin/kubelet"
-
-mkdir -p "$CNI_CONF_DIR"
-if ! compgen -G "$CNI_CONF_DIR/*.conf" >/dev/null &&
-	! compgen -G "$CNI_CONF_DIR/*.conflist" >/dev/null &&
-	! compgen -G "$CNI_CONF_DIR/*.json" >/dev/null; then
-	install -m 644 configs/cni/10-dockershim-bridge.conflist "$CNI_CONF_DIR/"
-	kds_log "installed $CNI_CONF_DIR/10-dockershim-bridge.conflist"
-fi
 
 exec bin/kubelet --experimental-dockershim \
 	--container-runtime-endpoint=unix:///var/run/dockershim.sock \
