@@ -1,0 +1,136 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+func TestCacheGet(t *testing.T) {
+	t.Parallel()
+	c := NewCache()
+	st, err := c.Get("a")
+	if err != nil || st == nil || st.ID != "a" || len(st.ContainerStatuses) != 0 {
+		t.Errorf("Get of an unknown pod = %+v, %v; want empty status with ID a", st, err)
+	}
+	errBoom := errors.New("boom")
+	c.Set("a", &types.PodStatus{ID: "a", Name: "x"}, errBoom, t0)
+	st, err = c.Get("a")
+	if st.Name != "x" || !errors.Is(err, errBoom) {
+		t.Errorf("Get = %+v, %v; want the stored status and error", st, err)
+	}
+	c.Set("a", &types.PodStatus{ID: "a", Name: "older"}, nil, t0.Add(-time.Second))
+	if st, _ := c.Get("a"); st.Name != "x" {
+		t.Errorf("an older Set replaced the status: %+v", st)
+	}
+	c.Delete("a")
+	if st, _ := c.Get("a"); st.Name != "" {
+		t.Errorf("Get after Delete = %+v, want empty", st)
+	}
+}
+
+func TestCacheGetNewerThan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc string
+		// prepare runs before the call; wake runs while it waits (nil: answered at once).
+		prepare  func(c *Cache)
+		wake     func(c *Cache)
+		wantName string
+	}{
+		{
+			desc:     "entry already newer",
+			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "fresh"}, nil, t0.Add(time.Second)) },
+			wantName: "fresh",
+		},
+		{
+			desc: "global timestamp already newer",
+			prepare: func(c *Cache) {
+				c.Set("a", &types.PodStatus{Name: "old"}, nil, t0.Add(-time.Second))
+				c.UpdateTime(t0.Add(time.Second))
+			},
+			wantName: "old",
+		},
+		{
+			desc:     "unknown pod, global timestamp newer: empty status",
+			prepare:  func(c *Cache) { c.UpdateTime(t0.Add(time.Second)) },
+			wantName: "",
+		},
+		{
+			desc:     "woken by a newer Set",
+			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "old"}, nil, t0) },
+			wake:     func(c *Cache) { c.Set("a", &types.PodStatus{Name: "new"}, nil, t0.Add(time.Second)) },
+			wantName: "new",
+		},
+		{
+			desc:     "woken by UpdateTime",
+			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "old"}, nil, t0) },
+			wake:     func(c *Cache) { c.UpdateTime(t0.Add(time.Second)) },
+			wantName: "same-time", // the last write, made while waiting
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c := NewCache()
+			tc.prepare(c)
+			type result struct {
+				st  *types.PodStatus
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				st, err := c.GetNewerThan(context.Background(), "a", t0)
+				res <- result{st, err}
+			}()
+			if tc.wake != nil {
+				waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.subscribers["a"]) == 1 })
+				// Writes that are not newer do not answer.
+				c.Set("a", &types.PodStatus{Name: "same-time"}, nil, t0)
+				c.UpdateTime(t0)
+				select {
+				case r := <-res:
+					t.Fatalf("answered by a write that is not newer: %+v", r.st)
+				case <-time.After(20 * time.Millisecond):
+				}
+				tc.wake(c)
+			}
+			select {
+			case r := <-res:
+				if r.err != nil || r.st.Name != tc.wantName {
+					t.Errorf("GetNewerThan = %+v, %v; want name %q", r.st, r.err, tc.wantName)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("GetNewerThan did not return")
+			}
+		})
+	}
+}
+
+func TestCacheGetNewerThanCancelled(t *testing.T) {
+	t.Parallel()
+	c := NewCache()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.GetNewerThan(ctx, "a", t0)
+		done <- err
+	}()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.subscribers["a"]) == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GetNewerThan ignored the cancelled context")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.subscribers); n != 0 {
+		t.Errorf("%d subscriber lists left after cancel, want 0", n)
+	}
+}

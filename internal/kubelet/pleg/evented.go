@@ -1,0 +1,234 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// EventSource streams CRI container events; internalapi.RuntimeService (the
+// remote runtime client) satisfies it. GetContainerEvents blocks while the
+// stream lasts, sending on ch, and calls connected once the stream is open.
+type EventSource interface {
+	GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, connected func(runtimeapi.RuntimeService_GetContainerEventsClient)) error
+}
+
+const (
+	// DefaultFallbackRelistPeriod is the generic relist period while the event
+	// stream works (upstream evented PLEG: 300s).
+	DefaultFallbackRelistPeriod = 300 * time.Second
+	// FallbackRelistThreshold is the health threshold while relisting slowly.
+	FallbackRelistThreshold = 10 * time.Minute
+	// DefaultMaxStreamRetries is how many consecutive stream failures the evented
+	// PLEG tolerates before it stays on the generic relist for good.
+	DefaultMaxStreamRetries = 5
+	// DefaultStreamRetryBackoff is the pause before reopening a failed stream.
+	DefaultStreamRetryBackoff = time.Second
+	// cacheTickPeriod: while events flow, the cache's global timestamp moves
+	// forward this often, since any change would have arrived as an event.
+	cacheTickPeriod = time.Second
+)
+
+// EventedOptions configures an EventedPLEG.
+type EventedOptions struct {
+	// Options configures the generic relist (RelistPeriod is the fast period used
+	// while the stream is down).
+	Options
+	// Events is the CRI event stream (required).
+	Events EventSource
+	// FallbackRelistPeriod is the relist period while the stream works;
+	// 0: DefaultFallbackRelistPeriod.
+	FallbackRelistPeriod time.Duration
+	// MaxStreamRetries; 0: DefaultMaxStreamRetries.
+	MaxStreamRetries int
+	// StreamRetryBackoff; 0: DefaultStreamRetryBackoff.
+	StreamRetryBackoff time.Duration
+}
+
+// EventedPLEG refreshes pods from the runtime's container events, with the
+// generic relist kept as a slower safety net (and as the fast fallback while
+// the stream is down).
+type EventedPLEG struct {
+	generic      *GenericPLEG
+	events       EventSource
+	fastPeriod   time.Duration
+	slowPeriod   time.Duration
+	maxRetries   int
+	retryBackoff time.Duration
+}
+
+// NewEvented wires an EventedPLEG; Run starts it. It panics without Runtime or Events.
+func NewEvented(opts EventedOptions) *EventedPLEG {
+	if opts.Events == nil {
+		panic("pleg: EventedOptions.Events is required")
+	}
+	g := NewGeneric(opts.Options)
+	if opts.FallbackRelistPeriod <= 0 {
+		opts.FallbackRelistPeriod = DefaultFallbackRelistPeriod
+	}
+	if opts.MaxStreamRetries <= 0 {
+		opts.MaxStreamRetries = DefaultMaxStreamRetries
+	}
+	if opts.StreamRetryBackoff <= 0 {
+		opts.StreamRetryBackoff = DefaultStreamRetryBackoff
+	}
+	return &EventedPLEG{
+		generic:      g,
+		events:       opts.Events,
+		fastPeriod:   time.Duration(g.relistPeriod.Load()),
+		slowPeriod:   opts.FallbackRelistPeriod,
+		maxRetries:   opts.MaxStreamRetries,
+		retryBackoff: opts.StreamRetryBackoff,
+	}
+}
+
+// Watch returns the channel of lifecycle events (shared by the stream and the relist).
+func (e *EventedPLEG) Watch() <-chan *PodLifecycleEvent { return e.generic.Watch() }
+
+// Healthy reports the generic relist's health; its threshold is 10 minutes
+// while the relist runs at the slow period.
+func (e *EventedPLEG) Healthy() (bool, error) { return e.generic.Healthy() }
+
+// Run runs the relist and the event stream until ctx ends.
+func (e *EventedPLEG) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.generic.Run(ctx)
+	}()
+	e.runStream(ctx)
+	wg.Wait()
+}
+
+// runStream keeps the event stream open, falling back to the fast relist while
+// it is down, and giving up on it after maxRetries consecutive failures.
+func (e *EventedPLEG) runStream(ctx context.Context) {
+	logger := e.generic.logger
+	failures := 0
+	for {
+		connected, err := e.stream(ctx)
+		e.generic.setRelistPeriod(e.fastPeriod, RelistThreshold)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			failures = 0
+		}
+		failures++
+		if failures >= e.maxRetries {
+			logger.Warn("container event stream keeps failing; relisting only",
+				zap.Int("failures", failures), zap.Error(err))
+			return
+		}
+		logger.Info("container event stream ended; relisting until it is back",
+			zap.Int("failures", failures), zap.Error(err))
+		t := e.generic.clock.NewTimer(e.retryBackoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// stream reads one event stream until it or ctx ends. connected reports
+// whether the stream was ever open.
+func (e *EventedPLEG) stream(ctx context.Context) (connected bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	ch := make(chan *runtimeapi.ContainerEventResponse, eventChannelCapacity)
+	connCh := make(chan struct{})
+	var once sync.Once
+	errCh := make(chan error, 1)
+	go func() {
+		errCh <- e.events.GetContainerEvents(sctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+			once.Do(func() { close(connCh) })
+		})
+	}()
+	producerDone := false
+	defer func() {
+		cancel()
+		// The producer may be blocked sending on ch; drain until it returns.
+		for !producerDone {
+			select {
+			case <-ch:
+			case <-errCh:
+				producerDone = true
+			}
+		}
+	}()
+
+	tick := e.generic.clock.NewTimer(cacheTickPeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return connected, ctx.Err()
+		case <-connCh:
+			connCh, connected = nil, true
+			// Slow the relist down; setRelistPeriod relists once now, which covers
+			// whatever happened before the stream opened.
+			e.generic.setRelistPeriod(e.slowPeriod, FallbackRelistThreshold)
+		case ev := <-ch:
+			e.handle(sctx, ev)
+		case err := <-errCh:
+			producerDone = true
+			if err == nil {
+				err = errors.New("stream closed")
+			}
+			return connected, fmt.Errorf("container events: %w", err)
+		case <-tick.C():
+			if connected {
+				e.generic.cache.UpdateTime(e.generic.clock.Now())
+			}
+			tick.Reset(cacheTickPeriod)
+		}
+	}
+}
+
+// handle refreshes the pod of one container event and emits its lifecycle event.
+func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventResponse) {
+	md := ev.GetPodSandboxStatus().GetMetadata()
+	if md.GetUid() == "" {
+		// Without the pod we cannot tell whose it is; let the relist find out.
+		e.generic.requestRelist()
+		return
+	}
+	uid := k8stypes.UID(md.GetUid())
+	ts := e.generic.clock.Now()
+	status, err := e.generic.runtime.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace())
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		e.generic.logger.Error("container event: read pod status", zap.String("podUID", string(uid)), zap.Error(err))
+		e.generic.cache.Set(uid, nil, fmt.Errorf("read status of pod %s/%s (%s): %w", md.GetNamespace(), md.GetName(), uid, err), ts)
+		e.generic.requestRelist()
+		return
+	}
+	status.IPs = podIPs(e.generic.cache, uid, status)
+	e.generic.cache.Set(uid, status, nil, ts)
+	if t := eventType(ev.GetContainerEventType()); t != "" {
+		e.generic.send([]*PodLifecycleEvent{{ID: uid, Type: t, Data: ev.GetContainerId()}})
+	}
+}
+
+// eventType maps a CRI event type; "" for events that only refresh the cache.
+func eventType(t runtimeapi.ContainerEventType) PodLifecycleEventType {
+	switch t {
+	case runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT:
+		return ContainerStarted
+	case runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT:
+		return ContainerDied
+	case runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT:
+		return ContainerRemoved
+	}
+	return ""
+}

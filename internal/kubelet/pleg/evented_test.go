@@ -1,0 +1,208 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// fakeEvents is an EventSource the test drives.
+type fakeEvents struct {
+	mu      sync.Mutex
+	calls   int
+	refuse  bool // fail every stream before it opens
+	events  chan *runtimeapi.ContainerEventResponse
+	breakCh chan error
+}
+
+func newFakeEvents() *fakeEvents {
+	return &fakeEvents{events: make(chan *runtimeapi.ContainerEventResponse), breakCh: make(chan error)}
+}
+
+func (f *fakeEvents) streams() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+func (f *fakeEvents) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, connected func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	f.mu.Lock()
+	f.calls++
+	refuse := f.refuse
+	f.mu.Unlock()
+	if refuse {
+		return errors.New("unimplemented")
+	}
+	connected(nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-f.breakCh:
+			return err
+		case ev := <-f.events:
+			ch <- ev
+		}
+	}
+}
+
+func event(uid, cid string, t runtimeapi.ContainerEventType) *runtimeapi.ContainerEventResponse {
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: cid, ContainerEventType: t}
+	if uid != "" {
+		ev.PodSandboxStatus = &runtimeapi.PodSandboxStatus{Metadata: &runtimeapi.PodSandboxMetadata{Uid: uid, Name: "name-" + uid, Namespace: "ns"}}
+	}
+	return ev
+}
+
+type eventedHarness struct {
+	rt     *fakeRuntime
+	src    *fakeEvents
+	clk    *clocktesting.FakeClock
+	cache  *Cache
+	pleg   *EventedPLEG
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startEvented(t *testing.T, refuse bool) *eventedHarness {
+	t.Helper()
+	h := &eventedHarness{rt: newFakeRuntime(), src: newFakeEvents(), clk: clocktesting.NewFakeClock(t0), cache: NewCache(), done: make(chan struct{})}
+	h.src.refuse = refuse
+	h.pleg = NewEvented(EventedOptions{
+		Options:              Options{Runtime: h.rt, Cache: h.cache, Clock: h.clk, RelistPeriod: time.Second},
+		Events:               h.src,
+		FallbackRelistPeriod: time.Minute,
+		MaxStreamRetries:     3,
+		StreamRetryBackoff:   10 * time.Second,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() {
+		defer close(h.done)
+		h.pleg.Run(ctx)
+	}()
+	t.Cleanup(h.stop(t))
+	return h
+}
+
+func (h *eventedHarness) stop(t *testing.T) func() {
+	return func() {
+		h.cancel()
+		select {
+		case <-h.done:
+		case <-time.After(5 * time.Second):
+			t.Error("EventedPLEG.Run did not return after cancel")
+		}
+	}
+}
+
+func (h *eventedHarness) period() time.Duration {
+	return time.Duration(h.pleg.generic.relistPeriod.Load())
+}
+
+func TestEventedStream(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, false)
+	h.rt.setPods(pod("a", ctrs(ctr("c1", types.StateRunning))))
+	waitFor(t, func() bool { return h.period() == time.Minute })
+
+	h.src.events <- event("a", "c1", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	select {
+	case ev := <-h.pleg.Watch():
+		// The relist triggered on connect may report it first; either way it is c1 starting.
+		if ev.ID != "a" || ev.Type != ContainerStarted || ev.Data != "c1" {
+			t.Errorf("event = %+v, want a/ContainerStarted/c1", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event for the started container")
+	}
+	waitFor(t, func() bool { st, _ := h.cache.Get("a"); return len(st.ContainerStatuses) == 1 })
+	// Both the relist on connect and the event read the pod.
+	waitFor(t, func() bool { return h.rt.calls("a") == 2 })
+
+	// A created event only refreshes the cache.
+	reads := h.rt.calls("a")
+	h.src.events <- event("a", "c2", runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
+	waitFor(t, func() bool { return h.rt.calls("a") >= reads+1 })
+
+	// An event without its pod makes the relist look.
+	lists := h.rt.lists()
+	h.src.events <- event("", "x", runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
+	waitFor(t, func() bool { return h.rt.lists() > lists })
+
+	// While events flow, the cache's global time moves every second.
+	h.cache.mu.Lock()
+	before := h.cache.timestamp
+	h.cache.mu.Unlock()
+	waitFor(t, func() bool {
+		h.clk.Step(time.Second)
+		h.cache.mu.Lock()
+		defer h.cache.mu.Unlock()
+		return h.cache.timestamp.After(before)
+	})
+}
+
+func TestEventedFallsBackWhileStreamIsDown(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, false)
+	waitFor(t, func() bool { return h.period() == time.Minute })
+	if ok, err := h.pleg.Healthy(); !ok {
+		t.Errorf("Healthy() = false, %v", err)
+	}
+	h.src.breakCh <- errors.New("stream reset")
+	waitFor(t, func() bool { return h.period() == time.Second })
+	if n := h.src.streams(); n != 1 {
+		t.Errorf("streams opened before the backoff = %d, want 1", n)
+	}
+	// After the backoff the stream reopens and the relist slows down again.
+	waitFor(t, func() bool {
+		h.clk.Step(time.Second)
+		return h.src.streams() == 2 && h.period() == time.Minute
+	})
+}
+
+func TestEventedGivesUpOnBrokenStream(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, true)
+	waitFor(t, func() bool {
+		h.clk.Step(time.Second)
+		return h.src.streams() == 3
+	})
+	// No fourth attempt, and the relist stays fast.
+	for range 30 {
+		h.clk.Step(time.Second)
+	}
+	if n := h.src.streams(); n != 3 {
+		t.Errorf("streams = %d, want 3 (MaxStreamRetries)", n)
+	}
+	if p := h.period(); p != time.Second {
+		t.Errorf("relist period = %v, want the fast 1s", p)
+	}
+	lists := h.rt.lists()
+	waitFor(t, func() bool {
+		h.clk.Step(time.Second)
+		return h.rt.lists() > lists
+	})
+}
+
+func TestEventType(t *testing.T) {
+	t.Parallel()
+	got := []PodLifecycleEventType{
+		eventType(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT),
+		eventType(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT),
+		eventType(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT),
+		eventType(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT),
+	}
+	want := []PodLifecycleEventType{"", ContainerStarted, ContainerDied, ContainerRemoved}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("eventType = %v, want %v", got, want)
+	}
+}

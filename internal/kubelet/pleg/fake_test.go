@@ -1,0 +1,111 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// TestMain fails the package if a goroutine (a relist loop, an event stream)
+// outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeRuntime is a Runtime whose pods and statuses the test sets.
+type fakeRuntime struct {
+	mu          sync.Mutex
+	pods        []*types.Pod
+	podsErr     error
+	statuses    map[k8stypes.UID]*types.PodStatus
+	statusErr   map[k8stypes.UID]error
+	statusCalls map[k8stypes.UID]int
+	listCalls   int
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{
+		statuses:    map[k8stypes.UID]*types.PodStatus{},
+		statusErr:   map[k8stypes.UID]error{},
+		statusCalls: map[k8stypes.UID]int{},
+	}
+}
+
+func (f *fakeRuntime) setPods(pods ...*types.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = pods
+}
+
+func (f *fakeRuntime) setStatusErr(uid k8stypes.UID, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusErr[uid] = err
+}
+
+func (f *fakeRuntime) setListErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podsErr = err
+}
+
+func (f *fakeRuntime) calls(uid k8stypes.UID) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.statusCalls[uid]
+}
+
+func (f *fakeRuntime) lists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listCalls
+}
+
+func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*types.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listCalls++
+	if !all {
+		return nil, errors.New("fake: the PLEG must list all pods")
+	}
+	return f.pods, f.podsErr
+}
+
+// GetPodStatus returns the preset status or one built from the current pod list.
+func (f *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*types.PodStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusCalls[uid]++
+	if err := f.statusErr[uid]; err != nil {
+		return nil, err
+	}
+	if s, ok := f.statuses[uid]; ok {
+		cp := *s
+		return &cp, nil
+	}
+	st := &types.PodStatus{ID: uid, Name: name, Namespace: ns}
+	for _, p := range f.pods {
+		if p.ID != uid {
+			continue
+		}
+		for _, c := range p.Containers {
+			st.ContainerStatuses = append(st.ContainerStatuses, &types.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
+		}
+	}
+	return st, nil
+}
+
+// pod builds a runtime pod; containers are "id=state" pairs, sandboxes too.
+func pod(uid string, containers []*types.Container, sandboxes ...*types.Container) *types.Pod {
+	return &types.Pod{ID: k8stypes.UID(uid), Name: "name-" + uid, Namespace: "ns", Containers: containers, Sandboxes: sandboxes}
+}
+
+func ctr(id string, state types.State) *types.Container {
+	return &types.Container{ID: types.ContainerID{Type: "docker", ID: id}, Name: "c-" + id, State: state}
+}
+
+func ctrs(cs ...*types.Container) []*types.Container { return cs }

@@ -1,0 +1,268 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// PodLifecycleEventType is the kind of a pod lifecycle event.
+type PodLifecycleEventType string
+
+// The event types (upstream names).
+const (
+	// ContainerStarted: a container (or sandbox) is now running.
+	ContainerStarted PodLifecycleEventType = "ContainerStarted"
+	// ContainerDied: a container (or sandbox) exited.
+	ContainerDied PodLifecycleEventType = "ContainerDied"
+	// ContainerRemoved: a container (or sandbox) is gone from the runtime.
+	ContainerRemoved PodLifecycleEventType = "ContainerRemoved"
+	// PodSync asks for a sync of the pod without a container change.
+	PodSync PodLifecycleEventType = "PodSync"
+	// ContainerChanged: a container moved to an unknown (or created) state. It
+	// refreshes the cache but is not sent on the Watch channel.
+	ContainerChanged PodLifecycleEventType = "ContainerChanged"
+)
+
+// PodLifecycleEvent says that something happened to a pod.
+type PodLifecycleEvent struct {
+	// ID is the pod's UID.
+	ID k8stypes.UID
+	// Type is what happened.
+	Type PodLifecycleEventType
+	// Data is the runtime container ID (without the runtime prefix) as a string.
+	Data any
+}
+
+// Runtime is what the PLEG reads from the container runtime; *kuberuntime.Manager
+// satisfies it.
+type Runtime interface {
+	GetPods(ctx context.Context, all bool) ([]*types.Pod, error)
+	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*types.PodStatus, error)
+}
+
+const (
+	// DefaultRelistPeriod is the generic PLEG's relist period (upstream 1s).
+	DefaultRelistPeriod = time.Second
+	// RelistThreshold: the PLEG is unhealthy when the last successful relist is older.
+	RelistThreshold = 3 * time.Minute
+	// eventChannelCapacity bounds the Watch channel; events beyond it are dropped
+	// with a warning (the next relist or resync catches up).
+	eventChannelCapacity = 1000
+)
+
+// Options configures a GenericPLEG.
+type Options struct {
+	// Runtime is the container runtime (required).
+	Runtime Runtime
+	// Cache receives pod statuses; nil: a new private cache.
+	Cache *Cache
+	// RelistPeriod is the pause between relists; 0: DefaultRelistPeriod.
+	RelistPeriod time.Duration
+	// Logger; nil: no logging.
+	Logger *zap.Logger
+	// Clock; nil: the real clock.
+	Clock clock.Clock
+}
+
+// GenericPLEG relists the runtime periodically; see the package doc.
+type GenericPLEG struct {
+	runtime Runtime
+	cache   *Cache
+	logger  *zap.Logger
+	clock   clock.Clock
+	events  chan *PodLifecycleEvent
+
+	relistPeriod    atomic.Int64 // time.Duration
+	relistThreshold atomic.Int64 // time.Duration
+	lastRelist      atomic.Pointer[time.Time]
+	kick            chan struct{} // buffered (1): relist now
+
+	relistMu        sync.Mutex // one relist at a time; guards the fields below
+	records         podRecords
+	podsToReinspect map[k8stypes.UID]*types.Pod
+}
+
+// NewGeneric wires a GenericPLEG; Run starts it. It panics without a Runtime.
+func NewGeneric(opts Options) *GenericPLEG {
+	if opts.Runtime == nil {
+		panic("pleg: Options.Runtime is required")
+	}
+	if opts.Cache == nil {
+		opts.Cache = NewCache()
+	}
+	if opts.RelistPeriod <= 0 {
+		opts.RelistPeriod = DefaultRelistPeriod
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	p := &GenericPLEG{
+		runtime:         opts.Runtime,
+		cache:           opts.Cache,
+		logger:          opts.Logger.Named("pleg"),
+		clock:           opts.Clock,
+		events:          make(chan *PodLifecycleEvent, eventChannelCapacity),
+		kick:            make(chan struct{}, 1),
+		records:         podRecords{},
+		podsToReinspect: map[k8stypes.UID]*types.Pod{},
+	}
+	p.relistPeriod.Store(int64(opts.RelistPeriod))
+	p.relistThreshold.Store(int64(RelistThreshold))
+	return p
+}
+
+// Watch returns the channel of lifecycle events. It is never closed; readers
+// stop with their own context.
+func (p *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return p.events }
+
+// Run relists until ctx ends: one relist, then a pause of the relist period
+// (or until a relist is requested), and so on.
+func (p *GenericPLEG) Run(ctx context.Context) {
+	for {
+		p.Relist(ctx)
+		t := p.clock.NewTimer(time.Duration(p.relistPeriod.Load()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-p.kick:
+			t.Stop()
+		}
+	}
+}
+
+// Healthy reports false once the last successful relist is older than the
+// threshold (3 minutes), or before the first one.
+func (p *GenericPLEG) Healthy() (bool, error) {
+	last := p.lastRelist.Load()
+	if last == nil {
+		return false, fmt.Errorf("pleg has yet to be successful")
+	}
+	threshold := time.Duration(p.relistThreshold.Load())
+	if elapsed := p.clock.Since(*last); elapsed > threshold {
+		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
+	}
+	return true, nil
+}
+
+// setRelistPeriod changes the period and threshold (the evented PLEG slows the
+// relist down while its event stream works) and relists at once.
+func (p *GenericPLEG) setRelistPeriod(period, threshold time.Duration) {
+	p.relistPeriod.Store(int64(period))
+	p.relistThreshold.Store(int64(threshold))
+	p.requestRelist()
+}
+
+// requestRelist makes Run relist now instead of at the end of the period.
+func (p *GenericPLEG) requestRelist() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Relist lists every pod of the runtime once, emits the events of what changed
+// since the previous relist and refreshes the cache for the pods that changed
+// (and for those whose status read failed last time).
+func (p *GenericPLEG) Relist(ctx context.Context) {
+	p.relistMu.Lock()
+	defer p.relistMu.Unlock()
+
+	timestamp := p.clock.Now()
+	pods, err := p.runtime.GetPods(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.logger.Error("relist: list pods", zap.Error(err))
+		}
+		return
+	}
+	p.lastRelist.Store(&timestamp)
+	p.records.setCurrent(pods)
+
+	reinspect := map[k8stypes.UID]*types.Pod{}
+	for uid, rec := range p.records {
+		events := podEvents(uid, rec.old, rec.current)
+		_, retry := p.podsToReinspect[uid]
+		if len(events) == 0 && !retry {
+			continue
+		}
+		if err := p.updateCache(ctx, uid, rec.current); err != nil {
+			// Keep the old record so the events come again with the retry.
+			reinspect[uid] = rec.current
+			continue
+		}
+		p.records.update(uid)
+		p.send(events)
+	}
+	// Every pod is current as of timestamp: the changed ones were just read, the
+	// others did not change.
+	p.cache.UpdateTime(timestamp)
+	p.podsToReinspect = reinspect
+}
+
+// updateCache reads the status of a pod into the cache; a pod gone from the
+// runtime is deleted from it.
+func (p *GenericPLEG) updateCache(ctx context.Context, uid k8stypes.UID, pod *types.Pod) error {
+	if pod == nil {
+		p.cache.Delete(uid)
+		return nil
+	}
+	ts := p.clock.Now()
+	status, err := p.runtime.GetPodStatus(ctx, pod.ID, pod.Name, pod.Namespace)
+	if err != nil {
+		p.logger.Error("relist: read pod status", zap.String("pod", pod.Namespace+"/"+pod.Name),
+			zap.String("podUID", string(uid)), zap.Error(err))
+		err = fmt.Errorf("read status of pod %s/%s (%s): %w", pod.Namespace, pod.Name, uid, err)
+	} else {
+		status.IPs = podIPs(p.cache, uid, status)
+	}
+	p.cache.Set(pod.ID, status, err, ts)
+	return err
+}
+
+// send queues events for the sync loop, dropping (with a warning) what does not fit.
+func (p *GenericPLEG) send(events []*PodLifecycleEvent) {
+	for _, ev := range events {
+		if ev.Type == ContainerChanged {
+			continue
+		}
+		select {
+		case p.events <- ev:
+		default:
+			p.logger.Warn("event channel is full, discarding pod lifecycle event",
+				zap.String("podUID", string(ev.ID)), zap.String("type", string(ev.Type)))
+		}
+	}
+}
+
+// podIPs keeps the last known IPs of a pod whose sandbox is gone or not ready,
+// so a terminated pod still reports the IPs it had (upstream behaviour).
+func podIPs(cache *Cache, uid k8stypes.UID, status *types.PodStatus) []string {
+	if len(status.IPs) != 0 {
+		return status.IPs
+	}
+	old, err := cache.Get(uid)
+	if err != nil || len(old.IPs) == 0 {
+		return nil
+	}
+	for _, sb := range status.SandboxStatuses {
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return status.IPs
+		}
+	}
+	return old.IPs
+}

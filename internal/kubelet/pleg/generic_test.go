@@ -1,0 +1,299 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newTestPLEG(rt *fakeRuntime) (*GenericPLEG, *Cache, *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(t0)
+	cache := NewCache()
+	return NewGeneric(Options{Runtime: rt, Cache: cache, Clock: clk}), cache, clk
+}
+
+// drain returns the queued events as sorted "uid/type/data" strings.
+func drain(p *GenericPLEG) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-p.Watch():
+			out = append(out, fmt.Sprintf("%s/%s/%v", ev.ID, ev.Type, ev.Data))
+		default:
+			sort.Strings(out)
+			return out
+		}
+	}
+}
+
+func TestRelist(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc        string
+		before      []*types.Pod
+		after       []*types.Pod
+		wantEvents  []string
+		wantCached  map[k8stypes.UID]int // pod -> number of container statuses; -1: not cached
+		wantReadsOf map[k8stypes.UID]int // GetPodStatus calls in the second relist
+	}{
+		{
+			desc:       "new pod with running container and sandbox",
+			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)), ctr("s1", types.StateRunning))},
+			wantEvents: []string{"a/ContainerStarted/c1", "a/ContainerStarted/s1"},
+			wantCached: map[k8stypes.UID]int{"a": 1},
+		},
+		{
+			desc:        "no change: no events, no status reads",
+			before:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
+			after:       []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
+			wantCached:  map[k8stypes.UID]int{"a": 1},
+			wantReadsOf: map[k8stypes.UID]int{"a": 0},
+		},
+		{
+			desc:       "container exits",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
+			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)))},
+			wantEvents: []string{"a/ContainerDied/c1"},
+			wantCached: map[k8stypes.UID]int{"a": 1},
+		},
+		{
+			desc:       "exited container restarted as a new one",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)))},
+			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited), ctr("c2", types.StateRunning)))},
+			wantEvents: []string{"a/ContainerStarted/c2"},
+			wantCached: map[k8stypes.UID]int{"a": 2},
+		},
+		{
+			desc:       "exited container removed",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited), ctr("c2", types.StateRunning)))},
+			after:      []*types.Pod{pod("a", ctrs(ctr("c2", types.StateRunning)))},
+			wantEvents: []string{"a/ContainerRemoved/c1"},
+			wantCached: map[k8stypes.UID]int{"a": 1},
+		},
+		{
+			desc:       "running container removed",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning), ctr("c2", types.StateRunning)))},
+			after:      []*types.Pod{pod("a", ctrs(ctr("c2", types.StateRunning)))},
+			wantEvents: []string{"a/ContainerDied/c1", "a/ContainerRemoved/c1"},
+			wantCached: map[k8stypes.UID]int{"a": 1},
+		},
+		{
+			desc:        "created container: cache refreshed, no event sent",
+			before:      []*types.Pod{pod("a", nil, ctr("s1", types.StateRunning))},
+			after:       []*types.Pod{pod("a", ctrs(ctr("c1", types.StateCreated)), ctr("s1", types.StateRunning))},
+			wantCached:  map[k8stypes.UID]int{"a": 1},
+			wantReadsOf: map[k8stypes.UID]int{"a": 1},
+		},
+		{
+			desc:       "pod gone from the runtime",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)), ctr("s1", types.StateRunning)), pod("b", ctrs(ctr("c9", types.StateRunning)))},
+			after:      []*types.Pod{pod("b", ctrs(ctr("c9", types.StateRunning)))},
+			wantEvents: []string{"a/ContainerDied/s1", "a/ContainerRemoved/c1", "a/ContainerRemoved/s1"},
+			wantCached: map[k8stypes.UID]int{"a": -1, "b": 1},
+		},
+		{
+			desc:       "two pods change independently",
+			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning))), pod("b", ctrs(ctr("c2", types.StateRunning)))},
+			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited))), pod("b", ctrs(ctr("c2", types.StateRunning), ctr("c3", types.StateRunning)))},
+			wantEvents: []string{"a/ContainerDied/c1", "b/ContainerStarted/c3"},
+			wantCached: map[k8stypes.UID]int{"a": 1, "b": 2},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			rt := newFakeRuntime()
+			p, cache, clk := newTestPLEG(rt)
+			ctx := context.Background()
+			rt.setPods(tc.before...)
+			p.Relist(ctx)
+			drain(p)
+			readsBefore := map[k8stypes.UID]int{}
+			for uid := range tc.wantReadsOf {
+				readsBefore[uid] = rt.calls(uid)
+			}
+
+			clk.Step(time.Second)
+			rt.setPods(tc.after...)
+			p.Relist(ctx)
+
+			if got := drain(p); !reflect.DeepEqual(got, tc.wantEvents) {
+				t.Errorf("events = %v, want %v", got, tc.wantEvents)
+			}
+			for uid, n := range tc.wantCached {
+				cache.mu.Lock()
+				e, ok := cache.pods[uid]
+				cache.mu.Unlock()
+				switch {
+				case n < 0 && ok:
+					t.Errorf("pod %s still cached", uid)
+				case n >= 0 && !ok:
+					t.Errorf("pod %s not cached", uid)
+				case n >= 0 && len(e.status.ContainerStatuses) != n:
+					t.Errorf("pod %s: %d container statuses cached, want %d", uid, len(e.status.ContainerStatuses), n)
+				}
+			}
+			for uid, n := range tc.wantReadsOf {
+				if got := rt.calls(uid) - readsBefore[uid]; got != n {
+					t.Errorf("pod %s: %d status reads, want %d", uid, got, n)
+				}
+			}
+			cache.mu.Lock()
+			ts := cache.timestamp
+			cache.mu.Unlock()
+			if !ts.Equal(clk.Now()) {
+				t.Errorf("cache timestamp = %v, want %v", ts, clk.Now())
+			}
+		})
+	}
+}
+
+func TestRelistRetriesFailedStatus(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	p, cache, clk := newTestPLEG(rt)
+	ctx := context.Background()
+	errBoom := errors.New("boom")
+
+	rt.setPods(pod("a", ctrs(ctr("c1", types.StateRunning))))
+	rt.setStatusErr("a", errBoom)
+	p.Relist(ctx)
+	if got := drain(p); len(got) != 0 {
+		t.Errorf("events after a failed status read = %v, want none", got)
+	}
+	if _, err := cache.Get("a"); !errors.Is(err, errBoom) {
+		t.Errorf("cached error = %v, want %v", err, errBoom)
+	}
+
+	// Nothing changes in the runtime, but the pod is read again and its events come now.
+	rt.setStatusErr("a", nil)
+	clk.Step(time.Second)
+	p.Relist(ctx)
+	if got, want := drain(p), []string{"a/ContainerStarted/c1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events after the retry = %v, want %v", got, want)
+	}
+	st, err := cache.Get("a")
+	if err != nil || len(st.ContainerStatuses) != 1 {
+		t.Errorf("cache after retry = %+v, %v; want one container, no error", st, err)
+	}
+	if n := rt.calls("a"); n != 2 {
+		t.Errorf("status reads = %d, want 2", n)
+	}
+
+	// Once read successfully, an unchanged pod is not read again.
+	clk.Step(time.Second)
+	p.Relist(ctx)
+	if n := rt.calls("a"); n != 2 {
+		t.Errorf("status reads after a quiet relist = %d, want 2", n)
+	}
+}
+
+func TestHealthy(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	p, _, clk := newTestPLEG(rt)
+	ctx := context.Background()
+
+	if ok, err := p.Healthy(); ok || err == nil {
+		t.Errorf("before the first relist: Healthy() = %v, %v; want false and an error", ok, err)
+	}
+	p.Relist(ctx)
+	if ok, err := p.Healthy(); !ok || err != nil {
+		t.Errorf("after a relist: Healthy() = %v, %v; want true", ok, err)
+	}
+	clk.Step(RelistThreshold)
+	if ok, _ := p.Healthy(); !ok {
+		t.Error("at exactly the threshold: unhealthy, want healthy")
+	}
+	// A failing relist does not count.
+	rt.setListErr(errors.New("runtime down"))
+	p.Relist(ctx)
+	clk.Step(time.Second)
+	if ok, err := p.Healthy(); ok || err == nil {
+		t.Errorf("past the threshold: Healthy() = %v, %v; want false and an error", ok, err)
+	}
+	rt.setListErr(nil)
+	p.Relist(ctx)
+	if ok, _ := p.Healthy(); !ok {
+		t.Error("after a successful relist: unhealthy, want healthy")
+	}
+}
+
+func TestPodIPsKeptForStoppedSandbox(t *testing.T) {
+	t.Parallel()
+	ready := &runtimeapi.PodSandboxStatus{State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	notReady := &runtimeapi.PodSandboxStatus{State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}
+	for _, tc := range []struct {
+		desc   string
+		cached []string
+		status *types.PodStatus
+		want   []string
+	}{
+		{desc: "status has IPs", cached: []string{"10.0.0.1"}, status: &types.PodStatus{IPs: []string{"10.0.0.2"}}, want: []string{"10.0.0.2"}},
+		{desc: "sandbox stopped keeps old IPs", cached: []string{"10.0.0.1"}, status: &types.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, want: []string{"10.0.0.1"}},
+		{desc: "ready sandbox without IP", cached: []string{"10.0.0.1"}, status: &types.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}},
+		{desc: "nothing cached", status: &types.PodStatus{}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c := NewCache()
+			if tc.cached != nil {
+				c.Set("a", &types.PodStatus{ID: "a", IPs: tc.cached}, nil, t0)
+			}
+			if got := podIPs(c, "a", tc.status); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("podIPs = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunRelistsEveryPeriodUntilCancelled(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	clk := clocktesting.NewFakeClock(t0)
+	p := NewGeneric(Options{Runtime: rt, Clock: clk, RelistPeriod: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	waitFor(t, func() bool { return rt.lists() == 1 && clk.HasWaiters() })
+	clk.Step(4 * time.Second)
+	if n := rt.lists(); n != 1 {
+		t.Errorf("relists before the period = %d, want 1", n)
+	}
+	clk.Step(time.Second)
+	waitFor(t, func() bool { return rt.lists() == 2 })
+	p.requestRelist()
+	waitFor(t, func() bool { return rt.lists() == 3 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// waitFor polls cond for up to 5 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

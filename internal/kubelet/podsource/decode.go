@@ -1,0 +1,211 @@
+package podsource
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// maxManifestBytes caps one manifest file or URL body (upstream maxConfigLength).
+const maxManifestBytes = 10 << 20
+
+// ErrInvalidManifest is wrapped by every error DecodeManifest returns.
+var ErrInvalidManifest = errors.New("invalid pod manifest")
+
+// typeMeta is the part of a manifest read before the strict decode.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// manifestSource says where a manifest came from; it feeds the UID hash and the
+// source-specific defaults.
+type manifestSource struct {
+	path     string // file path or URL
+	nodeName string
+	isURL    bool
+}
+
+func (s manifestSource) name() string {
+	if s.isURL {
+		return types.HTTPSource
+	}
+	return types.FileSource
+}
+
+// DecodeManifest decodes one manifest (YAML or JSON) into pods ready to run on nodeName.
+// path is the manifest's file path, or the URL (http:// or https://) for the http source;
+// only a URL may hold a v1 PodList, a file holds exactly one v1 Pod. Every pod is
+// defaulted (SetDefaults), then, as upstream's applyDefaults does: the UID (unless the
+// manifest sets one) is a 128-bit FNV-1a hash of the defaulted pod's JSON followed by
+// "host:<nodeName>" and "file:<path>" (or "url:<url>"), so the same manifest on the same
+// node always gets the same UID and an edit gets a new one; the name becomes
+// "<name>-<lowercased nodeName>", the namespace defaults to "default", Spec.NodeName is set,
+// the annotations config.source, config.hash (= the UID) and config.seen (now) are set,
+// file pods tolerate every NoExecute taint, and the phase is Pending. The result is then
+// validated (Validate) and checked for references to API objects, which static pods may
+// not have. Errors wrap ErrInvalidManifest and name the path and the offending field.
+func DecodeManifest(data []byte, path, nodeName string) ([]*v1.Pod, error) {
+	src := manifestSource{path: path, nodeName: nodeName, isURL: isURL(path)}
+	pods, err := src.decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidManifest, path, err)
+	}
+	return pods, nil
+}
+
+func isURL(path string) bool {
+	return strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")
+}
+
+func (s manifestSource) decode(data []byte) ([]*v1.Pod, error) {
+	if len(data) > maxManifestBytes {
+		return nil, fmt.Errorf("manifest is larger than %d bytes", maxManifestBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("manifest is empty")
+	}
+	// JSON is YAML, so one conversion handles both; the strict variant rejects duplicate keys.
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML or JSON: %w", err)
+	}
+	var tm typeMeta
+	if err := json.Unmarshal(js, &tm); err != nil || bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, errors.New("manifest is not an object")
+	}
+	switch {
+	case tm.Kind == "":
+		return nil, errors.New(`kind: Required value: want "Pod"`)
+	case tm.APIVersion != "v1":
+		return nil, fmt.Errorf("apiVersion: Unsupported value: %q: want \"v1\"", tm.APIVersion)
+	case tm.Kind == "Pod":
+		var pod v1.Pod
+		if err := strictUnmarshal(js, &pod); err != nil {
+			return nil, err
+		}
+		if err := s.preparePod(&pod); err != nil {
+			return nil, err
+		}
+		return []*v1.Pod{&pod}, nil
+	case tm.Kind == "PodList" && s.isURL:
+		return s.decodeList(js)
+	}
+	want := `"Pod"`
+	if s.isURL {
+		want = `"Pod" or "PodList"`
+	}
+	return nil, fmt.Errorf("kind: Unsupported value: %q: want %s", tm.Kind, want)
+}
+
+func (s manifestSource) decodeList(js []byte) ([]*v1.Pod, error) {
+	var list v1.PodList
+	if err := strictUnmarshal(js, &list); err != nil {
+		return nil, err
+	}
+	pods := make([]*v1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if err := s.preparePod(pod); err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", i, err)
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
+}
+
+// strictUnmarshal decodes JSON case-sensitively and fails on unknown or duplicate fields,
+// naming each by its path (e.g. `unknown field "spec.containers[0].imagee"`).
+func strictUnmarshal(js []byte, into any) error {
+	strictErrs, err := sigsjson.UnmarshalStrict(js, into,
+		sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return errors.Join(strictErrs...)
+}
+
+// preparePod applies the defaults and the source's settings, then validates.
+func (s manifestSource) preparePod(pod *v1.Pod) error {
+	if pod.Name == "" {
+		return errors.New("metadata.name: Required value: name is needed for the pod")
+	}
+	SetDefaults(pod)
+	if pod.UID == "" {
+		pod.UID = s.podUID(pod)
+	}
+	pod.Name = pod.Name + "-" + strings.ToLower(s.nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = s.nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[types.ConfigHashAnnotationKey] = string(pod.UID)
+	pod.Annotations[types.ConfigSourceAnnotationKey] = s.name()
+	pod.Annotations[types.ConfigFirstSeenAnnotationKey] = time.Now().Format(time.RFC3339Nano)
+	if !s.isURL {
+		// Static pods must not be evicted for node problems.
+		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	}
+	pod.Status.Phase = v1.PodPending
+	if err := Validate(pod); err != nil {
+		return err
+	}
+	return checkAPIReferences(pod)
+}
+
+// podUID hashes the defaulted pod, then the source (upstream writes the source after the
+// pod, so both count).
+func (s manifestSource) podUID(pod *v1.Pod) k8stypes.UID {
+	h := fnv.New128a()
+	writePod(h, pod)
+	if s.isURL {
+		fmt.Fprintf(h, "url:%s", s.path)
+	} else {
+		fmt.Fprintf(h, "host:%s", s.nodeName)
+		fmt.Fprintf(h, "file:%s", s.path)
+	}
+	return k8stypes.UID(hex.EncodeToString(h.Sum(nil)))
+}
+
+// HashPod returns the hex 128-bit FNV-1a hash of the pod's JSON. The UID of a static pod,
+// and so its config.hash annotation, extends this hash with the pod's source.
+func HashPod(pod *v1.Pod) string {
+	h := fnv.New128a()
+	writePod(h, pod)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writePod(h hash.Hash, pod *v1.Pod) {
+	// encoding/json sorts map keys, so equal pods always give equal bytes.
+	if err := json.NewEncoder(h).Encode(pod); err != nil {
+		// A v1.Pod always encodes; keep the hash deterministic regardless.
+		fmt.Fprintf(h, "encode error: %v", err)
+	}
+}
+
+// addToleration adds t unless the pod already has an equal toleration.
+func addToleration(pod *v1.Pod, t v1.Toleration) {
+	for i := range pod.Spec.Tolerations {
+		if pod.Spec.Tolerations[i].MatchToleration(&t) {
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, t)
+}

@@ -1,0 +1,238 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// Default check periods (upstream --file-check-frequency and --http-check-frequency).
+const (
+	DefaultFileCheckFrequency = 20 * time.Second
+	DefaultHTTPCheckFrequency = 20 * time.Second
+)
+
+// updatesBuffer is the capacity of the Updates channel (upstream uses 50).
+const updatesBuffer = 50
+
+// Options configures the static pod sources.
+type Options struct {
+	// NodeName is appended to every pod name and is the pods' spec.nodeName. Required.
+	NodeName string
+	// ManifestPath is a manifest file or a directory of them (--pod-manifest-path); "" = off.
+	ManifestPath string
+	// FileCheckFrequency is the period of full re-reads of ManifestPath; changes are also
+	// picked up at once through inotify. Default 20s.
+	FileCheckFrequency time.Duration
+	// ManifestURL is polled for a Pod or a PodList (--manifest-url); "" = off.
+	ManifestURL string
+	// ManifestURLHeaders are sent with every request to ManifestURL.
+	ManifestURLHeaders http.Header
+	// HTTPCheckFrequency is the polling period of ManifestURL. Default 20s.
+	HTTPCheckFrequency time.Duration
+	// Logger defaults to zap.NewNop().
+	Logger *zap.Logger
+	// Recorder, if set, receives a Warning event for each manifest that cannot be used.
+	Recorder func(pod *v1.Pod, eventType, reason, message string)
+}
+
+// Source runs the configured static pod sources and merges them into one stream.
+type Source struct {
+	opts    Options
+	logger  *zap.Logger
+	updates chan types.PodUpdate
+
+	mu   sync.Mutex
+	seen map[string]bool // source name -> first state delivered
+}
+
+// New checks the options and wires the sources; nothing runs until Run.
+func New(opts Options) (*Source, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("podsource: NodeName is required")
+	}
+	if opts.ManifestURL != "" {
+		u, err := url.Parse(opts.ManifestURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("podsource: manifest URL %q must be an absolute http or https URL", opts.ManifestURL)
+		}
+	}
+	if opts.FileCheckFrequency <= 0 {
+		opts.FileCheckFrequency = DefaultFileCheckFrequency
+	}
+	if opts.HTTPCheckFrequency <= 0 {
+		opts.HTTPCheckFrequency = DefaultHTTPCheckFrequency
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	s := &Source{
+		opts:    opts,
+		logger:  opts.Logger.Named("podsource"),
+		updates: make(chan types.PodUpdate, updatesBuffer),
+		seen:    map[string]bool{},
+	}
+	if opts.ManifestPath != "" {
+		s.seen[types.FileSource] = false
+	}
+	if opts.ManifestURL != "" {
+		s.seen[types.HTTPSource] = false
+	}
+	return s, nil
+}
+
+// Run reads the sources until ctx ends, sending on Updates. Each source sends SET with its
+// full state: first at start (even when empty), then whenever its pods changed. Run
+// returns when every source stopped; Updates is never closed.
+func (s *Source) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if s.opts.ManifestPath != "" {
+		f := newFileSource(s)
+		wg.Go(func() { f.run(ctx) })
+	}
+	if s.opts.ManifestURL != "" {
+		h := newHTTPSource(s)
+		wg.Go(func() { h.run(ctx) })
+	}
+	wg.Wait()
+}
+
+// Updates returns the stream of pod updates.
+func (s *Source) Updates() <-chan types.PodUpdate { return s.updates }
+
+// SeenAllSources reports whether every configured source has delivered its first state.
+// With no source configured it is true.
+func (s *Source) SeenAllSources() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ok := range s.seen {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// recordInvalid logs an unusable manifest and sends a Warning event about it. The event's
+// object is a stub pod named after the manifest, whose pod name may be unknown.
+func (s *Source) recordInvalid(source, path, msg string) {
+	s.logger.Warn("Ignoring invalid pod manifest", zap.String("source", source),
+		zap.String("path", path), zap.String("error", msg))
+	if s.opts.Recorder == nil {
+		return
+	}
+	if !strings.Contains(msg, path) {
+		msg = path + ": " + msg
+	}
+	stub := &v1.Pod{}
+	stub.Name = path
+	stub.Namespace = "default"
+	stub.Annotations = map[string]string{types.ConfigSourceAnnotationKey: source}
+	s.opts.Recorder(stub, v1.EventTypeWarning, "FailedToParseManifest", msg)
+}
+
+// emitter sends one source's full state when it changed. It keeps config.seen stable (a
+// pod keeps the first-seen time of the first state it appeared in) and reports each
+// problem once, not at every re-read.
+type emitter struct {
+	src       *Source
+	name      string
+	sent      bool
+	last      []*v1.Pod
+	firstSeen map[k8stypes.UID]string
+	problems  map[string]string // path -> message reported
+}
+
+func newEmitter(src *Source, name string) *emitter {
+	return &emitter{src: src, name: name, firstSeen: map[k8stypes.UID]string{}, problems: map[string]string{}}
+}
+
+// report logs and records the problems that are new or changed since the last call and
+// forgets the ones that went away.
+func (e *emitter) report(problems map[string]string) {
+	for path, msg := range problems {
+		if e.problems[path] != msg {
+			e.src.recordInvalid(e.name, path, msg)
+		}
+	}
+	for path := range e.problems {
+		if _, ok := problems[path]; !ok {
+			e.src.logger.Info("Pod manifest problem resolved", zap.String("source", e.name), zap.String("path", path))
+		}
+	}
+	e.problems = problems
+}
+
+// emit reports the problems, then sends pods as the source's full state unless it equals
+// the last state sent. It blocks until the update is taken or ctx ends.
+func (e *emitter) emit(ctx context.Context, entries []entry, problems map[string]string) {
+	pods := dropDuplicates(entries, problems)
+	e.report(problems)
+	firstSeen := make(map[k8stypes.UID]string, len(pods))
+	for _, pod := range pods {
+		if t, ok := e.firstSeen[pod.UID]; ok {
+			pod.Annotations[types.ConfigFirstSeenAnnotationKey] = t
+		}
+		firstSeen[pod.UID] = pod.Annotations[types.ConfigFirstSeenAnnotationKey]
+	}
+	if e.sent && apiequality.Semantic.DeepEqual(e.last, pods) {
+		return
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, pod := range pods {
+		out[i] = pod.DeepCopy()
+	}
+	// Mark the source seen before sending, so a consumer that got the update sees it.
+	e.src.mu.Lock()
+	e.src.seen[e.name] = true
+	e.src.mu.Unlock()
+	select {
+	case e.src.updates <- types.PodUpdate{Pods: out, Op: types.SET, Source: e.name}:
+	case <-ctx.Done():
+		return
+	}
+	e.sent, e.last, e.firstSeen = true, pods, firstSeen
+	e.src.logger.Debug("Sent pods", zap.String("source", e.name), zap.Int("pods", len(out)))
+}
+
+// entry is a decoded pod and the manifest it came from.
+type entry struct {
+	pod    *v1.Pod
+	origin string
+}
+
+// dropDuplicates keeps the first pod of each namespace/name and of each UID, as the
+// upstream config merger does; later ones are dropped and added to problems under their
+// manifest's path.
+func dropDuplicates(entries []entry, problems map[string]string) []*v1.Pod {
+	names := map[string]string{}
+	uids := map[k8stypes.UID]string{}
+	out := make([]*v1.Pod, 0, len(entries))
+	for _, en := range entries {
+		pod := en.pod
+		full := pod.Namespace + "/" + pod.Name
+		first, dupName := names[full]
+		if !dupName {
+			first = uids[pod.UID]
+		}
+		if dupName || uids[pod.UID] != "" {
+			problems[en.origin] = fmt.Sprintf("pod %q (UID %s) duplicates a pod of %q; ignored", full, pod.UID, first)
+			continue
+		}
+		names[full], uids[pod.UID] = en.origin, en.origin
+		out = append(out, pod)
+	}
+	return out
+}

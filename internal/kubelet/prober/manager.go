@@ -1,0 +1,319 @@
+package prober
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// Runner runs a command in a container; *kuberuntime.Manager satisfies it. A command
+// that ran and exited non-zero must be reported as an error with an ExitStatus() int
+// method (k8s.io/utils/exec.CodeExitError does). A command that ran out of time should
+// be reported as an error matching context.DeadlineExceeded, a gRPC DeadlineExceeded
+// status, an error with Timeout() true, or one saying "timed out" (cri-client's
+// ErrCommandTimedOut). Any other error means the probe could not run.
+type Runner interface {
+	RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
+}
+
+// StatusProvider returns a pod's latest API status (container IDs, states, Started,
+// pod IP). The kubelet's status manager satisfies it.
+type StatusProvider interface {
+	GetPodStatus(uid k8stypes.UID) (v1.PodStatus, bool)
+}
+
+// Options configures a Manager.
+type Options struct {
+	// Runner runs exec probes. Without it exec probes error (and are ignored).
+	Runner Runner
+	// Status provides the pods' statuses. Without it no probe runs.
+	Status StatusProvider
+	// Logger is the logger; nil means no logging.
+	Logger *zap.Logger
+	// Recorder records pod events ("Unhealthy", "ProbeWarning"); nil means none.
+	Recorder func(pod *v1.Pod, eventType, reason, message string)
+}
+
+// probeKey names one worker.
+type probeKey struct {
+	podUID    k8stypes.UID
+	container string
+	probeType ProbeType
+}
+
+// podProber runs a single probe once; *prober implements it and tests fake it.
+type podProber interface {
+	probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id types.ContainerID) (Result, error)
+}
+
+// Manager owns the probe workers and their cached results.
+type Manager struct {
+	status StatusProvider
+	logger *zap.Logger
+	prober podProber
+
+	liveness  *resultsCache
+	readiness *resultsCache
+	startup   *resultsCache
+
+	// start is when the manager was built: workers started soon after it spread their
+	// first probe over one period (as upstream does after a kubelet restart).
+	start time.Time
+	// second is the unit of periodSeconds and initialDelaySeconds (time.Second; tests
+	// shorten it).
+	second time.Duration
+
+	mu      sync.RWMutex
+	workers map[probeKey]*worker
+	pods    map[k8stypes.UID]*v1.Pod
+	wg      sync.WaitGroup
+}
+
+// NewManager wires a Manager. It starts nothing; AddPod starts workers.
+func NewManager(opts Options) *Manager {
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	logger = logger.Named("prober")
+	status := opts.Status
+	if status == nil {
+		status = noStatus{}
+	}
+	return &Manager{
+		status:    status,
+		logger:    logger,
+		prober:    newProber(opts.Runner, opts.Recorder, logger),
+		liveness:  newResultsCache(),
+		readiness: newResultsCache(),
+		startup:   newResultsCache(),
+		start:     time.Now(),
+		second:    time.Second,
+		workers:   make(map[probeKey]*worker),
+		pods:      make(map[k8stypes.UID]*v1.Pod),
+	}
+}
+
+type noStatus struct{}
+
+func (noStatus) GetPodStatus(k8stypes.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }
+
+// LivenessUpdates delivers every change of a liveness result; the kubelet restarts the
+// container on Failure.
+func (m *Manager) LivenessUpdates() <-chan Update { return m.liveness.updates }
+
+// ReadinessUpdates delivers every change of a readiness result.
+func (m *Manager) ReadinessUpdates() <-chan Update { return m.readiness.updates }
+
+// StartupUpdates delivers every change of a startup result.
+func (m *Manager) StartupUpdates() <-chan Update { return m.startup.updates }
+
+// Result returns the cached result of a probe type for a container.
+func (m *Manager) Result(t ProbeType, id types.ContainerID) (Result, bool) {
+	return m.cacheFor(t).get(id)
+}
+
+func (m *Manager) cacheFor(t ProbeType) *resultsCache {
+	switch t {
+	case Liveness:
+		return m.liveness
+	case Readiness:
+		return m.readiness
+	}
+	return m.startup
+}
+
+// AddPod starts a worker for each probe of each container (and of each restartable
+// init container) of the pod that has none yet; it is idempotent. ctx bounds the
+// workers' lifetime, so pass a long-lived ctx (the kubelet's run ctx), not a per-sync
+// one. A worker that ended (ctx done, pod terminal) is started again by the next AddPod.
+func (m *Manager) AddPod(ctx context.Context, pod *v1.Pod) {
+	if pod == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pods[pod.UID] = pod
+	for _, c := range probedContainers(pod) {
+		for _, t := range []ProbeType{Startup, Readiness, Liveness} {
+			if probeSpec(t, &c) == nil {
+				continue
+			}
+			key := probeKey{podUID: pod.UID, container: c.Name, probeType: t}
+			if _, ok := m.workers[key]; ok {
+				continue
+			}
+			w := newWorker(m, t, pod, c)
+			wctx, cancel := context.WithCancel(ctx)
+			w.cancel = cancel
+			m.workers[key] = w
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				w.run(wctx)
+			}()
+			m.logger.Debug("started probe worker", zap.String("pod", podName(pod)),
+				zap.String("container", c.Name), zap.Stringer("probe", t))
+		}
+	}
+}
+
+// probedContainers returns the regular containers and the restartable (sidecar) init
+// containers, the ones upstream probes.
+func probedContainers(pod *v1.Pod) []v1.Container {
+	var out []v1.Container
+	for _, c := range pod.Spec.InitContainers {
+		if isRestartable(&c) {
+			out = append(out, c)
+		}
+	}
+	return append(out, pod.Spec.Containers...)
+}
+
+func isRestartable(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// RemovePod stops every worker of the pod and forgets it.
+func (m *Manager) RemovePod(pod *v1.Pod) {
+	if pod == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(pod.UID)
+}
+
+// CleanupPods stops the workers of every pod not in desired.
+func (m *Manager) CleanupPods(desired map[k8stypes.UID]struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uids := make(map[k8stypes.UID]struct{})
+	for key := range m.workers {
+		uids[key.podUID] = struct{}{}
+	}
+	for uid := range m.pods {
+		uids[uid] = struct{}{}
+	}
+	for uid := range uids {
+		if _, ok := desired[uid]; !ok {
+			m.removeLocked(uid)
+		}
+	}
+}
+
+func (m *Manager) removeLocked(uid k8stypes.UID) {
+	delete(m.pods, uid)
+	for key, w := range m.workers {
+		if key.podUID == uid {
+			w.cancel()
+			delete(m.workers, key)
+		}
+	}
+}
+
+// removeWorker drops a worker that ended on its own, unless it was replaced already.
+func (m *Manager) removeWorker(w *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.workers[w.key()] == w {
+		delete(m.workers, w.key())
+	}
+}
+
+func (m *Manager) getWorker(key probeKey) (*worker, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w, ok := m.workers[key]
+	return w, ok
+}
+
+func (m *Manager) getPod(uid k8stypes.UID) *v1.Pod {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.pods[uid]
+}
+
+// wait blocks until every worker goroutine has returned (tests).
+func (m *Manager) wait() { m.wg.Wait() }
+
+// UpdatePodStatus sets Started and Ready on the container statuses from the cached
+// results: a running container without a startup probe is started; a started, running
+// container without a readiness probe is ready; one with a readiness probe is ready
+// only after a success. A plain init container is ready once it exited with 0.
+func (m *Manager) UpdatePodStatus(uid k8stypes.UID, status *v1.PodStatus) {
+	if status == nil {
+		return
+	}
+	for i := range status.ContainerStatuses {
+		m.updateContainerStatus(uid, &status.ContainerStatuses[i])
+	}
+	pod := m.getPod(uid)
+	for i := range status.InitContainerStatuses {
+		c := &status.InitContainerStatuses[i]
+		if spec := initContainerSpec(pod, c.Name); spec != nil && isRestartable(spec) {
+			m.updateContainerStatus(uid, c)
+			continue
+		}
+		started := m.isStarted(uid, c)
+		c.Started = &started
+		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
+	}
+}
+
+func initContainerSpec(pod *v1.Pod, name string) *v1.Container {
+	if pod == nil {
+		return nil
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	return nil
+}
+
+func (m *Manager) updateContainerStatus(uid k8stypes.UID, c *v1.ContainerStatus) {
+	started := m.isStarted(uid, c)
+	c.Started = &started
+	c.Ready = started && m.isReady(uid, c)
+}
+
+func (m *Manager) isStarted(uid k8stypes.UID, c *v1.ContainerStatus) bool {
+	if c.State.Running == nil {
+		return false
+	}
+	if id, err := types.ParseContainerID(c.ContainerID); err == nil {
+		if r, ok := m.startup.get(id); ok {
+			return r == Success
+		}
+	}
+	// A startup probe that has not run yet means not started; no probe means started.
+	_, exists := m.getWorker(probeKey{podUID: uid, container: c.Name, probeType: Startup})
+	return !exists
+}
+
+func (m *Manager) isReady(uid k8stypes.UID, c *v1.ContainerStatus) bool {
+	if c.State.Running == nil {
+		return false
+	}
+	if id, err := types.ParseContainerID(c.ContainerID); err == nil {
+		if r, ok := m.readiness.get(id); ok && r == Success {
+			return true
+		}
+	}
+	w, exists := m.getWorker(probeKey{podUID: uid, container: c.Name, probeType: Readiness})
+	if !exists {
+		return true // no readiness probe: ready while running
+	}
+	w.trigger() // probe now rather than at the next period
+	return false
+}
+
+func podName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

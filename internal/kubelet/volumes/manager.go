@@ -1,0 +1,252 @@
+// Package volumes sets up and tears down the volumes of the pods a standalone kubelet
+// runs: emptyDir (a directory, or a tmpfs mount for medium Memory), hostPath (with the
+// type checks) and downwardAPI (files written atomically with the "..data" symlink
+// swap, on tmpfs like upstream). Volume directories follow the upstream layout,
+// <PodsDir>/<pod-uid>/volumes/kubernetes.io~<plugin>/<volume-name>, so node tools
+// that know the kubelet's tree keep working. Volumes that need an API server
+// (configMap, secret, projected, persistentVolumeClaim, ...) are refused with an
+// error naming the volume.
+//
+// Only the kubelet coordinator (internal/kubelet) may import it. It imports no other
+// package of this project.
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Plugin directory names under <pod>/volumes (upstream's escaped plugin names).
+const (
+	EmptyDirPluginDir    = "kubernetes.io~empty-dir"
+	DownwardAPIPluginDir = "kubernetes.io~downward-api"
+	volumesDirName       = "volumes"
+)
+
+// ErrStillMounted is returned (wrapped) when a pod directory cannot be removed because
+// something is still mounted under it; nothing under it is deleted then.
+var ErrStillMounted = errors.New("still mounted")
+
+// Options configures a Manager.
+type Options struct {
+	// PodsDir is <root-dir>/pods (e.g. /var/lib/kubelet/pods). Required, absolute.
+	PodsDir string
+	// Allocatable is the node allocatable used for limits a container leaves unset
+	// (downwardAPI resourceFieldRef, the default size of memory-backed volumes).
+	// nil: the machine's capacity (CPUs, MemTotal, the PodsDir filesystem size),
+	// read once on first use.
+	Allocatable v1.ResourceList
+	// Logger; nil = no logging.
+	Logger *zap.Logger
+}
+
+// VolumeInfo describes a set-up volume for the container mounts.
+type VolumeInfo struct {
+	// HostPath is the path to bind-mount into containers.
+	HostPath string
+	// ReadOnly volumes (downwardAPI) must be mounted read-only whatever the container's
+	// volumeMount says.
+	ReadOnly bool
+	// Managed volumes live under the pod directory and are created by the kubelet
+	// (emptyDir, downwardAPI); hostPath volumes are not.
+	Managed bool
+}
+
+// Manager sets up and tears down pod volumes. Its methods are safe for concurrent use;
+// they are serialised internally.
+type Manager struct {
+	podsDir     string
+	allocatable v1.ResourceList
+	logger      *zap.Logger
+
+	mu sync.Mutex // serialises mounts, unmounts and removals
+
+	capacityOnce sync.Once
+	capacity     v1.ResourceList
+	capacityErr  error
+}
+
+// New returns a Manager. It checks opts and does no I/O.
+func New(opts Options) (*Manager, error) {
+	if opts.PodsDir == "" {
+		return nil, errors.New("volumes: PodsDir is required")
+	}
+	if !filepath.IsAbs(opts.PodsDir) {
+		return nil, fmt.Errorf("volumes: PodsDir %q must be an absolute path", opts.PodsDir)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Manager{
+		podsDir:     filepath.Clean(opts.PodsDir),
+		allocatable: opts.Allocatable,
+		logger:      logger.Named("volumes"),
+	}, nil
+}
+
+// checkUID rejects UIDs that cannot be a single directory name under PodsDir.
+func checkUID(uid k8stypes.UID) error {
+	if uid == "" || strings.ContainsAny(string(uid), `/\`) || strings.HasPrefix(string(uid), ".") {
+		return fmt.Errorf("volumes: unusable pod UID %q", uid)
+	}
+	return nil
+}
+
+func (m *Manager) podDir(uid k8stypes.UID) string {
+	return filepath.Join(m.podsDir, string(uid))
+}
+
+func (m *Manager) volumesDir(uid k8stypes.UID) string {
+	return filepath.Join(m.podDir(uid), volumesDirName)
+}
+
+func (m *Manager) volumePath(uid k8stypes.UID, pluginDir, name string) string {
+	return filepath.Join(m.volumesDir(uid), pluginDir, name)
+}
+
+// MountVolumes sets up every volume of pod and returns where each one is, by volume
+// name. It is idempotent and meant to run on every pod sync: an existing emptyDir is
+// kept, a downwardAPI volume is rewritten when its content changed. All volumes are
+// tried; the result holds those that succeeded and the error joins one error per
+// failed volume, each naming it (`volume "x": ...`).
+func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]VolumeInfo, error) {
+	if pod == nil {
+		return nil, errors.New("volumes: nil pod")
+	}
+	if err := checkUID(pod.UID); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	infos := make(map[string]VolumeInfo, len(pod.Spec.Volumes))
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		if err := ctx.Err(); err != nil {
+			return infos, errors.Join(append(errs, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
+		}
+		vol := &pod.Spec.Volumes[i]
+		info, err := m.mountVolume(pod, vol)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
+			continue
+		}
+		infos[vol.Name] = info
+	}
+	return infos, errors.Join(errs...)
+}
+
+// mountVolume dispatches one volume to its plugin.
+func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume) (VolumeInfo, error) {
+	if msgs := validation.IsDNS1123Label(vol.Name); len(msgs) != 0 {
+		return VolumeInfo{}, fmt.Errorf("invalid volume name: %s", strings.Join(msgs, "; "))
+	}
+	src := &vol.VolumeSource
+	switch {
+	case src.HostPath != nil:
+		return m.setUpHostPath(src.HostPath)
+	case src.DownwardAPI != nil:
+		return m.setUpDownwardAPI(pod, vol.Name, src.DownwardAPI)
+	case src.EmptyDir != nil:
+		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
+	}
+	typ := sourceType(src)
+	if typ == "" {
+		// A volume without a source is an emptyDir (upstream's rule).
+		return m.setUpEmptyDir(pod, vol.Name, &v1.EmptyDirVolumeSource{})
+	}
+	return VolumeInfo{}, &UnsupportedVolumeError{Volume: vol.Name, Type: typ}
+}
+
+// UnmountVolumes tears down every volume of the pod: tmpfs (and any other) mounts
+// under <pod>/volumes are unmounted, deepest first, then <pod>/volumes is removed.
+// The rest of the pod directory (etc-hosts, containers/) is left to CleanupOrphans.
+// A pod without volumes is not an error.
+func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error {
+	if err := checkUID(podUID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.removeTree(ctx, m.volumesDir(podUID))
+}
+
+// CleanupOrphans removes the directory of every pod under PodsDir that is not in
+// active, unmounting its volumes first. active must hold every pod that may still have
+// running containers or be set up again. Errors are joined; one bad pod does not stop
+// the others.
+func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	entries, err := os.ReadDir(m.podsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list pod directories in %s: %w", m.podsDir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		uid := k8stypes.UID(e.Name())
+		if !e.IsDir() || active[uid] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("clean up orphaned pods: %w", err))...)
+		}
+		if err := m.removeTree(ctx, m.podDir(uid)); err != nil {
+			errs = append(errs, fmt.Errorf("orphaned pod %s: %w", uid, err))
+			continue
+		}
+		m.logger.Info("Removed orphaned pod directory", zap.String("podUID", string(uid)))
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree unmounts everything mounted under dir (deepest first), checks that
+// nothing is left mounted, and removes dir. It never deletes through a mount point.
+func (m *Manager) removeTree(ctx context.Context, dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	mounts, err := mountPointsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, mp := range mounts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := unmount(mp); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.logger.Debug("Unmounted", zap.String("path", mp))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	left, err := mountPointsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("remove %s: %s %w", dir, strings.Join(left, ", "), ErrStillMounted)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}

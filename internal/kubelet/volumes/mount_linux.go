@@ -1,0 +1,161 @@
+package volumes
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const mountInfoPath = "/proc/self/mountinfo"
+
+// mountTmpfs mounts a tmpfs on dir, limited to sizeBytes when > 0 (else the kernel
+// default, half of RAM).
+func mountTmpfs(dir string, sizeBytes int64) error {
+	data := ""
+	if sizeBytes > 0 {
+		data = "size=" + strconv.FormatInt(sizeBytes, 10)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, data); err != nil {
+		return fmt.Errorf("mount tmpfs on %s (%s): %w", dir, data, err)
+	}
+	return nil
+}
+
+// unmount unmounts dir; a busy mount is detached lazily so teardown completes.
+func unmount(dir string) error {
+	err := unix.Unmount(dir, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	path   string
+	fsType string
+}
+
+func readMountInfo() ([]mountEntry, error) {
+	data, err := os.ReadFile(mountInfoPath)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", mountInfoPath, err)
+	}
+	return parseMountInfo(data)
+}
+
+// parseMountInfo parses mountinfo lines: "id parent major:minor root mountpoint
+// options [optional fields...] - fstype source superoptions".
+func parseMountInfo(data []byte) ([]mountEntry, error) {
+	var out []mountEntry
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		sep := -1
+		for i := 6; i < len(fields); i++ {
+			if fields[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
+			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
+		}
+		out = append(out, mountEntry{path: unescapeMountPath(fields[4]), fsType: fields[sep+1]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("parse mountinfo: %w", err)
+	}
+	return out, nil
+}
+
+// unescapeMountPath undoes the kernel's octal escapes (\040 space, \011 tab, \012
+// newline, \134 backslash).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// resolve returns path with symlinks resolved (as mountinfo shows it).
+func resolve(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	return real, nil
+}
+
+// mountPointsUnder lists the mount points at or below dir, deepest first.
+func mountPointsUnder(dir string) ([]string, error) {
+	real, err := resolve(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := readMountInfo()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range entries {
+		if (e.path == real || strings.HasPrefix(e.path, real+"/")) && !seen[e.path] {
+			seen[e.path] = true
+			out = append(out, e.path)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if di, dj := strings.Count(out[i], "/"), strings.Count(out[j], "/"); di != dj {
+			return di > dj
+		}
+		return out[i] > out[j]
+	})
+	return out, nil
+}
+
+// mountFSType returns the file system type mounted exactly at dir, or "" if dir is not
+// a mount point. With several mounts stacked, the top one counts.
+func mountFSType(dir string) (string, error) {
+	real, err := resolve(dir)
+	if err != nil {
+		return "", err
+	}
+	entries, err := readMountInfo()
+	if err != nil {
+		return "", err
+	}
+	fsType := ""
+	for _, e := range entries {
+		if e.path == real {
+			fsType = e.fsType
+		}
+	}
+	return fsType, nil
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package volumes
+
+import "errors"
+
+var errNotLinux = errors.New("volume mounts are only supported on Linux")
+
+func mountTmpfs(string, int64) error { return errNotLinux }
+
+func unmount(string) error { return errNotLinux }
+
+// mountPointsUnder reports no mounts: nothing can have been mounted.
+func mountPointsUnder(string) ([]string, error) { return nil, nil }
+
+func mountFSType(string) (string, error) { return "", nil }
