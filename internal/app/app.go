@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,7 +93,7 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	if cfg.ExperimentalDockershim {
 		return runShimOnly(ctx, cfg, logger)
 	}
-	return errors.New("the kubelet runtime manager is not built yet in this version: run with --experimental-dockershim to serve the dockershim CRI endpoint")
+	return runNode(ctx, cfg, logger)
 }
 
 // notifyReady tells systemd (Type=notify) that the process is ready; a no-op elsewhere.

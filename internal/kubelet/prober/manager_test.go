@@ -356,3 +356,16 @@ func deref(b *bool) any {
 	}
 	return *b
 }
+
+func TestProbeResultsAdapter(t *testing.T) {
+	m := NewManager(Options{})
+	id := types.ContainerID{Type: "docker", ID: "abc"}
+	if m.LivenessFailed(id) || m.StartupFailed(id) || m.StartupSucceeded(id) {
+		t.Fatal("results reported for an unknown container")
+	}
+	m.liveness.store(id, Failure)
+	m.startup.store(id, Success)
+	if !m.LivenessFailed(id) || m.StartupFailed(id) || !m.StartupSucceeded(id) {
+		t.Fatal("adapter does not reflect the results")
+	}
+}

@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	internalapi "k8s.io/cri-api/pkg/apis"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cri"
+	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
+)
+
+// criClients are the kubelet's remote CRI clients.
+type criClients struct {
+	runtime     internalapi.RuntimeService
+	images      internalapi.ImageManagerService
+	runtimeName string
+}
+
+// runNode runs a kubelet in docker mode (the dockershim started in-process first) or
+// remote mode, in the order of the legacy bootstrap: shim -> its gRPC server -> ready
+// -> CRI clients (Version checked) -> runtime manager -> kubelet. Shutdown runs in
+// reverse; containers keep running.
+func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var stopShim func()
+	if cfg.ContainerRuntime == RuntimeDocker {
+		svc, srv, err := startShim(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		stopShim = func() { _ = srv.Close(); _ = svc.Close() }
+		defer stopShim()
+	}
+	clients, err := dialCRI(ctx, cfg, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = clients.runtime.Close(context.Background())
+		_ = clients.images.Close(context.Background())
+	}()
+	if err := checkCgroupDriver(ctx, cfg, clients.runtime, logger); err != nil {
+		return err
+	}
+	node, err := buildNode(cfg, clients, reg, logger)
+	if err != nil {
+		return err
+	}
+	return node.run(ctx, cfg, reg, logger)
+}
+
+// dialCRI builds the remote runtime and image clients; each checks Version.
+func dialCRI(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger *zap.Logger) (*criClients, error) {
+	timeout := cfg.Kubelet.RuntimeRequestTimeout.Duration
+	rt, err := cri.NewRuntimeService(ctx, cri.Options{Endpoint: cfg.Kubelet.ContainerRuntimeEndpoint, Timeout: timeout, Registerer: reg, Logger: logger.Named("cri")})
+	if err != nil {
+		return nil, fmt.Errorf("container runtime at --container-runtime-endpoint=%s: %w", cfg.Kubelet.ContainerRuntimeEndpoint, err)
+	}
+	img, err := cri.NewImageService(ctx, cri.Options{Endpoint: cfg.ImageEndpoint(), Timeout: timeout, Logger: logger.Named("cri")})
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("image service at --image-service-endpoint=%s: %w", cfg.ImageEndpoint(), err)
+	}
+	v, err := rt.Version(ctx, "v1")
+	if err != nil {
+		return nil, fmt.Errorf("runtime version: %w", err)
+	}
+	logger.Info("container runtime connected", zap.String("runtime", v.RuntimeName), zap.String("version", v.RuntimeVersion),
+		zap.String("cri", v.RuntimeApiVersion), zap.String("endpoint", cfg.Kubelet.ContainerRuntimeEndpoint))
+	return &criClients{runtime: rt, images: img, runtimeName: v.RuntimeName}, nil
+}
+
+// checkCgroupDriver compares the kubelet's cgroup driver with the runtime's. In docker
+// mode a mismatch is fatal (the kubelet and Docker would manage different cgroup
+// trees); in remote mode the runtime's driver is adopted, as upstream kubelets do.
+func checkCgroupDriver(ctx context.Context, cfg *Config, rt internalapi.RuntimeService, logger *zap.Logger) error {
+	rc, err := rt.RuntimeConfig(ctx)
+	if err != nil {
+		logger.Info("runtime does not report its cgroup driver; keeping the configured one", zap.Error(err))
+		return nil
+	}
+	theirs := strings.ToLower(rc.GetLinux().GetCgroupDriver().String())
+	if rc.GetLinux() == nil || theirs == cfg.Kubelet.CgroupDriver {
+		return nil
+	}
+	if cfg.ContainerRuntime == RuntimeDocker {
+		return fmt.Errorf("the kubelet's cgroup driver %q (--cgroup-driver / cgroupDriver) differs from Docker's %q: set both to the same driver", cfg.Kubelet.CgroupDriver, theirs)
+	}
+	logger.Warn("using the runtime's cgroup driver", zap.String("configured", cfg.Kubelet.CgroupDriver), zap.String("runtime", theirs))
+	cfg.Kubelet.CgroupDriver = theirs
+	return nil
+}
+
+// nodeName is --hostname-override or the lowercased hostname.
+func nodeName(cfg *Config) (string, error) {
+	if cfg.HostnameOverride != "" {
+		return strings.ToLower(strings.TrimSpace(cfg.HostnameOverride)), nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("node name: %w", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+// nodeIPs is --node-ip, or the first global unicast address of an interface that is
+// up (bridges made by Docker and CNI excluded), or 127.0.0.1.
+func nodeIPs(cfg *Config) []net.IP {
+	if cfg.NodeIP != "" {
+		var out []net.IP
+		for _, s := range strings.Split(cfg.NodeIP, ",") {
+			out = append(out, net.ParseIP(strings.TrimSpace(s)))
+		}
+		return out
+	}
+	ifaces, _ := net.Interfaces()
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || isVirtualBridge(ifc.Name) {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return []net.IP{ipn.IP}
+			}
+		}
+	}
+	return []net.IP{net.ParseIP("127.0.0.1")}
+}
+
+func isVirtualBridge(name string) bool {
+	for _, p := range []string{"docker", "cni", "veth", "br-", "dockershim", "flannel", "cali", "kube"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// healthzAddr is the local endpoint's address, or "" when disabled.
+func healthzAddr(cfg *Config) string {
+	if *cfg.Kubelet.HealthzPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort(cfg.Kubelet.HealthzBindAddress, fmt.Sprint(*cfg.Kubelet.HealthzPort))
+}
+
+// startLocalServer serves /healthz, /pods and /metrics on the healthz address.
+func startLocalServer(ctx context.Context, cfg *Config, health kubeletserver.HealthChecker, pods kubeletserver.PodLister, reg prometheus.Gatherer, logger *zap.Logger) (*kubeletserver.Server, error) {
+	addr := healthzAddr(cfg)
+	if addr == "" {
+		return nil, nil
+	}
+	return kubeletserver.Start(ctx, kubeletserver.Options{Addr: addr, Health: health, Pods: pods, Gatherer: reg, Logger: logger.Named("healthz")})
+}
+
+// podsDir is <root-dir>/pods.
+func podsDir(cfg *Config) string { return filepath.Join(cfg.RootDirectory, "pods") }

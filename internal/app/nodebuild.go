@@ -1,0 +1,145 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+// node is a wired standalone kubelet: its parts, ready to run.
+type node struct {
+	kubelet *kubelet.Kubelet
+	runtime *kuberuntime.Manager
+	sources *podsource.Source
+}
+
+// buildNode wires the kubelet side: pod sources, status, prober, volumes, DNS, the
+// runtime helper, the runtime manager, PLEG, then the kubelet. It starts nothing.
+func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
+	name, err := nodeName(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ips := nodeIPs(cfg)
+	recorder := kubelet.Recorder(func(pod *v1.Pod, eventType, reason, message string) {
+		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
+			zap.String("reason", reason), zap.String("message", message))
+	})
+	sources, err := podsource.New(podsource.Options{
+		NodeName: name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
+		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
+		HTTPCheckFrequency: cfg.Kubelet.HTTPCheckFrequency.Duration, Logger: logger.Named("podsource"), Recorder: recorder,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := status.NewManager(status.Options{Logger: logger.Named("status")})
+	probes := prober.NewManager(prober.Options{Status: st, Logger: logger.Named("prober"), Recorder: recorder})
+	vols, err := volumes.New(volumes.Options{PodsDir: podsDir(cfg), Logger: logger.Named("volumes")})
+	if err != nil {
+		return nil, err
+	}
+	clusterDNS, err := parseIPs(cfg.Kubelet.ClusterDNS)
+	if err != nil {
+		return nil, err
+	}
+	opts := kubelet.Options{
+		NodeName: name, NodeIP: ips[0], RootDir: cfg.RootDirectory, ClusterDomain: cfg.Kubelet.ClusterDomain,
+		DNS: dns.NewConfigurer(dns.Options{ClusterDNS: clusterDNS, ClusterDomain: cfg.Kubelet.ClusterDomain,
+			ResolvConf: *cfg.Kubelet.ResolverConfig, NodeIPs: ips, Logger: logger.Named("dns"), Recorder: recorder}),
+		Status: st, Sources: sources, Prober: probes, Volumes: vols, Recorder: recorder,
+		Logger: logger.Named("kubelet"), ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
+	}
+	if opts.Helper, err = kubelet.NewRuntimeHelper(opts); err != nil {
+		return nil, err
+	}
+	rt, err := newRuntimeManager(cfg, clients, opts.Helper, probes, recorder, logger)
+	if err != nil {
+		return nil, err
+	}
+	opts.Runtime = rt
+	opts.Cache = pleg.NewCache()
+	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: rt, Cache: opts.Cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")})
+	kl, err := kubelet.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &node{kubelet: kl, runtime: rt, sources: sources}, nil
+}
+
+// newRuntimeManager builds the runtime manager over the CRI clients.
+func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults, rec kubelet.Recorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
+	if err != nil {
+		return nil, fmt.Errorf("containerLogMaxSize: %w", err)
+	}
+	mem := memTotal()
+	return kuberuntime.New(kuberuntime.Options{
+		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
+		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, PodInfraImage: cfg.PodInfraContainerImage,
+		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, ContainerLogMaxSize: logSize.Value(),
+		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
+		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: mem, RuntimeName: clients.runtimeName,
+	})
+}
+
+// run starts the node's loops and serves the local endpoint until ctx ends, then
+// stops them (pods keep running).
+func (n *node) run(ctx context.Context, cfg *Config, reg prometheus.Gatherer, logger *zap.Logger) error {
+	if err := os.MkdirAll(filepath.Join(cfg.RootDirectory, "pods"), 0o750); err != nil {
+		return fmt.Errorf("--root-dir: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv, err := startLocalServer(ctx, cfg, n.kubelet, n.kubelet, reg, logger)
+	if err != nil {
+		return err
+	}
+	if srv != nil {
+		defer func() { _ = srv.Close() }()
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); n.sources.Run(ctx) }()
+	n.runtime.Start(ctx)
+	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)))
+	notifyReady(logger)
+	err = n.kubelet.Run(ctx)
+	cancel()
+	<-done
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	logger.Info("kubelet stopped; pods keep running")
+	return err
+}
+
+// parseIPs parses clusterDNS.
+func parseIPs(in []string) ([]net.IP, error) {
+	var out []net.IP
+	for i, s := range in {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("clusterDNS[%d]: %q is not an IP address", i, s)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}

@@ -1,0 +1,356 @@
+package kubelet
+
+import (
+	"net"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+// Default waiting reasons of containers that have not run yet (upstream values).
+const (
+	reasonContainerCreating = "ContainerCreating"
+	reasonPodInitializing   = "PodInitializing"
+)
+
+// statusUpdater sets the probe-derived Ready and Started of container statuses.
+type statusUpdater interface {
+	UpdatePodStatus(uid k8stypes.UID, status *v1.PodStatus)
+}
+
+// statusGenerator builds a pod's API status from the runtime's view of it, the
+// previous status and the last sync's failure reasons (upstream
+// generateAPIPodStatus and its helpers).
+type statusGenerator struct {
+	nodeIP  net.IP
+	status  *status.Manager
+	probes  statusUpdater
+	reasons *reasonCache
+}
+
+// generate returns the pod's API status. podIsTerminal says the pod's
+// containers are stopped for good (the terminating and terminated paths).
+func (g *statusGenerator) generate(pod *v1.Pod, ps *types.PodStatus, podIsTerminal bool) v1.PodStatus {
+	if ps == nil {
+		ps = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	old, found := g.status.GetPodStatus(pod.UID)
+	if !found {
+		old = pod.Status
+	}
+	s := g.convert(pod, ps, &old)
+	all := append(append([]v1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
+	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps))
+	if !isTerminalPhase(s.Phase) {
+		switch {
+		case isTerminalPhase(old.Phase):
+			s.Phase = old.Phase
+		case isTerminalPhase(pod.Status.Phase):
+			s.Phase = pod.Status.Phase
+		}
+	}
+	if s.Phase == old.Phase {
+		s.Reason, s.Message = old.Reason, old.Message
+		if s.Reason == "" {
+			s.Reason = pod.Status.Reason
+		}
+		if s.Message == "" {
+			s.Message = pod.Status.Message
+		}
+	}
+	if isTerminalPhase(pod.Status.Phase) {
+		s.Phase = pod.Status.Phase
+	}
+	if g.probes != nil {
+		g.probes.UpdatePodStatus(pod.UID, s)
+	}
+	s.Conditions = g.conditions(pod, ps, s, &old)
+	g.setIPs(pod, s)
+	s.StartTime = old.StartTime.DeepCopy()
+	return *s
+}
+
+// conditions keeps the conditions the kubelet does not own and computes the
+// ones it owns.
+func (g *statusGenerator) conditions(pod *v1.Pod, ps *types.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
+	conds := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
+	for _, c := range pod.Status.Conditions {
+		if !isKubeletCondition(c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range old.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			conds = replaceOrAppendCondition(conds, c)
+		}
+	}
+	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
+	conds = append(conds, status.GeneratePodReadyToStartContainersCondition(pod, ps))
+	conds = append(conds, status.GeneratePodInitializedCondition(pod, all, s.Phase))
+	conds = append(conds, status.GeneratePodReadyCondition(pod, conds, all, s.Phase))
+	conds = append(conds, status.GenerateContainersReadyCondition(pod, all, s.Phase))
+	return append(conds, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
+}
+
+// setIPs fills the host IPs and, for host-network pods, the pod IPs.
+func (g *statusGenerator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
+	if g.nodeIP == nil {
+		return
+	}
+	s.HostIP = g.nodeIP.String()
+	s.HostIPs = []v1.HostIP{{IP: s.HostIP}}
+	if pod.Spec.HostNetwork && s.PodIP == "" {
+		s.PodIP = s.HostIP
+		s.PodIPs = []v1.PodIP{{IP: s.PodIP}}
+	}
+}
+
+// convert builds the pod IPs, QoS class and container statuses.
+func (g *statusGenerator) convert(pod *v1.Pod, ps *types.PodStatus, old *v1.PodStatus) *v1.PodStatus {
+	var s v1.PodStatus
+	for _, ip := range sortPodIPs(g.nodeIP, ps.IPs) {
+		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(s.PodIPs) > 0 {
+		s.PodIP = s.PodIPs[0].IP
+	}
+	s.QOSClass = kuberuntime.GetPodQOS(pod)
+	hasInit := len(pod.Spec.InitContainers) > 0
+	s.ContainerStatuses = g.containerStatuses(pod, ps, old.ContainerStatuses, pod.Spec.Containers, hasInit, false)
+	s.InitContainerStatuses = g.containerStatuses(pod, ps, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)
+	return &s
+}
+
+// containerStatuses converts the runtime's statuses of containers (the regular or
+// the init containers of the pod) to API statuses (upstream
+// convertToAPIContainerStatuses):
+//  1. every container starts Waiting (ContainerCreating, or PodInitializing when
+//     the pod has init containers), keeping the previous restart count and last
+//     state, or the previous status when it was terminated;
+//  2. a container that was running but vanished from the runtime gets a
+//     ContainerStatusUnknown last termination (exit 137);
+//  3. the newest runtime status gives the state, the one before the last state;
+//  4. a container the next sync will (re)start shows the last sync's failure as
+//     its waiting reason (ErrImagePull, CrashLoopBackOff, ...).
+func (g *statusGenerator) containerStatuses(pod *v1.Pod, ps *types.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
+	oldByName := make(map[string]v1.ContainerStatus, len(previous))
+	for _, s := range previous {
+		oldByName[s.Name] = s
+	}
+	statuses := defaultStatuses(containers, oldByName, hasInit)
+	markVanished(pod, ps, containers, oldByName, statuses, hasInit)
+	applyRuntimeStatuses(ps, oldByName, statuses)
+	for i := range containers {
+		c := &containers[i]
+		if isInit && initDone(pod, ps, c, statuses[c.Name]) {
+			continue
+		}
+		if !shouldContainerBeRestarted(c, pod, ps) {
+			continue
+		}
+		r, ok := g.reasons.get(pod.UID, c.Name)
+		if !ok {
+			continue
+		}
+		st := statuses[c.Name]
+		if st.State.Terminated != nil {
+			st.LastTerminationState = st.State
+		}
+		st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r.err.Error(), Message: r.message}}
+	}
+	out := make([]v1.ContainerStatus, 0, len(containers))
+	for i := range containers {
+		out = append(out, *statuses[containers[i].Name])
+	}
+	if !isInit {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	}
+	return out
+}
+
+func defaultStatuses(containers []v1.Container, old map[string]v1.ContainerStatus, hasInit bool) map[string]*v1.ContainerStatus {
+	reason := reasonContainerCreating
+	if hasInit {
+		reason = reasonPodInitializing
+	}
+	statuses := make(map[string]*v1.ContainerStatus, len(containers))
+	for _, c := range containers {
+		st := &v1.ContainerStatus{Name: c.Name, Image: c.Image,
+			State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason}}}
+		if o, ok := old[c.Name]; ok {
+			if o.State.Terminated != nil {
+				st = o.DeepCopy()
+			} else {
+				st.RestartCount = o.RestartCount
+				st.LastTerminationState = *o.LastTerminationState.DeepCopy()
+			}
+		}
+		statuses[c.Name] = st
+	}
+	return statuses
+}
+
+// markVanished infers a termination for containers that were running before but
+// that the runtime no longer reports, so the pod does not fall back to Pending.
+func markVanished(pod *v1.Pod, ps *types.PodStatus, containers []v1.Container, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus, hasInit bool) {
+	reason := reasonContainerCreating
+	if hasInit {
+		reason = reasonPodInitializing
+	}
+	for _, c := range containers {
+		if ps.FindContainerStatusByName(c.Name) != nil {
+			continue
+		}
+		o, ok := old[c.Name]
+		if !ok || o.State.Terminated != nil || o.State.Running == nil {
+			continue
+		}
+		st := statuses[c.Name]
+		if st.State.Waiting == nil || st.State.Waiting.Reason != reason || st.LastTerminationState.Terminated != nil {
+			continue
+		}
+		st.LastTerminationState.Terminated = &v1.ContainerStateTerminated{
+			Reason:   status.ContainerReasonStatusUnknown,
+			Message:  "The container could not be located when the pod was deleted.  The container used to be Running",
+			ExitCode: 137,
+		}
+		if pod.DeletionTimestamp == nil {
+			st.RestartCount++
+		}
+	}
+}
+
+// applyRuntimeStatuses sets the state from the newest runtime status of each
+// container and the last state from the one before it.
+func applyRuntimeStatuses(ps *types.PodStatus, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
+	sorted := append([]*types.ContainerStatus{}, ps.ContainerStatuses...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreatedAt.After(sorted[j].CreatedAt) })
+	seen := map[string]int{}
+	for _, cs := range sorted {
+		if _, ok := statuses[cs.Name]; !ok || seen[cs.Name] >= 2 {
+			continue
+		}
+		var oldPtr *v1.ContainerStatus
+		if o, ok := old[cs.Name]; ok {
+			oldPtr = &o
+		}
+		st := convertContainerStatus(cs, oldPtr)
+		if seen[cs.Name] == 0 {
+			statuses[cs.Name] = st
+		} else {
+			statuses[cs.Name].LastTerminationState = st.State
+		}
+		seen[cs.Name]++
+	}
+}
+
+// convertContainerStatus converts one runtime container status.
+func convertContainerStatus(cs *types.ContainerStatus, old *v1.ContainerStatus) *v1.ContainerStatus {
+	id := cs.ID.String()
+	st := &v1.ContainerStatus{
+		Name:         cs.Name,
+		RestartCount: int32(cs.RestartCount),
+		Image:        cs.Image,
+		ImageID:      cs.ImageRef,
+		ContainerID:  id,
+	}
+	if old != nil {
+		st.VolumeMounts = old.VolumeMounts
+	}
+	switch {
+	case cs.State == types.StateRunning:
+		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}
+	case cs.State == types.StateCreated:
+		st.State.Waiting = &v1.ContainerStateWaiting{}
+	case cs.State == types.StateExited:
+		st.State.Terminated = &v1.ContainerStateTerminated{
+			ExitCode:    int32(cs.ExitCode),
+			Reason:      cs.Reason,
+			Message:     cs.Message,
+			StartedAt:   metav1.NewTime(cs.StartedAt),
+			FinishedAt:  metav1.NewTime(cs.FinishedAt),
+			ContainerID: id,
+		}
+	case cs.State == types.StateUnknown && old != nil && old.State.Running != nil:
+		st.State.Terminated = &v1.ContainerStateTerminated{
+			Reason:   status.ContainerReasonStatusUnknown,
+			Message:  "The container could not be located when the pod was terminated",
+			ExitCode: 137,
+		}
+		st.RestartCount = old.RestartCount + 1
+	default:
+		st.State.Waiting = &v1.ContainerStateWaiting{}
+	}
+	return st
+}
+
+// initDone reports whether an init container is finished for good: it exited 0,
+// or its status is gone but regular containers were created (so it completed);
+// the latter also marks it Completed.
+func initDone(pod *v1.Pod, ps *types.PodStatus, c *v1.Container, st *v1.ContainerStatus) bool {
+	s := ps.FindContainerStatusByName(c.Name)
+	if s != nil && s.State == types.StateExited && s.ExitCode == 0 {
+		return true
+	}
+	if s == nil && !status.IsRestartableInitContainer(c) && anyRegularContainerCreated(pod, ps) && st.State.Waiting != nil {
+		st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			Reason:   "Completed",
+			Message:  "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally",
+			ExitCode: 0,
+		}}
+		return true
+	}
+	return false
+}
+
+func anyRegularContainerCreated(pod *v1.Pod, ps *types.PodStatus) bool {
+	for _, c := range pod.Spec.Containers {
+		if ps.FindContainerStatusByName(c.Name) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// sortPodIPs returns the first pod IP of the node IP's family and then the first
+// of the other family (upstream sortPodIPs); IPv4 is primary without a node IP.
+func sortPodIPs(nodeIP net.IP, ips []string) []string {
+	primaryV4 := nodeIP == nil || nodeIP.To4() != nil
+	var out []string
+	for _, wantV4 := range []bool{primaryV4, !primaryV4} {
+		for _, s := range ips {
+			ip := net.ParseIP(s)
+			if ip != nil && (ip.To4() != nil) == wantV4 {
+				out = append(out, ip.String())
+				break
+			}
+		}
+	}
+	return out
+}
+
+func isTerminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+func isKubeletCondition(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers:
+		return true
+	}
+	return false
+}
+
+func replaceOrAppendCondition(conds []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == c.Type {
+			conds[i] = c
+			return conds
+		}
+	}
+	return append(conds, c)
+}

@@ -1,0 +1,97 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+// The consumer-side interfaces of the pieces the kubelet drives. The concrete
+// types (*kuberuntime.Manager, *pleg.GenericPLEG, *prober.Manager,
+// *volumes.Manager, *dns.Configurer, *podsource.Source, *podworkers.PodWorkers)
+// satisfy them; the tests use fakes.
+
+// Runtime is the runtime manager. The kubelet does not call its Start: the
+// caller runs the manager's own loops (log rotation).
+type Runtime interface {
+	SyncPod(ctx context.Context, pod *v1.Pod, status *types.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) types.PodSyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, gracePeriodOverride *int64) error
+	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*types.PodStatus, error)
+	GetPods(ctx context.Context, all bool) ([]*types.Pod, error)
+	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
+	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
+}
+
+// PodSource delivers the pods of the configured sources. The caller runs it
+// (podsource.Source.Run); the kubelet only reads.
+type PodSource interface {
+	Updates() <-chan types.PodUpdate
+	SeenAllSources() bool
+}
+
+// PLEG reports container state changes; Kubelet.Run runs it.
+type PLEG interface {
+	Run(ctx context.Context)
+	Watch() <-chan *pleg.PodLifecycleEvent
+	Healthy() (bool, error)
+}
+
+// Prober runs the containers' probes.
+type Prober interface {
+	AddPod(ctx context.Context, pod *v1.Pod)
+	RemovePod(pod *v1.Pod)
+	CleanupPods(desired map[k8stypes.UID]struct{})
+	UpdatePodStatus(uid k8stypes.UID, status *v1.PodStatus)
+	LivenessUpdates() <-chan prober.Update
+	ReadinessUpdates() <-chan prober.Update
+	StartupUpdates() <-chan prober.Update
+}
+
+// VolumeManager sets up and tears down pod volumes.
+type VolumeManager interface {
+	MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]volumes.VolumeInfo, error)
+	UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
+	CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bool) error
+}
+
+// DNSConfigurer computes a pod's resolv.conf.
+type DNSConfigurer interface {
+	GetPodDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error)
+}
+
+// PodWorkers drives each pod through sync, terminating and terminated.
+type PodWorkers interface {
+	UpdatePod(opts podworkers.UpdatePodOptions)
+	SyncKnownPods(desired []*v1.Pod) map[k8stypes.UID]podworkers.PodWorkerSync
+	IsPodTerminationRequested(uid k8stypes.UID) bool
+	CouldHaveRunningContainers(uid k8stypes.UID) bool
+	ShouldPodContentBeRemoved(uid k8stypes.UID) bool
+	ShouldPodRuntimeBeRemoved(uid k8stypes.UID) bool
+	IsPodKnownTerminated(uid k8stypes.UID) bool
+	Stop()
+}
+
+// Recorder records an event about a pod. Its Eventf method makes it a
+// kuberuntime.EventRecorder too, so one recorder serves both.
+type Recorder func(pod *v1.Pod, eventType, reason, message string)
+
+// Eventf formats and records an event; a nil Recorder records nothing.
+func (r Recorder) Eventf(pod *v1.Pod, eventType, reason, format string, args ...any) {
+	if r == nil || pod == nil {
+		return
+	}
+	r(pod, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+var _ kuberuntime.EventRecorder = Recorder(nil)

@@ -1,0 +1,256 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+// runtimeDownPause is how long the sync loop waits while the runtime is down.
+const runtimeDownPause = time.Second
+
+// orphanGracePeriod is the grace period of runtime pods without a config.
+const orphanGracePeriod int64 = 1
+
+// syncLoop dispatches source updates, PLEG events, probe results and
+// housekeeping until ctx ends (upstream syncLoop/syncLoopIteration). While the
+// runtime is not ready nothing is dispatched.
+func (k *Kubelet) syncLoop(ctx context.Context) {
+	housekeeping := time.NewTicker(k.cfg.housekeeping)
+	defer housekeeping.Stop()
+	updates := k.deps.sources.Updates()
+	events := k.deps.pleg.Watch()
+	for {
+		k.lastLoop.Store(time.Now().UnixNano())
+		if err := k.state.runtimeError(); err != nil {
+			k.logger.Debug("Skipping pod synchronization", zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(runtimeDownPause):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				k.logger.Warn("The pod sources closed their update channel")
+				updates = nil
+				continue
+			}
+			k.handleSourceUpdate(u)
+		case e := <-events:
+			k.handlePLEGEvent(e)
+		case u := <-k.deps.prober.LivenessUpdates():
+			if u.Result == prober.Failure {
+				k.syncPodByUID(u.PodUID, "liveness probe failed")
+			}
+		case u := <-k.deps.prober.ReadinessUpdates():
+			k.status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == prober.Success)
+			k.syncPodByUID(u.PodUID, "readiness changed")
+		case u := <-k.deps.prober.StartupUpdates():
+			k.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == prober.Success)
+			k.syncPodByUID(u.PodUID, "startup changed")
+		case <-housekeeping.C:
+			if k.deps.sources.SeenAllSources() {
+				k.housekeeping(ctx)
+			}
+		}
+	}
+}
+
+// handleSourceUpdate applies a source update: removed pods are killed, new pods
+// admitted and started, changed pods updated.
+func (k *Kubelet) handleSourceUpdate(u types.PodUpdate) {
+	ch := k.pods.apply(u)
+	k.logger.Debug("Pod source update", zap.String("source", u.Source), zap.Stringer("op", u.Op),
+		zap.Int("adds", len(ch.adds)), zap.Int("updates", len(ch.updates)), zap.Int("removes", len(ch.removes)))
+	for _, p := range ch.removes {
+		if !k.pods.isAdmitted(p.UID) {
+			continue // rejected: it never ran
+		}
+		k.logger.Info("Pod removed by its source", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
+	}
+	for _, p := range ch.adds {
+		k.handleAdd(p)
+	}
+	for _, p := range ch.updates {
+		if !k.pods.isAdmitted(p.UID) {
+			continue // rejected pods stay rejected
+		}
+		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
+	}
+}
+
+// handleAdd admits a new pod and hands it to the pod workers, or rejects it.
+func (k *Kubelet) handleAdd(p *v1.Pod) {
+	if !k.workers.IsPodTerminationRequested(p.UID) {
+		if reason, msg, ok := k.canAdmit(p); !ok {
+			k.reject(p, reason, msg)
+			return
+		}
+	}
+	k.logger.Info("Pod added", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
+	k.pods.markAdmitted(p.UID)
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+}
+
+// canAdmit checks the node's pod capacity against the admitted active pods.
+func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
+	used := 0
+	for _, other := range k.pods.all() {
+		if other.UID != p.UID && k.pods.isAdmitted(other.UID) && !k.isPodInactive(other) {
+			used++
+		}
+	}
+	if used+1 > k.cfg.maxPods {
+		return eventOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
+			used, k.cfg.maxPods), false
+	}
+	return "", "", true
+}
+
+// reject marks the pod Failed without running it.
+func (k *Kubelet) reject(p *v1.Pod, reason, message string) {
+	k.logger.Warn("Pod rejected", zap.String("pod", podRef(p)), zap.String("reason", reason), zap.String("message", message))
+	k.recorder.Eventf(p, v1.EventTypeWarning, reason, "%s", message)
+	k.status.SetPodStatus(p, v1.PodStatus{
+		Phase:    v1.PodFailed,
+		Reason:   reason,
+		Message:  "Pod was rejected: " + message,
+		QOSClass: kuberuntime.GetPodQOS(p),
+	})
+}
+
+// isPodInactive reports whether the pod is done: known terminated by the
+// workers, or in a terminal phase and not being terminated.
+func (k *Kubelet) isPodInactive(p *v1.Pod) bool {
+	if k.workers.IsPodKnownTerminated(p.UID) {
+		return true
+	}
+	terminal := isTerminalPhase(p.Status.Phase)
+	if st, ok := k.status.GetPodStatus(p.UID); ok && isTerminalPhase(st.Phase) {
+		terminal = true
+	}
+	return terminal && !k.workers.IsPodTerminationRequested(p.UID)
+}
+
+// handlePLEGEvent syncs the pod a container event is about.
+func (k *Kubelet) handlePLEGEvent(e *pleg.PodLifecycleEvent) {
+	if e == nil || e.Type == pleg.ContainerRemoved {
+		return
+	}
+	k.syncPodByUID(e.ID, string(e.Type))
+}
+
+// syncPodByUID asks the pod workers to sync a desired pod.
+func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
+	p, ok := k.pods.get(uid)
+	if !ok {
+		k.logger.Debug("Ignoring an event for an unknown pod", zap.String("podUID", string(uid)), zap.String("event", why))
+		return
+	}
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+}
+
+// housekeeping reconciles the pod workers, probes, statuses, pod directories
+// and the runtime with the desired pods (upstream HandlePodCleanups):
+//  1. the workers forget terminated pods no longer desired;
+//  2. probes stop for pods that cannot be running; statuses and failure
+//     reasons of gone pods are dropped;
+//  3. directories (and volumes) of pods that are neither desired, known to the
+//     workers nor in the runtime are removed;
+//  4. desired, admitted, active pods the workers do not know are started;
+//  5. runtime pods the workers do not know are killed (1s grace).
+func (k *Kubelet) housekeeping(ctx context.Context) {
+	desired := k.pods.all()
+	working := k.workers.SyncKnownPods(desired)
+	if working == nil {
+		working = map[k8stypes.UID]podworkers.PodWorkerSync{}
+	}
+	running, err := k.deps.runtime.GetPods(ctx, false)
+	if err != nil {
+		if ctx.Err() == nil {
+			k.logger.Error("Housekeeping: listing runtime pods failed", zap.Error(err))
+		}
+		return
+	}
+	desiredUIDs := make(map[k8stypes.UID]bool, len(desired))
+	for _, p := range desired {
+		desiredUIDs[p.UID] = true
+	}
+	possiblyRunning := map[k8stypes.UID]struct{}{}
+	known := make(map[k8stypes.UID]bool, len(working)+len(desired))
+	for uid, w := range working {
+		known[uid] = true
+		if w.State == podworkers.SyncPod || w.State == podworkers.TerminatingPod {
+			possiblyRunning[uid] = struct{}{}
+		}
+	}
+	k.deps.prober.CleanupPods(possiblyRunning)
+	k.status.RemoveOrphanedStatuses(desiredUIDs)
+	active := map[k8stypes.UID]bool{}
+	for uid := range desiredUIDs {
+		known[uid], active[uid] = true, true
+	}
+	for uid := range working {
+		active[uid] = true
+	}
+	for _, rp := range running {
+		active[rp.ID] = true
+	}
+	k.reasons.retain(known)
+	k.pods.retainAdmitted()
+	if err := k.deps.volumes.CleanupOrphans(ctx, active); err != nil && ctx.Err() == nil {
+		k.logger.Error("Housekeeping: cleaning up orphaned pod directories failed", zap.Error(err))
+	}
+	k.restartUnknownPods(desired, working)
+	k.killOrphans(running, working)
+	k.syncer.backOff.GC()
+}
+
+// restartUnknownPods starts desired pods the workers forgot (UID reuse) and
+// records them in working.
+func (k *Kubelet) restartUnknownPods(desired []*v1.Pod, working map[k8stypes.UID]podworkers.PodWorkerSync) {
+	for _, p := range desired {
+		if _, ok := working[p.UID]; ok || !k.pods.isAdmitted(p.UID) || k.isPodInactive(p) {
+			continue
+		}
+		k.logger.Info("Restarting a desired pod the workers do not know", zap.String("pod", podRef(p)))
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+		working[p.UID] = podworkers.PodWorkerSync{State: podworkers.SyncPod, HasConfig: true, Static: types.IsStaticPod(p)}
+	}
+}
+
+// killOrphans terminates runtime pods that have no worker (no config).
+func (k *Kubelet) killOrphans(running []*types.Pod, working map[k8stypes.UID]podworkers.PodWorkerSync) {
+	for _, rp := range running {
+		if _, ok := working[rp.ID]; ok {
+			continue
+		}
+		grace := orphanGracePeriod
+		k.logger.Info("Killing an orphaned runtime pod", zap.String("pod", rp.Namespace+"/"+rp.Name),
+			zap.String("podUID", string(rp.ID)))
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{
+			UpdateType:     podworkers.SyncPodKill,
+			RunningPod:     rp,
+			KillPodOptions: &podworkers.KillPodOptions{PodTerminationGracePeriodSecondsOverride: &grace},
+		})
+	}
+}
+
+func podRef(p *v1.Pod) string { return p.Namespace + "/" + p.Name }

@@ -1,0 +1,319 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// describe renders worker updates as "type:uid" (RunningPod updates as
+// "kill-runtime:uid").
+func describe(us []podworkers.UpdatePodOptions) []string {
+	out := make([]string, 0, len(us))
+	for _, u := range us {
+		if u.RunningPod != nil {
+			out = append(out, "kill-runtime:"+string(u.RunningPod.ID))
+			continue
+		}
+		out = append(out, u.UpdateType.String()+":"+string(u.Pod.UID))
+	}
+	return out
+}
+
+func TestHandleSourceUpdate(t *testing.T) {
+	t.Parallel()
+	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
+	b2 := staticPod("b", "uid-b2", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
+	aChanged := staticPod("a", "uid-a", func(p *v1.Pod) { p.Labels = map[string]string{"v": "2"} })
+	for _, tc := range []struct {
+		desc   string
+		first  []*v1.Pod
+		second []*v1.Pod
+		want   []string
+	}{
+		{desc: "adds", second: []*v1.Pod{a, b}, want: []string{"create:uid-a", "create:uid-b"}},
+		{desc: "nothing changed", first: []*v1.Pod{a, b}, second: []*v1.Pod{a, b}, want: []string{}},
+		{desc: "removal kills", first: []*v1.Pod{a, b}, second: []*v1.Pod{a}, want: []string{"kill:uid-b"}},
+		{desc: "update", first: []*v1.Pod{a}, second: []*v1.Pod{aChanged}, want: []string{"update:uid-a"}},
+		{desc: "UID change kills the old pod first, then creates the new", first: []*v1.Pod{a, b}, second: []*v1.Pod{a, b2},
+			want: []string{"kill:uid-b", "create:uid-b2"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if tc.first != nil {
+				e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: tc.first})
+				e.workers.take()
+			}
+			e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: tc.second})
+			if got := describe(e.workers.take()); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("worker updates = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdmissionMaxPods(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *Options) { o.MaxPods = 2 })
+	pods := []*v1.Pod{staticPod("a", "uid-a"), staticPod("b", "uid-b"), staticPod("c", "uid-c")}
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: pods})
+	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-a,create:uid-b" {
+		t.Fatalf("worker updates = %v, want a and b created", got)
+	}
+	st, ok := e.k.status.GetPodStatus("uid-c")
+	if !ok || st.Phase != v1.PodFailed || st.Reason != eventOutOfPods {
+		t.Fatalf("rejected pod status = %+v", st)
+	}
+	if ev := e.events.all(); len(ev) != 1 || !strings.Contains(ev[0], "OutOfpods") || !strings.Contains(ev[0], "capacity: 2") {
+		t.Errorf("events = %v", ev)
+	}
+	// a finished pod frees its slot
+	e.workers.terminated = map[k8stypes.UID]bool{"uid-a": true}
+	d := staticPod("d", "uid-d")
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: append(pods, d)})
+	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-d" {
+		t.Errorf("worker updates = %v, want d created", got)
+	}
+	// the rejected pod is not restarted by housekeeping
+	e.k.housekeeping(context.Background())
+	for _, u := range describe(e.workers.take()) {
+		if strings.HasSuffix(u, "uid-c") {
+			t.Errorf("rejected pod restarted: %s", u)
+		}
+	}
+	// nor started by a change, nor killed by its removal
+	cChanged := staticPod("c", "uid-c", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{pods[0], pods[1], cChanged, d}})
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{pods[0], pods[1], d}})
+	if got := describe(e.workers.take()); len(got) != 0 {
+		t.Errorf("rejected pod reached the workers: %v", got)
+	}
+}
+
+func TestPLEGAndProbeEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := staticPod("a", "uid-a")
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}})
+	e.workers.take()
+	for _, tc := range []struct {
+		desc string
+		ev   *pleg.PodLifecycleEvent
+		want string
+	}{
+		{"container died syncs", &pleg.PodLifecycleEvent{ID: "uid-a", Type: pleg.ContainerDied, Data: "abc"}, "sync:uid-a"},
+		{"container started syncs", &pleg.PodLifecycleEvent{ID: "uid-a", Type: pleg.ContainerStarted}, "sync:uid-a"},
+		{"container removed is ignored", &pleg.PodLifecycleEvent{ID: "uid-a", Type: pleg.ContainerRemoved}, ""},
+		{"unknown pod is ignored", &pleg.PodLifecycleEvent{ID: "uid-x", Type: pleg.ContainerDied}, ""},
+	} {
+		e.k.handlePLEGEvent(tc.ev)
+		if got := strings.Join(describe(e.workers.take()), ","); got != tc.want {
+			t.Errorf("%s: updates = %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}
+
+// TestRunDispatchesAndStopsWithoutKilling runs the loop: updates from the
+// source, PLEG and the prober reach the workers; ctx end stops the workers
+// without killing pods.
+func TestRunDispatchesAndStopsWithoutKilling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.pleg.ran = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.k.Run(ctx) }()
+	<-e.pleg.ran
+
+	a := staticPod("a", "uid-a")
+	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}}
+	waitUntil(t, "create", func() bool { return len(e.k.Pods()) == 1 })
+	e.pleg.ch <- &pleg.PodLifecycleEvent{ID: "uid-a", Type: pleg.ContainerDied}
+	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Failure, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
+	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
+	e.prober.readiness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
+
+	var got []string
+	waitUntil(t, "dispatch", func() bool {
+		got = append(got, describe(e.workers.take())...)
+		return len(got) >= 4
+	})
+	if want := "create:uid-a,sync:uid-a,sync:uid-a,sync:uid-a"; strings.Join(got, ",") != want {
+		t.Errorf("updates = %v, want %s (a liveness success is no sync)", got, want)
+	}
+	if err := e.k.Healthz(); err != nil {
+		t.Errorf("Healthz = %v while running", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after ctx end")
+	}
+	if !e.workers.stopped {
+		t.Error("pod workers not stopped")
+	}
+	if kills := e.runtime.kills(); len(kills) != 0 {
+		t.Errorf("pods killed on exit: %d", len(kills))
+	}
+	if err := e.k.Run(context.Background()); err == nil {
+		t.Error("second Run succeeded")
+	}
+}
+
+func TestRunSkipsWhileRuntimeDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.runtime.statusErr = errors.New("connection refused")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.k.Run(ctx) }()
+	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{staticPod("a", "uid-a")}}
+	time.Sleep(100 * time.Millisecond)
+	if len(e.k.Pods()) != 0 {
+		t.Error("update dispatched while the runtime is down")
+	}
+	if err := e.k.Healthz(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Healthz = %v, want the runtime error", err)
+	}
+	cancel()
+	<-done
+}
+
+func TestHealthzPLEG(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	e.k.lastLoop.Store(time.Now().UnixNano())
+	e.pleg.healthy = false
+	if err := e.k.Healthz(); err == nil || !strings.Contains(err.Error(), "PLEG") {
+		t.Errorf("Healthz = %v, want a PLEG error", err)
+	}
+	e.pleg.healthy = true
+	if err := e.k.Healthz(); err != nil {
+		t.Errorf("Healthz = %v", err)
+	}
+	e.k.lastLoop.Store(time.Now().Add(-time.Hour).UnixNano())
+	if err := e.k.Healthz(); err == nil {
+		t.Error("Healthz ok with a stuck sync loop")
+	}
+}
+
+func TestHousekeeping(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
+	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}})
+	e.workers.take()
+	e.k.status.SetPodStatus(staticPod("gone", "uid-gone"), v1.PodStatus{Phase: v1.PodRunning})
+	e.k.reasons.update("uid-gone", types.PodSyncResult{SyncResults: []*types.SyncResult{
+		{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull}}})
+	// a is running in a worker; b was forgotten (UID reuse); "terminating" is
+	// still being killed; "orphan" is only in the runtime.
+	e.workers.known = map[k8stypes.UID]podworkers.PodWorkerSync{
+		"uid-a":           {State: podworkers.SyncPod, HasConfig: true},
+		"uid-terminating": {State: podworkers.TerminatingPod, HasConfig: true},
+		"uid-done":        {State: podworkers.TerminatedPod, HasConfig: true},
+	}
+	e.runtime.pods = []*types.Pod{
+		{ID: "uid-a", Name: "a", Namespace: "default"},
+		{ID: "uid-orphan", Name: "orphan", Namespace: "default"},
+	}
+	e.k.housekeeping(context.Background())
+
+	updates := e.workers.take()
+	if got := strings.Join(describe(updates), ","); got != "create:uid-b,kill-runtime:uid-orphan" {
+		t.Fatalf("updates = %s", got)
+	}
+	kill := updates[1]
+	if kill.UpdateType != podworkers.SyncPodKill || kill.KillPodOptions == nil ||
+		*kill.KillPodOptions.PodTerminationGracePeriodSecondsOverride != 1 {
+		t.Errorf("orphan kill = %+v, want SyncPodKill with a 1s grace", kill)
+	}
+	cleanup := e.prober.cleanup[len(e.prober.cleanup)-1]
+	if _, ok := cleanup["uid-a"]; !ok || len(cleanup) != 2 {
+		t.Errorf("probes kept for %v, want uid-a and uid-terminating", cleanup)
+	}
+	active := e.volumes.cleanups[len(e.volumes.cleanups)-1]
+	for _, uid := range []k8stypes.UID{"uid-a", "uid-b", "uid-terminating", "uid-done", "uid-orphan"} {
+		if !active[uid] {
+			t.Errorf("pod directory of %s not protected: %v", uid, active)
+		}
+	}
+	if active["uid-gone"] {
+		t.Error("gone pod protected")
+	}
+	if _, ok := e.k.status.GetPodStatus("uid-gone"); ok {
+		t.Error("orphaned status kept")
+	}
+	if _, ok := e.k.reasons.get("uid-gone", "c"); ok {
+		t.Error("orphaned failure reason kept")
+	}
+}
+
+func TestGarbageCollectUsesWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.k.garbageCollect(context.Background())
+	if e.runtime.gcCalls != 1 {
+		t.Errorf("GC calls = %d", e.runtime.gcCalls)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc string
+		mod  func(*Options)
+		want string
+	}{
+		{"no runtime", func(o *Options) { o.Runtime = nil }, "Runtime"},
+		{"no sources", func(o *Options) { o.Sources = nil }, "Sources"},
+		{"no PLEG", func(o *Options) { o.PLEG = nil }, "PLEG"},
+		{"no prober", func(o *Options) { o.Prober = nil }, "Prober"},
+		{"no volumes", func(o *Options) { o.Volumes = nil }, "Volumes"},
+		{"no DNS", func(o *Options) { o.DNS = nil }, "DNS"},
+		{"no cache without a workers factory", func(o *Options) { o.NewPodWorkers = nil }, "Cache"},
+		{"relative root", func(o *Options) { o.RootDir = "var/lib/kubelet" }, "absolute"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			opts := Options{RootDir: e.root, Runtime: e.runtime, Sources: e.source, PLEG: e.pleg, Prober: e.prober,
+				Volumes: e.volumes, DNS: fakeDNS{}, NewPodWorkers: func(podworkers.SyncFuncs) PodWorkers { return e.workers }}
+			tc.mod(&opts)
+			_, err := New(opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New error = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func ExampleNewRuntimeHelper() {
+	helper, err := NewRuntimeHelper(Options{RootDir: "/var/lib/kubelet", DNS: fakeDNS{}, ClusterDomain: "cluster.local"})
+	if err != nil {
+		panic(err)
+	}
+	// The runtime manager is built with this helper, then the kubelet with both:
+	//   rt, _ := kuberuntime.New(kuberuntime.Options{Helper: helper, ...})
+	//   kl, _ := kubelet.New(kubelet.Options{Helper: helper, Runtime: rt, ...})
+	fmt.Println(helper.GetPodDir("1234"))
+	// Output: /var/lib/kubelet/pods/1234
+}

@@ -1,0 +1,180 @@
+package kubelet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+const (
+	etcHostsPath      = "/etc/hosts"
+	etcHostsMountName = "k8s-managed-etc-hosts"
+)
+
+// ErrSubPathEscapes is returned (wrapped) when a volumeMount's subPath leads
+// outside its volume.
+var ErrSubPathEscapes = errors.New("subPath escapes the volume")
+
+// makeMounts returns the container's mounts: one per volumeMount (with subPath
+// resolved inside the volume), plus the managed /etc/hosts when the pod has an IP
+// or uses the host network and no volumeMount targets /etc/hosts.
+func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domain string, podIPs []string, envs []kuberuntime.EnvVar) ([]kuberuntime.Mount, error) {
+	mountHosts := len(podIPs) > 0 || pod.Spec.HostNetwork
+	mounts := make([]kuberuntime.Mount, 0, len(c.VolumeMounts)+1)
+	for _, vm := range c.VolumeMounts {
+		if filepath.Clean(vm.MountPath) == etcHostsPath {
+			mountHosts = false
+		}
+		m, err := h.volumeMount(pod, c, vm, envs)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, m)
+	}
+	if !mountHosts {
+		return mounts, nil
+	}
+	path := h.etcHostsPath(pod.UID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create pod directory: %w", err)
+	}
+	if err := h.writeHosts(path, pod, podIPs, hostname, domain); err != nil {
+		return nil, fmt.Errorf("write the pod's hosts file: %w", err)
+	}
+	return append(mounts, kuberuntime.Mount{
+		Name:           etcHostsMountName,
+		ContainerPath:  etcHostsPath,
+		HostPath:       path,
+		SELinuxRelabel: true,
+	}), nil
+}
+
+// volumeMount converts one volumeMount.
+func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, vm v1.VolumeMount, envs []kuberuntime.EnvVar) (kuberuntime.Mount, error) {
+	info, ok := h.vols.get(pod.UID, vm.Name)
+	if !ok {
+		return kuberuntime.Mount{}, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
+	}
+	hostPath := info.HostPath
+	sub, err := subPathOf(vm, envs)
+	if err != nil {
+		return kuberuntime.Mount{}, err
+	}
+	if sub != "" {
+		if hostPath, err = safeSubPath(info.HostPath, sub); err != nil {
+			return kuberuntime.Mount{}, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+		}
+	}
+	prop, err := translatePropagation(vm.MountPropagation)
+	if err != nil {
+		return kuberuntime.Mount{}, err
+	}
+	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
+		return kuberuntime.Mount{}, fmt.Errorf("volume %q requested recursive read-only mode, which is not supported", vm.Name)
+	}
+	containerPath := vm.MountPath
+	if !filepath.IsAbs(containerPath) {
+		containerPath = "/" + containerPath
+	}
+	return kuberuntime.Mount{
+		Name:           vm.Name,
+		ContainerPath:  containerPath,
+		HostPath:       hostPath,
+		ReadOnly:       vm.ReadOnly || info.ReadOnly,
+		SELinuxRelabel: info.Managed && h.vols.firstLabel(pod.UID, vm.Name),
+		Propagation:    prop,
+	}, nil
+}
+
+// subPathOf returns the mount's subPath (subPathExpr expanded with the
+// container's environment), checked to be relative and without "..".
+func subPathOf(vm v1.VolumeMount, envs []kuberuntime.EnvVar) (string, error) {
+	sub := vm.SubPath
+	if vm.SubPathExpr != "" {
+		env := newOrderedEnv()
+		for _, e := range envs {
+			env.set(e.Name, e.Value)
+		}
+		sub = expandEnv(vm.SubPathExpr, env.lookup)
+	}
+	if sub == "" {
+		return "", nil
+	}
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("subPath %q must not be an absolute path", sub)
+	}
+	for _, part := range strings.Split(sub, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+		}
+	}
+	return sub, nil
+}
+
+// safeSubPath walks sub below the volume root, creating missing directories
+// (with the root's mode) and following symlinks only while they stay inside the
+// volume; it returns the resolved host path. A concurrent change of the volume
+// between this check and the container start is not guarded against (upstream
+// pins the path with a bind mount).
+func safeSubPath(root, sub string) (string, error) {
+	rootReal, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("resolve volume path: %w", err)
+	}
+	fi, err := os.Stat(rootReal)
+	if err != nil {
+		return "", fmt.Errorf("volume path: %w", err)
+	}
+	cur := rootReal
+	for _, part := range strings.Split(filepath.Clean(sub), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		next := filepath.Join(cur, part)
+		st, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.Mkdir(next, fi.Mode().Perm()); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", fmt.Errorf("create subPath directory: %w", err)
+			}
+		case err != nil:
+			return "", fmt.Errorf("subPath: %w", err)
+		case st.Mode()&os.ModeSymlink != 0:
+			real, err := filepath.EvalSymlinks(next)
+			if err != nil {
+				return "", fmt.Errorf("subPath %q: %w", sub, err)
+			}
+			if !within(rootReal, real) {
+				return "", fmt.Errorf("subPath %q: %w", sub, ErrSubPathEscapes)
+			}
+			next = real
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// translatePropagation maps the API mount propagation (nil = private).
+func translatePropagation(mode *v1.MountPropagationMode) (runtimeapi.MountPropagation, error) {
+	switch {
+	case mode == nil, *mode == v1.MountPropagationNone:
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
+	case *mode == v1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, nil
+	case *mode == v1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL, nil
+	}
+	return 0, fmt.Errorf("invalid MountPropagation mode: %q", *mode)
+}

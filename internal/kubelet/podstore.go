@@ -1,0 +1,193 @@
+package kubelet
+
+import (
+	"maps"
+	"reflect"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// podChanges is what one source update changed.
+type podChanges struct {
+	adds, updates, removes []*v1.Pod
+}
+
+// podStore holds the pods the sources want, by source and by UID (upstream's
+// pod config merging plus the pod manager).
+type podStore struct {
+	mu       sync.RWMutex
+	bySource map[string]map[k8stypes.UID]*v1.Pod
+	byUID    map[k8stypes.UID]*v1.Pod
+	// admitted holds the pods handed to the pod workers (not rejected). Entries
+	// outlive the pod's removal (so the removal can be handled) until
+	// retainAdmitted prunes them.
+	admitted map[k8stypes.UID]bool
+}
+
+func newPodStore() *podStore {
+	return &podStore{
+		bySource: map[string]map[k8stypes.UID]*v1.Pod{},
+		byUID:    map[k8stypes.UID]*v1.Pod{},
+		admitted: map[k8stypes.UID]bool{},
+	}
+}
+
+// apply merges a source update and returns the changes. A SET is diffed against
+// what the source sent before; a pod whose UID is new is added, one whose UID is
+// gone is removed, and one whose content changed is updated.
+func (s *podStore) apply(u types.PodUpdate) podChanges {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	current := s.bySource[u.Source]
+	if current == nil {
+		current = map[k8stypes.UID]*v1.Pod{}
+		s.bySource[u.Source] = current
+	}
+	var ch podChanges
+	switch u.Op {
+	case types.SET:
+		seen := map[k8stypes.UID]bool{}
+		for _, p := range u.Pods {
+			seen[p.UID] = true
+			s.upsert(current, p, &ch)
+		}
+		for uid, p := range current {
+			if !seen[uid] {
+				s.delete(current, uid)
+				ch.removes = append(ch.removes, p)
+			}
+		}
+	case types.ADD, types.UPDATE:
+		for _, p := range u.Pods {
+			s.upsert(current, p, &ch)
+		}
+	case types.REMOVE:
+		for _, p := range u.Pods {
+			if old, ok := current[p.UID]; ok {
+				s.delete(current, p.UID)
+				ch.removes = append(ch.removes, old)
+			}
+		}
+	}
+	sortByCreation(ch.adds)
+	sortByCreation(ch.removes)
+	return ch
+}
+
+// upsert stores p, recording an add or, when the content changed, an update.
+func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podChanges) {
+	old, ok := current[p.UID]
+	if !ok {
+		current[p.UID] = p
+		s.byUID[p.UID] = p
+		ch.adds = append(ch.adds, p)
+		return
+	}
+	if !podsDiffer(old, p) {
+		return
+	}
+	p = p.DeepCopy()
+	if seen, ok := old.Annotations[types.ConfigFirstSeenAnnotationKey]; ok {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[types.ConfigFirstSeenAnnotationKey] = seen
+	}
+	current[p.UID] = p
+	s.byUID[p.UID] = p
+	ch.updates = append(ch.updates, p)
+}
+
+func (s *podStore) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
+	delete(current, uid)
+	for _, pods := range s.bySource {
+		if _, ok := pods[uid]; ok {
+			return // another source still has it
+		}
+	}
+	delete(s.byUID, uid)
+}
+
+// markAdmitted records that the pod was handed to the pod workers.
+func (s *podStore) markAdmitted(uid k8stypes.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byUID[uid]; ok {
+		s.admitted[uid] = true
+	}
+}
+
+// retainAdmitted forgets the admission of pods no longer stored.
+func (s *podStore) retainAdmitted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid := range s.admitted {
+		if _, ok := s.byUID[uid]; !ok {
+			delete(s.admitted, uid)
+		}
+	}
+}
+
+func (s *podStore) isAdmitted(uid k8stypes.UID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.admitted[uid]
+}
+
+// get returns the pod with the UID.
+func (s *podStore) get(uid k8stypes.UID) (*v1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.byUID[uid]
+	return p, ok
+}
+
+// all returns every desired pod, oldest first.
+func (s *podStore) all() []*v1.Pod {
+	s.mu.RLock()
+	pods := make([]*v1.Pod, 0, len(s.byUID))
+	for _, p := range s.byUID {
+		pods = append(pods, p)
+	}
+	s.mu.RUnlock()
+	sortByCreation(pods)
+	return pods
+}
+
+// podsDiffer reports whether a source changed a pod in a way the kubelet acts on:
+// spec, labels, annotations (but the first-seen time), deletion fields.
+func podsDiffer(a, b *v1.Pod) bool {
+	if !reflect.DeepEqual(a.Spec, b.Spec) || !maps.Equal(a.Labels, b.Labels) {
+		return true
+	}
+	if !reflect.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
+		!reflect.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) {
+		return true
+	}
+	return !maps.Equal(withoutSeen(a.Annotations), withoutSeen(b.Annotations))
+}
+
+func withoutSeen(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if k != types.ConfigFirstSeenAnnotationKey {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func sortByCreation(pods []*v1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i].CreationTimestamp, pods[j].CreationTimestamp
+		if a.Equal(&b) {
+			return pods[i].Namespace+"/"+pods[i].Name < pods[j].Namespace+"/"+pods[j].Name
+		}
+		return a.Before(&b)
+	})
+}

@@ -1,0 +1,148 @@
+package kubelet
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+func uids(pods []*v1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, string(p.UID))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPodStoreApply(t *testing.T) {
+	t.Parallel()
+	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
+	bImage := staticPod("b", "uid-b", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
+	bSeen := staticPod("b", "uid-b", func(p *v1.Pod) { p.Annotations[types.ConfigFirstSeenAnnotationKey] = "later" })
+	bNewUID := staticPod("b", "uid-b2", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
+	fromHTTP := staticPod("h", "uid-h")
+	for _, tc := range []struct {
+		desc                   string
+		first                  []types.PodUpdate
+		update                 types.PodUpdate
+		adds, updates, removes []string
+		all                    []string
+	}{
+		{
+			desc:   "first SET adds everything",
+			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}},
+			adds:   []string{"uid-a", "uid-b"}, all: []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:   "same SET again changes nothing",
+			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}},
+			all:    []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:    "a pod missing from the SET is removed",
+			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}},
+			removes: []string{"uid-b"}, all: []string{"uid-a"},
+		},
+		{
+			desc:    "changed spec with the same UID is an update",
+			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bImage}},
+			updates: []string{"uid-b"}, all: []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:   "a new first-seen annotation alone is no update",
+			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bSeen}},
+			all:    []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:   "changed manifest with a new UID is remove plus add",
+			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bNewUID}},
+			adds:   []string{"uid-b2"}, removes: []string{"uid-b"}, all: []string{"uid-a", "uid-b2"},
+		},
+		{
+			desc:   "sources are diffed separately",
+			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}}},
+			update: types.PodUpdate{Op: types.SET, Source: types.HTTPSource, Pods: []*v1.Pod{fromHTTP}},
+			adds:   []string{"uid-h"}, all: []string{"uid-a", "uid-h"},
+		},
+		{
+			desc:    "empty SET removes everything of the source",
+			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource},
+			removes: []string{"uid-a", "uid-b"}, all: []string{},
+		},
+		{
+			desc:    "ADD then REMOVE ops",
+			first:   []types.PodUpdate{{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  types.PodUpdate{Op: types.REMOVE, Source: types.FileSource, Pods: []*v1.Pod{a}},
+			removes: []string{"uid-a"}, all: []string{"uid-b"},
+		},
+		{
+			desc:    "UPDATE op with a change",
+			first:   []types.PodUpdate{{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{b}}},
+			update:  types.PodUpdate{Op: types.UPDATE, Source: types.FileSource, Pods: []*v1.Pod{bImage}},
+			updates: []string{"uid-b"}, all: []string{"uid-b"},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			s := newPodStore()
+			for _, u := range tc.first {
+				s.apply(u)
+			}
+			ch := s.apply(tc.update)
+			for _, check := range []struct {
+				name      string
+				got, want []string
+			}{
+				{"adds", uids(ch.adds), tc.adds},
+				{"updates", uids(ch.updates), tc.updates},
+				{"removes", uids(ch.removes), tc.removes},
+				{"all", uids(s.all()), tc.all},
+			} {
+				if !slices.Equal(check.got, check.want) {
+					t.Errorf("%s = %v, want %v", check.name, check.got, check.want)
+				}
+			}
+		})
+	}
+}
+
+func TestPodStoreKeepsFirstSeenOnUpdate(t *testing.T) {
+	t.Parallel()
+	s := newPodStore()
+	a := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[types.ConfigFirstSeenAnnotationKey] = "first" })
+	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}})
+	s.markAdmitted(a.UID)
+	changed := staticPod("a", "uid-a", func(p *v1.Pod) {
+		p.Annotations[types.ConfigFirstSeenAnnotationKey] = "second"
+		p.Labels = map[string]string{"x": "y"}
+	})
+	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{changed}})
+	if len(ch.updates) != 1 || ch.updates[0].Annotations[types.ConfigFirstSeenAnnotationKey] != "first" {
+		t.Fatalf("updates = %+v, want one keeping the first-seen time", ch.updates)
+	}
+	if !s.isAdmitted(a.UID) {
+		t.Error("update forgot admission")
+	}
+	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource})
+	if !s.isAdmitted(a.UID) {
+		t.Error("removed pod's admission forgotten before its removal was handled")
+	}
+	s.retainAdmitted()
+	if s.isAdmitted(a.UID) {
+		t.Error("removed pod still admitted after retainAdmitted")
+	}
+	if _, ok := s.get(k8stypes.UID("uid-a")); ok {
+		t.Error("removed pod still stored")
+	}
+}

@@ -1,0 +1,69 @@
+package kubelet
+
+import (
+	"sync"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// reason is why a container could not be started by the last sync: the
+// upstream reason error (ErrImagePull, CrashLoopBackOff, ...) and its message.
+type reason struct {
+	err     error
+	message string
+}
+
+// reasonCache remembers, per pod and container, why the last start failed; the
+// status generator turns it into the container's waiting reason (upstream's
+// ReasonCache).
+type reasonCache struct {
+	mu sync.Mutex
+	m  map[k8stypes.UID]map[string]reason
+}
+
+func newReasonCache() *reasonCache {
+	return &reasonCache{m: map[k8stypes.UID]map[string]reason{}}
+}
+
+// update records the StartContainer results of one sync: a failure is remembered,
+// a success forgets the container's previous failure.
+func (c *reasonCache) update(uid k8stypes.UID, result types.PodSyncResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range result.SyncResults {
+		if r == nil || r.Action != types.StartContainer {
+			continue
+		}
+		if r.Error == nil {
+			delete(c.m[uid], r.Target)
+			continue
+		}
+		if c.m[uid] == nil {
+			c.m[uid] = map[string]reason{}
+		}
+		c.m[uid][r.Target] = reason{err: r.Error, message: r.Message}
+	}
+	if len(c.m[uid]) == 0 {
+		delete(c.m, uid)
+	}
+}
+
+func (c *reasonCache) get(uid k8stypes.UID, name string) (reason, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[uid][name]
+	return r, ok
+}
+
+// retain forgets every pod not in keep.
+func (c *reasonCache) retain(keep map[k8stypes.UID]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid := range c.m {
+		if !keep[uid] {
+			delete(c.m, uid)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package status
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+func readyStatus(name string, ready bool) v1.ContainerStatus {
+	cs := running(name, "")
+	cs.Ready = ready
+	return cs
+}
+
+func TestGenerateContainersAndPodReady(t *testing.T) {
+	t.Parallel()
+	always := v1.ContainerRestartPolicyAlways
+	for _, tc := range []struct {
+		desc       string
+		sidecar    bool
+		gates      []v1.PodReadinessGate
+		conditions []v1.PodCondition
+		statuses   []v1.ContainerStatus
+		phase      v1.PodPhase
+		wantCR     v1.ConditionStatus
+		wantReason string
+		wantReady  v1.ConditionStatus
+	}{
+		{desc: "nil statuses", statuses: nil, phase: v1.PodPending, wantCR: v1.ConditionFalse, wantReason: UnknownContainerStatuses, wantReady: v1.ConditionFalse},
+		{desc: "all ready", statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionTrue},
+		{desc: "one unready", statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", false)}, phase: v1.PodRunning, wantCR: v1.ConditionFalse, wantReason: ContainersNotReady, wantReady: v1.ConditionFalse},
+		{desc: "one unknown", statuses: []v1.ContainerStatus{readyStatus("a", true)}, phase: v1.PodRunning, wantCR: v1.ConditionFalse, wantReason: ContainersNotReady, wantReady: v1.ConditionFalse},
+		{desc: "succeeded", statuses: []v1.ContainerStatus{terminated("a", 0), terminated("b", 0)}, phase: v1.PodSucceeded, wantCR: v1.ConditionFalse, wantReason: PodCompleted, wantReady: v1.ConditionFalse},
+		{desc: "failed", statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodFailed, wantCR: v1.ConditionFalse, wantReason: PodFailed, wantReady: v1.ConditionFalse},
+		{desc: "sidecar unready", sidecar: true, statuses: []v1.ContainerStatus{readyStatus("s", false), readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionFalse, wantReason: ContainersNotReady, wantReady: v1.ConditionFalse},
+		{desc: "readiness gate missing", gates: []v1.PodReadinessGate{{ConditionType: "x"}}, statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionFalse},
+		{desc: "readiness gate true", gates: []v1.PodReadinessGate{{ConditionType: "x"}}, conditions: []v1.PodCondition{{Type: "x", Status: v1.ConditionTrue}}, statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionTrue},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(v1.RestartPolicyAlways, true)
+			pod.Spec.ReadinessGates = tc.gates
+			if tc.sidecar {
+				pod.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: &always}}
+			}
+			cr := GenerateContainersReadyCondition(pod, tc.statuses, tc.phase)
+			if cr.Status != tc.wantCR || cr.Reason != tc.wantReason {
+				t.Errorf("ContainersReady = %s/%s (%s), want %s/%s", cr.Status, cr.Reason, cr.Message, tc.wantCR, tc.wantReason)
+			}
+			r := GeneratePodReadyCondition(pod, tc.conditions, tc.statuses, tc.phase)
+			if r.Status != tc.wantReady {
+				t.Errorf("Ready = %s (%s: %s), want %s", r.Status, r.Reason, r.Message, tc.wantReady)
+			}
+		})
+	}
+}
+
+func TestGeneratePodInitializedCondition(t *testing.T) {
+	t.Parallel()
+	always := v1.ContainerRestartPolicyAlways
+	started := true
+	doneInit := terminated("i", 0)
+	doneInit.Ready = true
+	startedSidecar := running("s", "")
+	startedSidecar.Started = &started
+	for _, tc := range []struct {
+		desc     string
+		init     []v1.Container
+		statuses []v1.ContainerStatus
+		phase    v1.PodPhase
+		want     v1.ConditionStatus
+		reason   string
+	}{
+		{desc: "no init containers", want: v1.ConditionTrue, statuses: []v1.ContainerStatus{}},
+		{desc: "unknown statuses", init: []v1.Container{{Name: "i"}}, want: v1.ConditionFalse, reason: UnknownContainerStatuses},
+		{desc: "init running", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{running("i", "")}, want: v1.ConditionFalse, reason: ContainersNotInitialized},
+		{desc: "init done", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{doneInit}, want: v1.ConditionTrue},
+		{desc: "sidecar not started", init: []v1.Container{{Name: "s", RestartPolicy: &always}}, statuses: []v1.ContainerStatus{running("s", "")}, want: v1.ConditionFalse, reason: ContainersNotInitialized},
+		{desc: "sidecar started", init: []v1.Container{{Name: "s", RestartPolicy: &always}}, statuses: []v1.ContainerStatus{startedSidecar}, want: v1.ConditionTrue},
+		{desc: "regular container started means initialized", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{running("i", ""), running("a", "")}, want: v1.ConditionTrue},
+		{desc: "succeeded", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{terminated("i", 0)}, phase: v1.PodSucceeded, want: v1.ConditionTrue, reason: PodCompleted},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(v1.RestartPolicyAlways, true)
+			pod.Spec.InitContainers = tc.init
+			c := GeneratePodInitializedCondition(pod, tc.statuses, tc.phase)
+			if c.Status != tc.want || c.Reason != tc.reason {
+				t.Errorf("Initialized = %s/%s (%s), want %s/%s", c.Status, c.Reason, c.Message, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+func sandbox(state runtimeapi.PodSandboxState, ip string, hostNet bool) *runtimeapi.PodSandboxStatus {
+	mode := runtimeapi.NamespaceMode_POD
+	if hostNet {
+		mode = runtimeapi.NamespaceMode_NODE
+	}
+	return &runtimeapi.PodSandboxStatus{
+		State:   state,
+		Network: &runtimeapi.PodSandboxNetworkStatus{Ip: ip},
+		Linux:   &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: mode}}},
+	}
+}
+
+func TestGeneratePodReadyToStartContainersCondition(t *testing.T) {
+	t.Parallel()
+	ready, notReady := runtimeapi.PodSandboxState_SANDBOX_READY, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	for _, tc := range []struct {
+		desc      string
+		hostNet   bool
+		sandboxes []*runtimeapi.PodSandboxStatus
+		want      v1.ConditionStatus
+	}{
+		{desc: "no sandbox", want: v1.ConditionFalse},
+		{desc: "ready with IP", sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(ready, "10.0.0.2", false)}, want: v1.ConditionTrue},
+		{desc: "ready without IP", sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(ready, "", false)}, want: v1.ConditionFalse},
+		{desc: "host network without IP", hostNet: true, sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(ready, "", true)}, want: v1.ConditionTrue},
+		{desc: "network mode changed", hostNet: true, sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(ready, "10.0.0.2", false)}, want: v1.ConditionFalse},
+		{desc: "newest not ready", sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(notReady, "10.0.0.2", false), sandbox(ready, "10.0.0.3", false)}, want: v1.ConditionFalse},
+		{desc: "two ready", sandboxes: []*runtimeapi.PodSandboxStatus{sandbox(ready, "10.0.0.2", false), sandbox(ready, "10.0.0.3", false)}, want: v1.ConditionFalse},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(v1.RestartPolicyAlways, true)
+			pod.Spec.HostNetwork = tc.hostNet
+			c := GeneratePodReadyToStartContainersCondition(pod, &types.PodStatus{SandboxStatuses: tc.sandboxes})
+			if c.Status != tc.want || c.Type != v1.PodReadyToStartContainers {
+				t.Errorf("condition = %+v, want %s", c, tc.want)
+			}
+		})
+	}
+}

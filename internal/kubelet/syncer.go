@@ -1,0 +1,189 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// Event reasons the kubelet records itself (upstream values); the runtime
+// manager records the container ones (Failed, BackOff, Killing, ...).
+const (
+	eventFailedMount     = "FailedMount"
+	eventNetworkNotReady = "NetworkNotReady"
+	eventFailedKillPod   = "FailedKillPod"
+	eventOutOfPods       = "OutOfpods"
+	networkNotReadyMsg   = "network is not ready"
+)
+
+// podSyncer implements podworkers.SyncFuncs: the steps the pod workers run for
+// each pod (upstream SyncPod, SyncTerminatingPod, SyncTerminatedPod).
+type podSyncer struct {
+	runtime  Runtime
+	volumes  VolumeManager
+	prober   Prober
+	status   *status.Manager
+	helper   *RuntimeHelper
+	gen      *statusGenerator
+	reasons  *reasonCache
+	state    *runtimeState
+	recorder Recorder
+	backOff  *flowcontrol.Backoff
+	logger   *zap.Logger
+
+	// probeCtx is the kubelet's run context: probe workers outlive a single sync.
+	mu       sync.Mutex
+	probeCtx context.Context
+}
+
+var _ podworkers.SyncFuncs = (*podSyncer)(nil)
+
+// setProbeContext sets the context probe workers run under (Run's ctx).
+func (s *podSyncer) setProbeContext(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probeCtx = ctx
+}
+
+func (s *podSyncer) probeContext(fallback context.Context) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.probeCtx == nil {
+		return fallback
+	}
+	return s.probeCtx
+}
+
+// SyncPod makes the pod run as specified:
+//  1. compute the API status and store it; a terminal pod stops here;
+//  2. refuse pods off the host network while the network is not ready;
+//  3. create the pod directories and set up the volumes (FailedMount event);
+//  4. start the probe workers;
+//  5. let the runtime manager create the sandbox and (re)start containers with
+//     the crash-loop back-off, remembering why containers failed to start.
+//
+// Only failures other than back-offs are returned, so a container in back-off is
+// retried at the next resync rather than after the error back-off.
+func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, ps *types.PodStatus) (bool, error) {
+	if ps == nil {
+		ps = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	apiStatus := s.gen.generate(pod, ps, false)
+	s.status.SetPodStatus(pod, apiStatus)
+	if isTerminalPhase(apiStatus.Phase) {
+		return true, nil
+	}
+	if err := s.state.networkError(); err != nil && !pod.Spec.HostNetwork {
+		s.recorder.Eventf(pod, v1.EventTypeWarning, eventNetworkNotReady, "%s: %v", networkNotReadyMsg, err)
+		return false, fmt.Errorf("%s: %w", networkNotReadyMsg, err)
+	}
+	if err := s.makePodDirs(pod.UID); err != nil {
+		return false, err
+	}
+	infos, err := s.volumes.MountVolumes(ctx, pod)
+	if err != nil {
+		s.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedMount, "Unable to attach or mount volumes: %v", err)
+		return false, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	s.helper.setVolumes(pod.UID, infos)
+	s.prober.AddPod(s.probeContext(ctx), pod)
+
+	result := s.runtime.SyncPod(ctx, pod, ps, nil, s.backOff)
+	s.reasons.update(pod.UID, result)
+	err = result.Error()
+	if err == nil {
+		return false, nil
+	}
+	if result.SyncError != nil {
+		return false, err
+	}
+	for _, r := range result.SyncResults {
+		if r.Error != nil && !errors.Is(r.Error, types.ErrCrashLoopBackOff) && !errors.Is(r.Error, types.ErrImagePullBackOff) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// SyncTerminatingPod stops the probes and every container of the pod within
+// gracePeriod, checks that nothing runs any more and stores the status with the
+// containers terminated.
+func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *types.PodStatus, gracePeriod *int64) error {
+	orphan := isPlaceholder(pod)
+	if !orphan {
+		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, false))
+	}
+	s.prober.RemovePod(pod)
+	if err := s.runtime.KillPod(ctx, pod, nil, gracePeriod); err != nil {
+		s.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedKillPod, "error killing pod: %v", err)
+		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	stopped, err := s.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return fmt.Errorf("status of killed pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if len(stopped.IPs) == 0 && ps != nil {
+		stopped.IPs = ps.IPs
+	}
+	var running []string
+	for _, c := range stopped.ContainerStatuses {
+		if c.State == types.StateRunning {
+			running = append(running, c.Name)
+		}
+	}
+	if len(running) > 0 {
+		return fmt.Errorf("detected running containers %v of pod %s/%s after a successful KillPod", running, pod.Namespace, pod.Name)
+	}
+	if !orphan {
+		s.status.SetPodStatus(pod, s.gen.generate(pod, stopped, true))
+	}
+	return nil
+}
+
+// SyncTerminatedPod releases what the stopped pod holds: its volumes are torn
+// down and its status becomes final (containers without a terminated state are
+// marked ContainerStatusUnknown). The pod directory itself is removed by
+// housekeeping once the pod is no longer desired.
+func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *types.PodStatus) error {
+	orphan := isPlaceholder(pod)
+	if !orphan {
+		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, true))
+	}
+	if err := s.volumes.UnmountVolumes(ctx, pod.UID); err != nil {
+		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	s.helper.forgetVolumes(pod.UID)
+	if !orphan {
+		s.status.TerminatePod(pod)
+	}
+	return nil
+}
+
+// makePodDirs creates the pod's directory and its volumes and plugins dirs.
+func (s *podSyncer) makePodDirs(uid k8stypes.UID) error {
+	dir := s.helper.GetPodDir(uid)
+	for _, d := range []string{dir, filepath.Join(dir, "volumes"), filepath.Join(dir, "plugins")} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("create pod directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// isPlaceholder reports whether pod only stands for an orphaned runtime pod
+// (the pod workers build one without a spec).
+func isPlaceholder(pod *v1.Pod) bool {
+	return len(pod.Spec.Containers) == 0 && len(pod.Spec.InitContainers) == 0
+}

@@ -1,0 +1,302 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+func runningStatus(pod *v1.Pod, ip string) *types.PodStatus {
+	return &types.PodStatus{
+		ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, IPs: []string{ip},
+		SandboxStatuses: []*runtimeapi.PodSandboxStatus{{
+			Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY,
+			Network: &runtimeapi.PodSandboxNetworkStatus{Ip: ip},
+		}},
+		ContainerStatuses: []*types.ContainerStatus{{
+			ID: types.ContainerID{Type: "docker", ID: "c1"}, Name: "c", State: types.StateRunning,
+			StartedAt: time.Unix(1000, 0), CreatedAt: time.Unix(999, 0), Image: "busybox", ImageRef: "docker-pullable://busybox@sha256:1",
+		}},
+	}
+}
+
+func TestSyncPodRunsThePod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.k.syncer.setProbeContext(runCtx)
+	pod := staticPod("web", "uid-web", func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	})
+	ps := runningStatus(pod, "10.1.0.5")
+
+	terminal, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, ps)
+	if err != nil || terminal {
+		t.Fatalf("SyncPod = %v, %v", terminal, err)
+	}
+	for _, d := range []string{"", "volumes", "plugins"} {
+		if _, err := os.Stat(filepath.Join(e.root, "pods", "uid-web", d)); err != nil {
+			t.Errorf("pod directory %q: %v", d, err)
+		}
+	}
+	if len(e.volumes.mounted) != 1 {
+		t.Errorf("volumes mounted %d times", len(e.volumes.mounted))
+	}
+	if _, ok := e.k.helper.vols.get(pod.UID, "data"); !ok {
+		t.Error("volume info not handed to the runtime helper")
+	}
+	if len(e.prober.added) != 1 || e.prober.addCtx != runCtx {
+		t.Error("probes not started under the run context")
+	}
+	syncs := e.runtime.syncs()
+	if len(syncs) != 1 || syncs[0].status != ps || syncs[0].backOff != e.k.syncer.backOff || syncs[0].backOff == nil {
+		t.Fatalf("runtime SyncPod calls = %+v, want one with the status and the crash-loop back-off", syncs)
+	}
+	st, ok := e.k.status.GetPodStatus(pod.UID)
+	if !ok || st.Phase != v1.PodRunning || st.PodIP != "10.1.0.5" || st.HostIP != "192.168.1.10" {
+		t.Fatalf("status = %+v", st)
+	}
+	if st.StartTime == nil {
+		t.Error("no start time")
+	}
+}
+
+func TestSyncPodTerminalPhaseStops(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	pod := staticPod("job", "uid-job", func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever })
+	ps := runningStatus(pod, "10.1.0.6")
+	ps.ContainerStatuses[0].State, ps.ContainerStatuses[0].ExitCode = types.StateExited, 0
+	terminal, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps)
+	if err != nil || !terminal {
+		t.Fatalf("SyncPod = %v, %v; want terminal", terminal, err)
+	}
+	if len(e.runtime.syncs()) != 0 || len(e.volumes.mounted) != 0 {
+		t.Error("a terminal pod was synced")
+	}
+	if st, _ := e.k.status.GetPodStatus(pod.UID); st.Phase != v1.PodSucceeded {
+		t.Errorf("phase = %s", st.Phase)
+	}
+}
+
+func TestSyncPodErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc      string
+		mod       func(e *env, p *v1.Pod)
+		wantErr   string
+		wantEvent string
+		wantSync  bool
+	}{
+		{
+			desc: "mount failure",
+			mod: func(e *env, _ *v1.Pod) {
+				e.volumes.mountErr = errors.New("configMap volume \"cfg\" needs an API server")
+			},
+			wantErr: "mount volumes", wantEvent: "Warning FailedMount: Unable to attach or mount volumes",
+		},
+		{
+			desc: "network not ready",
+			mod: func(e *env, _ *v1.Pod) {
+				e.runtime.notReady = true
+				e.ready()
+			},
+			wantErr: networkNotReadyMsg, wantEvent: "Warning NetworkNotReady",
+		},
+		{
+			desc: "network not ready is fine on the host network",
+			mod: func(e *env, p *v1.Pod) {
+				e.runtime.notReady = true
+				e.ready()
+				p.Spec.HostNetwork = true
+			},
+			wantSync: true,
+		},
+		{
+			desc: "crash-loop back-off only is no error",
+			mod: func(e *env, _ *v1.Pod) {
+				e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
+					{Action: types.StartContainer, Target: "c", Error: types.ErrCrashLoopBackOff, Message: "back-off 10s"}}}
+			},
+			wantSync: true,
+		},
+		{
+			desc: "image pull failure is an error",
+			mod: func(e *env, _ *v1.Pod) {
+				e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
+					{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull, Message: "not found"}}}
+			},
+			wantSync: true, wantErr: "ErrImagePull",
+		},
+		{
+			desc: "sync error",
+			mod: func(e *env, _ *v1.Pod) {
+				e.runtime.syncResult = types.PodSyncResult{SyncError: errors.New("boom")}
+			},
+			wantSync: true, wantErr: "boom",
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.ready()
+			pod := staticPod("p", "uid-p")
+			tc.mod(e, pod)
+			_, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, runningStatus(pod, "10.1.0.7"))
+			if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error = %v, want %q", err, tc.wantErr)
+			}
+			if got := len(e.runtime.syncs()) > 0; got != tc.wantSync {
+				t.Errorf("runtime synced = %v, want %v", got, tc.wantSync)
+			}
+			if tc.wantEvent != "" {
+				ev := e.events.all()
+				if len(ev) != 1 || !strings.HasPrefix(ev[0], tc.wantEvent) {
+					t.Errorf("events = %v, want %q", ev, tc.wantEvent)
+				}
+			}
+		})
+	}
+}
+
+func TestSyncPodReasonsBecomeWaitingState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	pod := staticPod("p", "uid-p")
+	ps := runningStatus(pod, "10.1.0.8")
+	ps.ContainerStatuses = nil
+	e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
+		{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull, Message: "pull access denied"}}}
+	_, _ = e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, ps)
+	e.runtime.syncResult = types.PodSyncResult{}
+	// the next sync shows the failure of the previous one
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.k.status.GetPodStatus(pod.UID)
+	w := st.ContainerStatuses[0].State.Waiting
+	if w == nil || w.Reason != "ErrImagePull" || w.Message != "pull access denied" {
+		t.Errorf("waiting = %+v, want ErrImagePull", w)
+	}
+	if st.Phase != v1.PodPending {
+		t.Errorf("phase = %s", st.Phase)
+	}
+}
+
+func TestSyncTerminatingPod(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc          string
+		stillRunning  bool
+		killErr       error
+		wantErr       string
+		wantTerminate bool
+	}{
+		{desc: "containers stopped", wantTerminate: true},
+		{desc: "container still running after kill", stillRunning: true, wantErr: "running containers"},
+		{desc: "kill fails", killErr: errors.New("stop failed"), wantErr: "stop failed"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.ready()
+			pod := staticPod("p", "uid-p", func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever })
+			ps := runningStatus(pod, "10.1.0.9")
+			stopped := runningStatus(pod, "")
+			stopped.IPs = nil
+			if !tc.stillRunning {
+				stopped.ContainerStatuses[0].State = types.StateExited
+				stopped.ContainerStatuses[0].ExitCode = 137
+				stopped.ContainerStatuses[0].Reason = "Error"
+			}
+			e.runtime.statuses[pod.UID] = stopped
+			e.runtime.killErr = tc.killErr
+			grace := int64(5)
+			err := e.k.syncer.SyncTerminatingPod(context.Background(), pod, ps, &grace)
+			if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want %q", err, tc.wantErr)
+			}
+			if len(e.prober.removed) != 1 {
+				t.Error("probes not removed")
+			}
+			kills := e.runtime.kills()
+			if len(kills) != 1 || kills[0].running != nil || *kills[0].grace != 5 {
+				t.Fatalf("kills = %+v, want one with grace 5 and no running pod", kills)
+			}
+			if tc.killErr != nil && !strings.Contains(strings.Join(e.events.all(), ""), "FailedKillPod") {
+				t.Error("no FailedKillPod event")
+			}
+			if !tc.wantTerminate {
+				return
+			}
+			st, _ := e.k.status.GetPodStatus(pod.UID)
+			c := st.ContainerStatuses[0]
+			if c.State.Terminated == nil || c.State.Terminated.ExitCode != 137 || st.Phase != v1.PodFailed {
+				t.Errorf("status = %s %+v, want Failed with the container terminated", st.Phase, c.State)
+			}
+			if st.PodIP != "10.1.0.9" {
+				t.Errorf("pod IP = %q, want the one from before the kill", st.PodIP)
+			}
+		})
+	}
+}
+
+func TestSyncTerminatingOrphanHasNoStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	placeholder := &v1.Pod{}
+	placeholder.UID, placeholder.Name, placeholder.Namespace = "uid-o", "o", "default"
+	if err := e.k.syncer.SyncTerminatingPod(context.Background(), placeholder, nil, ptr(int64(1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.k.status.GetPodStatus("uid-o"); ok {
+		t.Error("orphan got a status")
+	}
+	if len(e.runtime.kills()) != 1 {
+		t.Error("orphan not killed")
+	}
+}
+
+func TestSyncTerminatedPod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	pod := staticPod("p", "uid-p", func(p *v1.Pod) {
+		p.Annotations = nil // an API pod: TerminatePod moves it to Failed
+	})
+	e.k.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
+		{Name: "c", ContainerID: "docker://c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}})
+	e.k.helper.setVolumes(pod.UID, nil)
+	if err := e.k.syncer.SyncTerminatedPod(context.Background(), pod, &types.PodStatus{ID: pod.UID}); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.volumes.unmounted) != 1 || e.volumes.unmounted[0] != pod.UID {
+		t.Errorf("unmounted = %v", e.volumes.unmounted)
+	}
+	if _, ok := e.k.helper.vols.pods[pod.UID]; ok {
+		t.Error("volume records kept")
+	}
+	st, _ := e.k.status.GetPodStatus(pod.UID)
+	if st.Phase != v1.PodFailed {
+		t.Errorf("phase = %s, want Failed", st.Phase)
+	}
+	c := st.ContainerStatuses[0]
+	if c.State.Terminated == nil || c.State.Terminated.Reason != status.ContainerReasonStatusUnknown {
+		t.Errorf("container state = %+v, want ContainerStatusUnknown", c.State)
+	}
+}

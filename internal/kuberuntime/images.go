@@ -1,0 +1,411 @@
+package kuberuntime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// Image event reasons (the upstream kubelet's).
+const (
+	imageEventPulling     = "Pulling"
+	imageEventPulled      = "Pulled"
+	imageEventFailed      = "Failed"
+	imageEventBackOff     = "BackOff"
+	imageEventInspectFail = "InspectFailed"
+	imageEventNeverPull   = "ErrImageNeverPull"
+)
+
+// ensureImageExists makes sure the container's image is on the node, following the
+// container's pull policy, and returns its image ref (the runtime's image ID). Steps:
+//  1. validate the image name and add the default tag;
+//  2. ask the runtime whether the image is present;
+//  3. decide from the pull policy (Never without the image: ErrImageNeverPull);
+//  4. refuse while the (pod, image) pair is in pull back-off (ErrImagePullBackOff);
+//  5. pull, with the pod's pull secrets matching the registry, one pull at a time
+//     when pulls are serialized; a failure (ErrImagePull) extends the back-off.
+//
+// message is a human-readable explanation for the container's state; err matches one
+// of types.ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull,
+// ErrImagePullBackOff and ErrImagePull.
+func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container *v1.Container, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (imageRef, message string, err error) {
+	requested := container.Image
+	ref, err := parseImageRef(requested)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
+		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
+		return "", msg, newReasonError(types.ErrInvalidImageName, err, "%s", msg)
+	}
+	image := ref.withDefaultTag(requested)
+	spec := &runtimeapi.ImageSpec{Image: image, Annotations: pod.Annotations, UserSpecifiedImage: requested}
+
+	present, err := m.lookupImageRef(ctx, spec)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
+		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
+		return "", msg, newReasonError(types.ErrImageInspect, err, "%s", msg)
+	}
+	if !shouldPullImage(imagePullPolicy(container, ref), present != "") {
+		if present != "" {
+			msg := fmt.Sprintf("Container image %q already present on machine", requested)
+			m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled, msg)
+			return present, msg, nil
+		}
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
+		m.imageEvent(pod, v1.EventTypeWarning, imageEventNeverPull, msg)
+		return "", msg, newReasonError(types.ErrImageNeverPull, nil, "%s", msg)
+	}
+
+	backOffKey := string(pod.UID) + "_" + image
+	if bo := m.imagePullBackOff; bo != nil && bo.IsInBackOffSinceUpdate(backOffKey, bo.Clock.Now()) {
+		msg := fmt.Sprintf("Back-off pulling image %q", requested)
+		m.imageEvent(pod, v1.EventTypeNormal, imageEventBackOff, msg)
+		return "", msg, newReasonError(types.ErrImagePullBackOff, nil, "%s", msg)
+	}
+
+	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulling, fmt.Sprintf("Pulling image %q", requested))
+	start := time.Now()
+	pulled, err := m.pullImage(ctx, spec, ref, pullSecrets, sandboxConfig)
+	if err != nil {
+		m.imageEvent(pod, v1.EventTypeWarning, imageEventFailed, fmt.Sprintf("Failed to pull image %q: %v", requested, err))
+		if bo := m.imagePullBackOff; bo != nil {
+			bo.Next(backOffKey, bo.Clock.Now())
+		}
+		return "", err.Error(), newReasonError(types.ErrImagePull, err, "%s", err.Error())
+	}
+	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled,
+		fmt.Sprintf("Successfully pulled image %q in %v", requested, time.Since(start).Truncate(time.Millisecond)))
+	if bo := m.imagePullBackOff; bo != nil {
+		bo.GC()
+	}
+	return pulled, "", nil
+}
+
+// lookupImageRef returns the runtime's ID of the image, or "" when it is absent.
+func (m *Manager) lookupImageRef(ctx context.Context, spec *runtimeapi.ImageSpec) (string, error) {
+	resp, err := m.images.ImageStatus(ctx, spec, false)
+	if err != nil {
+		return "", err
+	}
+	if resp.GetImage() == nil {
+		return "", nil
+	}
+	return resp.GetImage().GetId(), nil
+}
+
+// pullImage pulls the image, trying each pull secret that matches its registry (most
+// specific first) until one works; without a match it pulls anonymously. It returns
+// the image ref the runtime reports (from the pull, else from the image status).
+func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	creds, err := credentialsForImage(secrets, ref.repository())
+	if err != nil {
+		return "", err
+	}
+	if m.serializePulls {
+		m.pullLock.Lock()
+		defer m.pullLock.Unlock()
+	}
+	if len(creds) == 0 {
+		creds = []*runtimeapi.AuthConfig{nil}
+	}
+	var errs []error
+	for _, auth := range creds {
+		imageRef, err := m.images.PullImage(ctx, spec, auth, sandboxConfig)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if imageRef == "" {
+			if imageRef, err = m.lookupImageRef(ctx, spec); err != nil {
+				return "", fmt.Errorf("inspect pulled image %q: %w", spec.Image, err)
+			}
+			if imageRef == "" {
+				return "", fmt.Errorf("image %q is not present after a successful pull", spec.Image)
+			}
+		}
+		return imageRef, nil
+	}
+	return "", errors.Join(errs...)
+}
+
+// imageEvent records an event about the pod's image, when a recorder is set.
+func (m *Manager) imageEvent(pod *v1.Pod, eventType, reason, msg string) {
+	if m.recorder != nil {
+		m.recorder.Eventf(pod, eventType, reason, "%s", msg)
+	}
+}
+
+// imagePullPolicy returns the container's pull policy; unset, it is the API default:
+// Always for a :latest or untagged image, IfNotPresent otherwise.
+func imagePullPolicy(container *v1.Container, ref imageRefParts) v1.PullPolicy {
+	if container.ImagePullPolicy != "" {
+		return container.ImagePullPolicy
+	}
+	if ref.digest == "" && (ref.tag == "" || ref.tag == "latest") {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}
+
+// shouldPullImage applies a pull policy.
+func shouldPullImage(policy v1.PullPolicy, present bool) bool {
+	switch policy {
+	case v1.PullNever:
+		return false
+	case v1.PullAlways:
+		return true
+	}
+	return !present // IfNotPresent and unknown policies
+}
+
+// Image reference grammar (the distribution/reference one): name[:tag][@digest].
+var (
+	domainRE   = regexp.MustCompile(`^(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?$`)
+	pathCompRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+	tagRE      = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
+	digestRE   = regexp.MustCompile(`^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$`)
+	hex64RE    = regexp.MustCompile(`^[a-f0-9]{64}$`)
+)
+
+// maxNameSize is the longest repository name allowed.
+const maxNameSize = 255
+
+// imageRefParts is a parsed image reference.
+type imageRefParts struct {
+	domain string // "" for Docker Hub short names
+	path   string
+	tag    string
+	digest string
+}
+
+// parseImageRef validates an image reference and splits it.
+func parseImageRef(s string) (imageRefParts, error) {
+	var r imageRefParts
+	if s == "" {
+		return r, errors.New("image name is empty")
+	}
+	name := s
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name, r.digest = name[:i], name[i+1:]
+		if !digestRE.MatchString(r.digest) {
+			return r, fmt.Errorf("invalid digest %q", r.digest)
+		}
+	}
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		name, r.tag = name[:i], name[i+1:]
+		if !tagRE.MatchString(r.tag) {
+			return r, fmt.Errorf("invalid tag %q", r.tag)
+		}
+	}
+	if len(name) > maxNameSize {
+		return r, fmt.Errorf("repository name must not be more than %d characters", maxNameSize)
+	}
+	if hex64RE.MatchString(name) {
+		return r, fmt.Errorf("invalid repository name (%s), cannot specify 64-byte hexadecimal strings", name)
+	}
+	first, rest, found := strings.Cut(name, "/")
+	if found && (strings.ContainsAny(first, ".:") || first == "localhost" || strings.ToLower(first) != first) {
+		if !domainRE.MatchString(first) {
+			return r, fmt.Errorf("invalid registry %q", first)
+		}
+		r.domain, name = first, rest
+	}
+	for _, comp := range strings.Split(name, "/") {
+		if !pathCompRE.MatchString(comp) {
+			return r, fmt.Errorf("invalid reference format: repository name %q must be lowercase alphanumerics separated by '.', '_', '__' or '-'", name)
+		}
+	}
+	r.path = name
+	return r, nil
+}
+
+// withDefaultTag returns image with ":latest" appended when it has neither tag nor
+// digest. The name is not qualified otherwise, so the runtime sees what the pod says.
+func (r imageRefParts) withDefaultTag(image string) string {
+	if r.tag == "" && r.digest == "" {
+		return image + ":latest"
+	}
+	return image
+}
+
+// repository returns the fully qualified repository (docker.io/library/busybox for
+// busybox), which pull secrets are matched against.
+func (r imageRefParts) repository() string {
+	domain, path := r.domain, r.path
+	if domain == "" || domain == "index.docker.io" {
+		domain = "docker.io"
+	}
+	if domain == "docker.io" && !strings.Contains(path, "/") {
+		path = "library/" + path
+	}
+	return domain + "/" + path
+}
+
+// dockerConfigEntry is one registry's entry of a .dockercfg or .dockerconfigjson.
+type dockerConfigEntry struct {
+	Username      string `json:"username,omitempty"`
+	Password      string `json:"password,omitempty"`
+	Auth          string `json:"auth,omitempty"`
+	IdentityToken string `json:"identitytoken,omitempty"`
+	RegistryToken string `json:"registrytoken,omitempty"`
+}
+
+// defaultRegistryKey is the key of Docker Hub credentials.
+const defaultRegistryKey = "index.docker.io"
+
+// credentialsForImage returns the credentials of the pull secrets (of type
+// kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg) that match repo, most
+// specific registry path first; Docker Hub images also match index.docker.io.
+func credentialsForImage(secrets []v1.Secret, repo string) ([]*runtimeapi.AuthConfig, error) {
+	creds := map[string][]*runtimeapi.AuthConfig{}
+	for i := range secrets {
+		entries, err := secretDockerConfig(&secrets[i])
+		if err != nil {
+			return nil, err
+		}
+		locs := make([]string, 0, len(entries))
+		for loc := range entries {
+			locs = append(locs, loc)
+		}
+		sort.Strings(locs)
+		for _, loc := range locs {
+			key, ok := credentialKey(loc)
+			if !ok {
+				continue
+			}
+			auth, err := entries[loc].authConfig(key)
+			if err != nil {
+				return nil, fmt.Errorf("pull secret %s/%s, registry %q: %w", secrets[i].Namespace, secrets[i].Name, loc, err)
+			}
+			creds[key] = append(creds[key], auth)
+		}
+	}
+	keys := make([]string, 0, len(creds))
+	for k := range creds {
+		keys = append(keys, k)
+	}
+	// More specific paths sort after their prefixes; reversed, they are tried first.
+	sort.Sort(sort.Reverse(sort.StringSlice(keys)))
+	var out []*runtimeapi.AuthConfig
+	for _, k := range keys {
+		if registryMatches(k, repo) {
+			out = append(out, creds[k]...)
+		}
+	}
+	if len(out) == 0 && strings.HasPrefix(repo, "docker.io/") {
+		out = creds[defaultRegistryKey]
+	}
+	return out, nil
+}
+
+// secretDockerConfig decodes the registry entries of a docker config pull secret;
+// other secrets have none.
+func secretDockerConfig(s *v1.Secret) (map[string]dockerConfigEntry, error) {
+	switch {
+	case s.Type == v1.SecretTypeDockerConfigJson && len(s.Data[v1.DockerConfigJsonKey]) > 0:
+		var cfg struct {
+			Auths map[string]dockerConfigEntry `json:"auths"`
+		}
+		if err := json.Unmarshal(s.Data[v1.DockerConfigJsonKey], &cfg); err != nil {
+			return nil, fmt.Errorf("pull secret %s/%s: decode %s: %w", s.Namespace, s.Name, v1.DockerConfigJsonKey, err)
+		}
+		return cfg.Auths, nil
+	case s.Type == v1.SecretTypeDockercfg && len(s.Data[v1.DockerConfigKey]) > 0:
+		var cfg map[string]dockerConfigEntry
+		if err := json.Unmarshal(s.Data[v1.DockerConfigKey], &cfg); err != nil {
+			return nil, fmt.Errorf("pull secret %s/%s: decode %s: %w", s.Namespace, s.Name, v1.DockerConfigKey, err)
+		}
+		return cfg, nil
+	}
+	return nil, nil
+}
+
+// authConfig converts the entry; "auth" (base64 user:password) wins over the
+// username and password fields, as in Docker.
+func (e dockerConfigEntry) authConfig(serverAddress string) (*runtimeapi.AuthConfig, error) {
+	auth := &runtimeapi.AuthConfig{
+		Username:      e.Username,
+		Password:      e.Password,
+		ServerAddress: serverAddress,
+		IdentityToken: e.IdentityToken,
+		RegistryToken: e.RegistryToken,
+	}
+	if e.Auth != "" {
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(e.Auth))
+		if err != nil {
+			return nil, fmt.Errorf("decode auth field: %w", err)
+		}
+		user, pass, ok := strings.Cut(string(raw), ":")
+		if !ok {
+			return nil, errors.New("auth field must be base64 of username:password")
+		}
+		auth.Username, auth.Password = user, pass
+	}
+	return auth, nil
+}
+
+// credentialKey normalizes a docker config location ("https://host:port/v1/",
+// "host/path", "*.example.com") to host[/path], with /v1/ and /v2/ meaning the host.
+func credentialKey(loc string) (string, bool) {
+	value := loc
+	if !strings.HasPrefix(value, "https://") && !strings.HasPrefix(value, "http://") {
+		value = "https://" + value
+	}
+	u, err := url.Parse(value)
+	if err != nil || u.Host == "" {
+		return "", false
+	}
+	path := u.Path
+	if strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/v2/") {
+		path = path[3:]
+	}
+	if path == "" || path == "/" {
+		return u.Host, true
+	}
+	return u.Host + path, true
+}
+
+// registryMatches reports whether the credential key (host[:port][/path], where host
+// labels may be globs like *.example.com) matches the repository: same port, same
+// number of host labels each matching, and the key's path a prefix of the repo's.
+func registryMatches(key, repo string) bool {
+	kHost, kPath, _ := strings.Cut(key, "/")
+	rHost, rPath, _ := strings.Cut(repo, "/")
+	kLabels, kPort := splitHostPort(kHost)
+	rLabels, rPort := splitHostPort(rHost)
+	if kPort != rPort || len(kLabels) != len(rLabels) {
+		return false
+	}
+	if !strings.HasPrefix("/"+rPath, "/"+kPath) {
+		return false
+	}
+	for i := range kLabels {
+		if ok, err := filepath.Match(kLabels[i], rLabels[i]); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// splitHostPort splits host[:port] into its dot-separated labels and port.
+func splitHostPort(hostport string) ([]string, string) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	return strings.Split(host, "."), port
+}

@@ -1,0 +1,274 @@
+package kuberuntime
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// Defaults applied by New to zero-valued Options fields.
+const (
+	DefaultPodLogsDir           = "/var/log/pods"
+	DefaultContainerLogMaxSize  = 10 * 1024 * 1024
+	DefaultContainerLogMaxFiles = 5
+	DefaultCPUCFSQuotaPeriod    = 100 * time.Millisecond
+	defaultImageBackOffInitial  = 10 * time.Second
+	defaultImageBackOffMax      = 300 * time.Second
+)
+
+// RuntimeHelper is what the runtime manager needs from the kubelet. The kubelet
+// (internal/kubelet) implements it.
+type RuntimeHelper interface {
+	// GenerateRunContainerOptions returns env, mounts, devices and hostname for a
+	// container (volumes are already set up). The returned func, when not nil,
+	// is called once the container has been created.
+	GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, container *v1.Container, podIP string, podIPs []string) (*RunContainerOptions, func(), error)
+	GetPodDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error)
+	GetPodCgroupParent(pod *v1.Pod) string
+	GetPodDir(podUID k8stypes.UID) string
+	GeneratePodHostNameAndDomain(pod *v1.Pod) (hostname, hostDomain string, err error)
+	GetExtraSupplementalGroupsForPod(pod *v1.Pod) []int64
+}
+
+// RunContainerOptions is what the kubelet resolved for one container.
+type RunContainerOptions struct {
+	// Envs are already resolved (value, fieldRef, resourceFieldRef); $(VAR)
+	// expansion of command and args happens in kuberuntime.
+	Envs    []EnvVar
+	Mounts  []Mount
+	Devices []DeviceInfo
+	// Hostname is the container's hostname.
+	Hostname string
+	// PodContainerDir is <podDir>/containers/<name>; the termination message
+	// file lives under it.
+	PodContainerDir         string
+	EnableHostUserNamespace bool
+}
+
+// EnvVar is one resolved environment variable.
+type EnvVar struct {
+	Name  string
+	Value string
+}
+
+// Mount is one volume mount of a container.
+type Mount struct {
+	Name           string
+	ContainerPath  string
+	HostPath       string
+	ReadOnly       bool
+	SELinuxRelabel bool
+	Propagation    runtimeapi.MountPropagation
+}
+
+// DeviceInfo is one host device given to a container.
+type DeviceInfo struct {
+	PathOnHost      string
+	PathInContainer string
+	Permissions     string
+}
+
+// EventRecorder records events about a pod. The kubelet adapts its recorder.
+type EventRecorder interface {
+	Eventf(pod *v1.Pod, eventType, reason, format string, args ...any)
+}
+
+// ProbeResults tells computePodActions which containers failed their probes, so
+// they get killed (and restarted per restart policy). The prober implements it.
+type ProbeResults interface {
+	LivenessFailed(id types.ContainerID) bool
+	StartupFailed(id types.ContainerID) bool
+}
+
+// StartupSucceeded may also be implemented by a ProbeResults value. When it is,
+// a sidecar (an init container with restartPolicy Always) that has a startup
+// probe holds back the next init container until its startup probe succeeded,
+// as upstream does. Without it the next init container starts as soon as the
+// sidecar runs.
+type StartupSucceeded interface {
+	StartupSucceeded(id types.ContainerID) bool
+}
+
+// Options configures a Manager.
+type Options struct {
+	// Runtime and Images reach the CRI runtime. Required.
+	Runtime internalapi.RuntimeService
+	Images  internalapi.ImageManagerService
+	// Helper is the kubelet side; required by SyncPod (container configs).
+	Helper RuntimeHelper
+	Logger *zap.Logger
+	// Recorder receives events; nil records nothing.
+	Recorder EventRecorder
+	// ProbeResults reports liveness/startup probe failures; nil means none.
+	ProbeResults ProbeResults
+	// PodLogsDir is where container logs live; default /var/log/pods.
+	PodLogsDir string
+	// PodInfraImage is only used for image GC pinning; the sandbox image is the
+	// runtime's choice.
+	PodInfraImage string
+	// SerializeImagePulls pulls one image at a time (the kubelet's default is
+	// true; the caller passes its flag value).
+	SerializeImagePulls bool
+	// ImagePullBackOff is the image pull back-off; default 10s doubling to 300s.
+	ImagePullBackOff *flowcontrol.Backoff
+	// ContainerLogMaxSize in bytes, default 10Mi; ContainerLogMaxFiles default 5.
+	ContainerLogMaxSize  int64
+	ContainerLogMaxFiles int
+	// CPUCFSQuota enforces CPU limits (the caller passes its flag value, the
+	// kubelet's default is true); CPUCFSQuotaPeriod defaults to 100ms.
+	CPUCFSQuota       bool
+	CPUCFSQuotaPeriod time.Duration
+	// MachineMemoryBytes is the node's memory for oom_score_adj; 0 means read
+	// it lazily once.
+	MachineMemoryBytes int64
+	// RuntimeName is the runtime's name from Version, e.g. "docker"; it is the
+	// Type of every ContainerID. Required.
+	RuntimeName string
+}
+
+// Manager is the runtime manager. It is safe for concurrent use by the pod
+// workers (one SyncPod per pod at a time).
+type Manager struct {
+	runtime           internalapi.RuntimeService
+	images            internalapi.ImageManagerService
+	helper            RuntimeHelper
+	logger            *zap.Logger
+	recorder          EventRecorder
+	podLogsDir        string
+	imagePullBackOff  *flowcontrol.Backoff
+	pullLock          sync.Mutex
+	serializePulls    bool
+	logMaxSize        int64
+	logMaxFiles       int
+	cpuCFSQuota       bool
+	cpuCFSQuotaPeriod time.Duration
+	machineMemory     int64
+	machineMemoryOnce sync.Once
+	runtimeName       string
+
+	podInfraImage string
+	probeResults  ProbeResults
+	// hookClient runs httpGet lifecycle hooks.
+	hookClient *http.Client
+}
+
+// New wires a Manager; it does no I/O.
+func New(opts Options) (*Manager, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("kuberuntime: Options.Runtime is required")
+	}
+	if opts.Images == nil {
+		return nil, errors.New("kuberuntime: Options.Images is required")
+	}
+	if opts.RuntimeName == "" {
+		return nil, errors.New("kuberuntime: Options.RuntimeName is required (the runtime's name from Version)")
+	}
+	m := &Manager{
+		runtime:           opts.Runtime,
+		images:            opts.Images,
+		helper:            opts.Helper,
+		logger:            opts.Logger,
+		recorder:          opts.Recorder,
+		podLogsDir:        opts.PodLogsDir,
+		imagePullBackOff:  opts.ImagePullBackOff,
+		serializePulls:    opts.SerializeImagePulls,
+		logMaxSize:        opts.ContainerLogMaxSize,
+		logMaxFiles:       opts.ContainerLogMaxFiles,
+		cpuCFSQuota:       opts.CPUCFSQuota,
+		cpuCFSQuotaPeriod: opts.CPUCFSQuotaPeriod,
+		machineMemory:     opts.MachineMemoryBytes,
+		runtimeName:       opts.RuntimeName,
+		podInfraImage:     opts.PodInfraImage,
+		probeResults:      opts.ProbeResults,
+		hookClient:        newHookHTTPClient(),
+	}
+	if m.logger == nil {
+		m.logger = zap.NewNop()
+	}
+	if m.recorder == nil {
+		m.recorder = nopRecorder{}
+	}
+	if m.podLogsDir == "" {
+		m.podLogsDir = DefaultPodLogsDir
+	}
+	if m.imagePullBackOff == nil {
+		m.imagePullBackOff = flowcontrol.NewBackOff(defaultImageBackOffInitial, defaultImageBackOffMax)
+	}
+	if m.logMaxSize <= 0 {
+		m.logMaxSize = DefaultContainerLogMaxSize
+	}
+	if m.logMaxFiles <= 0 {
+		m.logMaxFiles = DefaultContainerLogMaxFiles
+	}
+	if m.cpuCFSQuotaPeriod <= 0 {
+		m.cpuCFSQuotaPeriod = DefaultCPUCFSQuotaPeriod
+	}
+	return m, nil
+}
+
+// Start starts the container log rotation loop; it stops when ctx ends. Garbage
+// collection is driven by the kubelet through GarbageCollect.
+func (m *Manager) Start(ctx context.Context) {
+	go m.rotateLogsLoop(ctx)
+}
+
+// Status returns the runtime's status (conditions RuntimeReady/NetworkReady), for
+// the kubelet's readiness and healthz.
+func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) {
+	resp, err := m.runtime.Status(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("runtime status: %w", err)
+	}
+	if resp.GetStatus() == nil {
+		return nil, errors.New("runtime status: the runtime returned no status")
+	}
+	return resp.GetStatus(), nil
+}
+
+// RuntimeName is the runtime's name, the Type of the container IDs this manager
+// reports.
+func (m *Manager) RuntimeName() string { return m.runtimeName }
+
+// containerID qualifies a CRI container ID with the runtime name.
+func (m *Manager) containerID(id string) types.ContainerID {
+	return types.ContainerID{Type: m.runtimeName, ID: id}
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Eventf(*v1.Pod, string, string, string, ...any) {}
+
+// newHookHTTPClient builds the client for httpGet lifecycle hooks: no proxy, no
+// keep-alives, TLS without verification (as upstream), redirects followed only
+// to the same host.
+func newHookHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:             nil,
+			DisableKeepAlives: true,
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // upstream hooks skip verification
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			if req.URL.Hostname() != via[0].URL.Hostname() {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}

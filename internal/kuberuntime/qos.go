@@ -1,0 +1,224 @@
+package kuberuntime
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// CPU and OOM constants of the upstream kubelet (pkg/kubelet/cm and pkg/kubelet/qos).
+const (
+	minShares      = 2
+	maxShares      = 262144
+	sharesPerCPU   = 1024
+	milliCPUToCPU  = 1000
+	minQuotaPeriod = 1000 // microseconds: the kernel's minimum cfs_quota_us
+
+	guaranteedOOMScoreAdj = -997
+	besteffortOOMScoreAdj = 1000
+
+	// systemCriticalPriority is the lowest priority of the system-*-critical classes.
+	systemCriticalPriority    = 2000000000
+	systemNodeCriticalClass   = "system-node-critical"
+	defaultCFSQuotaPeriodUsec = 100000 // microseconds
+)
+
+// GetPodQOS returns the pod's QoS class: the one in its status when set, otherwise the
+// class computed from its containers' (and init containers') cpu and memory requests
+// and limits:
+//   - BestEffort: no container requests or limits cpu or memory;
+//   - Guaranteed: every container limits both cpu and memory, and the pod's summed
+//     requests equal its summed limits for both;
+//   - Burstable: everything else.
+func GetPodQOS(pod *v1.Pod) v1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	return computePodQOS(pod)
+}
+
+func computePodQOS(pod *v1.Pod) v1.PodQOSClass {
+	requests := v1.ResourceList{}
+	limits := v1.ResourceList{}
+	guaranteed := true
+	all := make([]v1.Container, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
+	all = append(all, pod.Spec.Containers...)
+	all = append(all, pod.Spec.InitContainers...)
+	for i := range all {
+		addQOSQuantities(requests, all[i].Resources.Requests)
+		found := addQOSQuantities(limits, all[i].Resources.Limits)
+		if !found[v1.ResourceCPU] || !found[v1.ResourceMemory] {
+			guaranteed = false
+		}
+	}
+	if len(requests) == 0 && len(limits) == 0 {
+		return v1.PodQOSBestEffort
+	}
+	if guaranteed {
+		for name, req := range requests {
+			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+				guaranteed = false
+				break
+			}
+		}
+	}
+	if guaranteed && len(requests) == len(limits) {
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}
+
+// addQOSQuantities adds the positive cpu and memory quantities of in to sum and
+// reports which of them were present.
+func addQOSQuantities(sum, in v1.ResourceList) map[v1.ResourceName]bool {
+	found := map[v1.ResourceName]bool{}
+	for name, q := range in {
+		if name != v1.ResourceCPU && name != v1.ResourceMemory {
+			continue
+		}
+		if q.Sign() <= 0 {
+			continue
+		}
+		found[name] = true
+		total := q.DeepCopy()
+		if prev, ok := sum[name]; ok {
+			total.Add(prev)
+		}
+		sum[name] = total
+	}
+	return found
+}
+
+// GetContainerOOMScoreAdjust returns the oom_score_adj for a container of the pod, per
+// the upstream policy: node-critical pods and Guaranteed pods get -997, BestEffort
+// pods 1000, and Burstable containers 1000 - 1000*memoryRequest/machineMemory clamped
+// to [3, 999] (above any Guaranteed process, below BestEffort ones).
+func GetContainerOOMScoreAdjust(pod *v1.Pod, container *v1.Container, machineMemory int64) int {
+	if isNodeCriticalPod(pod) {
+		return guaranteedOOMScoreAdj
+	}
+	switch GetPodQOS(pod) {
+	case v1.PodQOSGuaranteed:
+		return guaranteedOOMScoreAdj
+	case v1.PodQOSBestEffort:
+		return besteffortOOMScoreAdj
+	}
+	if machineMemory <= 0 {
+		return besteffortOOMScoreAdj - 1
+	}
+	memoryRequest := container.Resources.Requests.Memory().Value()
+	adj := 1000 - (1000*memoryRequest)/machineMemory
+	// A Guaranteed process using all of the machine's memory scores about 3 (1000-997);
+	// keep Burstable containers above that.
+	if adj < 1000+guaranteedOOMScoreAdj {
+		return 1000 + guaranteedOOMScoreAdj
+	}
+	// Give Burstable containers a better chance than BestEffort ones.
+	if adj >= besteffortOOMScoreAdj {
+		return besteffortOOMScoreAdj - 1
+	}
+	return int(adj)
+}
+
+// isNodeCriticalPod reports whether the pod is critical (static, mirror, or of system
+// critical priority) and of the system-node-critical priority class.
+func isNodeCriticalPod(pod *v1.Pod) bool {
+	if pod.Spec.PriorityClassName != systemNodeCriticalClass {
+		return false
+	}
+	if types.IsStaticPod(pod) {
+		return true
+	}
+	if _, ok := pod.Annotations[types.ConfigMirrorAnnotationKey]; ok {
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
+}
+
+// MilliCPUToShares converts milli-CPU to cgroup cpu.shares: 1024 per CPU, at least 2
+// (also for no request) and at most 262144.
+func MilliCPUToShares(milliCPU int64) int64 {
+	if milliCPU == 0 {
+		return minShares
+	}
+	shares := milliCPU * sharesPerCPU / milliCPUToCPU
+	switch {
+	case shares < minShares:
+		return minShares
+	case shares > maxShares:
+		return maxShares
+	}
+	return shares
+}
+
+// MilliCPUToQuota converts a milli-CPU limit to a CFS quota (microseconds) for the
+// given period (microseconds). No limit (0) gives quota 0, meaning unlimited; a small
+// limit gives at least the kernel's minimum of 1000.
+func MilliCPUToQuota(milliCPU, period int64) int64 {
+	if milliCPU == 0 {
+		return 0
+	}
+	quota := milliCPU * period / milliCPUToCPU
+	if quota < minQuotaPeriod {
+		quota = minQuotaPeriod
+	}
+	return quota
+}
+
+// machineMemoryBytes returns the machine memory used for Burstable OOM scores: the
+// configured value, or else MemTotal from /proc/meminfo, read once.
+func (m *Manager) machineMemoryBytes() int64 {
+	m.machineMemoryOnce.Do(func() {
+		if m.machineMemory > 0 {
+			return
+		}
+		data, err := os.ReadFile("/proc/meminfo")
+		if err != nil {
+			m.logger.Warn("read machine memory", zap.Error(err))
+			return
+		}
+		total, err := parseMemTotal(data)
+		if err != nil {
+			m.logger.Warn("read machine memory", zap.Error(err))
+			return
+		}
+		m.machineMemory = total
+	})
+	return m.machineMemory
+}
+
+// parseMemTotal returns MemTotal (in bytes) from /proc/meminfo content.
+func parseMemTotal(meminfo []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		fields := bytes.Fields(sc.Bytes())
+		if len(fields) < 2 || string(fields[0]) != "MemTotal:" {
+			continue
+		}
+		kb, err := strconv.ParseInt(string(fields[1]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse MemTotal %q: %w", fields[1], err)
+		}
+		if len(fields) > 2 && string(fields[2]) != "kB" {
+			return 0, fmt.Errorf("unexpected MemTotal unit %q", fields[2])
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("MemTotal not found in meminfo")
+}
+
+// milliValue returns q in milli-units, or 0 for a nil quantity.
+func milliValue(q *resource.Quantity) int64 {
+	if q == nil {
+		return 0
+	}
+	return q.MilliValue()
+}

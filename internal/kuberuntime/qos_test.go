@@ -1,0 +1,195 @@
+package kuberuntime
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+// rcResources builds requirements from "cpu=100m,memory=64Mi"-style pairs.
+func rcResources(requests, limits map[v1.ResourceName]string) v1.ResourceRequirements {
+	conv := func(in map[v1.ResourceName]string) v1.ResourceList {
+		if in == nil {
+			return nil
+		}
+		out := v1.ResourceList{}
+		for k, v := range in {
+			out[k] = resource.MustParse(v)
+		}
+		return out
+	}
+	return v1.ResourceRequirements{Requests: conv(requests), Limits: conv(limits)}
+}
+
+// rcQOSPod returns a pod whose containers have the given requirements.
+func rcQOSPod(reqs ...v1.ResourceRequirements) *v1.Pod {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	for i, r := range reqs {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: string(rune('a' + i)), Resources: r})
+	}
+	return pod
+}
+
+var (
+	rcCPU = v1.ResourceCPU
+	rcMem = v1.ResourceMemory
+)
+
+func TestGetPodQOS(t *testing.T) {
+	t.Parallel()
+	full := rcResources(map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"}, map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"})
+	for _, tc := range []struct {
+		desc string
+		pod  *v1.Pod
+		want v1.PodQOSClass
+	}{
+		{desc: "nothing set", pod: rcQOSPod(v1.ResourceRequirements{}), want: v1.PodQOSBestEffort},
+		{desc: "only other resources", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{"nvidia.com/gpu": "1"}, map[v1.ResourceName]string{"nvidia.com/gpu": "1"})), want: v1.PodQOSBestEffort},
+		{desc: "zero quantities", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{rcCPU: "0"}, nil)), want: v1.PodQOSBestEffort},
+		{desc: "requests equal limits for cpu and memory", pod: rcQOSPod(full, full), want: v1.PodQOSGuaranteed},
+		{desc: "limits only (requests default to them)", pod: rcQOSPod(rcResources(nil, map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"})), want: v1.PodQOSBurstable},
+		{desc: "requests below limits", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{rcCPU: "500m", rcMem: "1Gi"}, map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"})), want: v1.PodQOSBurstable},
+		{desc: "memory limit missing", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{rcCPU: "1"}, map[v1.ResourceName]string{rcCPU: "1"})), want: v1.PodQOSBurstable},
+		{desc: "one guaranteed, one best effort container", pod: rcQOSPod(full, v1.ResourceRequirements{}), want: v1.PodQOSBurstable},
+		{desc: "status wins", pod: func() *v1.Pod { p := rcQOSPod(); p.Status.QOSClass = v1.PodQOSGuaranteed; return p }(), want: v1.PodQOSGuaranteed},
+		{
+			desc: "init container without limits spoils Guaranteed",
+			pod: func() *v1.Pod {
+				p := rcQOSPod(full)
+				p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: rcResources(map[v1.ResourceName]string{rcMem: "1Gi"}, nil)}}
+				return p
+			}(),
+			want: v1.PodQOSBurstable,
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := GetPodQOS(tc.pod); got != tc.want {
+				t.Errorf("GetPodQOS = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGetContainerOOMScoreAdjust(t *testing.T) {
+	t.Parallel()
+	const gi = int64(1 << 30)
+	full := rcResources(map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"}, map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"})
+	burstable := func(mem string) *v1.Pod {
+		return rcQOSPod(rcResources(map[v1.ResourceName]string{rcMem: mem}, nil))
+	}
+	for _, tc := range []struct {
+		desc    string
+		pod     *v1.Pod
+		machine int64
+		want    int
+	}{
+		{desc: "guaranteed", pod: rcQOSPod(full), machine: 10 * gi, want: -997},
+		{desc: "best effort", pod: rcQOSPod(v1.ResourceRequirements{}), machine: 10 * gi, want: 1000},
+		{desc: "burstable 10% of memory", pod: burstable("1Gi"), machine: 10 * gi, want: 900},
+		{desc: "burstable 50% of memory", pod: burstable("5Gi"), machine: 10 * gi, want: 500},
+		{desc: "burstable requesting everything is clamped above guaranteed", pod: burstable("10Gi"), machine: 10 * gi, want: 3},
+		{desc: "burstable requesting more than the machine", pod: burstable("20Gi"), machine: 10 * gi, want: 3},
+		{desc: "burstable with a tiny request stays below best effort", pod: burstable("1"), machine: 10 * gi, want: 999},
+		{desc: "burstable without memory request", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{rcCPU: "100m"}, nil)), machine: 10 * gi, want: 999},
+		{desc: "unknown machine memory", pod: burstable("1Gi"), machine: 0, want: 999},
+		{
+			desc: "static node-critical pod",
+			pod: func() *v1.Pod {
+				p := rcQOSPod(v1.ResourceRequirements{})
+				p.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.FileSource}
+				p.Spec.PriorityClassName = "system-node-critical"
+				return p
+			}(),
+			machine: 10 * gi, want: -997,
+		},
+		{
+			desc: "node-critical class alone (not a critical pod) is not enough",
+			pod: func() *v1.Pod {
+				p := rcQOSPod(v1.ResourceRequirements{})
+				p.Spec.PriorityClassName = "system-node-critical"
+				return p
+			}(),
+			machine: 10 * gi, want: 1000,
+		},
+		{
+			desc: "node-critical priority",
+			pod: func() *v1.Pod {
+				p := rcQOSPod(v1.ResourceRequirements{})
+				p.Spec.PriorityClassName = "system-node-critical"
+				p.Spec.Priority = rcPtr(int32(2000001000))
+				return p
+			}(),
+			machine: 10 * gi, want: -997,
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := GetContainerOOMScoreAdjust(tc.pod, &tc.pod.Spec.Containers[0], tc.machine); got != tc.want {
+				t.Errorf("oom score adj = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMilliCPUConversions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc          string
+		milli, period int64
+		shares, quota int64
+	}{
+		{desc: "zero", milli: 0, period: 100000, shares: 2, quota: 0},
+		{desc: "1m", milli: 1, period: 100000, shares: 2, quota: 1000},
+		{desc: "10m", milli: 10, period: 100000, shares: 10, quota: 1000},
+		{desc: "100m", milli: 100, period: 100000, shares: 102, quota: 10000},
+		{desc: "1 cpu", milli: 1000, period: 100000, shares: 1024, quota: 100000},
+		{desc: "1.5 cpu, 50ms period", milli: 1500, period: 50000, shares: 1536, quota: 75000},
+		{desc: "huge", milli: 1000000, period: 100000, shares: 262144, quota: 100000000},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := MilliCPUToShares(tc.milli); got != tc.shares {
+				t.Errorf("MilliCPUToShares(%d) = %d, want %d", tc.milli, got, tc.shares)
+			}
+			if got := MilliCPUToQuota(tc.milli, tc.period); got != tc.quota {
+				t.Errorf("MilliCPUToQuota(%d, %d) = %d, want %d", tc.milli, tc.period, got, tc.quota)
+			}
+		})
+	}
+}
+
+func TestParseMemTotal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc    string
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{desc: "typical", in: "MemTotal:        8048576 kB\nMemFree:  100 kB\n", want: 8048576 * 1024},
+		{desc: "not first", in: "Foo: 1 kB\nMemTotal: 2 kB\n", want: 2048},
+		{desc: "missing", in: "MemFree: 1 kB\n", wantErr: true},
+		{desc: "garbage", in: "MemTotal: x kB\n", wantErr: true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseMemTotal([]byte(tc.in))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("parseMemTotal = %d, %v; want %d, err %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestMachineMemoryBytesFromProc(t *testing.T) {
+	t.Parallel()
+	env := newRCEnv(t, func(o *Options) { o.MachineMemoryBytes = 0 })
+	if got := env.m.machineMemoryBytes(); got <= 0 {
+		t.Fatalf("machineMemoryBytes = %d, want the host's MemTotal", got)
+	}
+}
