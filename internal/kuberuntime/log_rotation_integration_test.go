@@ -65,10 +65,13 @@ func startRCShim(t *testing.T) *rcShim {
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
 		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+netd,
-		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"))
+		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"), "--v=4")
 	cmd.Stderr = &stderr
-	cmd.Args = append(cmd.Args, "--v=10")
-	t.Cleanup(func() { if t.Failed() { t.Logf("DEBUG shim stderr: %s", stderr.String()) } })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("dockershim output:\n%s", stderr.String())
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +273,7 @@ func rotateRounds(ctx context.Context, t *testing.T, r *logRotator, logPath stri
 	deadline := time.Now().Add(30 * time.Second)
 	for rotations < n {
 		if time.Now().After(deadline) {
-			fi, _ := os.Stat(logPath)
-			names := snapshotNames(logPath)
-			var sizes []int64
-			for _, nm := range names { if f, err := os.Stat(nm); err == nil { sizes = append(sizes, f.Size()) } }
-			out, _ := exec.Command("docker", "ps", "-a", "--filter", "name=rc-rotation", "--format", "{{.ID}} {{.Names}} {{.Status}}").CombinedOutput()
-			live, _ := os.ReadFile(logPath)
-			t.Logf("DEBUG live size %v rotated %v sizes %v docker: %s live: %q", fi.Size(), names, sizes, out, live)
-			t.Fatalf("only %d of %d rotations happened", rotations, n)
+			t.Fatalf("only %d of %d rotations happened; %s", rotations, n, rotationDiagnostics(logPath))
 		}
 		time.Sleep(1100 * time.Millisecond)
 		before := snapshotNames(logPath)
@@ -289,6 +285,18 @@ func rotateRounds(ctx context.Context, t *testing.T, r *logRotator, logPath stri
 			rotations++
 		}
 	}
+}
+
+// rotationDiagnostics describes the log files and the container, for a failure.
+func rotationDiagnostics(logPath string) string {
+	var b strings.Builder
+	for _, name := range append(snapshotNames(logPath), logPath) {
+		if fi, err := os.Stat(name); err == nil {
+			fmt.Fprintf(&b, "%s: %d bytes; ", filepath.Base(name), fi.Size())
+		}
+	}
+	out, _ := exec.Command("docker", "ps", "-a", "--filter", "name=rc-rotation", "--format", "{{.Names}}: {{.Status}}").CombinedOutput()
+	return b.String() + "containers: " + strings.TrimSpace(string(out))
 }
 
 func snapshotNames(logPath string) []string {
