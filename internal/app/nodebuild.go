@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -52,7 +54,10 @@ func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logg
 		return nil, err
 	}
 	st := status.NewManager(status.Options{Logger: logger.Named("status")})
-	probes := prober.NewManager(prober.Options{Status: st, Logger: logger.Named("prober"), Recorder: recorder})
+	// The prober execs through the runtime manager, which reads the prober's results:
+	// the runner is bound once the manager exists.
+	runner := &lateRunner{}
+	probes := prober.NewManager(prober.Options{Runner: runner, Status: st, Logger: logger.Named("prober"), Recorder: recorder})
 	vols, err := volumes.New(volumes.Options{PodsDir: podsDir(cfg), Logger: logger.Named("volumes")})
 	if err != nil {
 		return nil, err
@@ -76,6 +81,7 @@ func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logg
 		return nil, err
 	}
 	opts.Runtime = rt
+	runner.bind(rt)
 	opts.Cache = pleg.NewCache()
 	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: rt, Cache: opts.Cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")})
 	kl, err := kubelet.New(opts)
@@ -142,4 +148,28 @@ func parseIPs(in []string) ([]net.IP, error) {
 		out = append(out, ip)
 	}
 	return out, nil
+}
+
+// lateRunner is the prober's exec runner, bound to the runtime manager after both
+// exist (each needs the other).
+type lateRunner struct {
+	mu sync.RWMutex
+	rt prober.Runner
+}
+
+func (l *lateRunner) bind(rt prober.Runner) {
+	l.mu.Lock()
+	l.rt = rt
+	l.mu.Unlock()
+}
+
+// RunInContainer runs cmd through the bound runtime manager.
+func (l *lateRunner) RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+	l.mu.RLock()
+	rt := l.rt
+	l.mu.RUnlock()
+	if rt == nil {
+		return nil, errors.New("runtime manager not ready")
+	}
+	return rt.RunInContainer(ctx, id, cmd, timeout)
 }

@@ -54,7 +54,8 @@ type Kubelet struct {
 	state   *runtimeState
 
 	started  atomic.Bool
-	lastLoop atomic.Int64 // unix nanoseconds of the last sync loop turn
+	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
+	gcSoon   chan struct{} // a terminated pod asks for an early container GC
 }
 
 // New wires a Kubelet from opts. It starts nothing and does no I/O.
@@ -75,6 +76,7 @@ func New(opts Options) (*Kubelet, error) {
 		st = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})
 	}
 	k := &Kubelet{
+		gcSoon: make(chan struct{}, 1),
 		cfg: loopConfig{
 			housekeeping: opts.HousekeepingInterval,
 			gc:           opts.GCInterval,
@@ -100,6 +102,12 @@ func New(opts Options) (*Kubelet, error) {
 		recorder: opts.Recorder,
 		backOff:  opts.CrashLoopBackOff,
 		logger:   k.logger,
+		requestGC: func() {
+			select {
+			case k.gcSoon <- struct{}{}:
+			default:
+			}
+		},
 	}
 	if opts.NewPodWorkers != nil {
 		k.workers = opts.NewPodWorkers(k.syncer)
@@ -129,7 +137,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { k.deps.pleg.Run(ctx) })
 	wg.Go(func() { k.every(ctx, k.cfg.runtimeCheck, k.updateRuntimeUp) })
-	wg.Go(func() { k.every(ctx, k.cfg.gc, k.garbageCollect) })
+	wg.Go(func() { k.gcLoop(ctx) })
 
 	k.syncLoop(ctx)
 
@@ -193,6 +201,33 @@ func (k *Kubelet) garbageCollect(ctx context.Context) {
 		k.logger.Error("Container garbage collection failed", zap.Error(err))
 	}
 }
+
+// gcLoop collects dead containers every GC interval, and shortly after a pod
+// terminated, so that a removed pod's exited containers and sandbox go at once
+// rather than at the next periodic GC (as upstream's container deletor does).
+func (k *Kubelet) gcLoop(ctx context.Context) {
+	t := time.NewTicker(k.cfg.gc)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-k.gcSoon:
+			// Let the pod worker finish the termination first (the GC asks it whether
+			// the pod's runtime may be removed).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gcAfterTermination):
+			}
+		}
+		k.garbageCollect(ctx)
+	}
+}
+
+// gcAfterTermination is the delay between a pod's termination and its early GC.
+const gcAfterTermination = 2 * time.Second
 
 // every calls f every period until ctx ends.
 func (k *Kubelet) every(ctx context.Context, period time.Duration, f func(context.Context)) {

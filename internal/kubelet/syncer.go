@@ -42,6 +42,8 @@ type podSyncer struct {
 	recorder Recorder
 	backOff  *flowcontrol.Backoff
 	logger   *zap.Logger
+	// requestGC asks for an early container GC (a pod terminated).
+	requestGC func()
 
 	// probeCtx is the kubelet's run context: probe workers outlive a single sync.
 	mu       sync.Mutex
@@ -167,6 +169,9 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *type
 	s.helper.forgetVolumes(pod.UID)
 	if !orphan {
 		s.status.TerminatePod(pod)
+	}
+	if s.requestGC != nil {
+		s.requestGC()
 	}
 	return nil
 }

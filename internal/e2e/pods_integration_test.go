@@ -1,0 +1,253 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// podStartTimeout bounds every wait for a pod to run.
+const podStartTimeout = 60 * time.Second
+
+// manifest is a static pod named name in the test's namespace with a one-second
+// grace period (busybox as PID 1 ignores SIGTERM); spec is the rest of the
+// spec, indented by two spaces.
+func manifest(name, spec string) string {
+	return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  namespace: @NS@\nspec:\n  terminationGracePeriodSeconds: 1\n" + spec
+}
+
+func podCondition(p *v1.Pod, typ v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// runningAndReady: phase Running, Ready True, every container running and ready.
+func runningAndReady(p *v1.Pod) bool {
+	if p.Status.Phase != v1.PodRunning || podCondition(p, v1.PodReady) != v1.ConditionTrue ||
+		len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if !cs.Ready || cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// restartCounts maps container name to restart count.
+func restartCounts(p *v1.Pod) map[string]int32 {
+	m := map[string]int32{}
+	for _, cs := range p.Status.ContainerStatuses {
+		m[cs.Name] = cs.RestartCount
+	}
+	return m
+}
+
+const webManifest = `  initContainers:
+  - name: init
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "echo init-done > /work/index.html"]
+    volumeMounts:
+    - {name: work, mountPath: /work}
+  containers:
+  - name: httpd
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "test -f /work/index.html && exec httpd -f -p 8080 -h /work"]
+    volumeMounts:
+    - {name: work, mountPath: /work}
+  - name: sleeper
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+  volumes:
+  - name: work
+    emptyDir: {}
+`
+
+// checkPodRuns is test (a), shared by every runtime mode: a static pod with an
+// init container and two containers runs, both containers ready, an IP of the
+// node's subnet reserved by host-local, the init container's output served over
+// the pod network, and the runtime holding the sandbox and both containers.
+func checkPodRuns(t *testing.T, n *node) {
+	n.writeManifest("web.yaml", manifest("web", webManifest))
+	p := n.waitPod("web", podStartTimeout, "running with both containers ready", runningAndReady)
+	if len(p.Status.InitContainerStatuses) != 1 {
+		t.Fatalf("init container statuses: %+v", p.Status.InitContainerStatuses)
+	}
+	if term := p.Status.InitContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
+		t.Fatalf("init container state %+v, want terminated with exit code 0, reason Completed", p.Status.InitContainerStatuses[0].State)
+	}
+	for _, c := range []v1.PodConditionType{v1.PodInitialized, v1.ContainersReady, v1.PodReady} {
+		if podCondition(p, c) != v1.ConditionTrue {
+			t.Errorf("condition %s = %q, want True", c, podCondition(p, c))
+		}
+	}
+	ip := p.Status.PodIP
+	if !strings.HasPrefix(ip, n.subnet+".") || len(p.Status.PodIPs) == 0 || p.Status.PodIPs[0].IP != ip {
+		t.Fatalf("pod IP %q / %v not in the node's subnet %s.0/24", ip, p.Status.PodIPs, n.subnet)
+	}
+	if ips := n.reservedIPs(); !slices.Contains(ips, ip) {
+		t.Errorf("host-local reservations %v do not hold the pod IP %s", ips, ip)
+	}
+	if p.Spec.NodeName != n.name || p.Namespace != n.ns {
+		t.Errorf("nodeName %q namespace %q, want %q %q", p.Spec.NodeName, p.Namespace, n.name, n.ns)
+	}
+	body := httpGetRetry(t, fmt.Sprintf("http://%s:8080/index.html", ip), 20*time.Second)
+	if body != "init-done\n" {
+		t.Errorf("GET from the pod = %q, want the init container's output", body)
+	}
+	uid := "io.kubernetes.pod.uid=" + string(p.UID)
+	if ids := n.containers(false, uid); len(ids) != 3 {
+		t.Errorf("running sandbox+containers of the pod in the runtime: %v, want 3", ids)
+	}
+	if ids := n.containers(true, uid); len(ids) != 4 {
+		t.Errorf("all sandbox+containers of the pod (init included) in the runtime: %v, want 4", ids)
+	}
+}
+
+// httpGetRetry GETs url until it answers 200 or timeout passes (traffic only to
+// the test's own pod IPs).
+func httpGetRetry(t *testing.T, url string, timeout time.Duration) string {
+	t.Helper()
+	c := http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				return string(b)
+			}
+			err = fmt.Errorf("status %d, read error %v", resp.StatusCode, rerr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestIntegrationDockerModePodRuns is (a) in docker mode (the built-in dockershim).
+func TestIntegrationDockerModePodRuns(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	checkPodRuns(t, n)
+}
+
+// TestIntegrationDockerModeCrashLoop is (b): a container that exits 1 under
+// restartPolicy Always is restarted with back-off.
+func TestIntegrationDockerModeCrashLoop(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	n.writeManifest("crash.yaml", manifest("crash", `  containers:
+  - name: crash
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "echo crashing; exit 1"]
+`))
+	sawBackOff := false
+	start := time.Now()
+	p := n.waitPod("crash", 90*time.Second, "restartCount >= 2 after CrashLoopBackOff, last exit code 1", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "crash")
+		if cs == nil {
+			return false
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+			sawBackOff = true
+		}
+		last := cs.LastTerminationState.Terminated
+		return sawBackOff && cs.RestartCount >= 2 && last != nil && last.ExitCode == 1
+	})
+	t.Logf("restartCount %d after %s", containerStatus(p, "crash").RestartCount, time.Since(start).Round(time.Second))
+	if p.Status.Phase != v1.PodRunning {
+		t.Errorf("phase %s, want Running (restartPolicy Always)", p.Status.Phase)
+	}
+	if podCondition(p, v1.PodReady) == v1.ConditionTrue {
+		t.Error("a crash-looping pod is Ready")
+	}
+}
+
+// TestIntegrationDockerModeLivenessProbe is (c): a failing exec liveness probe
+// restarts its container; a passing one next to it does not.
+func TestIntegrationDockerModeLivenessProbe(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	n.writeManifest("live.yaml", manifest("live", `  containers:
+  - name: failing
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+    livenessProbe:
+      exec: {command: ["false"]}
+      periodSeconds: 1
+      failureThreshold: 1
+  - name: passing
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+    livenessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+      failureThreshold: 1
+`))
+	p := n.waitPod("live", 60*time.Second, "the failing container restarted", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "failing")
+		return cs != nil && cs.RestartCount >= 1 && cs.LastTerminationState.Terminated != nil
+	})
+	if cs := containerStatus(p, "passing"); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Errorf("container with a passing liveness probe: %+v, want running, never restarted", cs)
+	}
+}
+
+// TestIntegrationDockerModeReadinessProbe is (d): Ready follows the readiness
+// probe: False while /tmp/ready is missing, then True.
+func TestIntegrationDockerModeReadinessProbe(t *testing.T) {
+	n := newNode(t)
+	n.start()
+	n.writeManifest("ready.yaml", manifest("ready", `  containers:
+  - name: app
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "sleep 6; touch /tmp/ready; exec sleep 3600"]
+    readinessProbe:
+      exec: {command: ["test", "-f", "/tmp/ready"]}
+      periodSeconds: 1
+`))
+	n.waitPod("ready", podStartTimeout, "running but not ready", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "app")
+		return p.Status.Phase == v1.PodRunning && cs != nil && cs.State.Running != nil && !cs.Ready &&
+			podCondition(p, v1.PodReady) == v1.ConditionFalse && podCondition(p, v1.ContainersReady) == v1.ConditionFalse
+	})
+	p := n.waitPod("ready", 30*time.Second, "ready once /tmp/ready exists", runningAndReady)
+	if podCondition(p, v1.ContainersReady) != v1.ConditionTrue {
+		t.Errorf("ContainersReady = %q with Ready True", podCondition(p, v1.ContainersReady))
+	}
+	if cs := containerStatus(p, "app"); cs.RestartCount != 0 {
+		t.Errorf("readiness failures restarted the container %d times", cs.RestartCount)
+	}
+}
