@@ -73,7 +73,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 // startContainerd starts containerd for n (stopped in n's teardown, after the
 // kubelet), imports the images and waits until its CRI runtime and network are ready.
-func startContainerd(t *testing.T, n *node) *containerd {
+func startContainerd(t testing.TB, n *node) *containerd {
 	t.Helper()
 	for _, bin := range []string{containerdBin, ctrBin} {
 		if _, err := os.Stat(bin); err != nil {
@@ -110,7 +110,7 @@ func startContainerd(t *testing.T, n *node) *containerd {
 }
 
 // importImages pipes `docker save` of the local images into `ctr images import`.
-func (c *containerd) importImages(t *testing.T, s *suite) {
+func (c *containerd) importImages(t testing.TB, s *suite) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -140,7 +140,7 @@ func (c *containerd) importImages(t *testing.T, s *suite) {
 }
 
 // waitReady waits until the CRI Status reports the runtime and network ready.
-func (c *containerd) waitReady(t *testing.T) {
+func (c *containerd) waitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -166,7 +166,7 @@ func (c *containerd) waitReady(t *testing.T) {
 }
 
 // containers lists sandboxes and containers by CRI label selector.
-func (c *containerd) containers(t *testing.T, all bool, labels ...string) []string {
+func (c *containerd) containers(t testing.TB, all bool, labels ...string) []string {
 	t.Helper()
 	sel := map[string]string{}
 	for _, l := range labels {
@@ -200,7 +200,7 @@ func (c *containerd) containers(t *testing.T, all bool, labels ...string) []stri
 // stop removes every pod sandbox through the CRI (containers stopped, CNI torn
 // down), stops containerd by PID, kills any shim of this instance left behind
 // (found by its -address argument) with its children, and unmounts its dirs.
-func (c *containerd) stop(t *testing.T) {
+func (c *containerd) stop(t testing.TB) {
 	if c.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err == nil {

@@ -30,7 +30,7 @@ const cniNetwork = "e2e"
 // node is one standalone kubelet (static pods only) on private directories, with
 // its own CNI bridge and /24, a unique node name and a unique pod namespace.
 type node struct {
-	t      *testing.T
+	t      testing.TB
 	s      *suite
 	id     string
 	dir    string // short temp base: unix socket paths must stay < 108 bytes
@@ -55,12 +55,12 @@ type node struct {
 type runtimeView interface {
 	// containers returns the IDs of sandboxes and containers that carry every
 	// label (k=v), running ones only unless all.
-	containers(t *testing.T, all bool, labels ...string) []string
+	containers(t testing.TB, all bool, labels ...string) []string
 }
 
 // newNode prepares a node in docker mode (the binary runs its own dockershim on
 // a private socket against the suite's dockerd). It starts nothing.
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	s := requireSuite(t)
 	dir, err := os.MkdirTemp("", "e2e")
@@ -100,7 +100,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,7 +111,7 @@ func freePort(t *testing.T) int {
 }
 
 // freeSubnet picks a random 10.25x.y.0/24 no route of the host uses yet.
-func freeSubnet(t *testing.T) string {
+func freeSubnet(t testing.TB) string {
 	t.Helper()
 	routes, err := run(context.Background(), "ip", "-4", "route", "show")
 	if err != nil {
@@ -444,7 +444,7 @@ func (n *node) kill9() {
 // dockerView lists containers of the suite's private dockerd by label.
 type dockerView struct{ s *suite }
 
-func (d dockerView) containers(t *testing.T, all bool, labels ...string) []string {
+func (d dockerView) containers(t testing.TB, all bool, labels ...string) []string {
 	t.Helper()
 	args := []string{"ps", "-q", "--no-trunc"}
 	if all {
@@ -461,7 +461,7 @@ func (d dockerView) containers(t *testing.T, all bool, labels ...string) []strin
 }
 
 // removeContainers force-removes the private dockerd's containers with label l.
-func (s *suite) removeContainers(t *testing.T, l string) {
+func (s *suite) removeContainers(t testing.TB, l string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := s.dockerCLI(ctx, "ps", "-aq", "--filter", "label="+l)

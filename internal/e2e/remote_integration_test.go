@@ -41,7 +41,7 @@ func TestIntegrationRemoteModeShim(t *testing.T) {
 }
 
 // waitSocket waits for a unix socket to appear while p runs.
-func waitSocket(t *testing.T, sock string, p *proc, timeout time.Duration) {
+func waitSocket(t testing.TB, sock string, p *proc, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

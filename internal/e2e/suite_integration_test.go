@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 // requireSuite fails the test (never skips) when the suite could not be set up.
-func requireSuite(t *testing.T) *suite {
+func requireSuite(t testing.TB) *suite {
 	t.Helper()
 	if theSuite.err != nil {
 		t.Fatalf("end-to-end setup failed: %v", theSuite.err)
