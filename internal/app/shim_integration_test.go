@@ -119,3 +119,46 @@ func waitSocket(t *testing.T, sock string, stderr *bytes.Buffer) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestIntegrationCgroupDriverMismatch: in docker mode a kubelet whose cgroup driver
+// differs from Docker's refuses to start, naming both drivers.
+func TestIntegrationCgroupDriverMismatch(t *testing.T) {
+	out, err := exec.Command("docker", "info", "--format", "{{.CgroupDriver}}").Output()
+	if err != nil {
+		t.Fatalf("dockerd is required: %v", err)
+	}
+	docker := strings.TrimSpace(string(out))
+	other := "systemd"
+	if docker == "systemd" {
+		other = "cgroupfs"
+	}
+	bin := buildBinary(t)
+	dir, err := os.MkdirTemp("", "kcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--cgroup-driver="+other, "--container-runtime-endpoint=unix://"+filepath.Join(dir, "k.sock"),
+		"--experimental-dockershim-root-directory="+filepath.Join(dir, "shim"), "--root-dir="+filepath.Join(dir, "root"),
+		"--cni-conf-dir="+filepath.Join(dir, "net.d"), "--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"),
+		"--healthz-port=0")
+	got, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("kubelet with a mismatching cgroup driver: %v\n%s", err, got)
+	}
+	last := lastLine(string(got))
+	if !strings.Contains(last, `"`+other+`"`) || !strings.Contains(last, `"`+docker+`"`) {
+		t.Fatalf("error does not name both drivers: %q", last)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "k.sock")); !os.IsNotExist(err) {
+		t.Fatalf("the shim's socket was left behind: %v", err)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

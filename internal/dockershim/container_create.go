@@ -166,13 +166,19 @@ func bindsFor(mounts []*runtimeapi.Mount) []string {
 	return out
 }
 
-// ensureLogDir creates the directory of a container's CRI log file.
-func ensureLogDir(path string) error {
+// ensureLogFile creates a container's CRI log file (and its directory) before the
+// container starts, as containerd does: a reader may open it as soon as
+// StartContainer returns, before the log copier wrote a line.
+func ensureLogFile(path string) error {
 	if path == "" {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create log directory for %s: %w", path, err)
 	}
-	return nil
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("create log file %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -181,6 +181,9 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 	cfg := containerConfig("printer", "sh", "-c", "echo out-1; echo err-1 >&2; echo out-2; exit 3")
 	cfg.Envs = []*runtimeapi.KeyValue{{Key: "GREETING", Value: []byte("hello")}}
 	id := s.createStart(sbID, sbCfg, cfg)
+	if _, err := os.Stat(filepath.Join(sbCfg.LogDirectory, "printer.log")); err != nil {
+		t.Fatalf("log file must exist once StartContainer returns: %v", err)
+	}
 	st := s.waitState(id, runtimeapi.ContainerState_CONTAINER_EXITED)
 	if st.ExitCode != 3 || st.Reason != "Error" || st.StartedAt == 0 || st.FinishedAt < st.StartedAt || st.CreatedAt == 0 {
 		t.Fatalf("exited status = %+v", st)
