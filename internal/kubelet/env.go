@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -54,7 +55,7 @@ func (r *envResolver) resolve(pod *v1.Pod, c *v1.Container, podIP string, podIPs
 // cannot be resolved.
 func (r *envResolver) value(pod *v1.Pod, c *v1.Container, e v1.EnvVar, lookup func(string) (string, bool), podIP string, podIPs []string) (string, bool, error) {
 	if e.Value != "" || e.ValueFrom == nil {
-		return expandEnv(e.Value, lookup), false, nil
+		return types.Expand(e.Value, lookup), false, nil
 	}
 	from := e.ValueFrom
 	switch {
@@ -253,40 +254,3 @@ func (e *orderedEnv) lookup(name string) (string, bool) {
 }
 
 func (e *orderedEnv) list() []kuberuntime.EnvVar { return e.vars }
-
-// expandEnv expands $(NAME) references in s with the Kubernetes rules: a
-// reference to an undefined variable stays as written, $$ is an escaped $, and
-// any other $ is literal.
-func expandEnv(s string, lookup func(string) (string, bool)) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}

@@ -1,62 +1,10 @@
 package kuberuntime
 
 import (
-	"strings"
-
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
-
-// Variable references in a container's command and args follow the Kubernetes API
-// rules (the same rules apply to env values, which the kubelet resolves before they
-// reach us):
-//
-//   - $(NAME) is replaced by the value of the environment variable NAME;
-//   - $(NAME) of an undefined variable is left exactly as written;
-//   - $$ is an escaped $: it becomes a single $ and is never the start of a reference,
-//     so $$(NAME) becomes the literal text $(NAME);
-//   - any other $ (a trailing $, $X, an unterminated "$(") is copied unchanged.
-
-// expandVars expands the $(NAME) references of s. lookup reports a variable's value
-// and whether it is defined.
-func expandVars(s string, lookup func(name string) (string, bool)) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '$' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		switch next := s[i+1]; next {
-		case '$': // escaped operator
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				// An unterminated reference is literal text; keep scanning after "$(".
-				b.WriteString("$(")
-				i++
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			i += 2 + end
-		default: // a lone operator followed by an ordinary character
-			b.WriteByte('$')
-			b.WriteByte(next)
-			i++
-		}
-	}
-	return b.String()
-}
 
 // envLookup returns a lookup over envs; when a name repeats, the last value wins (as
 // with the container's environment itself).
@@ -82,7 +30,7 @@ func expandCommandAndArgs(container *v1.Container, envs []EnvVar) (command, args
 		}
 		out := make([]string, len(in))
 		for i, s := range in {
-			out[i] = expandVars(s, lookup)
+			out[i] = types.Expand(s, lookup)
 		}
 		return out
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 func TestExpandVars(t *testing.T) {
@@ -35,8 +37,8 @@ func TestExpandVars(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := expandVars(tc.in, lookup); got != tc.want {
-				t.Errorf("expandVars(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := types.Expand(tc.in, lookup); got != tc.want {
+				t.Errorf("Expand(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}

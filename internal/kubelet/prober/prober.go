@@ -243,41 +243,10 @@ func expandCommand(cmd []string, env []v1.EnvVar) []string {
 	}
 	out := make([]string, len(cmd))
 	for i, s := range cmd {
-		out[i] = expand(s, vars)
+		out[i] = types.Expand(s, func(name string) (string, bool) {
+			v, ok := vars[name]
+			return v, ok
+		})
 	}
 	return out
-}
-
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok && name != "" {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }

@@ -200,8 +200,8 @@ func TestExpand(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := expand(tc.in, vars); got != tc.want {
-				t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := types.Expand(tc.in, func(n string) (string, bool) { v, ok := vars[n]; return v, ok }); got != tc.want {
+				t.Errorf("Expand(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}
