@@ -65,7 +65,7 @@ func dialCRI(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger
 	if err != nil {
 		return nil, fmt.Errorf("container runtime at --container-runtime-endpoint=%s: %w", cfg.Kubelet.ContainerRuntimeEndpoint, err)
 	}
-	img, err := cri.NewImageService(ctx, cri.Options{Endpoint: cfg.ImageEndpoint(), Timeout: timeout, Logger: logger.Named("cri")})
+	img, err := cri.NewImageService(ctx, cri.Options{Endpoint: cfg.ImageEndpoint(), Timeout: timeout, Registerer: reg, Logger: logger.Named("cri")})
 	if err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("image service at --image-service-endpoint=%s: %w", cfg.ImageEndpoint(), err)
