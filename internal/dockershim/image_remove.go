@@ -19,25 +19,22 @@ import (
 // image when it was the last one.
 func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, invalidArg("image.image", "must not be empty")
-	}
-	ii, err := s.docker.InspectImage(ctx, ref)
-	if err != nil {
-		if imageNotFound(err) {
-			return &runtimeapi.RemoveImageResponse{}, nil
+	ii, found, err := s.inspectImageRef(ctx, "remove image", req.GetImage())
+	if err != nil || !found {
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("remove image %q: %w", ref, err)
+		return &runtimeapi.RemoveImageResponse{}, nil
 	}
 	// Concurrent removals of one image wait for each other, so that none returns
 	// while Docker is still deleting it (the CRI wants it gone when the call returns).
 	unlock := s.imageLocks.lock(ii.ID)
 	defer unlock()
-	if ii, err = s.docker.InspectImage(ctx, ref); err != nil {
-		if imageNotFound(err) {
-			return &runtimeapi.RemoveImageResponse{}, nil
+	if ii, found, err = s.inspectImageRef(ctx, "remove image", req.GetImage()); err != nil || !found {
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("remove image %q: %w", ref, err)
+		return &runtimeapi.RemoveImageResponse{}, nil
 	}
 	target, force := ref, false
 	if removeRefIsID(ref, ii) {

@@ -14,16 +14,9 @@ import (
 // has no image, as the CRI requires. Verbose adds Info["info"], a JSON object with the
 // image's OCI-style spec (imageSpec) and Docker's storage facts.
 func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	ref := req.GetImage().GetImage()
-	if ref == "" {
-		return nil, invalidArg("image.image", "must not be empty")
-	}
-	ii, err := s.docker.InspectImage(ctx, ref)
-	if err != nil {
-		if imageNotFound(err) {
-			return &runtimeapi.ImageStatusResponse{}, nil
-		}
-		return nil, fmt.Errorf("image status %q: %w", ref, err)
+	ii, found, err := s.inspectImageRef(ctx, "image status", req.GetImage())
+	if err != nil || !found {
+		return &runtimeapi.ImageStatusResponse{}, err
 	}
 	u := imageUserOf(ii)
 	s.stats.imageUsers.put(ii.ID, u)
@@ -66,4 +59,21 @@ func imageVerboseInfo(ii libdocker.ImageInspect) (string, error) {
 		return "", fmt.Errorf("encode image info: %w", err)
 	}
 	return string(b), nil
+}
+
+// inspectImageRef inspects the image a CRI ImageSpec names: an empty reference is
+// InvalidArgument, an unknown image is found=false without an error.
+func (s *Service) inspectImageRef(ctx context.Context, op string, spec *runtimeapi.ImageSpec) (libdocker.ImageInspect, bool, error) {
+	ref := spec.GetImage()
+	if ref == "" {
+		return libdocker.ImageInspect{}, false, invalidArg("image.image", "must not be empty")
+	}
+	ii, err := s.docker.InspectImage(ctx, ref)
+	switch {
+	case imageNotFound(err):
+		return ii, false, nil
+	case err != nil:
+		return ii, false, fmt.Errorf("%s %q: %w", op, ref, err)
+	}
+	return ii, true, nil
 }
