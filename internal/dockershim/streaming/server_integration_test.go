@@ -6,67 +6,34 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 )
 
-// startDockerServer starts a streaming Server on the real Docker.
-func startDockerServer(t *testing.T, d Docker) *Server {
+// The end-to-end tests (internal/e2e) drive the server over SPDY like crictl;
+// these tests call the server's Runtime directly on the real Docker.
+
+// testRuntime is the Runtime the server hands to the streaming library.
+func testRuntime(t *testing.T, d Docker) *criRuntime {
 	t.Helper()
-	srv, err := New(Options{Docker: d, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return srv
+	return &criRuntime{docker: d, logger: zaptest.NewLogger(t), base: t.Context()}
 }
 
-// clientConfig is the config crictl uses for stream URLs.
-func clientConfig() *rest.Config {
-	return &rest.Config{TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-}
+// nopWriteCloser adds a no-op Close to a writer.
+type nopWriteCloser struct{ io.Writer }
 
-// spdyExecutor builds a remotecommand client for a stream URL, as crictl does.
-func spdyExecutor(t *testing.T, rawURL string) remotecommand.Executor {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("parse URL %q: %v", rawURL, err)
-	}
-	e, err := remotecommand.NewSPDYExecutor(clientConfig(), http.MethodPost, u)
-	if err != nil {
-		t.Fatalf("NewSPDYExecutor: %v", err)
-	}
-	return e
-}
+func (nopWriteCloser) Close() error { return nil }
 
-func TestIntegrationServerExec(t *testing.T) {
+func TestIntegrationRuntimeExec(t *testing.T) {
 	d := testDocker(t)
 	id := sleeper(t)
-	srv := startDockerServer(t, d)
+	rt := testRuntime(t, d)
 	for _, tc := range []struct {
 		desc       string
 		cmd        []string
@@ -78,14 +45,10 @@ func TestIntegrationServerExec(t *testing.T) {
 		{desc: "success", cmd: []string{"echo", "hello"}, wantStdout: "hello\n"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			resp, err := srv.GetExec(&runtimeapi.ExecRequest{ContainerId: id, Cmd: tc.cmd, Stdout: true, Stderr: true})
-			if err != nil {
-				t.Fatalf("GetExec: %v", err)
-			}
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
-			err = spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+			err := rt.Exec(ctx, id, tc.cmd, nil, nopWriteCloser{&stdout}, nopWriteCloser{&stderr}, false, nil)
 			if got := exitStatus(t, err); got != tc.wantCode {
 				t.Fatalf("exit code = %d; want %d", got, tc.wantCode)
 			}
@@ -96,7 +59,7 @@ func TestIntegrationServerExec(t *testing.T) {
 	}
 }
 
-// exitStatus maps the client's stream error to an exit code.
+// exitStatus maps the Runtime's error to an exit code, as the library does.
 func exitStatus(t *testing.T, err error) int {
 	t.Helper()
 	if err == nil {
@@ -104,7 +67,7 @@ func exitStatus(t *testing.T, err error) int {
 	}
 	var exitErr utilexec.ExitError
 	if !errors.As(err, &exitErr) {
-		t.Fatalf("stream error %v carries no exit code", err)
+		t.Fatalf("exec error %v carries no exit code", err)
 	}
 	return exitErr.ExitStatus()
 }
@@ -149,22 +112,18 @@ func (b *notifyBuffer) waitFor(t *testing.T, want string, timeout time.Duration)
 	}
 }
 
-func TestIntegrationServerAttach(t *testing.T) {
+func TestIntegrationRuntimeAttach(t *testing.T) {
 	d := testDocker(t)
 	id := runTestContainer(t, []string{"-i"}, "/bin/busybox", "cat")
-	srv := startDockerServer(t, d)
-	resp, err := srv.GetAttach(&runtimeapi.AttachRequest{ContainerId: id, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		t.Fatalf("GetAttach: %v", err)
-	}
+	rt := testRuntime(t, d)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
 	stdout := newNotifyBuffer()
-	streamDone := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
-		streamDone <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdinR, Stdout: stdout, Stderr: io.Discard})
+		done <- rt.Attach(ctx, id, stdinR, nopWriteCloser{stdout}, nopWriteCloser{io.Discard}, false, nil)
 	}()
 	if _, err := stdinW.Write([]byte("hi\n")); err != nil {
 		t.Fatalf("write stdin: %v", err)
@@ -172,91 +131,13 @@ func TestIntegrationServerAttach(t *testing.T) {
 	stdout.waitFor(t, "hi", 10*time.Second)
 	cancel()
 	select {
-	case <-streamDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("attach client did not return after cancel")
-	}
-}
-
-func TestIntegrationServerPortForward(t *testing.T) {
-	d := testDocker(t)
-	id := runTestContainer(t, nil, "/bin/busybox", "sh", "-c",
-		"mkdir -p /www && echo hello > /www/index.html && exec httpd -f -p 8080 -h /www")
-	waitHTTPD(t, d, id)
-	srv := startDockerServer(t, d)
-	resp, err := srv.GetPortForward(&runtimeapi.PortForwardRequest{PodSandboxId: id, Port: []int32{8080}})
-	if err != nil {
-		t.Fatalf("GetPortForward: %v", err)
-	}
-	local := forwardPort(t, resp.Url, 8080)
-	for i := range 2 { // each connection is a new stream pair
-		reply := httpGet(t, "127.0.0.1:"+strconv.Itoa(local))
-		if !strings.HasPrefix(reply, "HTTP/1.") || !strings.Contains(reply, "hello") {
-			t.Fatalf("request %d through port-forward: reply %q; want an HTTP reply with %q", i, reply, "hello")
-		}
-	}
-}
-
-// forwardPort starts a client-go port forwarder (as crictl does) from a kernel-chosen
-// local port on 127.0.0.1 to remote, and returns the local port.
-func forwardPort(t *testing.T, rawURL string, remote int) int {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatalf("parse URL %q: %v", rawURL, err)
-	}
-	transport, upgrader, err := spdy.RoundTripperFor(clientConfig())
-	if err != nil {
-		t.Fatalf("RoundTripperFor: %v", err)
-	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	var errOut bytes.Buffer
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", remote)}, stop, ready, io.Discard, &errOut)
-	if err != nil {
-		t.Fatalf("portforward.New: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- pf.ForwardPorts() }()
-	t.Cleanup(func() {
-		close(stop)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("port forwarder did not stop")
-		}
-	})
-	select {
-	case <-ready:
 	case err := <-done:
-		t.Fatalf("ForwardPorts: %v (%s)", err, errOut.String())
+		if err != nil {
+			t.Fatalf("Attach after cancel: %v", err)
+		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("port forwarder not ready after 10s")
+		t.Fatal("Attach did not return after cancel")
 	}
-	ports, err := pf.GetPorts()
-	if err != nil || len(ports) != 1 {
-		t.Fatalf("GetPorts = %v, %v", ports, err)
-	}
-	return int(ports[0].Local)
-}
-
-// httpGet sends a minimal HTTP/1.0 request to addr and returns the raw reply.
-func httpGet(t *testing.T, addr string) string {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n"); err != nil {
-		t.Fatalf("write request: %v", err)
-	}
-	reply, err := io.ReadAll(conn)
-	if err != nil {
-		t.Fatalf("read reply: %v", err)
-	}
-	return string(reply)
 }
 
 // waitHTTPD waits until httpd answers inside the container.
