@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package controlplane pins the programs scripts/build-controlplane.sh builds; it is
+// never compiled (build tag "tools").
+package controlplane
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
