@@ -100,9 +100,11 @@ func fixtureEnsureImage(t testing.TB) {
 // fixtureRun starts a container and removes it (by ID) when the test ends.
 func fixtureRun(t testing.TB, args ...string) string {
 	t.Helper()
-	id := fixtureDocker(t, append([]string{"run", "-d", "--label", fixtureLabel}, args...)...)
-	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
-	return id
+	name := "dockershim-fixture-" + fixtureRand()
+	// Registered before the run: a run that fails after creating the container must
+	// not leave it behind.
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	return fixtureDocker(t, append([]string{"run", "-d", "--name", name, "--label", fixtureLabel}, args...)...)
 }
 
 func fixturePid(t testing.TB, id string) int {

@@ -128,15 +128,16 @@ func runContainer(t *testing.T, tty bool, script string) string {
 		args = append(args, "-t")
 	}
 	args = append(args, testImage, "/bin/sh", "-c", script)
-	id := docker(t, args...)
+	// Registered before the run: a run that fails after creating the container
+	// (e.g. a network error at start) must not leave it behind.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "docker", "rm", "-f", id).CombinedOutput(); err != nil {
-			t.Errorf("remove container %s: %v: %s", id, err, out)
+		if out, err := exec.CommandContext(ctx, "docker", "rm", "-f", name).CombinedOutput(); err != nil && !strings.Contains(string(out), "No such container") {
+			t.Errorf("remove container %s: %v: %s", name, err, out)
 		}
 	})
-	return id
+	return docker(t, args...)
 }
 
 func TestIntegrationFollowExitedContainer(t *testing.T) {

@@ -121,15 +121,13 @@ func runTestContainer(tb testing.TB, runArgs []string, cmd ...string) string {
 	args := append([]string{"run", "-d", "--name", name, "--label", testLabel, "--network", "none"}, runArgs...)
 	args = append(args, testImage)
 	args = append(args, cmd...)
+	// Registered before the run: a run that fails after creating the container must
+	// not leave it behind.
+	tb.Cleanup(func() { _, _ = dockerCLI(tb, nil, "rm", "-f", name) })
 	id, err := dockerCLI(tb, nil, args...)
 	if err != nil {
 		tb.Fatalf("run test container: %v", err)
 	}
-	tb.Cleanup(func() {
-		if _, err := dockerCLI(tb, nil, "rm", "-f", id); err != nil {
-			tb.Errorf("remove test container: %v", err)
-		}
-	})
 	return id
 }
 
