@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -118,9 +118,9 @@ func (r *envResolver) fieldRef(pod *v1.Pod, fs *v1.ObjectFieldSelector, podIP st
 	case "metadata.uid":
 		return string(pod.UID), nil
 	case "metadata.labels":
-		return formatMap(pod.Labels), nil
+		return volumes.FormatMap(pod.Labels), nil
 	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
+		return volumes.FormatMap(pod.Annotations), nil
 	case "spec.nodeName":
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
@@ -152,20 +152,6 @@ func subscript(path, prefix string) (string, bool) {
 		return "", false
 	}
 	return strings.CutSuffix(rest, "']")
-}
-
-// formatMap renders a map as sorted key="value" lines (upstream FormatMap).
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	lines := make([]string, 0, len(keys))
-	for _, k := range keys {
-		lines = append(lines, fmt.Sprintf("%s=%q", k, m[k]))
-	}
-	return strings.Join(lines, "\n")
 }
 
 // resourceFieldRef resolves requests/limits of this or another container of the

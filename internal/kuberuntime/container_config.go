@@ -95,7 +95,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, container *v1.Con
 		Args:        args,
 		WorkingDir:  container.WorkingDir,
 		Labels:      newContainerLabels(container, pod),
-		Annotations: newContainerAnnotations(container, pod, restartCount, opts),
+		Annotations: newContainerAnnotations(container, pod, restartCount),
 		Devices:     makeDevices(opts),
 		Mounts:      m.makeMounts(opts, container),
 		LogPath:     buildContainerLogsPath(container.Name, restartCount),

@@ -82,10 +82,8 @@ func newContainerLabels(container *v1.Container, pod *v1.Pod) map[string]string 
 
 // newContainerAnnotations returns a container's annotations: spec hash,
 // restart count, termination message settings, grace periods, the preStop
-// handler and ports (enough to kill it properly without the pod spec). opts
-// may be nil.
-func newContainerAnnotations(container *v1.Container, pod *v1.Pod, restartCount int, opts *RunContainerOptions) map[string]string {
-	_ = opts // nothing of the options is recorded (upstream: device plugin annotations)
+// handler and ports (enough to kill it properly without the pod spec).
+func newContainerAnnotations(container *v1.Container, pod *v1.Pod, restartCount int) map[string]string {
 	a := map[string]string{
 		containerHashAnnotation:                   strconv.FormatUint(hashContainer(container), 16),
 		containerRestartCountAnnotation:           strconv.Itoa(restartCount),
@@ -109,17 +107,6 @@ func newContainerAnnotations(container *v1.Container, pod *v1.Pod, restartCount 
 		}
 	}
 	return a
-}
-
-// mergeInto copies src into dst (creating it when nil) and returns dst.
-func mergeInto(dst, src map[string]string) map[string]string {
-	if dst == nil {
-		dst = make(map[string]string, len(src))
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-	return dst
 }
 
 // getLabeledInfo reads the pod and container identity from labels.

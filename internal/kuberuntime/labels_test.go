@@ -68,7 +68,7 @@ func TestContainerAnnotationsRoundTrip(t *testing.T) {
 			pod := testPod("a")
 			c := &pod.Spec.Containers[0]
 			tc.mutate(pod, c)
-			got := getAnnotatedInfo(newContainerAnnotations(c, pod, 4, nil), zap.NewNop())
+			got := getAnnotatedInfo(newContainerAnnotations(c, pod, 4), zap.NewNop())
 			if want := tc.want(c); !reflect.DeepEqual(got, want) {
 				t.Errorf("round trip =\n%+v\nwant\n%+v", got, want)
 			}

@@ -163,7 +163,7 @@ func (r *syncRun) prepareSandbox(ctx context.Context, changes podActions) bool {
 			cfgResult.Fail(types.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", formatPod(r.pod), err))
 			return false
 		}
-		r.sandboxConfig = r.m.withPodLabels(cfg, r.pod)
+		r.sandboxConfig = cfg
 	}
 	return true
 }
@@ -182,7 +182,6 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	if err != nil {
 		return fail(fmt.Errorf("generate sandbox config: %w", err))
 	}
-	cfg = m.withPodLabels(cfg, pod)
 	if dir := cfg.GetLogDirectory(); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fail(fmt.Errorf("create pod log directory: %w", err))
@@ -202,14 +201,6 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 		return "", nil, nil, false
 	}
 	return id, cfg, sandboxIPs(resp.GetStatus(), m.logger), true
-}
-
-// withPodLabels makes sure the sandbox config carries the upstream pod labels
-// and annotations.
-func (m *Manager) withPodLabels(cfg *runtimeapi.PodSandboxConfig, pod *v1.Pod) *runtimeapi.PodSandboxConfig {
-	cfg.Labels = mergeInto(cfg.Labels, newPodLabels(pod))
-	cfg.Annotations = mergeInto(cfg.Annotations, newPodAnnotations(pod))
-	return cfg
 }
 
 // runtimeHandler is the CRI runtime handler of the pod: its runtimeClassName
@@ -262,8 +253,6 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %v", err)
 		return err.Error(), types.ErrCreateContainerCfg
 	}
-	cfg.Labels = mergeInto(cfg.Labels, newContainerLabels(c, pod))
-	cfg.Annotations = mergeInto(cfg.Annotations, newContainerAnnotations(c, pod, restartCount, nil))
 
 	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
 	if err != nil {
