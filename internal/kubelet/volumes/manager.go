@@ -1,11 +1,14 @@
-// Package volumes sets up and tears down the volumes of the pods a standalone kubelet
-// runs: emptyDir (a directory, or a tmpfs mount for medium Memory), hostPath (with the
-// type checks) and downwardAPI (files written atomically with the "..data" symlink
-// swap, on tmpfs like upstream). Volume directories follow the upstream layout,
+// Package volumes sets up and tears down pod volumes: emptyDir (a directory, or a
+// tmpfs mount for medium Memory), hostPath (with the type checks), downwardAPI, and,
+// when the kubelet talks to an API server (Options.Objects), configMap, secret and
+// projected volumes (configMap, secret, downwardAPI and bound service account token
+// sources, which makes the kube-api-access-xxxxx volume work). Files are written
+// atomically with the "..data" symlink swap and rewritten when their content
+// changes; downwardAPI, secret and projected volumes live on tmpfs like upstream,
+// configMap volumes on disk. Volume directories follow the upstream layout,
 // <PodsDir>/<pod-uid>/volumes/kubernetes.io~<plugin>/<volume-name>, so node tools
-// that know the kubelet's tree keep working. Volumes that need an API server
-// (configMap, secret, projected, persistentVolumeClaim, ...) are refused with an
-// error naming the volume.
+// that know the kubelet's tree keep working. Other volume types (and the
+// API-backed ones without Objects) are refused with an error naming the volume.
 //
 // Only the kubelet coordinator (internal/kubelet) may import it. It imports no other
 // package of this project.
@@ -24,6 +27,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
 )
 
 // Plugin directory names under <pod>/volumes (upstream's escaped plugin names).
@@ -46,6 +50,12 @@ type Options struct {
 	// nil: the machine's capacity (CPUs, MemTotal, the PodsDir filesystem size),
 	// read once on first use.
 	Allocatable v1.ResourceList
+	// Objects reads configMaps and secrets and creates service account tokens for
+	// configMap, secret and projected volumes. nil (standalone): those volumes are
+	// refused.
+	Objects APIObjects
+	// Clock times service account token refreshes; nil = the real clock.
+	Clock clock.PassiveClock
 	// Logger; nil = no logging.
 	Logger *zap.Logger
 }
@@ -54,11 +64,11 @@ type Options struct {
 type VolumeInfo struct {
 	// HostPath is the path to bind-mount into containers.
 	HostPath string
-	// ReadOnly volumes (downwardAPI) must be mounted read-only whatever the container's
-	// volumeMount says.
+	// ReadOnly volumes (downwardAPI, configMap, secret, projected) must be mounted
+	// read-only whatever the container's volumeMount says.
 	ReadOnly bool
 	// Managed volumes live under the pod directory and are created by the kubelet
-	// (emptyDir, downwardAPI); hostPath volumes are not.
+	// (emptyDir, downwardAPI, configMap, secret, projected); hostPath volumes are not.
 	Managed bool
 }
 
@@ -67,6 +77,8 @@ type VolumeInfo struct {
 type Manager struct {
 	podsDir     string
 	allocatable v1.ResourceList
+	objects     APIObjects // nil: no API-backed volumes
+	tokens      *tokenCache
 	logger      *zap.Logger
 
 	mu sync.Mutex // serialises mounts, unmounts and removals
@@ -88,10 +100,17 @@ func New(opts Options) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	logger = logger.Named("volumes")
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &Manager{
 		podsDir:     filepath.Clean(opts.PodsDir),
 		allocatable: opts.Allocatable,
-		logger:      logger.Named("volumes"),
+		objects:     opts.Objects,
+		tokens:      newTokenCache(opts.Objects, clk, logger),
+		logger:      logger,
 	}, nil
 }
 
@@ -117,9 +136,10 @@ func (m *Manager) volumePath(uid k8stypes.UID, pluginDir, name string) string {
 
 // MountVolumes sets up every volume of pod and returns where each one is, by volume
 // name. It is idempotent and meant to run on every pod sync: an existing emptyDir is
-// kept, a downwardAPI volume is rewritten when its content changed. All volumes are
-// tried; the result holds those that succeeded and the error joins one error per
-// failed volume, each naming it (`volume "x": ...`).
+// kept; downwardAPI, configMap, secret and projected volumes are re-read (objects
+// and tokens) and rewritten when their content changed. All volumes are tried; the
+// result holds those that succeeded and the error joins one error per failed volume,
+// each naming it (`volume "x": configmap "y" not found`).
 func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]VolumeInfo, error) {
 	if pod == nil {
 		return nil, errors.New("volumes: nil pod")
@@ -127,6 +147,7 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 	if err := checkUID(pod.UID); err != nil {
 		return nil, err
 	}
+	objVols := m.collectObjectVolumes(ctx, pod) // API calls, outside the lock
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
@@ -137,7 +158,7 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 			return infos, errors.Join(append(errs, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
 		}
 		vol := &pod.Spec.Volumes[i]
-		info, err := m.mountVolume(pod, vol)
+		info, err := m.mountVolume(pod, vol, objVols[vol.Name])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 			continue
@@ -147,8 +168,9 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 	return infos, errors.Join(errs...)
 }
 
-// mountVolume dispatches one volume to its plugin.
-func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume) (VolumeInfo, error) {
+// mountVolume dispatches one volume to its plugin; ov is the collected content of
+// an API-backed volume (nil for the others, or without Objects).
+func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume) (VolumeInfo, error) {
 	if msgs := validation.IsDNS1123Label(vol.Name); len(msgs) != 0 {
 		return VolumeInfo{}, fmt.Errorf("invalid volume name: %s", strings.Join(msgs, "; "))
 	}
@@ -160,6 +182,8 @@ func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume) (VolumeInfo, error) {
 		return m.setUpDownwardAPI(pod, vol.Name, src.DownwardAPI)
 	case src.EmptyDir != nil:
 		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
+	case ov != nil:
+		return m.setUpObjectVolume(pod, vol.Name, ov)
 	}
 	typ := sourceType(src)
 	if typ == "" {
@@ -172,11 +196,13 @@ func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume) (VolumeInfo, error) {
 // UnmountVolumes tears down every volume of the pod: tmpfs (and any other) mounts
 // under <pod>/volumes are unmounted, deepest first, then <pod>/volumes is removed.
 // The rest of the pod directory (etc-hosts, containers/) is left to CleanupOrphans.
-// A pod without volumes is not an error.
+// The pod's cached service account tokens are dropped. A pod without volumes is not
+// an error.
 func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error {
 	if err := checkUID(podUID); err != nil {
 		return err
 	}
+	m.tokens.forgetPod(podUID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.removeTree(ctx, m.volumesDir(podUID))
@@ -205,6 +231,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, fmt.Errorf("clean up orphaned pods: %w", err))...)
 		}
+		m.tokens.forgetPod(uid)
 		if err := m.removeTree(ctx, m.podDir(uid)); err != nil {
 			errs = append(errs, fmt.Errorf("orphaned pod %s: %w", uid, err))
 			continue

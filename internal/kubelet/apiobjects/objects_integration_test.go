@@ -1,0 +1,190 @@
+//go:build linux
+
+package apiobjects
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+)
+
+// The control plane is shared by this package's integration tests: started by
+// the first one, stopped by TestMain.
+var shared struct {
+	once    sync.Once
+	dir     string
+	cluster *controlplane.Cluster
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cluster != nil {
+		if err := shared.cluster.Stop(); err != nil {
+			os.Stderr.WriteString("stop the control plane: " + err.Error() + "\n")
+		}
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared control plane; the test fails if it cannot start.
+func controlPlane(t *testing.T) *controlplane.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "apiobjects-cp-"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		shared.cluster, shared.err = controlplane.Start(ctx, shared.dir)
+	})
+	if shared.err != nil {
+		t.Fatalf("start the control plane: %v", shared.err)
+	}
+	return shared.cluster
+}
+
+func TestIntegrationObjects(t *testing.T) {
+	c := controlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := createNamespace(ctx, t, c, "apiobjects-")
+	o, err := New(Options{Client: c.Client, CacheTTL: time.Second, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { o.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	t.Run("configmap read back and refreshed after the TTL", func(t *testing.T) {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"k": "1"}}
+		cm, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.GetConfigMap(ctx, ns, "cfg")
+		if err != nil || got.Data["k"] != "1" {
+			t.Fatalf("GetConfigMap = %v, %v", got, err)
+		}
+		cm.Data["k"] = "2"
+		if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := o.GetConfigMap(ctx, ns, "cfg"); got.Data["k"] != "1" {
+			t.Logf("update visible before the TTL ended (slow test machine?): %q", got.Data["k"])
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if got, err := o.GetConfigMap(ctx, ns, "cfg"); err != nil || got.Data["k"] != "2" {
+			t.Fatalf("after the TTL: %v, %v; want k=2", got, err)
+		}
+	})
+
+	t.Run("secret read back, missing one is NotFound", func(t *testing.T) {
+		s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"password": "hunter2"}}
+		if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.GetSecret(ctx, ns, "s")
+		if err != nil || string(got.Data["password"]) != "hunter2" {
+			t.Fatalf("GetSecret = %v, %v", got, err)
+		}
+		if _, err := o.GetSecret(ctx, ns, "missing"); !apierrors.IsNotFound(err) || err.Error() != `secret "missing" not found` {
+			t.Fatalf("missing secret: %v", err)
+		}
+		if _, err := o.GetConfigMap(ctx, ns, "missing"); !apierrors.IsNotFound(err) {
+			t.Fatalf("missing configmap: %v", err)
+		}
+	})
+
+	t.Run("services through the informer", func(t *testing.T) {
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: 80}}},
+		}
+		if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(ctx, t, "the informer synced and saw web and kubernetes", func() bool {
+			mine, _ := o.ListServices(ns)
+			def, _ := o.ListServices(metav1.NamespaceDefault)
+			return o.HasSynced() && hasService(mine, "web") && hasService(def, "kubernetes")
+		})
+		mine, _ := o.ListServices(ns)
+		if len(mine) != 1 || mine[0].Spec.ClusterIP == "" {
+			t.Errorf("services of %s = %v", ns, mine)
+		}
+	})
+
+	t.Run("token request for the default service account", func(t *testing.T) {
+		poll(ctx, t, "the default service account exists", func() bool {
+			_, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil
+		})
+		exp := int64(600)
+		tr, err := o.CreateToken(ctx, ns, "default", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Status.Token == "" || tr.Status.ExpirationTimestamp.Before(&metav1.Time{Time: time.Now()}) {
+			t.Errorf("token request status = %+v", tr.Status)
+		}
+		if _, err := o.CreateToken(ctx, ns, "nobody", &authenticationv1.TokenRequest{}); !apierrors.IsNotFound(err) {
+			t.Errorf("token for a missing service account: %v, want NotFound", err)
+		}
+	})
+}
+
+func createNamespace(ctx context.Context, t *testing.T, c *controlplane.Cluster, prefix string) string {
+	t.Helper()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}
+
+func hasService(list []*v1.Service, name string) bool {
+	for _, s := range list {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func poll(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

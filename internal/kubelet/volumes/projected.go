@@ -1,0 +1,109 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+)
+
+// defaultTokenExpirationSeconds is the lifetime asked for a projected service
+// account token that does not set expirationSeconds (the API's default).
+const defaultTokenExpirationSeconds int64 = 3600
+
+// tokenModeWithFSGroup is the token file mode when the pod has an fsGroup; the
+// ownership step then adds group read (0640), as upstream.
+const tokenModeWithFSGroup int32 = 0o600
+
+// collectProjected returns the files of every source of a projected volume, in
+// order (a later source wins a path). Errors of all sources are joined.
+func (m *Manager) collectProjected(ctx context.Context, pod *v1.Pod, src *v1.ProjectedVolumeSource) (map[string]fileProjection, error) {
+	defaultMode := modeOr(src.DefaultMode)
+	payload := map[string]fileProjection{}
+	var errs []error
+	for i := range src.Sources {
+		files, err := m.collectProjection(ctx, pod, &src.Sources[i], defaultMode)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		maps.Copy(payload, files)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return payload, nil
+}
+
+// collectProjection returns the files of one projected source.
+func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, s *v1.VolumeProjection, defaultMode int32) (map[string]fileProjection, error) {
+	switch {
+	case s.ConfigMap != nil:
+		optional := isOptional(s.ConfigMap.Optional)
+		cm, found, err := getConfigMap(ctx, m.objects, pod.Namespace, s.ConfigMap.Name, optional)
+		if err != nil || !found {
+			return nil, err
+		}
+		return configMapPayload(cm, s.ConfigMap.Items, defaultMode, optional)
+	case s.Secret != nil:
+		optional := isOptional(s.Secret.Optional)
+		sec, found, err := getSecret(ctx, m.objects, pod.Namespace, s.Secret.Name, optional)
+		if err != nil || !found {
+			return nil, err
+		}
+		return secretPayload(sec, s.Secret.Items, defaultMode, optional)
+	case s.DownwardAPI != nil:
+		return m.collectDownwardAPI(pod, &v1.DownwardAPIVolumeSource{Items: s.DownwardAPI.Items, DefaultMode: &defaultMode})
+	case s.ServiceAccountToken != nil:
+		return m.collectToken(ctx, pod, s.ServiceAccountToken, defaultMode)
+	case s.ClusterTrustBundle != nil:
+		return nil, errors.New("clusterTrustBundle projections are not supported by this kubelet")
+	case s.PodCertificate != nil:
+		return nil, errors.New("podCertificate projections are not supported by this kubelet")
+	}
+	return nil, errors.New("projected volume source without a type")
+}
+
+// collectToken returns the token file of a serviceAccountToken projection: a token
+// of the pod's service account bound to the pod (TokenRequest with boundObjectRef
+// Pod name+uid), from the token cache.
+func (m *Manager) collectToken(ctx context.Context, pod *v1.Pod, tp *v1.ServiceAccountTokenProjection, defaultMode int32) (map[string]fileProjection, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = pod.Spec.DeprecatedServiceAccount //nolint:staticcheck // older pods set only this field
+	}
+	if sa == "" {
+		return nil, fmt.Errorf("serviceAccountToken %q: the pod has no service account", tp.Path)
+	}
+	mode := defaultMode
+	if fsGroupOf(pod) != nil {
+		mode = tokenModeWithFSGroup
+	}
+	tr, err := m.tokens.get(ctx, pod.Namespace, sa, tokenRequestFor(pod, tp))
+	if err != nil {
+		return nil, fmt.Errorf("get service account token for %s/%s: %w", pod.Namespace, sa, err)
+	}
+	return map[string]fileProjection{tp.Path: {Data: []byte(tr.Status.Token), Mode: mode}}, nil
+}
+
+// tokenRequestFor builds the TokenRequest of a projection for pod.
+func tokenRequestFor(pod *v1.Pod, tp *v1.ServiceAccountTokenProjection) *authenticationv1.TokenRequest {
+	exp := defaultTokenExpirationSeconds
+	if tp.ExpirationSeconds != nil {
+		exp = *tp.ExpirationSeconds
+	}
+	var auds []string
+	if tp.Audience != "" {
+		auds = []string{tp.Audience}
+	}
+	return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         auds,
+		ExpirationSeconds: &exp,
+		BoundObjectRef: &authenticationv1.BoundObjectReference{
+			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+		},
+	}}
+}
