@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -95,3 +96,44 @@ func (r Recorder) Eventf(pod *v1.Pod, eventType, reason, format string, args ...
 }
 
 var _ kuberuntime.EventRecorder = Recorder(nil)
+
+// NodeGetter gives the node object pods are admitted against (labels,
+// allocatable); ok is false until the node is known.
+type NodeGetter interface {
+	Node() (*v1.Node, bool)
+}
+
+// MirrorClient creates and deletes the API mirror pods of static pods.
+type MirrorClient interface {
+	CreateMirrorPod(ctx context.Context, static *v1.Pod) error
+	DeleteMirrorPod(ctx context.Context, namespace, name string, uid *k8stypes.UID) (bool, error)
+}
+
+// SecretGetter reads secrets (image pull secrets) from the API server.
+type SecretGetter interface {
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// EnvObjects reads the configMaps and secrets a container's environment
+// refers to (apiobjects.Objects).
+type EnvObjects interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// ServiceLister lists the services of the service environment variables
+// (apiobjects.Objects).
+type ServiceLister interface {
+	ListServices(namespace string) ([]*v1.Service, error)
+	HasSynced() bool
+}
+
+// podEventRecorder adapts a Recorder to the record.EventRecorder-shaped
+// Eventf of the environment resolver (events about pods only).
+type podEventRecorder struct{ rec Recorder }
+
+func (p podEventRecorder) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
+	if pod, ok := object.(*v1.Pod); ok {
+		p.rec.Eventf(pod, eventType, reason, format, args...)
+	}
+}

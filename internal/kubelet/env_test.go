@@ -1,14 +1,20 @@
 package kubelet
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -113,7 +119,7 @@ func TestEnvResolution(t *testing.T) {
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
 			c.Env, c.EnvFrom = tc.env, tc.envFrom
-			got, err := r.resolve(pod, c, "", tc.podIPs)
+			got, err := r.environment(context.Background(), pod, c, "", tc.podIPs)
 			if tc.wantErr != nil {
 				if err == nil || !(errors.Is(err, tc.wantErr) || strings.Contains(err.Error(), tc.wantErr.Error())) {
 					t.Fatalf("error = %v, want %v", err, tc.wantErr)
@@ -155,6 +161,273 @@ func TestSortPodIPs(t *testing.T) {
 			t.Parallel()
 			if got := strings.Join(sortPodIPs(net.ParseIP(tc.nodeIP), tc.ips), ","); got != tc.want {
 				t.Errorf("sortPodIPs = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeEnvObjects serves configMaps and secrets from maps and counts the reads.
+type fakeEnvObjects struct {
+	configMaps map[string]*v1.ConfigMap // by name
+	secrets    map[string]*v1.Secret
+	err        error // returned by every read when set
+	reads      int
+}
+
+func (f *fakeEnvObjects) GetConfigMap(_ context.Context, _, name string) (*v1.ConfigMap, error) {
+	f.reads++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if cm, ok := f.configMaps[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmap"}, name)
+}
+
+func (f *fakeEnvObjects) GetSecret(_ context.Context, _, name string) (*v1.Secret, error) {
+	f.reads++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if s, ok := f.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secret"}, name)
+}
+
+// fakeServices lists services from a slice.
+type fakeServices struct {
+	list     []*v1.Service
+	unsynced bool
+	err      error
+}
+
+func (f *fakeServices) ListServices(namespace string) ([]*v1.Service, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []*v1.Service
+	for _, s := range f.list {
+		if s.Namespace == namespace {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeServices) HasSynced() bool { return !f.unsynced }
+
+// fakeEnvRecorder keeps "reason: message" of each event.
+type fakeEnvRecorder struct{ events []string }
+
+func (f *fakeEnvRecorder) Eventf(_ runtime.Object, eventtype, reason, format string, args ...any) {
+	f.events = append(f.events, eventtype+" "+reason+": "+fmt.Sprintf(format, args...))
+}
+
+func TestEnvFromAPIObjects(t *testing.T) {
+	t.Parallel()
+	yes := true
+	cmRef := func(name, key string, optional bool) v1.EnvVar {
+		sel := &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: name}, Key: key}
+		if optional {
+			sel.Optional = &yes
+		}
+		return v1.EnvVar{Name: "V", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: sel}}
+	}
+	secretRef := func(name, key string, optional bool) v1.EnvVar {
+		sel := &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: name}, Key: key}
+		if optional {
+			sel.Optional = &yes
+		}
+		return v1.EnvVar{Name: "V", ValueFrom: &v1.EnvVarSource{SecretKeyRef: sel}}
+	}
+	fromCM := func(name, prefix string, optional bool) v1.EnvFromSource {
+		src := &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: name}}
+		if optional {
+			src.Optional = &yes
+		}
+		return v1.EnvFromSource{Prefix: prefix, ConfigMapRef: src}
+	}
+	fromSecret := func(name, prefix string, optional bool) v1.EnvFromSource {
+		src := &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: name}}
+		if optional {
+			src.Optional = &yes
+		}
+		return v1.EnvFromSource{Prefix: prefix, SecretRef: src}
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cfg", errors.New("no relationship found"))
+	for _, tc := range []struct {
+		desc      string
+		env       []v1.EnvVar
+		envFrom   []v1.EnvFromSource
+		readErr   error
+		want      string
+		wantErr   string // exact message
+		notFound  bool   // the error is apierrors NotFound
+		wantReads int    // 0 = not checked
+		wantEvent string
+	}{
+		{desc: "configMapKeyRef", env: []v1.EnvVar{cmRef("cfg", "b", false)}, want: "V=2"},
+		{desc: "missing configMap", env: []v1.EnvVar{cmRef("nope", "b", false)}, wantErr: `configmap "nope" not found`, notFound: true},
+		{desc: "missing optional configMap", env: []v1.EnvVar{cmRef("nope", "b", true)}, want: ""},
+		{desc: "missing key", env: []v1.EnvVar{cmRef("cfg", "zz", false)}, wantErr: "couldn't find key zz in ConfigMap prod/cfg"},
+		{desc: "missing optional key", env: []v1.EnvVar{cmRef("cfg", "zz", true)}, want: ""},
+		{desc: "binaryData is not a key", env: []v1.EnvVar{cmRef("cfg", "bin", false)}, wantErr: "couldn't find key bin in ConfigMap prod/cfg"},
+		{desc: "secretKeyRef", env: []v1.EnvVar{secretRef("s", "password", false)}, want: "V=hunter2"},
+		{desc: "missing secret", env: []v1.EnvVar{secretRef("nope", "k", false)}, wantErr: `secret "nope" not found`, notFound: true},
+		{desc: "missing optional secret", env: []v1.EnvVar{secretRef("nope", "k", true)}, want: ""},
+		{desc: "missing secret key", env: []v1.EnvVar{secretRef("s", "zz", false)}, wantErr: "couldn't find key zz in Secret prod/s"},
+		{desc: "optional does not hide other errors", env: []v1.EnvVar{cmRef("cfg", "b", true)}, readErr: forbidden, wantErr: forbidden.Error()},
+		{
+			desc:      "each object is read once per container",
+			env:       []v1.EnvVar{cmRef("cfg", "a", false), {Name: "W", ValueFrom: cmRef("cfg", "b", false).ValueFrom}},
+			envFrom:   []v1.EnvFromSource{fromCM("cfg", "", false)},
+			want:      "a=1,b=2,V=1,W=2",
+			wantReads: 1,
+		},
+		{desc: "envFrom configMap, sorted keys, prefix", envFrom: []v1.EnvFromSource{fromCM("cfg", "P_", false)}, want: "P_a=1,P_b=2"},
+		{desc: "envFrom secret", envFrom: []v1.EnvFromSource{fromSecret("s", "", false)}, want: "password=hunter2,user=admin"},
+		{
+			desc:    "env replaces envFrom in place and expands it",
+			envFrom: []v1.EnvFromSource{fromCM("cfg", "", false), fromSecret("s", "", false)},
+			env:     []v1.EnvVar{{Name: "b", Value: "$(user)@$(a)"}, {Name: "c", Value: "3"}},
+			want:    "a=1,b=admin@1,password=hunter2,user=admin,c=3",
+		},
+		{desc: "later envFrom wins", envFrom: []v1.EnvFromSource{fromCM("cfg", "", false), fromCM("cfg2", "", false)}, want: "a=one,b=2"},
+		{desc: "missing envFrom configMap", envFrom: []v1.EnvFromSource{fromCM("nope", "", false)}, wantErr: `configmap "nope" not found`, notFound: true},
+		{desc: "missing optional envFrom secret", envFrom: []v1.EnvFromSource{fromSecret("nope", "", true)}, env: []v1.EnvVar{{Name: "A", Value: "1"}}, want: "A=1"},
+		{
+			desc:      "invalid names are skipped with an event",
+			envFrom:   []v1.EnvFromSource{fromCM("odd", "", false)},
+			want:      "good=1",
+			wantEvent: "Warning InvalidEnvironmentVariableNames: Keys [bad=key, tab\tkey] from the EnvFrom configMap prod/odd were skipped since they are considered invalid environment variable names.",
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			objects := &fakeEnvObjects{
+				configMaps: map[string]*v1.ConfigMap{
+					"cfg":  {Data: map[string]string{"b": "2", "a": "1"}, BinaryData: map[string][]byte{"bin": {1}}},
+					"cfg2": {Data: map[string]string{"a": "one"}},
+					"odd":  {Data: map[string]string{"good": "1", "bad=key": "2", "tab\tkey": "3"}},
+				},
+				secrets: map[string]*v1.Secret{"s": {Data: map[string][]byte{"user": []byte("admin"), "password": []byte("hunter2")}}},
+				err:     tc.readErr,
+			}
+			recorder := &fakeEnvRecorder{}
+			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder, logger: zaptest.NewLogger(t)}
+			pod := envPod()
+			c := &pod.Spec.Containers[0]
+			c.Env, c.EnvFrom = tc.env, tc.envFrom
+			got, err := r.environment(context.Background(), pod, c, "", nil)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr || apierrors.IsNotFound(err) != tc.notFound {
+					t.Fatalf("error = %v (NotFound %v), want %q (NotFound %v)", err, apierrors.IsNotFound(err), tc.wantErr, tc.notFound)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := joinEnv(got); s != tc.want {
+				t.Errorf("env = %q, want %q", s, tc.want)
+			}
+			if tc.wantReads != 0 && objects.reads != tc.wantReads {
+				t.Errorf("reads = %d, want %d", objects.reads, tc.wantReads)
+			}
+			if events := strings.Join(recorder.events, "\n"); events != tc.wantEvent {
+				t.Errorf("events = %q, want %q", events, tc.wantEvent)
+			}
+		})
+	}
+}
+
+func service(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+}
+
+func TestServiceLinkEnv(t *testing.T) {
+	t.Parallel()
+	no, yes := false, true
+	const kubernetesEnv = "KUBERNETES_SERVICE_HOST=10.0.0.1,KUBERNETES_SERVICE_PORT=443,KUBERNETES_SERVICE_PORT_HTTPS=443," +
+		"KUBERNETES_PORT=tcp://10.0.0.1:443,KUBERNETES_PORT_443_TCP=tcp://10.0.0.1:443,KUBERNETES_PORT_443_TCP_PROTO=tcp," +
+		"KUBERNETES_PORT_443_TCP_PORT=443,KUBERNETES_PORT_443_TCP_ADDR=10.0.0.1"
+	const webEnv = "MY_WEB_SERVICE_HOST=10.0.0.20,MY_WEB_SERVICE_PORT=80,MY_WEB_SERVICE_PORT_HTTP=80,MY_WEB_SERVICE_PORT_DNS_UDP=53," +
+		"MY_WEB_PORT=tcp://10.0.0.20:80,MY_WEB_PORT_80_TCP=tcp://10.0.0.20:80,MY_WEB_PORT_80_TCP_PROTO=tcp,MY_WEB_PORT_80_TCP_PORT=80,MY_WEB_PORT_80_TCP_ADDR=10.0.0.20," +
+		"MY_WEB_PORT_53_UDP=udp://10.0.0.20:53,MY_WEB_PORT_53_UDP_PROTO=udp,MY_WEB_PORT_53_UDP_PORT=53,MY_WEB_PORT_53_UDP_ADDR=10.0.0.20"
+	services := []*v1.Service{
+		service("default", "kubernetes", "10.0.0.1", v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}),
+		service("default", "other", "10.0.0.2", v1.ServicePort{Port: 8080}),
+		service("prod", "my-web", "10.0.0.20", v1.ServicePort{Name: "http", Port: 80}, v1.ServicePort{Name: "dns-udp", Port: 53, Protocol: v1.ProtocolUDP}),
+		service("prod", "headless", v1.ClusterIPNone, v1.ServicePort{Port: 80}),
+		service("prod", "external", ""),
+		service("staging", "db", "10.0.0.30", v1.ServicePort{Port: 5432}),
+		service("v6", "api", "fd00::10", v1.ServicePort{Port: 443}),
+		service("own", "kubernetes", "10.0.0.99", v1.ServicePort{Port: 6443}),
+	}
+	for _, tc := range []struct {
+		desc      string
+		namespace string
+		links     *bool
+		static    bool
+		unsynced  bool
+		listErr   error
+		env       []v1.EnvVar
+		want      string
+		wantErr   string
+	}{
+		{desc: "links by default", namespace: "prod", want: kubernetesEnv + "," + webEnv},
+		{desc: "links enabled", namespace: "prod", links: &yes, want: kubernetesEnv + "," + webEnv},
+		{desc: "links disabled keep kubernetes", namespace: "prod", links: &no, want: kubernetesEnv},
+		{desc: "default namespace, links disabled", namespace: "default", links: &no, want: kubernetesEnv},
+		{
+			desc: "default namespace", namespace: "default",
+			want: kubernetesEnv + ",OTHER_SERVICE_HOST=10.0.0.2,OTHER_SERVICE_PORT=8080,OTHER_PORT=tcp://10.0.0.2:8080," +
+				"OTHER_PORT_8080_TCP=tcp://10.0.0.2:8080,OTHER_PORT_8080_TCP_PROTO=tcp,OTHER_PORT_8080_TCP_PORT=8080,OTHER_PORT_8080_TCP_ADDR=10.0.0.2",
+		},
+		{
+			desc: "IPv6 cluster IP", namespace: "v6", links: &yes,
+			want: "API_SERVICE_HOST=fd00::10,API_SERVICE_PORT=443,API_PORT=tcp://[fd00::10]:443,API_PORT_443_TCP=tcp://[fd00::10]:443," +
+				"API_PORT_443_TCP_PROTO=tcp,API_PORT_443_TCP_PORT=443,API_PORT_443_TCP_ADDR=fd00::10," + kubernetesEnv,
+		},
+		{
+			desc: "the namespace's own kubernetes service wins", namespace: "own",
+			want: "KUBERNETES_SERVICE_HOST=10.0.0.99,KUBERNETES_SERVICE_PORT=6443,KUBERNETES_PORT=tcp://10.0.0.99:6443," +
+				"KUBERNETES_PORT_6443_TCP=tcp://10.0.0.99:6443,KUBERNETES_PORT_6443_TCP_PROTO=tcp,KUBERNETES_PORT_6443_TCP_PORT=6443,KUBERNETES_PORT_6443_TCP_ADDR=10.0.0.99",
+		},
+		{
+			desc: "env overrides in place and expands service variables", namespace: "staging", links: &no,
+			env:  []v1.EnvVar{{Name: "URL", Value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}, {Name: "KUBERNETES_SERVICE_PORT", Value: "1"}},
+			want: strings.Replace(kubernetesEnv, "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT=1", 1) + ",URL=https://10.0.0.1:443",
+		},
+		{desc: "API pod waits for the first list", namespace: "prod", unsynced: true, wantErr: "services have not yet been read at least once, cannot construct envvars"},
+		{desc: "static pod does not wait", namespace: "prod", links: &no, unsynced: true, static: true, want: kubernetesEnv},
+		{desc: "list error", namespace: "prod", listErr: errors.New("boom"), wantErr: "failed to list services when setting up env vars: boom"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			r := envResolver{services: &fakeServices{list: services, unsynced: tc.unsynced, err: tc.listErr}}
+			pod := envPod()
+			pod.Namespace = tc.namespace
+			pod.Spec.EnableServiceLinks = tc.links
+			if tc.static {
+				pod.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+			}
+			c := &pod.Spec.Containers[0]
+			c.Env = tc.env
+			got, err := r.environment(context.Background(), pod, c, "", nil)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := joinEnv(got); s != tc.want {
+				t.Errorf("env =\n%s\nwant\n%s", strings.ReplaceAll(s, ",", "\n"), strings.ReplaceAll(tc.want, ",", "\n"))
 			}
 		})
 	}

@@ -60,19 +60,28 @@ func NewRuntimeHelper(opts Options) (*RuntimeHelper, error) {
 		writeHosts:    hostsfile.Write,
 		capacity:      opts.NodeCapacity,
 	}
-	h.env = envResolver{nodeIP: opts.NodeIP, capacity: h.nodeCapacity}
+	h.env = envResolver{nodeIP: opts.NodeIP, capacity: h.nodeCapacity, logger: opts.Logger}
+	if opts.EnvObjects != nil {
+		h.env.objects = opts.EnvObjects
+	}
+	if opts.Services != nil {
+		h.env.services = opts.Services
+	}
+	if opts.Recorder != nil {
+		h.env.recorder = podEventRecorder{opts.Recorder}
+	}
 	return h, nil
 }
 
 // GenerateRunContainerOptions resolves the container's environment, mounts
 // (volumes, the managed /etc/hosts) and hostname; the pod's volumes must have
 // been set up by SyncPod. The returned cleanup is nil.
-func (h *RuntimeHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) (*kuberuntime.RunContainerOptions, func(), error) {
+func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) (*kuberuntime.RunContainerOptions, func(), error) {
 	hostname, domain, err := h.GeneratePodHostNameAndDomain(pod)
 	if err != nil {
 		return nil, nil, err
 	}
-	envs, err := h.env.resolve(pod, c, podIP, podIPs)
+	envs, err := h.env.environment(ctx, pod, c, podIP, podIPs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -52,6 +52,8 @@ type Kubelet struct {
 	pods    *podStore
 	reasons *reasonCache
 	state   *runtimeState
+	node    NodeGetter
+	mirrors *mirrorKeeper
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -93,6 +95,10 @@ func New(opts Options) (*Kubelet, error) {
 		pods:     newPodStore(),
 		reasons:  newReasonCache(),
 		state:    newRuntimeState(),
+		node:     opts.Node,
+	}
+	if opts.Mirrors != nil {
+		k.mirrors = &mirrorKeeper{client: opts.Mirrors, pods: k.pods, logger: k.logger}
 	}
 	k.syncer = &podSyncer{
 		runtime: opts.Runtime, volumes: opts.Volumes, prober: opts.Prober, status: st, helper: helper,
@@ -100,6 +106,8 @@ func New(opts Options) (*Kubelet, error) {
 		reasons:  k.reasons,
 		state:    k.state,
 		recorder: opts.Recorder,
+		mirrors:  k.mirrors,
+		secrets:  opts.Secrets,
 		backOff:  opts.CrashLoopBackOff,
 		logger:   k.logger,
 		requestGC: func() {
@@ -241,4 +249,20 @@ func (k *Kubelet) every(ctx context.Context, period time.Duration, f func(contex
 			f(ctx)
 		}
 	}
+}
+
+// PodResourcesAreReclaimed reports whether nothing of the pod is left: its
+// worker finished SyncTerminatedPod (containers stopped, volumes torn down) or
+// it never ran. The status manager deletes a deleted API pod only then.
+func (k *Kubelet) PodResourcesAreReclaimed(pod *v1.Pod) bool {
+	return !k.workers.CouldHaveRunningContainers(pod.UID)
+}
+
+// ReadinessError is nil when the runtime and its network are ready, else the
+// reason the node is not ready (the node's Ready condition message).
+func (k *Kubelet) ReadinessError() error {
+	if err := k.state.runtimeError(); err != nil {
+		return err
+	}
+	return k.state.networkError()
 }

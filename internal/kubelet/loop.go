@@ -109,19 +109,25 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 }
 
-// canAdmit checks the node's pod capacity against the admitted active pods.
+// canAdmit checks the node's pod capacity against the admitted active pods,
+// then the node checks (admitAgainstNode) against the node object, when the
+// kubelet has one.
 func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
-	used := 0
+	var others []*v1.Pod
 	for _, other := range k.pods.all() {
 		if other.UID != p.UID && k.pods.isAdmitted(other.UID) && !k.isPodInactive(other) {
-			used++
+			others = append(others, other)
 		}
 	}
-	if used+1 > k.cfg.maxPods {
+	if len(others)+1 > k.cfg.maxPods {
 		return eventOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
-			used, k.cfg.maxPods), false
+			len(others), k.cfg.maxPods), false
 	}
-	return "", "", true
+	var node *v1.Node
+	if k.node != nil {
+		node, _ = k.node.Node()
+	}
+	return admitAgainstNode(p, node, others)
 }
 
 // reject marks the pod Failed without running it.
@@ -175,7 +181,8 @@ func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
 //  3. directories (and volumes) of pods that are neither desired, known to the
 //     workers nor in the runtime are removed;
 //  4. desired, admitted, active pods the workers do not know are started;
-//  5. runtime pods the workers do not know are killed (1s grace).
+//  5. runtime pods the workers do not know are killed (1s grace);
+//  6. mirror pods whose static pod is gone and stopped are deleted.
 func (k *Kubelet) housekeeping(ctx context.Context) {
 	desired := k.pods.all()
 	working := k.workers.SyncKnownPods(desired)
@@ -220,6 +227,14 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	}
 	k.restartUnknownPods(desired, working)
 	k.killOrphans(running, working)
+	k.mirrors.cleanup(ctx, func(namespace, name string) bool {
+		for _, rp := range running {
+			if rp.Namespace == namespace && rp.Name == name {
+				return true
+			}
+		}
+		return false
+	})
 	k.syncer.backOff.GC()
 }
 

@@ -74,6 +74,21 @@ type Options struct {
 	// NewPodWorkers builds the pod workers around the kubelet's sync functions.
 	// nil: podworkers.New with Cache, ResyncInterval and a 10s back-off.
 	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers
+	// Node gives the node object pods are admitted against (node selector,
+	// affinity, allocatable); nil: only the pod count and host ports are checked.
+	Node NodeGetter
+	// Mirrors keeps an API mirror pod for each static pod; nil: none (no API
+	// server).
+	Mirrors MirrorClient
+	// Secrets reads the pods' image pull secrets; nil: pulls carry no
+	// credentials.
+	Secrets SecretGetter
+	// EnvObjects reads the configMaps and secrets of env and envFrom; nil: a
+	// standalone kubelet (required references fail, optional ones are skipped).
+	EnvObjects EnvObjects
+	// Services lists the services of the pods' service environment variables;
+	// nil: none.
+	Services ServiceLister
 	// Recorder records pod events; nil records nothing.
 	Recorder Recorder
 	// Logger; nil: no logging.

@@ -27,6 +27,9 @@ type podStore struct {
 	// outlive the pod's removal (so the removal can be handled) until
 	// retainAdmitted prunes them.
 	admitted map[k8stypes.UID]bool
+	// mirrors holds the API's mirror pods (of static pods) by namespace/name:
+	// they are not pods to run, only the API's view of the static ones.
+	mirrors map[string]*v1.Pod
 }
 
 func newPodStore() *podStore {
@@ -34,6 +37,7 @@ func newPodStore() *podStore {
 		bySource: map[string]map[k8stypes.UID]*v1.Pod{},
 		byUID:    map[k8stypes.UID]*v1.Pod{},
 		admitted: map[k8stypes.UID]bool{},
+		mirrors:  map[string]*v1.Pod{},
 	}
 }
 
@@ -49,6 +53,7 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 		s.bySource[u.Source] = current
 	}
 	var ch podChanges
+	u.Pods = s.takeMirrors(u)
 	switch u.Op {
 	case types.SET:
 		seen := map[k8stypes.UID]bool{}
@@ -77,6 +82,69 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 	sortByCreation(ch.adds)
 	sortByCreation(ch.removes)
 	return ch
+}
+
+// takeMirrors files the update's mirror pods under mirrors and returns the
+// other pods. A SET replaces every mirror pod the source sent before.
+func (s *podStore) takeMirrors(u types.PodUpdate) []*v1.Pod {
+	if u.Op == types.SET {
+		for key, m := range s.mirrors {
+			if m.Annotations[types.ConfigSourceAnnotationKey] == u.Source {
+				delete(s.mirrors, key)
+			}
+		}
+	}
+	pods := make([]*v1.Pod, 0, len(u.Pods))
+	for _, p := range u.Pods {
+		if !isMirrorPod(p) {
+			pods = append(pods, p)
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		if u.Op == types.REMOVE {
+			delete(s.mirrors, key)
+		} else {
+			s.mirrors[key] = p
+		}
+	}
+	return pods
+}
+
+// mirror returns the mirror pod named namespace/name.
+func (s *podStore) mirror(namespace, name string) (*v1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.mirrors[namespace+"/"+name]
+	return m, ok
+}
+
+// allMirrors returns every mirror pod.
+func (s *podStore) allMirrors() []*v1.Pod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*v1.Pod, 0, len(s.mirrors))
+	for _, m := range s.mirrors {
+		out = append(out, m)
+	}
+	return out
+}
+
+// byFullName returns the desired pod named namespace/name.
+func (s *podStore) byFullName(namespace, name string) (*v1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, p := range s.byUID {
+		if p.Namespace == namespace && p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// isMirrorPod reports whether p is the API's mirror of a static pod.
+func isMirrorPod(p *v1.Pod) bool {
+	_, ok := p.Annotations[types.ConfigMirrorAnnotationKey]
+	return ok
 }
 
 // upsert stores p, recording an add or, when the content changed, an update.

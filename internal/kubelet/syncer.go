@@ -40,6 +40,8 @@ type podSyncer struct {
 	reasons  *reasonCache
 	state    *runtimeState
 	recorder Recorder
+	mirrors  *mirrorKeeper
+	secrets  SecretGetter
 	backOff  *flowcontrol.Backoff
 	logger   *zap.Logger
 	// requestGC asks for an early container GC (a pod terminated).
@@ -71,9 +73,10 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 // SyncPod makes the pod run as specified:
 //  1. compute the API status and store it; a terminal pod stops here;
 //  2. refuse pods off the host network while the network is not ready;
-//  3. create the pod directories and set up the volumes (FailedMount event);
-//  4. start the probe workers;
-//  5. let the runtime manager create the sandbox and (re)start containers with
+//  3. keep a static pod's API mirror pod current;
+//  4. create the pod directories and set up the volumes (FailedMount event);
+//  5. start the probe workers;
+//  6. let the runtime manager create the sandbox and (re)start containers with
 //     the crash-loop back-off, remembering why containers failed to start.
 //
 // Only failures other than back-offs are returned, so a container in back-off is
@@ -91,6 +94,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 		s.recorder.Eventf(pod, v1.EventTypeWarning, eventNetworkNotReady, "%s: %v", networkNotReadyMsg, err)
 		return false, fmt.Errorf("%s: %w", networkNotReadyMsg, err)
 	}
+	s.mirrors.sync(ctx, pod)
 	if err := s.makePodDirs(pod.UID); err != nil {
 		return false, err
 	}
@@ -102,7 +106,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 	s.helper.setVolumes(pod.UID, infos)
 	s.prober.AddPod(s.probeContext(ctx), pod)
 
-	result := s.runtime.SyncPod(ctx, pod, ps, nil, s.backOff)
+	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff)
 	s.reasons.update(pod.UID, result)
 	err = result.Error()
 	if err == nil {

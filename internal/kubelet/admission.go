@@ -1,0 +1,141 @@
+package kubelet
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// Admission failure reasons and descriptions (upstream lifecycle predicates).
+const (
+	predicateNodeAffinity     = "NodeAffinity"
+	predicateNodeAffinityDesc = "node(s) didn't match Pod's node affinity/selector"
+	predicateNodePorts        = "NodePorts"
+	predicateNodePortsDesc    = "node(s) didn't have free ports for the requested pod ports"
+	predicateNodeName         = "NodeName"
+	predicateNodeNameDesc     = "node(s) didn't match the requested node name"
+)
+
+// admitAgainstNode runs the node checks of upstream's predicate admit handler on
+// a pod against the active admitted pods: node name, node selector and required
+// node affinity, host ports, and requests that fit the node's allocatable. It
+// returns the upstream reason and message of the first failure. node may be nil
+// (no API server): only the host ports are checked.
+func admitAgainstNode(pod *v1.Pod, node *v1.Node, others []*v1.Pod) (reason, message string, ok bool) {
+	predicateFailed := func(name, desc string) (string, string, bool) {
+		return name, fmt.Sprintf("Predicate %s failed: %s", name, desc), false
+	}
+	if node != nil {
+		if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+			return predicateFailed(predicateNodeName, predicateNodeNameDesc)
+		}
+		if match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !match {
+			return predicateFailed(predicateNodeAffinity, predicateNodeAffinityDesc)
+		}
+	}
+	if portsConflict(pod, others) {
+		return predicateFailed(predicateNodePorts, predicateNodePortsDesc)
+	}
+	if node != nil {
+		if r, m, fits := resourcesFit(pod, node.Status.Allocatable, others); !fits {
+			return r, m, false
+		}
+	}
+	return "", "", true
+}
+
+// hostPort is one host port a pod binds.
+type hostPort struct {
+	ip       string
+	protocol v1.Protocol
+	port     int32
+}
+
+func podHostPorts(p *v1.Pod) []hostPort {
+	var out []hostPort
+	add := func(cs []v1.Container) {
+		for _, c := range cs {
+			for _, cp := range c.Ports {
+				if cp.HostPort <= 0 {
+					continue
+				}
+				proto := cp.Protocol
+				if proto == "" {
+					proto = v1.ProtocolTCP
+				}
+				ip := cp.HostIP
+				if ip == "" {
+					ip = "0.0.0.0"
+				}
+				out = append(out, hostPort{ip: ip, protocol: proto, port: cp.HostPort})
+			}
+		}
+	}
+	add(p.Spec.InitContainers)
+	add(p.Spec.Containers)
+	return out
+}
+
+// portsConflict reports whether pod wants a host port (same protocol and port,
+// same IP or either one the wildcard) another pod holds.
+func portsConflict(pod *v1.Pod, others []*v1.Pod) bool {
+	want := podHostPorts(pod)
+	if len(want) == 0 {
+		return false
+	}
+	for _, o := range others {
+		for _, held := range podHostPorts(o) {
+			for _, w := range want {
+				if w.port == held.port && w.protocol == held.protocol &&
+					(w.ip == held.ip || w.ip == "0.0.0.0" || held.ip == "0.0.0.0") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// resourcesFit checks the pod's effective requests plus those of others
+// against allocatable, for every resource the pod requests that allocatable
+// lists. The message has upstream's InsufficientResourceError shape.
+func resourcesFit(pod *v1.Pod, allocatable v1.ResourceList, others []*v1.Pod) (reason, message string, ok bool) {
+	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	used := v1.ResourceList{}
+	for _, o := range others {
+		for name, q := range resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{}) {
+			sum := used[name]
+			sum.Add(q)
+			used[name] = sum
+		}
+	}
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage} {
+		req, ok := want[name]
+		if !ok || req.IsZero() {
+			continue
+		}
+		capacity, ok := allocatable[name]
+		if !ok {
+			continue
+		}
+		u := used[name]
+		total := u.DeepCopy()
+		total.Add(req)
+		if total.Cmp(capacity) > 0 {
+			return "OutOf" + string(name), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				name, amount(name, req), amount(name, u), amount(name, capacity)), false
+		}
+	}
+	return "", "", true
+}
+
+// amount is a quantity as upstream prints it: millicores for cpu, units else.
+func amount(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}

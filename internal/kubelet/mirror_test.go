@@ -1,0 +1,118 @@
+package kubelet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+)
+
+type fakeMirrors struct {
+	mu      sync.Mutex
+	created []string
+	deleted []string
+}
+
+func (f *fakeMirrors) CreateMirrorPod(_ context.Context, static *v1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, static.Namespace+"/"+static.Name)
+	return nil
+}
+
+func (f *fakeMirrors) DeleteMirrorPod(_ context.Context, namespace, name string, uid *k8stypes.UID) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, namespace+"/"+name+"@"+string(*uid))
+	return true, nil
+}
+
+func mirrorOf(static *v1.Pod, uid, hash string, mods ...func(*v1.Pod)) *v1.Pod {
+	m := static.DeepCopy()
+	m.UID = k8stypes.UID(uid)
+	m.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.APISource, types.ConfigMirrorAnnotationKey: hash}
+	for _, mod := range mods {
+		mod(m)
+	}
+	return m
+}
+
+func TestPodStoreKeepsMirrorsApart(t *testing.T) {
+	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-static" })
+	api := staticPod("api-pod", "uid-api", func(p *v1.Pod) { p.Annotations[types.ConfigSourceAnnotationKey] = types.APISource })
+	mirror := mirrorOf(static, "uid-mirror", "uid-static")
+	s := newPodStore()
+	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{static}})
+	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api, mirror}})
+	if got := uids(ch.adds); !slices.Equal(got, []string{"uid-api"}) {
+		t.Fatalf("adds = %v, want only the API pod", got)
+	}
+	if got := uids(s.all()); !slices.Equal(got, []string{"uid-api", "uid-static"}) {
+		t.Fatalf("desired pods = %v", got)
+	}
+	if m, ok := s.mirror("default", "web"); !ok || m.UID != "uid-mirror" {
+		t.Fatalf("mirror lookup = %v %v", m, ok)
+	}
+	ch = s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api}})
+	if len(ch.removes) != 0 {
+		t.Fatalf("a mirror leaving the API removed desired pods: %v", uids(ch.removes))
+	}
+	if _, ok := s.mirror("default", "web"); ok {
+		t.Fatal("the mirror is still known after the API's SET without it")
+	}
+}
+
+func TestMirrorKeeper(t *testing.T) {
+	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-static" })
+	now := metav1.Now()
+	for _, tc := range []struct {
+		desc                   string
+		mirror                 *v1.Pod
+		wantCreate, wantDelete []string
+	}{
+		{desc: "missing mirror is created", wantCreate: []string{"default/web"}},
+		{desc: "current mirror is kept", mirror: mirrorOf(static, "m1", "uid-static")},
+		{desc: "outdated mirror is replaced", mirror: mirrorOf(static, "m1", "old-hash"),
+			wantCreate: []string{"default/web"}, wantDelete: []string{"default/web@m1"}},
+		{desc: "deleting mirror is replaced", mirror: mirrorOf(static, "m1", "uid-static", func(p *v1.Pod) { p.DeletionTimestamp = &now }),
+			wantCreate: []string{"default/web"}, wantDelete: []string{"default/web@m1"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			store := newPodStore()
+			store.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{static}})
+			if tc.mirror != nil {
+				store.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{tc.mirror}})
+			}
+			fake := &fakeMirrors{}
+			k := &mirrorKeeper{client: fake, pods: store, logger: zap.NewNop()}
+			k.sync(context.Background(), static)
+			if !slices.Equal(fake.created, tc.wantCreate) || !slices.Equal(fake.deleted, tc.wantDelete) {
+				t.Fatalf("created %v deleted %v, want %v %v", fake.created, fake.deleted, tc.wantCreate, tc.wantDelete)
+			}
+		})
+	}
+}
+
+func TestMirrorKeeperCleanup(t *testing.T) {
+	gone := staticPod("gone", "uid-gone", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-gone" })
+	kept := staticPod("kept", "uid-kept", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-kept" })
+	stopping := staticPod("stopping", "uid-stopping")
+	store := newPodStore()
+	store.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{kept}})
+	store.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{
+		mirrorOf(gone, "m-gone", "uid-gone"), mirrorOf(kept, "m-kept", "uid-kept"), mirrorOf(stopping, "m-stopping", "uid-stopping"),
+	}})
+	fake := &fakeMirrors{}
+	k := &mirrorKeeper{client: fake, pods: store, logger: zap.NewNop()}
+	k.cleanup(context.Background(), func(_, name string) bool { return name == "stopping" })
+	if !slices.Equal(fake.deleted, []string{"default/gone@m-gone"}) {
+		t.Fatalf("deleted %v, want only the orphan whose pod stopped", fake.deleted)
+	}
+}
