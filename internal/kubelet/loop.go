@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,6 +94,13 @@ func (k *Kubelet) handleSourceUpdate(u types.PodUpdate) {
 		}
 		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
+	}
+	// A mirror pod changed or went away: its static pod's sync fixes it.
+	for _, key := range ch.mirrors {
+		ns, name, _ := strings.Cut(key, "/")
+		if p, ok := k.pods.byFullName(ns, name); ok && types.IsStaticPod(p) && k.pods.isAdmitted(p.UID) {
+			k.syncPodByUID(p.UID, "mirror pod changed")
+		}
 	}
 }
 

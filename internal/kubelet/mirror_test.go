@@ -54,6 +54,12 @@ func TestPodStoreKeepsMirrorsApart(t *testing.T) {
 	if got := uids(ch.adds); !slices.Equal(got, []string{"uid-api"}) {
 		t.Fatalf("adds = %v, want only the API pod", got)
 	}
+	if !slices.Equal(ch.mirrors, []string{"default/web"}) {
+		t.Fatalf("changed mirrors = %v, want default/web", ch.mirrors)
+	}
+	if ch = s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api, mirror}}); len(ch.mirrors) != 0 {
+		t.Fatalf("an unchanged mirror reported as changed: %v", ch.mirrors)
+	}
 	if got := uids(s.all()); !slices.Equal(got, []string{"uid-api", "uid-static"}) {
 		t.Fatalf("desired pods = %v", got)
 	}
@@ -63,6 +69,9 @@ func TestPodStoreKeepsMirrorsApart(t *testing.T) {
 	ch = s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api}})
 	if len(ch.removes) != 0 {
 		t.Fatalf("a mirror leaving the API removed desired pods: %v", uids(ch.removes))
+	}
+	if !slices.Equal(ch.mirrors, []string{"default/web"}) {
+		t.Fatalf("a removed mirror is not reported: %v", ch.mirrors)
 	}
 	if _, ok := s.mirror("default", "web"); ok {
 		t.Fatal("the mirror is still known after the API's SET without it")

@@ -15,6 +15,9 @@ import (
 // podChanges is what one source update changed.
 type podChanges struct {
 	adds, updates, removes []*v1.Pod
+	// mirrors are the namespace/name of the mirror pods the update added,
+	// changed or removed: their static pods need a sync.
+	mirrors []string
 }
 
 // podStore holds the pods the sources want, by source and by UID (upstream's
@@ -53,7 +56,7 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 		s.bySource[u.Source] = current
 	}
 	var ch podChanges
-	u.Pods = s.takeMirrors(u)
+	u.Pods, ch.mirrors = s.takeMirrors(u)
 	switch u.Op {
 	case types.SET:
 		seen := map[k8stypes.UID]bool{}
@@ -85,12 +88,16 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 }
 
 // takeMirrors files the update's mirror pods under mirrors and returns the
-// other pods. A SET replaces every mirror pod the source sent before.
-func (s *podStore) takeMirrors(u types.PodUpdate) []*v1.Pod {
-	if u.Op == types.SET {
+// other pods, and the names of the mirrors that changed. A SET replaces every
+// mirror pod the source sent before.
+func (s *podStore) takeMirrors(u types.PodUpdate) ([]*v1.Pod, []string) {
+	next := map[string]*v1.Pod{}
+	if u.Op != types.SET {
+		maps.Copy(next, s.mirrors)
+	} else {
 		for key, m := range s.mirrors {
-			if m.Annotations[types.ConfigSourceAnnotationKey] == u.Source {
-				delete(s.mirrors, key)
+			if m.Annotations[types.ConfigSourceAnnotationKey] != u.Source {
+				next[key] = m
 			}
 		}
 	}
@@ -102,12 +109,25 @@ func (s *podStore) takeMirrors(u types.PodUpdate) []*v1.Pod {
 		}
 		key := p.Namespace + "/" + p.Name
 		if u.Op == types.REMOVE {
-			delete(s.mirrors, key)
+			delete(next, key)
 		} else {
-			s.mirrors[key] = p
+			next[key] = p
 		}
 	}
-	return pods
+	var changed []string
+	for key, m := range next {
+		if old, ok := s.mirrors[key]; !ok || old.UID != m.UID || podsDiffer(old, m) {
+			changed = append(changed, key)
+		}
+	}
+	for key := range s.mirrors {
+		if _, ok := next[key]; !ok {
+			changed = append(changed, key)
+		}
+	}
+	s.mirrors = next
+	sort.Strings(changed)
+	return pods, changed
 }
 
 // mirror returns the mirror pod named namespace/name.

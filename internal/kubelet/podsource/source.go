@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
@@ -27,9 +28,10 @@ const (
 // updatesBuffer is the capacity of the Updates channel (upstream uses 50).
 const updatesBuffer = 50
 
-// Options configures the static pod sources.
+// Options configures the pod sources.
 type Options struct {
-	// NodeName is appended to every pod name and is the pods' spec.nodeName. Required.
+	// NodeName is appended to every static pod name and is the static pods' spec.nodeName;
+	// the API source watches the pods bound to it. Required.
 	NodeName string
 	// ManifestPath is a manifest file or a directory of them (--pod-manifest-path); "" = off.
 	ManifestPath string
@@ -46,9 +48,16 @@ type Options struct {
 	Logger *zap.Logger
 	// Recorder, if set, receives a Warning event for each manifest that cannot be used.
 	Recorder func(pod *v1.Pod, eventType, reason, message string)
+	// Client is the API server client of the API source, which watches the pods bound to
+	// NodeName; nil = no API source (standalone).
+	Client kubernetes.Interface
+	// NodeSynced, if set, gates the API source: it starts watching only once this returns
+	// true (polled every second), as upstream waits for the Node object before watching
+	// pods. nil = watch at once.
+	NodeSynced func() bool
 }
 
-// Source runs the configured static pod sources and merges them into one stream.
+// Source runs the configured pod sources and merges them into one stream.
 type Source struct {
 	opts    Options
 	logger  *zap.Logger
@@ -90,11 +99,15 @@ func New(opts Options) (*Source, error) {
 	if opts.ManifestURL != "" {
 		s.seen[types.HTTPSource] = false
 	}
+	if opts.Client != nil {
+		s.seen[types.APISource] = false
+	}
 	return s, nil
 }
 
 // Run reads the sources until ctx ends, sending on Updates. Each source sends SET with its
-// full state: first at start (even when empty), then whenever its pods changed. Run
+// full state: first at start (the API source: after its first list), even when empty,
+// then whenever its pods changed. Run
 // returns when every source stopped; Updates is never closed.
 func (s *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -105,6 +118,10 @@ func (s *Source) Run(ctx context.Context) {
 	if s.opts.ManifestURL != "" {
 		h := newHTTPSource(s)
 		wg.Go(func() { h.run(ctx) })
+	}
+	if s.opts.Client != nil {
+		a := newAPISource(s)
+		wg.Go(func() { a.run(ctx) })
 	}
 	wg.Wait()
 }
@@ -123,6 +140,13 @@ func (s *Source) SeenAllSources() bool {
 		}
 	}
 	return true
+}
+
+// markSeen records that a source delivered its first state.
+func (s *Source) markSeen(source string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[source] = true
 }
 
 // recordInvalid logs an unusable manifest and sends a Warning event about it. The event's

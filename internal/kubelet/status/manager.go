@@ -6,8 +6,14 @@
 // terminal phase (Succeeded, Failed) never changes, a terminated container
 // does not come back to life unless the restart policy allows it, condition
 // transition times only move when a condition's status changes, and the start
-// time is set once. Publishing statuses to an API server comes later; for now
-// the store is read by the kubelet's local pods endpoint.
+// time is set once.
+//
+// With a client (Options.Client), Run publishes the store to the API server
+// (sync.go): every change is patched soon after it happens, a resync every 10 s
+// patches what was not acknowledged, static pods' statuses go to their mirror
+// pods (mirror.go), and pods being deleted are removed once their status is
+// final and their resources are reclaimed. Without a client the store is only
+// read locally (the kubelet's pods endpoint).
 //
 // Only internal/kubelet (the coordinator) and internal/app may import it.
 package status
@@ -15,11 +21,14 @@ package status
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
@@ -29,20 +38,47 @@ import (
 // synthesises for a container whose runtime status went missing.
 const ContainerReasonStatusUnknown = "ContainerStatusUnknown"
 
+// DefaultSyncPeriod is how often Run re-checks every status against the API
+// server (upstream's syncPeriod).
+const DefaultSyncPeriod = 10 * time.Second
+
+// PodDeletionSafetyProvider tells whether a pod's node resources (containers,
+// volumes) are gone, so that its API object may be removed.
+type PodDeletionSafetyProvider interface {
+	PodResourcesAreReclaimed(pod *v1.Pod) bool
+}
+
 // Options configures a Manager.
 type Options struct {
 	Logger *zap.Logger
 	// Clock stamps condition transitions and start times; nil = the real clock.
 	Clock clock.PassiveClock
+	// Client publishes statuses to the API server; nil = local store only.
+	Client kubernetes.Interface
+	// NodeName is this node; API pods bound elsewhere are never patched.
+	NodeName string
+	// PodDeletionSafety gates the final DELETE of pods being deleted; nil =
+	// resources count as reclaimed once the pod's status is final.
+	PodDeletionSafety PodDeletionSafetyProvider
+	// SyncPeriod is the full resync period; 0 = DefaultSyncPeriod.
+	SyncPeriod time.Duration
 }
 
 // Manager is the thread-safe local pod status store.
 type Manager struct {
-	logger *zap.Logger
-	clock  clock.PassiveClock
+	logger     *zap.Logger
+	clock      clock.PassiveClock
+	client     kubernetes.Interface
+	nodeName   string
+	safety     PodDeletionSafetyProvider
+	syncPeriod time.Duration
+	// changed wakes the sync loop (capacity 1: pending wake-ups coalesce).
+	changed chan struct{}
 
 	mu   sync.RWMutex
 	pods map[k8stypes.UID]*entry
+	// acked is the API sync's bookkeeping per source pod UID (sync.go).
+	acked map[k8stypes.UID]ack
 }
 
 // entry is one pod's cached status plus the pod it belongs to (the spec is needed
@@ -50,6 +86,10 @@ type Manager struct {
 type entry struct {
 	pod    *v1.Pod
 	status v1.PodStatus
+	// version grows with every change the API should see.
+	version uint64
+	// finished: TerminatePod ran; the status is final.
+	finished bool
 }
 
 // NewManager returns an empty store.
@@ -60,7 +100,20 @@ func NewManager(opts Options) *Manager {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{logger: opts.Logger, clock: opts.Clock, pods: map[k8stypes.UID]*entry{}}
+	if opts.SyncPeriod <= 0 {
+		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	return &Manager{
+		logger:     opts.Logger,
+		clock:      opts.Clock,
+		client:     opts.Client,
+		nodeName:   opts.NodeName,
+		safety:     opts.PodDeletionSafety,
+		syncPeriod: opts.SyncPeriod,
+		changed:    make(chan struct{}, 1),
+		pods:       map[k8stypes.UID]*entry{},
+		acked:      map[k8stypes.UID]ack{},
+	}
 }
 
 // GetPodStatus returns a copy of the cached status of the pod.
@@ -77,10 +130,12 @@ func (m *Manager) GetPodStatus(uid k8stypes.UID) (v1.PodStatus, bool) {
 // SetPodStatus caches status as the pod's latest status. An update that would
 // move a terminated container back to running against the restart policy is
 // dropped (and logged); a terminal phase is kept whatever the new phase says.
+// A pod with a deletionTimestamp is always queued for the API sync, so that
+// its final deletion gets a chance.
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.updateLocked(pod, *status.DeepCopy())
+	m.updateLocked(pod, *status.DeepCopy(), pod.DeletionTimestamp != nil, false)
 }
 
 // SetContainerReadiness records a readiness probe result for the container and
@@ -107,7 +162,7 @@ func (m *Manager) SetContainerReadiness(uid k8stypes.UID, containerID types.Cont
 	all := allContainerStatuses(&status)
 	replaceCondition(&status, GeneratePodReadyCondition(e.pod, status.Conditions, all, status.Phase))
 	replaceCondition(&status, GenerateContainersReadyCondition(e.pod, all, status.Phase))
-	m.updateLocked(e.pod, status)
+	m.updateLocked(e.pod, status, false, false)
 }
 
 // SetContainerStartup records a startup probe result for the container.
@@ -127,14 +182,15 @@ func (m *Manager) SetContainerStartup(uid k8stypes.UID, containerID types.Contai
 		return
 	}
 	cs.Started = &started
-	m.updateLocked(e.pod, status)
+	m.updateLocked(e.pod, status, false, false)
 }
 
 // TerminatePod marks every container of the pod that has no terminated state as
 // terminated (ContainerStatusUnknown, exit code 137) once the pod has
 // initialized, does the same for the init containers that had started, and moves
 // a non-static pod to the Failed phase unless it already is terminal. It is
-// called after the pod's containers were killed.
+// called after the pod's containers were killed; from then on the status is
+// final (the API sync may delete a pod that is being deleted).
 func (m *Manager) TerminatePod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -155,10 +211,11 @@ func (m *Manager) TerminatePod(pod *v1.Pod) {
 	if !types.IsStaticPod(pod) && !isTerminal(status.Phase) {
 		status.Phase = v1.PodFailed
 	}
-	m.updateLocked(pod, status)
+	m.updateLocked(pod, status, true, true)
 }
 
-// RemoveOrphanedStatuses forgets the statuses of pods not in podUIDs.
+// RemoveOrphanedStatuses forgets the statuses of pods not in podUIDs, and
+// what the API sync knew about them.
 func (m *Manager) RemoveOrphanedStatuses(podUIDs map[k8stypes.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -167,13 +224,21 @@ func (m *Manager) RemoveOrphanedStatuses(podUIDs map[k8stypes.UID]bool) {
 			delete(m.pods, uid)
 		}
 	}
+	for uid := range m.acked {
+		if !podUIDs[uid] {
+			delete(m.acked, uid)
+		}
+	}
 }
 
-// updateLocked merges status into the cache; m.mu must be held.
-func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) {
+// updateLocked merges status into the cache and, when it changed (or force),
+// bumps the pod's version and wakes the API sync; m.mu must be held. finished
+// marks the status final (sticky).
+func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished bool) {
 	old := pod.Status
-	if e, ok := m.pods[pod.UID]; ok {
-		old = e.status
+	prev, cached := m.pods[pod.UID]
+	if cached {
+		old = prev.status
 	}
 	if err := checkContainerStateTransition(&old, &status, &pod.Spec); err != nil {
 		m.logger.Error("dropping pod status update", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
@@ -200,7 +265,24 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) {
 	case status.StartTime == nil || status.StartTime.IsZero():
 		status.StartTime = &now
 	}
-	m.pods[pod.UID] = &entry{pod: pod, status: status}
+	e := &entry{pod: pod, status: status, finished: finished}
+	if cached {
+		e.version, e.finished = prev.version, prev.finished || finished
+	}
+	if !cached || force || !apiequality.Semantic.DeepEqual(prev.status, status) {
+		e.version++
+		m.notifyLocked()
+	}
+	m.pods[pod.UID] = e
+}
+
+// notifyLocked wakes the sync loop without blocking; a wake-up already
+// pending covers this change too.
+func (m *Manager) notifyLocked() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
 }
 
 // checkContainerStateTransition rejects a terminated container moving back to a

@@ -117,8 +117,9 @@ func (c *Cluster) Stop() error {
 	return err
 }
 
-// StopAPIServer stops the kube-apiserver only (SIGTERM, by the PID the script
-// recorded) and waits until it has exited.
+// StopAPIServer stops the kube-apiserver only, by the PID the script
+// recorded, and waits until it has exited: SIGTERM, then SIGKILL after 5 s
+// (its graceful shutdown waits up to a minute for open watches).
 func (c *Cluster) StopAPIServer(ctx context.Context) error {
 	pidFile := filepath.Join(c.Dir, "pids", "kube-apiserver.pid")
 	b, err := os.ReadFile(pidFile)
@@ -135,10 +136,14 @@ func (c *Cluster) StopAPIServer(ctx context.Context) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("controlplane: stop kube-apiserver: %w", err)
 	}
+	killAt := time.Now().Add(5 * time.Second)
 	for {
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if filepath.Base(exe) != "kube-apiserver" {
 			return nil
+		}
+		if time.Now().After(killAt) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		select {
 		case <-ctx.Done():

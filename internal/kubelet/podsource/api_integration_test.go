@@ -1,0 +1,345 @@
+//go:build linux
+
+package podsource
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+)
+
+// apiWait bounds how long an integration test waits for an expected set; after an API
+// server restart the reflector retries with a backoff of up to 30s (plus jitter).
+const apiWait = 90 * time.Second
+
+// sharedCluster is the one control plane of this package's integration tests, started by
+// the first test that needs it and stopped by TestMain.
+var sharedCluster struct {
+	once sync.Once
+	dir  string
+	c    *controlplane.Cluster
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedCluster.c != nil {
+		if err := sharedCluster.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+			code = 1
+		}
+	}
+	if sharedCluster.dir != "" {
+		_ = os.RemoveAll(sharedCluster.dir)
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared control plane, starting it on first use. It fails the
+// test when the control plane cannot start.
+func controlPlane(t *testing.T) *controlplane.Cluster {
+	t.Helper()
+	sharedCluster.once.Do(func() {
+		sharedCluster.dir, sharedCluster.err = os.MkdirTemp("", "podsource-controlplane-")
+		if sharedCluster.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		sharedCluster.c, sharedCluster.err = controlplane.Start(ctx, sharedCluster.dir)
+	})
+	if sharedCluster.err != nil {
+		t.Fatalf("control plane: %v", sharedCluster.err)
+	}
+	return sharedCluster.c
+}
+
+// nodeClient returns a client with the credentials of node name (CN=system:node:<name>,
+// O=system:nodes, signed by the cluster CA), so the Node authorizer and NodeRestriction
+// apply as to a real kubelet.
+func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
+	t.Helper()
+	caPEM, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas, err := certutil.ParseCertsPEM(caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := keyutil.PrivateKeyFromFile(c.CAKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, ok := caKey.(crypto.Signer)
+	if !ok {
+		t.Fatalf("CA key %T cannot sign", caKey)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, cas[0], key.Public(), signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(&rest.Config{
+		Host: c.APIServer,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   c.CAFile,
+			CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// createNode registers a Node object (so that the pod GC does not treat its pods as
+// orphans) and deletes it when the test ends.
+func createNode(ctx context.Context, t *testing.T, c *controlplane.Cluster, name string) {
+	t.Helper()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		err := c.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete node %s: %v", name, err)
+		}
+	})
+}
+
+// createPod creates a pod bound to node in the default namespace (no scheduler involved)
+// and force-deletes it when the test ends.
+func createPod(ctx context.Context, t *testing.T, c *controlplane.Cluster, name, node string, annotations map[string]string) *v1.Pod {
+	t.Helper()
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: annotations},
+		Spec: v1.PodSpec{
+			NodeName:                     node,
+			AutomountServiceAccountToken: new(false),
+			Containers:                   []v1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	created, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+	t.Cleanup(func() { deletePod(context.Background(), t, c, name, 0) })
+	return created
+}
+
+func deletePod(ctx context.Context, t *testing.T, c *controlplane.Cluster, name string, grace int64) {
+	t.Helper()
+	err := c.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete pod %s: %v", name, err)
+	}
+}
+
+// runAPISource runs a Source with only the API source until the test ends.
+func runAPISource(t *testing.T, client kubernetes.Interface, node string) *Source {
+	t.Helper()
+	s, err := New(Options{NodeName: node, Client: client, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+	})
+	return s
+}
+
+// awaitSet reads updates until want accepts one, checking every update with invariant
+// first. It returns the accepted update's pods by name.
+func awaitSet(t *testing.T, s *Source, what string, invariant func(u types.PodUpdate) error, want func(pods map[string]*v1.Pod) bool) map[string]*v1.Pod {
+	t.Helper()
+	deadline := time.After(apiWait)
+	var last []string
+	for {
+		select {
+		case u := <-s.Updates():
+			if u.Op != types.SET || u.Source != types.APISource {
+				t.Fatalf("update %v from %q, want SET from %q", u.Op, u.Source, types.APISource)
+			}
+			if invariant != nil {
+				if err := invariant(u); err != nil {
+					t.Fatalf("while waiting for %s: %v", what, err)
+				}
+			}
+			pods := map[string]*v1.Pod{}
+			for _, p := range u.Pods {
+				if p.Annotations[types.ConfigSourceAnnotationKey] != types.APISource {
+					t.Fatalf("pod %s has config.source %q", p.Name, p.Annotations[types.ConfigSourceAnnotationKey])
+				}
+				pods[p.Name] = p
+			}
+			if want(pods) {
+				return pods
+			}
+			last = podKeys(u.Pods)
+		case <-deadline:
+			t.Fatalf("no set with %s within %v; last set %v", what, apiWait, last)
+		}
+	}
+}
+
+func hasPods(names ...string) func(map[string]*v1.Pod) bool {
+	return func(pods map[string]*v1.Pod) bool {
+		if len(pods) != len(names) {
+			return false
+		}
+		for _, n := range names {
+			if pods[n] == nil {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// onlyNode fails a set that holds a pod bound to another node.
+func onlyNode(node string) func(u types.PodUpdate) error {
+	return func(u types.PodUpdate) error {
+		for _, p := range u.Pods {
+			if p.Spec.NodeName != node {
+				return fmt.Errorf("set %v holds pod %s of node %q", podKeys(u.Pods), p.Name, p.Spec.NodeName)
+			}
+		}
+		return nil
+	}
+}
+
+// TestIntegrationAPISourceLifecycle follows pods bound to a node through create, a
+// graceful delete (deletionTimestamp) and the final delete, listing with the node's own
+// credentials; pods of another node never appear.
+func TestIntegrationAPISourceLifecycle(t *testing.T) {
+	c := controlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node, other := "podsource-life", "podsource-life-other"
+	createNode(ctx, t, c, node)
+	createNode(ctx, t, c, other)
+	createPod(ctx, t, c, "elsewhere", other, nil)
+
+	s := runAPISource(t, nodeClient(t, c, node), node)
+	check := onlyNode(node)
+	awaitSet(t, s, "no pods", check, hasPods())
+	if !s.SeenAllSources() {
+		t.Error("SeenAllSources false after the first set")
+	}
+
+	web := createPod(ctx, t, c, "web", node, nil)
+	pods := awaitSet(t, s, "web", check, hasPods("web"))
+	if got := pods["web"]; got.UID != web.UID || got.Namespace != "default" || got.Spec.NodeName != node {
+		t.Errorf("web: uid %s ns %s node %s, want uid %s", got.UID, got.Namespace, got.Spec.NodeName, web.UID)
+	}
+
+	mirrorName := "static-" + node
+	mirror := createPod(ctx, t, c, mirrorName, node, map[string]string{
+		types.ConfigMirrorAnnotationKey: "0123abcd", types.ConfigHashAnnotationKey: "0123abcd",
+	})
+	pods = awaitSet(t, s, "the mirror pod", check, hasPods("web", mirrorName))
+	if got := pods[mirrorName]; got.UID != mirror.UID || got.Annotations[types.ConfigMirrorAnnotationKey] != "0123abcd" {
+		t.Errorf("mirror pod: uid %s annotations %v", got.UID, got.Annotations)
+	}
+
+	deletePod(ctx, t, c, "web", 30)
+	awaitSet(t, s, "web terminating", check, func(pods map[string]*v1.Pod) bool {
+		p := pods["web"]
+		return p != nil && p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 30
+	})
+
+	deletePod(ctx, t, c, "web", 0)
+	awaitSet(t, s, "web removed", check, hasPods(mirrorName))
+}
+
+// TestIntegrationAPISourceSurvivesAPIServerRestart stops and restarts the API server under
+// a running source: no set without the existing pod is sent in between, and a pod
+// created after the restart arrives.
+func TestIntegrationAPISourceSurvivesAPIServerRestart(t *testing.T) {
+	c := controlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	node := "podsource-restart"
+	createNode(ctx, t, c, node)
+	createPod(ctx, t, c, "before", node, nil)
+
+	s := runAPISource(t, c.Client, node)
+	awaitSet(t, s, "before", onlyNode(node), hasPods("before"))
+
+	t.Logf("%s stopping the API server", time.Now().Format(time.StampMilli))
+	if err := c.StopAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s API server stopped", time.Now().Format(time.StampMilli))
+	time.Sleep(3 * time.Second) // let the reflector lose its watch and fail to reconnect
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, c.LogTail("kube-apiserver", 30))
+	}
+	t.Logf("%s API server started", time.Now().Format(time.StampMilli))
+	createPod(ctx, t, c, "after", node, nil)
+
+	keepsBefore := func(u types.PodUpdate) error {
+		if !slices.ContainsFunc(u.Pods, func(p *v1.Pod) bool { return p.Name == "before" }) {
+			return fmt.Errorf("spurious removal: set %v lacks pod before", podKeys(u.Pods))
+		}
+		return onlyNode(node)(u)
+	}
+	awaitSet(t, s, "before and after", keepsBefore, hasPods("before", "after"))
+}
