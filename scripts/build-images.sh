@@ -4,7 +4,11 @@
 #
 #   kubelet-dockershim/pause:latest          internal/pause, static; also
 #   registry.k8s.io/pause:3.10               tagged as the default sandbox image
-#   kubelet-dockershim/busybox:latest        busybox-static, symlinked applets
+#   kubelet-dockershim/busybox:latest        busybox-static, symlinked applets;
+#   kubelet-dockershim/busybox:local         also tagged :local (not "latest", so
+#                                            the default pull policy is
+#                                            IfNotPresent: `kubectl create
+#                                            deployment --image` runs offline)
 #   kubelet-dockershim/busybox-dynamic:latest Debian's dynamic busybox with its
 #                                            shared libraries, hard-linked
 #                                            applets (behaves like upstream
@@ -141,7 +145,7 @@ build_busybox_static() {
 	if [[ $(image_hash kubelet-dockershim/busybox:latest) != "$hash" ]]; then
 		busybox_context "$WORK/busybox" "$STATIC_BUSYBOX" symlink
 	fi
-	build_image "$hash" "$WORK/busybox" kubelet-dockershim/busybox:latest
+	build_image "$hash" "$WORK/busybox" kubelet-dockershim/busybox:latest kubelet-dockershim/busybox:local
 }
 
 build_busybox_dynamic() {

@@ -4,8 +4,9 @@
 #   ./scripts/test.sh
 #
 # It prepares the machine (scripts/prepare-host.sh: packages, dockerd, local
-# images), makes a temporary state dir that is removed on exit, exports the DOCKERSHIM_TEST_*
-# variables, then runs gofmt, go vet, go build and go test over the whole
+# images), builds the control plane binaries (cached), makes a temporary state
+# dir that is removed on exit, exports the DOCKERSHIM_TEST_* variables, then
+# runs gofmt, go vet, go build and go test over the whole
 # module (-p 1: integration tests share one dockerd), and prints a summary.
 # Integration tests need dockerd and the CNI plugins: if they are missing the
 # run fails; nothing is skipped.
@@ -49,6 +50,9 @@ go_test() {
 	return "${PIPESTATUS[0]}"
 }
 
+# The end-to-end tests join a real control plane (scripts/controlplane.sh);
+# its binaries are built once (8-13 min cold on 2 cores) and cached.
+step "control plane binaries" "$KDS_SCRIPTS/build-controlplane.sh"
 step "gofmt -l" kds_gofmt_check
 step "go vet ./..." go vet ./...
 step "go build ./..." go build ./...

@@ -92,6 +92,10 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	setZero(&c.KubeAPIBurst, 100)
 	setDefault(&c.SerializeImagePulls, true)
 	setZero(&c.EvictionPressureTransitionPeriod, dur(5*time.Minute))
+	if c.EvictionHard == nil {
+		c.EvictionHard = map[string]string{"memory.available": "100Mi", "nodefs.available": "10%",
+			"nodefs.inodesFree": "5%", "imagefs.available": "15%"}
+	}
 	setDefault(&c.EnableControllerAttachDetach, true)
 	setDefault(&c.MakeIPTablesUtilChains, true)
 	setDefault(&c.IPTablesMasqueradeBit, 14)

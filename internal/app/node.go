@@ -51,7 +51,16 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err := checkCgroupDriver(ctx, cfg, clients.runtime, logger); err != nil {
 		return err
 	}
-	node, err := buildNode(cfg, clients, reg, logger)
+	name, err := nodeName(cfg)
+	if err != nil {
+		return err
+	}
+	conn, err := connectAPIServer(ctx, cfg, name, logger)
+	if err != nil {
+		return err
+	}
+	defer conn.close()
+	node, err := buildNode(cfg, clients, conn, logger)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
@@ -26,39 +27,61 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
-// node is a wired standalone kubelet: its parts, ready to run.
+// node is a wired kubelet: its parts, ready to run.
 type node struct {
 	kubelet *kubelet.Kubelet
 	runtime *kuberuntime.Manager
 	sources *podsource.Source
+	// background are the loops that run beside the kubelet: with an API server
+	// the node status and Lease, the pod status sync and the object getters.
+	background []func(ctx context.Context)
 }
 
 // buildNode wires the kubelet side: pod sources, status, prober, volumes, DNS, the
-// runtime helper, the runtime manager, PLEG, then the kubelet. It starts nothing.
-func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
+// runtime helper, the runtime manager, PLEG, then the kubelet; with an API
+// server (conn) also the node status controller, the pod status sync and
+// mirror pods. It starts nothing.
+func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logger) (*node, error) {
 	name, err := nodeName(cfg)
 	if err != nil {
 		return nil, err
 	}
 	ips := nodeIPs(cfg)
-	recorder := kubelet.Recorder(func(pod *v1.Pod, eventType, reason, message string) {
-		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
-			zap.String("reason", reason), zap.String("message", message))
-	})
-	sources, err := podsource.New(podsource.Options{
-		NodeName: name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
-		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
-		HTTPCheckFrequency: cfg.Kubelet.HTTPCheckFrequency.Duration, Logger: logger.Named("podsource"), Recorder: recorder,
-	})
+	recorder := podRecorder(conn, logger)
+	// The kubelet is built last, but the node status (readiness) and the status
+	// manager (pod deletion safety) ask it: they call through kl once it exists.
+	var kl *kubelet.Kubelet
+	var nodeCtrl *nodestatus.Controller
+	cl, err := newClusterParts(conn, logger)
 	if err != nil {
 		return nil, err
 	}
-	st := status.NewManager(status.Options{Logger: logger.Named("status")})
+	srcOpts := podsource.Options{
+		NodeName: name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
+		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
+		HTTPCheckFrequency: cfg.Kubelet.HTTPCheckFrequency.Duration, Logger: logger.Named("podsource"), Recorder: recorder,
+	}
+	stOpts := status.Options{Logger: logger.Named("status")}
+	volOpts := volumes.Options{PodsDir: podsDir(cfg), Logger: logger.Named("volumes")}
+	if conn != nil {
+		srcOpts.Client = conn.client
+		// Like upstream, API pods are watched once the node is registered, so
+		// that admission sees the node's labels and allocatable.
+		srcOpts.NodeSynced = func() bool { return nodeCtrl != nil && nodeCtrl.Registered() }
+		stOpts.Client, stOpts.NodeName = conn.client, name
+		stOpts.PodDeletionSafety = reclaimFunc(func(p *v1.Pod) bool { return kl != nil && kl.PodResourcesAreReclaimed(p) })
+		volOpts.Objects = cl.objects
+	}
+	sources, err := podsource.New(srcOpts)
+	if err != nil {
+		return nil, err
+	}
+	st := status.NewManager(stOpts)
 	// The prober execs through the runtime manager, which reads the prober's results:
 	// the runner is bound once the manager exists.
 	runner := &lateRunner{}
 	probes := prober.NewManager(prober.Options{Runner: runner, Status: st, Logger: logger.Named("prober"), Recorder: recorder})
-	vols, err := volumes.New(volumes.Options{PodsDir: podsDir(cfg), Logger: logger.Named("volumes")})
+	vols, err := volumes.New(volOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +96,21 @@ func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logg
 		Status: st, Sources: sources, Prober: probes, Volumes: vols, Recorder: recorder,
 		Logger: logger.Named("kubelet"), ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
 	}
+	n := &node{sources: sources}
+	if conn != nil {
+		nodeCtrl, err = newNodeStatus(cfg, conn, clients, name, ips, func() error {
+			if kl == nil {
+				return errors.New("kubelet is starting")
+			}
+			return kl.ReadinessError()
+		}, logger)
+		if err != nil {
+			return nil, err
+		}
+		opts.Node, opts.Mirrors, opts.Secrets = nodeCtrl, status.NewMirrorClient(conn.client, name), cl.objects
+		opts.EnvObjects, opts.Services = cl.objects, cl.objects
+		n.background = append(n.background, nodeCtrl.Run, st.Run, cl.objects.Run)
+	}
 	if opts.Helper, err = kubelet.NewRuntimeHelper(opts); err != nil {
 		return nil, err
 	}
@@ -84,12 +122,17 @@ func buildNode(cfg *Config, clients *criClients, reg prometheus.Registerer, logg
 	runner.bind(rt)
 	opts.Cache = pleg.NewCache()
 	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: rt, Cache: opts.Cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")})
-	kl, err := kubelet.New(opts)
-	if err != nil {
+	if kl, err = kubelet.New(opts); err != nil {
 		return nil, err
 	}
-	return &node{kubelet: kl, runtime: rt, sources: sources}, nil
+	n.kubelet, n.runtime = kl, rt
+	return n, nil
 }
+
+// reclaimFunc adapts a function to the status manager's PodDeletionSafety.
+type reclaimFunc func(*v1.Pod) bool
+
+func (f reclaimFunc) PodResourcesAreReclaimed(p *v1.Pod) bool { return f(p) }
 
 // newRuntimeManager builds the runtime manager over the CRI clients.
 func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults, rec kubelet.Recorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
@@ -122,14 +165,17 @@ func (n *node) run(ctx context.Context, cfg *Config, reg prometheus.Gatherer, lo
 	if srv != nil {
 		defer func() { _ = srv.Close() }()
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); n.sources.Run(ctx) }()
+	var wg sync.WaitGroup
+	wg.Go(func() { n.sources.Run(ctx) })
+	for _, run := range n.background {
+		wg.Go(func() { run(ctx) })
+	}
 	n.runtime.Start(ctx)
 	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)))
 	notifyReady(logger)
 	err = n.kubelet.Run(ctx)
 	cancel()
-	<-done
+	wg.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

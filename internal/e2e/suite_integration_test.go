@@ -23,6 +23,9 @@ import (
 const (
 	pauseImage   = "registry.k8s.io/pause:3.10"
 	busyboxImage = "kubelet-dockershim/busybox:latest"
+	// localImage is busyboxImage under a tag whose default pull policy is
+	// IfNotPresent (what `kubectl create deployment --image` gives).
+	localImage = "kubelet-dockershim/busybox:local"
 	cniBinDir    = "/usr/lib/cni"
 )
 
@@ -170,7 +173,7 @@ func (s *suite) startDockerd() error {
 func (s *suite) loadImages() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	save := exec.CommandContext(ctx, "docker", "save", pauseImage, busyboxImage)
+	save := exec.CommandContext(ctx, "docker", "save", pauseImage, busyboxImage, localImage)
 	load := exec.CommandContext(ctx, "docker", "-H", s.docker, "load")
 	pipe, err := save.StdoutPipe()
 	if err != nil {

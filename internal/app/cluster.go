@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	internalapi "k8s.io/cri-api/pkg/apis"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apiobjects"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus/clientcert"
+)
+
+// apiConn is the node's connection to its API server; nil for a standalone
+// kubelet (no --kubeconfig).
+type apiConn struct {
+	client      kubernetes.Interface
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+}
+
+// connectAPIServer TLS-bootstraps when needed (--bootstrap-kubeconfig), then
+// builds the client from --kubeconfig with client certificate rotation, and
+// the event recorder. It returns nil without --kubeconfig.
+func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger *zap.Logger) (*apiConn, error) {
+	if cfg.Kubeconfig == "" {
+		if cfg.BootstrapKubeconfig != "" {
+			return nil, fmt.Errorf("--bootstrap-kubeconfig=%s needs --kubeconfig (where the bootstrapped credentials are written)", cfg.BootstrapKubeconfig)
+		}
+		return nil, nil
+	}
+	opts := clientcert.Options{
+		KubeconfigPath: cfg.Kubeconfig, BootstrapKubeconfigPath: cfg.BootstrapKubeconfig,
+		CertDir: filepath.Join(cfg.RootDirectory, "pki"), NodeName: nodeName,
+		RotateCertificates: cfg.Kubelet.RotateCertificates, Logger: logger.Named("clientcert"),
+	}
+	if err := clientcert.Bootstrap(ctx, opts); err != nil {
+		return nil, fmt.Errorf("TLS bootstrap: %w", err)
+	}
+	restCfg, err := clientcert.NewClientConfig(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig=%s: %w", cfg.Kubeconfig, err)
+	}
+	restCfg.QPS = float32(*cfg.Kubelet.KubeAPIQPS)
+	restCfg.Burst = int(cfg.Kubelet.KubeAPIBurst)
+	restCfg.ContentType = cfg.Kubelet.ContentType
+	restCfg.UserAgent = "kubelet/" + Version + " (linux) kubelet-dockershim"
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartStructuredLogging(3)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
+	logger.Info("connected to the API server", zap.String("host", restCfg.Host), zap.String("node", nodeName))
+	return &apiConn{client: client, broadcaster: b, recorder: rec}, nil
+}
+
+// close stops the event broadcaster (events still queued are dropped).
+func (c *apiConn) close() {
+	if c != nil {
+		c.broadcaster.Shutdown()
+	}
+}
+
+// podRecorder returns the kubelet's pod event recorder: every event is logged
+// and, with an API server, recorded there.
+func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
+	return func(pod *v1.Pod, eventType, reason, message string) {
+		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
+			zap.String("reason", reason), zap.String("message", message))
+		if conn != nil && pod.UID != "" {
+			conn.recorder.Event(pod, eventType, reason, message)
+		}
+	}
+}
+
+// reservations parses systemReserved/kubeReserved (name -> quantity).
+func reservations(field string, in map[string]string) (v1.ResourceList, error) {
+	out := v1.ResourceList{}
+	for name, value := range in {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%s]: %w", field, name, err)
+		}
+		out[v1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
+// clusterParts are the API-backed getters shared by the kubelet's parts.
+type clusterParts struct {
+	objects *apiobjects.Objects
+}
+
+// newClusterParts builds the API getters; without an API server it is empty.
+func newClusterParts(conn *apiConn, logger *zap.Logger) (*clusterParts, error) {
+	if conn == nil {
+		return &clusterParts{}, nil
+	}
+	objs, err := apiobjects.New(apiobjects.Options{Client: conn.client, Logger: logger.Named("apiobjects")})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterParts{objects: objs}, nil
+}
+
+// runtimeVersion adapts the CRI runtime's Version to nodestatus.RuntimeInfo.
+type runtimeVersion struct{ rt internalapi.RuntimeService }
+
+func (r runtimeVersion) Version(ctx context.Context) (string, string, error) {
+	v, err := r.rt.Version(ctx, "v1")
+	if err != nil {
+		return "", "", err
+	}
+	return v.RuntimeName, v.RuntimeVersion, nil
+}
+
+// newNodeStatus builds the node registration, status and Lease controller.
+func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, name string, ips []net.IP, readiness func() error, logger *zap.Logger) (*nodestatus.Controller, error) {
+	sysRes, err := reservations("systemReserved", cfg.Kubelet.SystemReserved)
+	if err != nil {
+		return nil, err
+	}
+	kubeRes, err := reservations("kubeReserved", cfg.Kubelet.KubeReserved)
+	if err != nil {
+		return nil, err
+	}
+	return nodestatus.New(nodestatus.Options{
+		Client: conn.client, NodeName: name, Hostname: name, NodeIPs: ips,
+		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, MaxPods: int(cfg.Kubelet.MaxPods),
+		RootDir: cfg.RootDirectory, SystemReserved: sysRes, KubeReserved: kubeRes, EvictionHard: cfg.Kubelet.EvictionHard,
+		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: readiness, KubeletVersion: Version,
+		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
+		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
+		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
+		Recorder:              conn.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name}),
+		Logger:                logger.Named("nodestatus"),
+	})
+}

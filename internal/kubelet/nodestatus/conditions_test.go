@@ -1,0 +1,166 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// readiness is a settable Readiness func.
+type readiness struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (r *readiness) set(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+func (r *readiness) get() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func TestConditionsLifecycle(t *testing.T) {
+	t.Parallel()
+	ready := &readiness{}
+	c, _, h, clk, rec := testController(t, Options{Readiness: ready.get,
+		EvictionHard: map[string]string{"memory.available": "1Gi", "pid.available": "1000"}})
+	node := &v1.Node{}
+	ctx := context.Background()
+
+	// 1. A new node: pressure conditions False, Ready True, in upstream order.
+	c.setNodeStatus(ctx, node)
+	types := []v1.NodeConditionType{}
+	for _, cond := range node.Status.Conditions {
+		types = append(types, cond.Type)
+	}
+	wantTypes := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure, v1.NodeReady}
+	if !slices.Equal(types, wantTypes) {
+		t.Fatalf("condition types = %v, want %v", types, wantTypes)
+	}
+	for _, want := range []struct {
+		t      v1.NodeConditionType
+		status v1.ConditionStatus
+		reason string
+	}{
+		{v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory"},
+		{v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure"},
+		{v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID"},
+		{v1.NodeReady, v1.ConditionTrue, "KubeletReady"},
+	} {
+		got := condition(node, want.t)
+		if got.Status != want.status || got.Reason != want.reason {
+			t.Errorf("%s = %s/%s, want %s/%s", want.t, got.Status, got.Reason, want.status, want.reason)
+		}
+	}
+	if got := condition(node, v1.NodeReady).Message; got != "kubelet is posting ready status" {
+		t.Errorf("ready message = %q", got)
+	}
+	checkEvents(t, rec, []string{"Normal NodeHasSufficientMemory", "Normal NodeHasNoDiskPressure", "Normal NodeHasSufficientPID"})
+	created := node.Status.Conditions[0].LastTransitionTime
+
+	// 2. Same state later: heartbeats move, transitions do not, no events.
+	clk.Step(10 * time.Second)
+	c.setNodeStatus(ctx, node)
+	for _, cond := range node.Status.Conditions {
+		if !cond.LastHeartbeatTime.Time.Equal(clk.Now()) {
+			t.Errorf("%s heartbeat = %v, want %v", cond.Type, cond.LastHeartbeatTime, clk.Now())
+		}
+		if !cond.LastTransitionTime.Equal(&created) {
+			t.Errorf("%s transition moved to %v", cond.Type, cond.LastTransitionTime)
+		}
+	}
+	if ev := drainEvents(rec); len(ev) != 0 {
+		t.Errorf("events on an unchanged status: %v", ev)
+	}
+
+	// 3. Runtime down and memory low: Ready False with the error, MemoryPressure True.
+	clk.Step(10 * time.Second)
+	ready.set(errors.New("container runtime is down"))
+	u := h.u
+	u.memoryAvailable = gi / 2
+	h.setUsage(u)
+	c.setNodeStatus(ctx, node)
+	r := condition(node, v1.NodeReady)
+	if r.Status != v1.ConditionFalse || r.Reason != "KubeletNotReady" || r.Message != "container runtime is down" {
+		t.Errorf("ready = %+v", r)
+	}
+	if !r.LastTransitionTime.Time.Equal(clk.Now()) {
+		t.Errorf("ready transition = %v, want %v", r.LastTransitionTime, clk.Now())
+	}
+	m := condition(node, v1.NodeMemoryPressure)
+	if m.Status != v1.ConditionTrue || m.Reason != "KubeletHasInsufficientMemory" ||
+		m.Message != "kubelet has insufficient memory available" {
+		t.Errorf("memory pressure = %+v", m)
+	}
+	checkEvents(t, rec, []string{"Normal NodeHasInsufficientMemory", "Normal NodeNotReady"})
+
+	// 4. Recovery: Ready True again; memory pressure holds for the transition period.
+	clk.Step(10 * time.Second)
+	ready.set(nil)
+	h.setUsage(newFakeHost().u)
+	c.setNodeStatus(ctx, node)
+	if r := condition(node, v1.NodeReady); r.Status != v1.ConditionTrue || !r.LastTransitionTime.Time.Equal(clk.Now()) {
+		t.Errorf("ready after recovery = %+v", r)
+	}
+	if m := condition(node, v1.NodeMemoryPressure); m.Status != v1.ConditionTrue {
+		t.Errorf("memory pressure dropped before the transition period: %+v", m)
+	}
+	clk.Step(DefaultPressureTransitionPeriod)
+	c.setNodeStatus(ctx, node)
+	if m := condition(node, v1.NodeMemoryPressure); m.Status != v1.ConditionFalse || m.Reason != "KubeletHasSufficientMemory" {
+		t.Errorf("memory pressure after the transition period = %+v", m)
+	}
+	checkEvents(t, rec, []string{"Normal NodeReady", "Normal NodeHasSufficientMemory"})
+}
+
+// checkEvents fails unless the events recorded since the last check are, by
+// "type reason", exactly want (in any order).
+func checkEvents(t *testing.T, rec *record.FakeRecorder, want []string) {
+	t.Helper()
+	var got []string
+	for _, e := range drainEvents(rec) {
+		f := strings.Fields(e)
+		if len(f) >= 2 {
+			got = append(got, f[0]+" "+f[1])
+		}
+	}
+	want = slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("events = %v, want %v", got, want)
+	}
+}
+
+func TestReadyMissingCapacity(t *testing.T) {
+	t.Parallel()
+	c, _, h, _, _ := testController(t, Options{})
+	h.m.fsCapacity = 0 // statfs failed
+	node := &v1.Node{}
+	c.setNodeStatus(context.Background(), node)
+	r := condition(node, v1.NodeReady)
+	if r.Status != v1.ConditionFalse || r.Reason != "KubeletNotReady" ||
+		r.Message != "missing node capacity for resources: ephemeral-storage" {
+		t.Errorf("ready = %+v", r)
+	}
+
+	ready := &readiness{err: errors.New("network not ready")}
+	c.opts.Readiness = ready.get
+	c.setNodeStatus(context.Background(), node)
+	r = condition(node, v1.NodeReady)
+	if !strings.Contains(r.Message, "network not ready") || !strings.Contains(r.Message, "ephemeral-storage") {
+		t.Errorf("ready message = %q, want both errors", r.Message)
+	}
+}

@@ -1,0 +1,255 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset()
+	for _, test := range []struct {
+		desc string
+		opts Options
+	}{
+		{desc: "no client", opts: Options{NodeName: "n"}},
+		{desc: "no name", opts: Options{Client: client}},
+		{desc: "short lease", opts: Options{Client: client, NodeName: "n", LeaseDuration: time.Millisecond}},
+		{desc: "three node IPs", opts: Options{Client: client, NodeName: "n",
+			NodeIPs: []net.IP{net.IPv4(10, 0, 0, 1), net.IPv4(10, 0, 0, 2), net.IPv4(10, 0, 0, 3)}}},
+		{desc: "bad eviction", opts: Options{Client: client, NodeName: "n", EvictionHard: map[string]string{"x": "1"}}},
+	} {
+		t.Run(test.desc, func(t *testing.T) {
+			t.Parallel()
+			if _, err := New(test.opts); err == nil {
+				t.Error("New succeeded")
+			}
+		})
+	}
+	c, err := New(Options{Client: client, NodeName: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.Hostname != "n" || c.opts.MaxPods != 110 || c.opts.KubeletPort != 10250 ||
+		c.opts.LeaseDuration != 40*time.Second || c.opts.StatusUpdateFrequency != 10*time.Second ||
+		c.opts.StatusReportFrequency != 5*time.Minute || c.opts.RootDir != "/var/lib/kubelet" {
+		t.Errorf("defaults = %+v", c.opts)
+	}
+	if _, ok := c.Node(); ok || c.Registered() {
+		t.Error("node known before Run")
+	}
+}
+
+func TestRegisterCreates(t *testing.T) {
+	t.Parallel()
+	taint := v1.Taint{Key: "example.com/dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}
+	c, client, _, _, _ := testController(t, Options{
+		Hostname:    "host-a",
+		Labels:      map[string]string{"example.com/role": "test", v1.LabelHostname: "override"},
+		Taints:      []v1.Taint{taint},
+		KubeletPort: 10255,
+	})
+	if !c.registerWithAPIServer(context.Background()) {
+		t.Fatal("not registered")
+	}
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{
+		v1.LabelHostname: "override", v1.LabelOSStable: runtime.GOOS, v1.LabelArchStable: runtime.GOARCH,
+		"beta.kubernetes.io/os": runtime.GOOS, "beta.kubernetes.io/arch": runtime.GOARCH, "example.com/role": "test",
+	}
+	if len(node.Labels) != len(wantLabels) {
+		t.Errorf("labels = %v, want %v", node.Labels, wantLabels)
+	}
+	for k, v := range wantLabels {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0] != taint {
+		t.Errorf("taints = %v", node.Spec.Taints)
+	}
+	if node.Annotations[annotationControllerManagedAttach] != "true" {
+		t.Errorf("annotations = %v", node.Annotations)
+	}
+	info := node.Status.NodeInfo
+	if info.ContainerRuntimeVersion != "docker://20.10.24" || info.KubeletVersion != "v1.37.1" ||
+		info.KernelVersion != "6.1.0-test" || info.OSImage != "Debian GNU/Linux 12 (bookworm)" ||
+		info.OperatingSystem != runtime.GOOS || info.Architecture != runtime.GOARCH {
+		t.Errorf("nodeInfo = %+v", info)
+	}
+	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10255 {
+		t.Errorf("daemonEndpoints = %+v", node.Status.DaemonEndpoints)
+	}
+	if len(node.Status.Addresses) != 2 || node.Status.Addresses[0].Address != "10.0.0.5" ||
+		node.Status.Addresses[1] != (v1.NodeAddress{Type: v1.NodeHostName, Address: "host-a"}) {
+		t.Errorf("addresses = %v", node.Status.Addresses)
+	}
+	if got, ok := c.Node(); !ok || !c.Registered() || got.Name != "node-a" {
+		t.Errorf("Node() = %v, %v; Registered() = %v", got, ok, c.Registered())
+	}
+}
+
+func TestRegisterReconcilesExisting(t *testing.T) {
+	t.Parallel()
+	adminTaint := v1.Taint{Key: "admin", Effect: v1.TaintEffectNoExecute}
+	existing := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "uid-1", Labels: map[string]string{
+			v1.LabelOSStable: "windows", "example.com/keep": "yes", v1.LabelTopologyZone: "z1",
+		}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{adminTaint}},
+		Status: v1.NodeStatus{Capacity: v1.ResourceList{"example.com/dongle": resource.MustParse("2")},
+			Allocatable: v1.ResourceList{"example.com/dongle": resource.MustParse("2")}},
+	}
+	client := fake.NewClientset(existing)
+	c, _, _, _, _ := testController(t, Options{Client: client,
+		Taints: []v1.Taint{{Key: "ignored", Effect: v1.TaintEffectNoSchedule}}})
+	if err := c.tryRegister(context.Background(), c.initialNode(context.Background())); err != nil {
+		t.Fatalf("tryRegister: %v", err)
+	}
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels[v1.LabelOSStable] != runtime.GOOS || node.Labels[v1.LabelHostname] != "node-a" ||
+		node.Labels["example.com/keep"] != "yes" || node.Labels[v1.LabelTopologyZone] != "z1" {
+		t.Errorf("labels = %v", node.Labels)
+	}
+	if len(node.Spec.Taints) != 1 || node.Spec.Taints[0] != adminTaint {
+		t.Errorf("taints changed: %v", node.Spec.Taints)
+	}
+	if node.Annotations[annotationControllerManagedAttach] != "true" {
+		t.Errorf("annotations = %v", node.Annotations)
+	}
+	if q := node.Status.Capacity["example.com/dongle"]; q.Value() != 2 {
+		t.Errorf("extended resource = %s, want kept", q.String())
+	}
+	if got, _ := c.Node(); got.UID != "uid-1" {
+		t.Errorf("Node().UID = %q", got.UID)
+	}
+}
+
+// countPatches counts status patches sent to the fake clientset.
+func countPatches(client *fake.Clientset) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestUpdateNodeStatusCadence(t *testing.T) {
+	t.Parallel()
+	ready := &readiness{}
+	c, client, _, clk, _ := testController(t, Options{Readiness: ready.get,
+		StatusUpdateFrequency: 10 * time.Second, StatusReportFrequency: time.Minute})
+	ctx := context.Background()
+	if !c.registerWithAPIServer(ctx) {
+		t.Fatal("not registered")
+	}
+	step := func(desc string, d time.Duration, wantPatches int) {
+		t.Helper()
+		clk.Step(d)
+		if err := c.updateNodeStatus(ctx); err != nil {
+			t.Fatalf("%s: %v", desc, err)
+		}
+		if got := countPatches(client); got != wantPatches {
+			t.Fatalf("%s: %d status patches, want %d", desc, got, wantPatches)
+		}
+	}
+	step("first update always reports", 10*time.Second, 1)
+	step("unchanged", 10*time.Second, 1)
+	ready.set(errors.New("PLEG is not healthy"))
+	step("ready flipped", 10*time.Second, 2)
+	node, _ := c.Node()
+	if r := condition(node, v1.NodeReady); r.Status != v1.ConditionFalse || r.Message != "PLEG is not healthy" {
+		t.Fatalf("Node() ready = %+v", r)
+	}
+	step("unchanged again", 10*time.Second, 2)
+	step("report frequency (with up to 50% random delay) passed", 91*time.Second, 3)
+	node, _ = c.Node()
+	if hb := condition(node, v1.NodeReady).LastHeartbeatTime; !hb.Time.Equal(clk.Now()) {
+		t.Errorf("heartbeat = %v, want %v", hb, clk.Now())
+	}
+}
+
+func TestUpdateNodeStatusRetries(t *testing.T) {
+	t.Parallel()
+	failures := 0
+	c, client, _, _, _ := testController(t, Options{OnRepeatedHeartbeatFailure: func() { failures++ }})
+	ctx := context.Background()
+	if !c.registerWithAPIServer(ctx) {
+		t.Fatal("not registered")
+	}
+	patchErrors := 3
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if patchErrors > 0 {
+			patchErrors--
+			return true, nil, errors.New("apiserver hiccup")
+		}
+		return false, nil, nil
+	})
+	if err := c.updateNodeStatus(ctx); err != nil {
+		t.Fatalf("updateNodeStatus: %v", err)
+	}
+	if failures != 2 {
+		t.Errorf("OnRepeatedHeartbeatFailure called %d times, want 2 (after tries 2 and 3)", failures)
+	}
+	patchErrors = 10
+	c.opts.Readiness = func() error { return errors.New("runtime down") } // a change to report
+	if err := c.updateNodeStatus(ctx); err == nil {
+		t.Error("updateNodeStatus succeeded with a failing API server")
+	}
+}
+
+func TestLeaseOwner(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "uid-9"}})
+	c, _, _, _, _ := testController(t, Options{Client: client})
+	l := &coordinationv1.Lease{}
+	if err := c.setLeaseOwner(context.Background())(l); err != nil {
+		t.Fatal(err)
+	}
+	want := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "uid-9"}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0] != want {
+		t.Errorf("ownerReferences = %v", l.OwnerReferences)
+	}
+
+	c2, _, _, _, _ := testController(t, Options{NodeName: "missing"})
+	if err := c2.setLeaseOwner(context.Background())(&coordinationv1.Lease{}); err == nil {
+		t.Error("owner set for a node that does not exist")
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	t.Parallel()
+	c, _, _, _, _ := testController(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan struct{})
+	go func() {
+		c.Run(ctx)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after ctx ended")
+	}
+}

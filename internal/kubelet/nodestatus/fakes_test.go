@@ -1,0 +1,128 @@
+package nodestatus
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+const (
+	gi = int64(1) << 30
+	mi = int64(1) << 20
+)
+
+// fakeHost is a machine with fixed numbers; usage can be changed under mu.
+type fakeHost struct {
+	mu   sync.Mutex
+	m    machineInfo
+	u    usage
+	merr error
+	uerr error
+}
+
+func (h *fakeHost) machine(string) (machineInfo, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m, h.merr
+}
+
+func (h *fakeHost) usage(string) (usage, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.u, h.uerr
+}
+
+func (h *fakeHost) setUsage(u usage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.u = u
+}
+
+// newFakeHost is a 4-CPU, 8Gi, 100Gi-disk machine with plenty free.
+func newFakeHost() *fakeHost {
+	return &fakeHost{
+		m: machineInfo{
+			numCPU: 4, memoryCapacity: 8 * gi, fsCapacity: 100 * gi,
+			kernelVersion: "6.1.0-test", osImage: "Debian GNU/Linux 12 (bookworm)",
+			machineID: "machine-id", systemUUID: "system-uuid", bootID: "boot-1",
+		},
+		u: usage{
+			memoryCapacity: 8 * gi, memoryAvailable: 6 * gi,
+			fsCapacity: 100 * gi, fsAvailable: 50 * gi, inodes: 1000000, inodesFree: 900000,
+			maxPID: 32768, processes: 300,
+		},
+	}
+}
+
+// fakeRuntime answers Version with fixed values or err.
+type fakeRuntime struct {
+	name, version string
+	err           error
+}
+
+func (r fakeRuntime) Version(context.Context) (string, string, error) {
+	return r.name, r.version, r.err
+}
+
+// testController builds a controller on a fake clientset, a fake host and a fake
+// clock; opts gets the required fields filled when empty.
+func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *fakeHost, *clocktesting.FakeClock, *record.FakeRecorder) {
+	t.Helper()
+	client := fake.NewClientset()
+	if opts.Client == nil {
+		opts.Client = client
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = "node-a"
+	}
+	if opts.NodeIPs == nil {
+		opts.NodeIPs = []net.IP{net.ParseIP("10.0.0.5")}
+	}
+	if opts.Runtime == nil {
+		opts.Runtime = fakeRuntime{name: "docker", version: "20.10.24"}
+	}
+	if opts.KubeletVersion == "" {
+		opts.KubeletVersion = "v1.37.1"
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	rec := record.NewFakeRecorder(100)
+	opts.Clock, opts.Recorder, opts.Logger = clk, rec, zaptest.NewLogger(t)
+	c, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h := newFakeHost()
+	c.host = h
+	c.localIP = func(net.IP) error { return nil }
+	c.lookupIP = func(string) ([]net.IP, error) { return nil, &net.DNSError{Err: "no such host", IsNotFound: true} }
+	c.defaultRouteIP = func(net.IP) (net.IP, error) { return net.ParseIP("192.0.2.2"), nil }
+	return c, client, h, clk, rec
+}
+
+// drainEvents returns the events recorded so far.
+func drainEvents(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func condition(node *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
+	if c := findCondition(node.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return v1.NodeCondition{}
+}

@@ -1,0 +1,555 @@
+//go:build linux
+
+package nodestatus
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+)
+
+// shared is the one control plane of this package's integration tests, started
+// by the first test that needs it and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	c    *controlplane.Cluster
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.c != nil {
+		if err := shared.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "FAIL")
+	}
+}
+
+// cluster returns the shared control plane; the test fails when it cannot start.
+func cluster(t *testing.T) *controlplane.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "nodestatus-cp-"); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		shared.c, shared.err = controlplane.Start(ctx, shared.dir)
+	})
+	if shared.err != nil {
+		t.Fatalf("start control plane: %v", shared.err)
+	}
+	return shared.c
+}
+
+// nodeClient returns a client authenticated as system:node:<name> (group
+// system:nodes) with a client certificate signed by the cluster CA, so that
+// the Node authorizer and NodeRestriction apply as to a real kubelet.
+func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
+	t.Helper()
+	return nodeClientFor(t, c, name, c.APIServer)
+}
+
+// nodeClientFor is nodeClient talking to host (a proxy of the API server).
+func nodeClientFor(t *testing.T, c *controlplane.Cluster, name, host string) kubernetes.Interface {
+	t.Helper()
+	caCert, caKey := loadCA(t, c)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{
+		Host: host,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   c.CAFile,
+			CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		},
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func loadCA(t *testing.T, c *controlplane.Cluster) (*x509.Certificate, any) {
+	t.Helper()
+	certPEM, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(c.CAKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		t.Fatal("CA files are not PEM")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, err := x509.ParsePKCS8PrivateKey(kb.Bytes); err == nil {
+		return cert, key
+	}
+	var key *rsa.PrivateKey
+	if key, err = x509.ParsePKCS1PrivateKey(kb.Bytes); err != nil {
+		t.Fatalf("CA key: %v", err)
+	}
+	return cert, key
+}
+
+// eventRecorder records to the API server with the node's client, as the
+// kubelet's broadcaster does; it stops with the test.
+func eventRecorder(t *testing.T, client kubernetes.Interface, node string) record.EventRecorder {
+	t.Helper()
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	t.Cleanup(b.Shutdown)
+	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node})
+}
+
+// startController runs a controller for node name until the test ends.
+func startController(t *testing.T, c *controlplane.Cluster, opts Options) *Controller {
+	t.Helper()
+	return startControllerWith(t, c, nodeClient(t, c, opts.NodeName), opts)
+}
+
+// startControllerWith is startController with the given node client.
+func startControllerWith(t *testing.T, c *controlplane.Cluster, client kubernetes.Interface, opts Options) *Controller {
+	t.Helper()
+	opts.Client = client
+	opts.Recorder = eventRecorder(t, client, opts.NodeName)
+	opts.Logger = zaptest.NewLogger(t)
+	if opts.NodeIPs == nil {
+		opts.NodeIPs = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	if opts.Runtime == nil {
+		opts.Runtime = fakeRuntime{name: "docker", version: "20.10.24"}
+	}
+	if opts.KubeletVersion == "" {
+		opts.KubeletVersion = "v1.37.1"
+	}
+	if opts.RootDir == "" {
+		opts.RootDir = t.TempDir()
+	}
+	if opts.StatusUpdateFrequency == 0 {
+		opts.StatusUpdateFrequency = time.Second
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = 4 * time.Second
+	}
+	ctl, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctl.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		deleteNode(t, c, opts.NodeName)
+	})
+	return ctl
+}
+
+func deleteNode(t *testing.T, c *controlplane.Cluster, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	_ = c.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// waitNode polls the node (admin view) until cond holds or the timeout passes.
+func waitNode(t *testing.T, c *controlplane.Cluster, name string, timeout time.Duration, what string,
+	cond func(*v1.Node) bool) *v1.Node {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *v1.Node
+	for time.Now().Before(deadline) {
+		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			last = n
+			if cond(n) {
+				return n
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("node %s: timed out waiting for %s; last: %+v\napiserver log:\n%s", name, what,
+		last, c.LogTail("kube-apiserver", 20))
+	return nil
+}
+
+func readyIs(status v1.ConditionStatus) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		r := findCondition(n.Status.Conditions, v1.NodeReady)
+		return r != nil && r.Status == status
+	}
+}
+
+func TestIntegrationRegisterStatusLease(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	name := "it-register"
+	taint := v1.Taint{Key: "example.com/dedicated", Value: "it", Effect: v1.TaintEffectNoSchedule}
+	rootDir := t.TempDir()
+	ctl := startController(t, c, Options{
+		NodeName:              name,
+		Hostname:              "it-register-host",
+		Labels:                map[string]string{"example.com/role": "it", "node.kubernetes.io/pool": "a"},
+		Taints:                []v1.Taint{taint},
+		MaxPods:               42,
+		RootDir:               rootDir,
+		SystemReserved:        v1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("100Mi")},
+		KubeReserved:          v1.ResourceList{"memory": resource.MustParse("50Mi")},
+		EvictionHard:          map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		StatusReportFrequency: 3 * time.Second,
+	})
+	node := waitNode(t, c, name, 30*time.Second, "Ready=True", readyIs(v1.ConditionTrue))
+
+	checkMetadata(t, node, taint)
+	checkAddressesAndInfo(t, node)
+	checkResources(t, node, rootDir)
+	checkPressureConditions(t, node)
+
+	got, ok := ctl.Node()
+	if !ok || !ctl.Registered() || got.UID != node.UID || got.Labels["example.com/role"] != "it" {
+		t.Errorf("Node() = %v, %v; Registered() = %v", got, ok, ctl.Registered())
+	} else if a := got.Status.Allocatable[v1.ResourcePods]; a.Value() != 42 {
+		t.Errorf("Node() allocatable pods = %s", a.String())
+	}
+
+	checkLease(t, c, name, node.UID)
+	checkHeartbeat(t, c, node)
+	checkEventsExist(t, c, name, "Starting", "NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID")
+}
+
+func checkMetadata(t *testing.T, node *v1.Node, taint v1.Taint) {
+	t.Helper()
+	want := map[string]string{
+		v1.LabelHostname: "it-register-host", v1.LabelOSStable: runtime.GOOS, v1.LabelArchStable: runtime.GOARCH,
+		"beta.kubernetes.io/os": runtime.GOOS, "beta.kubernetes.io/arch": runtime.GOARCH,
+		"example.com/role": "it", "node.kubernetes.io/pool": "a",
+	}
+	for k, v := range want {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, node.Labels[k], v, node.Labels)
+		}
+	}
+	found := false
+	for _, tt := range node.Spec.Taints {
+		found = found || (tt.Key == taint.Key && tt.Value == taint.Value && tt.Effect == taint.Effect)
+	}
+	if !found {
+		t.Errorf("taints = %v, want %v among them", node.Spec.Taints, taint)
+	}
+	if node.Annotations[annotationControllerManagedAttach] != "true" {
+		t.Errorf("annotations = %v", node.Annotations)
+	}
+}
+
+func checkAddressesAndInfo(t *testing.T, node *v1.Node) {
+	t.Helper()
+	wantAddrs := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}, {Type: v1.NodeHostName, Address: "it-register-host"}}
+	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddrs) {
+		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddrs)
+	}
+	m, err := newHost().machine("/")
+	if err != nil {
+		t.Fatalf("read machine: %v", err)
+	}
+	info := node.Status.NodeInfo
+	for _, f := range []struct{ field, got, want string }{
+		{"kernelVersion", info.KernelVersion, m.kernelVersion},
+		{"osImage", info.OSImage, m.osImage},
+		{"machineID", info.MachineID, m.machineID},
+		{"systemUUID", info.SystemUUID, m.systemUUID},
+		{"bootID", info.BootID, m.bootID},
+		{"operatingSystem", info.OperatingSystem, runtime.GOOS},
+		{"architecture", info.Architecture, runtime.GOARCH},
+		{"containerRuntimeVersion", info.ContainerRuntimeVersion, "docker://20.10.24"},
+		{"kubeletVersion", info.KubeletVersion, "v1.37.1"},
+	} {
+		if f.got != f.want {
+			t.Errorf("nodeInfo.%s = %q, want %q", f.field, f.got, f.want)
+		}
+	}
+	if info.BootID == "" || info.KernelVersion == "" {
+		t.Errorf("nodeInfo has empty bootID/kernelVersion: %+v", info)
+	}
+	if p := node.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 10250 {
+		t.Errorf("kubelet endpoint port = %d", p)
+	}
+}
+
+// checkResources compares capacity with the machine and allocatable with
+// capacity minus the reservations of the test's options.
+func checkResources(t *testing.T, node *v1.Node, rootDir string) {
+	t.Helper()
+	m, err := newHost().machine(rootDir)
+	if err != nil {
+		t.Fatalf("read machine: %v", err)
+	}
+	capacity, alloc := node.Status.Capacity, node.Status.Allocatable
+	fsEviction := int64(float64(m.fsCapacity) * float64(float32(10)/100))
+	var hugeTotal int64
+	for _, v := range m.hugePages {
+		hugeTotal += v
+	}
+	for _, r := range []struct {
+		name               v1.ResourceName
+		wantCap, wantAlloc int64 // milli for cpu
+	}{
+		{v1.ResourceCPU, int64(m.numCPU) * 1000, int64(m.numCPU)*1000 - 100},
+		{v1.ResourceMemory, m.memoryCapacity, m.memoryCapacity - 250*mi - hugeTotal},
+		{v1.ResourcePods, 42, 42},
+		{v1.ResourceEphemeralStorage, m.fsCapacity, m.fsCapacity - fsEviction},
+	} {
+		c, a := capacity[r.name], alloc[r.name]
+		gotCap, gotAlloc := c.Value(), a.Value()
+		if r.name == v1.ResourceCPU {
+			gotCap, gotAlloc = c.MilliValue(), a.MilliValue()
+		}
+		if gotCap != r.wantCap || gotAlloc != r.wantAlloc {
+			t.Errorf("%s: capacity %d allocatable %d, want %d and %d", r.name, gotCap, gotAlloc, r.wantCap, r.wantAlloc)
+		}
+	}
+}
+
+func checkPressureConditions(t *testing.T, node *v1.Node) {
+	t.Helper()
+	for _, want := range []struct {
+		t      v1.NodeConditionType
+		status v1.ConditionStatus
+		reason string
+	}{
+		{v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory"},
+		{v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure"},
+		{v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID"},
+		{v1.NodeReady, v1.ConditionTrue, "KubeletReady"},
+	} {
+		got := condition(node, want.t)
+		if got.Status != want.status || got.Reason != want.reason {
+			t.Errorf("%s = %s/%s (%s), want %s/%s", want.t, got.Status, got.Reason, got.Message, want.status, want.reason)
+		}
+	}
+}
+
+// checkLease waits for the node's Lease, checks it and sees its renewTime advance.
+func checkLease(t *testing.T, c *controlplane.Cluster, name string, uid types.UID) {
+	t.Helper()
+	leases := c.Client.CoordinationV1().Leases(v1.NamespaceNodeLease)
+	var first *metav1.MicroTime
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if first == nil {
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != name ||
+				l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != 4 {
+				t.Errorf("lease spec = %+v", l.Spec)
+			}
+			if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Kind != "Node" ||
+				l.OwnerReferences[0].Name != name || l.OwnerReferences[0].UID != uid {
+				t.Errorf("lease ownerReferences = %+v", l.OwnerReferences)
+			}
+			first = l.Spec.RenewTime
+			if first == nil {
+				t.Fatalf("lease has no renewTime")
+			}
+			continue
+		}
+		if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(first.Time) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("lease %s/%s: not renewed within 20s (first renewTime %v)", v1.NamespaceNodeLease, name, first)
+}
+
+// checkHeartbeat sees Ready's heartbeat move (StatusReportFrequency 3s) while
+// its transition time stays.
+func checkHeartbeat(t *testing.T, c *controlplane.Cluster, node *v1.Node) {
+	t.Helper()
+	before := condition(node, v1.NodeReady)
+	after := waitNode(t, c, node.Name, 20*time.Second, "a newer Ready heartbeat", func(n *v1.Node) bool {
+		r := condition(n, v1.NodeReady)
+		return r.LastHeartbeatTime.After(before.LastHeartbeatTime.Time)
+	})
+	if r := condition(after, v1.NodeReady); !r.LastTransitionTime.Equal(&before.LastTransitionTime) || r.Status != v1.ConditionTrue {
+		t.Errorf("Ready moved: before %+v, after %+v", before, r)
+	}
+}
+
+// checkEventsExist waits until the node has events with all the given reasons.
+func checkEventsExist(t *testing.T, c *controlplane.Cluster, name string, reasons ...string) {
+	t.Helper()
+	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": name}.AsSelector().String()
+	deadline := time.Now().Add(20 * time.Second)
+	var missing []string
+	for time.Now().Before(deadline) {
+		list, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(),
+			metav1.ListOptions{FieldSelector: sel})
+		if err == nil {
+			have := map[string]bool{}
+			for _, e := range list.Items {
+				have[e.Reason] = true
+			}
+			missing = missing[:0]
+			for _, r := range reasons {
+				if !have[r] {
+					missing = append(missing, r)
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Errorf("node %s: events %v not recorded within 20s", name, missing)
+}
+
+func TestIntegrationReadiness(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	name := "it-readiness"
+	ready := &readiness{err: errors.New("container runtime is down")}
+	startController(t, c, Options{NodeName: name, Readiness: ready.get})
+
+	// Registered not ready, with the readiness error as message.
+	node := waitNode(t, c, name, 30*time.Second, "Ready=False", readyIs(v1.ConditionFalse))
+	r := condition(node, v1.NodeReady)
+	if r.Reason != "KubeletNotReady" || r.Message != "container runtime is down" {
+		t.Errorf("ready = %+v", r)
+	}
+
+	// Runtime up: Ready soon (fast status updates), transition time moves (API
+	// times have second precision: let one pass).
+	time.Sleep(time.Until(r.LastTransitionTime.Add(1100 * time.Millisecond)))
+	start := time.Now()
+	ready.set(nil)
+	node = waitNode(t, c, name, 10*time.Second, "Ready=True", readyIs(v1.ConditionTrue))
+	t.Logf("Ready=True %s after readiness turned nil", time.Since(start).Round(time.Millisecond))
+	up := condition(node, v1.NodeReady)
+	if up.Reason != "KubeletReady" || !up.LastTransitionTime.After(r.LastTransitionTime.Time) {
+		t.Errorf("ready after recovery = %+v (before %+v)", up, r)
+	}
+
+	// Runtime down again: Ready=False within a status update or two.
+	ready.set(errors.New("PLEG is not healthy: pleg was last seen active 3m0s ago"))
+	node = waitNode(t, c, name, 10*time.Second, "Ready=False again", readyIs(v1.ConditionFalse))
+	if r := condition(node, v1.NodeReady); r.Reason != "KubeletNotReady" || !strings.HasPrefix(r.Message, "PLEG is not healthy") {
+		t.Errorf("ready = %+v", r)
+	}
+
+	// And back.
+	ready.set(nil)
+	waitNode(t, c, name, 10*time.Second, "Ready=True again", readyIs(v1.ConditionTrue))
+	checkEventsExist(t, c, name, "NodeReady", "NodeNotReady")
+}
+
+func TestIntegrationExistingNode(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	name := "it-existing"
+	adminTaint := v1.Taint{Key: "example.com/admin", Effect: v1.TaintEffectNoSchedule}
+	_, err := c.Client.CoreV1().Nodes().Create(context.Background(), &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			v1.LabelOSStable: "plan9", "example.com/keep": "yes",
+		}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{adminTaint}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pre-create node: %v", err)
+	}
+	ctl := startController(t, c, Options{NodeName: name,
+		Taints: []v1.Taint{{Key: "example.com/ignored", Effect: v1.TaintEffectNoSchedule}}})
+	node := waitNode(t, c, name, 30*time.Second, "Ready=True", readyIs(v1.ConditionTrue))
+	if node.Labels[v1.LabelOSStable] != runtime.GOOS || node.Labels[v1.LabelHostname] != name ||
+		node.Labels["beta.kubernetes.io/arch"] != runtime.GOARCH || node.Labels["example.com/keep"] != "yes" {
+		t.Errorf("labels = %v", node.Labels)
+	}
+	var taints []string // the node lifecycle controller's node.kubernetes.io/* taints aside
+	for _, tt := range node.Spec.Taints {
+		if !strings.HasPrefix(tt.Key, "node.kubernetes.io/") {
+			taints = append(taints, tt.Key)
+		}
+	}
+	if len(taints) != 1 || taints[0] != adminTaint.Key {
+		t.Errorf("taints = %v, want only the admin's", node.Spec.Taints)
+	}
+	if node.Annotations[annotationControllerManagedAttach] != "true" {
+		t.Errorf("annotations = %v", node.Annotations)
+	}
+	if !ctl.Registered() {
+		t.Error("not Registered()")
+	}
+}

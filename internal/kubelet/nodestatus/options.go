@@ -1,0 +1,231 @@
+package nodestatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+)
+
+// Defaults, as in the upstream KubeletConfiguration.
+const (
+	DefaultStatusUpdateFrequency    = 10 * time.Second
+	DefaultStatusReportFrequency    = 5 * time.Minute
+	DefaultLeaseDuration            = 40 * time.Second
+	DefaultPressureTransitionPeriod = 5 * time.Minute
+	DefaultMaxPods                  = 110
+	DefaultKubeletPort              = 10250
+	DefaultRootDir                  = "/var/lib/kubelet"
+)
+
+// RuntimeInfo reports the container runtime's name and version, e.g.
+// ("docker", "20.10.24"): nodeInfo.containerRuntimeVersion is name://version.
+type RuntimeInfo interface {
+	Version(ctx context.Context) (runtimeName, runtimeVersion string, err error)
+}
+
+// Options configures a Controller. Client and NodeName are required.
+type Options struct {
+	// Client talks to the API server with the node's credentials.
+	Client kubernetes.Interface
+	// NodeName is the Node object's name.
+	NodeName string
+	// Hostname is the kubernetes.io/hostname label and the Hostname address; "" = NodeName.
+	Hostname string
+	// NodeIPs are the InternalIP addresses (--node-ip, at most two: one per family).
+	// Empty or an unspecified address = detect: the hostname if it is an IP, else a
+	// lookup of NodeName, else the IP of the default-route interface.
+	NodeIPs []net.IP
+	// Labels (--node-labels) are merged over the default labels
+	// (kubernetes.io/hostname, kubernetes.io/os, kubernetes.io/arch, beta.kubernetes.io/os,
+	// beta.kubernetes.io/arch).
+	Labels map[string]string
+	// Taints (--register-with-taints) are set when the node is created; an existing
+	// node's taints are left alone.
+	Taints []v1.Taint
+	// MaxPods is the pods capacity; 0 = 110.
+	MaxPods int
+	// RootDir is the kubelet root dir: ephemeral-storage capacity and the nodefs
+	// signals are the filesystem holding it (or its nearest existing parent).
+	// "" = /var/lib/kubelet.
+	RootDir string
+	// SystemReserved and KubeReserved are subtracted from capacity to get allocatable.
+	SystemReserved, KubeReserved v1.ResourceList
+	// EvictionHard maps eviction signals to thresholds, e.g.
+	// {"memory.available":"100Mi","nodefs.available":"10%"}. memory.available and
+	// nodefs.available are subtracted from allocatable (memory, ephemeral-storage);
+	// memory.available, nodefs.available, nodefs.inodesFree and pid.available drive
+	// the pressure conditions. imagefs.*, containerfs.* and allocatableMemory.available
+	// are accepted and ignored (the image filesystem is the runtime's). nil = none.
+	EvictionHard map[string]string
+	// PressureTransitionPeriod is how long a pressure condition stays True after the
+	// pressure was last observed (evictionPressureTransitionPeriod); 0 = 5m.
+	PressureTransitionPeriod time.Duration
+	// Runtime gives containerRuntimeVersion; nil leaves it empty.
+	Runtime RuntimeInfo
+	// Readiness reports whether the runtime and network are ready: nil error = Ready,
+	// else Ready=False with reason KubeletNotReady and the error as message.
+	// nil func = always ready.
+	Readiness func() error
+	// KubeletVersion is nodeInfo.kubeletVersion, e.g. "v1.37.1".
+	KubeletVersion string
+	// KubeletPort is status.daemonEndpoints.kubeletEndpoint.Port; 0 = 10250.
+	KubeletPort int
+	// StatusUpdateFrequency is how often the status is computed (patched when it
+	// changed); 0 = 10s.
+	StatusUpdateFrequency time.Duration
+	// StatusReportFrequency is how often the status is patched even when unchanged; 0 = 5m.
+	StatusReportFrequency time.Duration
+	// LeaseDuration is the Lease's leaseDurationSeconds (whole seconds, at least 1s);
+	// it is renewed every LeaseDuration/4. 0 = 40s.
+	LeaseDuration time.Duration
+	// OnRepeatedHeartbeatFailure is called when a status update or Lease renewal
+	// fails again within one attempt (upstream closes the client's connections
+	// there); optional.
+	OnRepeatedHeartbeatFailure func()
+	// Recorder receives node events (Starting, NodeReady, NodeNotReady,
+	// NodeHasSufficientMemory, ...); optional.
+	Recorder record.EventRecorder
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger defaults to zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Controller registers the node and keeps its status and Lease current. Create it
+// with New and start it with Run.
+type Controller struct {
+	opts       Options
+	log        *zap.Logger
+	clock      clock.Clock
+	thresholds []threshold
+	host       host
+	// lookupIP and defaultRouteIP detect the node IP (replaced in tests).
+	lookupIP       func(name string) ([]net.IP, error)
+	defaultRouteIP func(family net.IP) (net.IP, error)
+	localIP        func(ip net.IP) error
+
+	mu         sync.Mutex
+	node       *v1.Node // last node read from or written to the API server
+	registered bool
+
+	// Owned by the goroutine running Run (setters run there only).
+	lastReport        time.Time
+	reportDelay       time.Duration
+	pressure          pressureTracker
+	lastUnschedulable bool
+	runtimeName       string
+	rebootRecorded    bool
+}
+
+// New validates opts, applies the defaults and wires a Controller; it starts nothing.
+func New(opts Options) (*Controller, error) {
+	if opts.Client == nil {
+		return nil, errors.New("nodestatus: Client is required")
+	}
+	if opts.NodeName == "" {
+		return nil, errors.New("nodestatus: NodeName is required")
+	}
+	applyDefaults(&opts)
+	if opts.LeaseDuration < time.Second {
+		return nil, fmt.Errorf("nodestatus: LeaseDuration %s is shorter than 1s", opts.LeaseDuration)
+	}
+	if len(opts.NodeIPs) > 2 {
+		return nil, fmt.Errorf("nodestatus: at most two NodeIPs (one per family), got %d", len(opts.NodeIPs))
+	}
+	thresholds, err := parseThresholds(opts.EvictionHard)
+	if err != nil {
+		return nil, fmt.Errorf("nodestatus: EvictionHard: %w", err)
+	}
+	return &Controller{
+		opts:           opts,
+		log:            opts.Logger,
+		clock:          opts.Clock,
+		thresholds:     thresholds,
+		host:           newHost(),
+		lookupIP:       net.LookupIP,
+		defaultRouteIP: defaultRouteIP,
+		localIP:        onLocalInterface,
+		pressure:       pressureTracker{period: opts.PressureTransitionPeriod},
+	}, nil
+}
+
+func applyDefaults(opts *Options) {
+	if opts.Hostname == "" {
+		opts.Hostname = opts.NodeName
+	}
+	if opts.MaxPods <= 0 {
+		opts.MaxPods = DefaultMaxPods
+	}
+	if opts.RootDir == "" {
+		opts.RootDir = DefaultRootDir
+	}
+	if opts.KubeletPort <= 0 {
+		opts.KubeletPort = DefaultKubeletPort
+	}
+	if opts.StatusUpdateFrequency <= 0 {
+		opts.StatusUpdateFrequency = DefaultStatusUpdateFrequency
+	}
+	if opts.StatusReportFrequency <= 0 {
+		opts.StatusReportFrequency = DefaultStatusReportFrequency
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.PressureTransitionPeriod <= 0 {
+		opts.PressureTransitionPeriod = DefaultPressureTransitionPeriod
+	}
+	if opts.Readiness == nil {
+		opts.Readiness = func() error { return nil }
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+}
+
+// Node returns a copy of the last Node object read from or written to the API
+// server (labels, allocatable, conditions); false before the node is registered.
+func (c *Controller) Node() (*v1.Node, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.node == nil {
+		return nil, false
+	}
+	return c.node.DeepCopy(), true
+}
+
+// Registered reports whether the node has been registered (created, or found and
+// reconciled) with the API server.
+func (c *Controller) Registered() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registered
+}
+
+// storeNode records node as the latest API state.
+func (c *Controller) storeNode(node *v1.Node) {
+	if node == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.node = node
+}
+
+func (c *Controller) markRegistered(node *v1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.node = node
+	c.registered = true
+}
