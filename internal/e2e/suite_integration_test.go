@@ -26,7 +26,7 @@ const (
 	// localImage is busyboxImage under a tag whose default pull policy is
 	// IfNotPresent (what `kubectl create deployment --image` gives).
 	localImage = "kubelet-dockershim/busybox:local"
-	cniBinDir    = "/usr/lib/cni"
+	cniBinDir  = "/usr/lib/cni"
 )
 
 // suite is what TestMain prepares once for the package: the kubelet binary and a
