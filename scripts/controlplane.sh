@@ -307,6 +307,7 @@ start_apiserver() {
 		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
 		--kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
 		--kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types=InternalIP,Hostname \
 		--service-account-key-file="$PKI/sa.pub" \
 		--service-account-signing-key-file="$PKI/sa.key" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \

@@ -13,6 +13,7 @@ import (
 func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	addRuntimeFlags(fs, cfg)
 	addNodeFlags(fs, cfg)
+	addServerFlags(fs, cfg)
 	k := &cfg.Kubelet
 	fs.StringVar(&k.StaticPodPath, "pod-manifest-path", k.StaticPodPath, "Path to the directory (or file) of static pod manifests.")
 	fs.StringVar(&k.StaticPodURL, "manifest-url", k.StaticPodURL, "URL to fetch static pod manifests from.")
@@ -33,8 +34,8 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.BoolVar(k.RegisterNode, "register-node", *k.RegisterNode, "Register the node with the API server.")
 	fs.BoolVar(k.SerializeImagePulls, "serialize-image-pulls", *k.SerializeImagePulls, "Pull images one at a time.")
 	fs.BoolVar(k.CPUCFSQuota, "cpu-cfs-quota", *k.CPUCFSQuota, "Enforce CPU limits with CFS quota.")
-	fs.StringVar(&k.Address, "address", k.Address, "IP address of the kubelet API (served by a later version).")
-	fs.Int32Var(&k.Port, "port", k.Port, "Port of the kubelet API (served by a later version).")
+	fs.StringVar(&k.Address, "address", k.Address, "IP address the kubelet API (HTTPS) listens on.")
+	fs.Int32Var(&k.Port, "port", k.Port, "Port of the kubelet API (HTTPS).")
 	fs.Int32Var(&k.ReadOnlyPort, "read-only-port", k.ReadOnlyPort, "Read-only port (0 disables it).")
 	fs.StringVar(&k.Logging.Format, "logging-format", k.Logging.Format, "Log format: text or json.")
 	fs.IntVarP(&cfg.Verbosity, "v", "v", int(k.Logging.Verbosity), "Log verbosity (4 and above logs debug messages).")
@@ -70,6 +71,23 @@ func addNodeFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.NodeIP, "node-ip", cfg.NodeIP, "IP address(es) of the node (comma separated for dual stack).")
 	fs.StringToStringVar(&cfg.NodeLabels, "node-labels", cfg.NodeLabels, "Labels to add when registering the node (key=value,...).")
 	fs.StringVar(&cfg.RegisterWithTaints, "register-with-taints", cfg.RegisterWithTaints, "Taints to register the node with (key=value:Effect,...).")
+}
+
+// addServerFlags binds the kubelet API's TLS, authentication and authorization
+// flags (kubelet names; the KubeletConfiguration fields are the same settings).
+func addServerFlags(fs *pflag.FlagSet, cfg *Config) {
+	k := &cfg.Kubelet
+	fs.StringVar(&k.TLSCertFile, "tls-cert-file", k.TLSCertFile, "x509 serving certificate of the kubelet API; with neither this nor serverTLSBootstrap a self-signed one is made in <root-dir>/pki.")
+	fs.StringVar(&k.TLSPrivateKeyFile, "tls-private-key-file", k.TLSPrivateKeyFile, "Private key of --tls-cert-file.")
+	fs.StringVar(&k.Authentication.X509.ClientCAFile, "client-ca-file", k.Authentication.X509.ClientCAFile, "CA bundle that signs the client certificates the kubelet API accepts.")
+	fs.BoolVar(k.Authentication.Anonymous.Enabled, "anonymous-auth", *k.Authentication.Anonymous.Enabled, "Allow anonymous requests to the kubelet API.")
+	fs.BoolVar(k.Authentication.Webhook.Enabled, "authentication-token-webhook", *k.Authentication.Webhook.Enabled, "Authenticate bearer tokens with TokenReview.")
+	fs.DurationVar(&k.Authentication.Webhook.CacheTTL.Duration, "authentication-token-webhook-cache-ttl", k.Authentication.Webhook.CacheTTL.Duration, "How long TokenReview results are cached.")
+	fs.StringVar((*string)(&k.Authorization.Mode), "authorization-mode", string(k.Authorization.Mode), "Authorization of the kubelet API: Webhook (SubjectAccessReview) or AlwaysAllow.")
+	fs.DurationVar(&k.Authorization.Webhook.CacheAuthorizedTTL.Duration, "authorization-webhook-cache-authorized-ttl", k.Authorization.Webhook.CacheAuthorizedTTL.Duration, "How long allowed SubjectAccessReview results are cached.")
+	fs.DurationVar(&k.Authorization.Webhook.CacheUnauthorizedTTL.Duration, "authorization-webhook-cache-unauthorized-ttl", k.Authorization.Webhook.CacheUnauthorizedTTL.Duration, "How long denied SubjectAccessReview results are cached.")
+	fs.BoolVar(&k.RotateCertificates, "rotate-certificates", k.RotateCertificates, "Renew the client certificate through CSRs before it expires.")
+	fs.BoolVar(&k.ServerTLSBootstrap, "rotate-server-certificates", k.ServerTLSBootstrap, "Request the serving certificate through a CSR (signer kubernetes.io/kubelet-serving) and renew it.")
 }
 
 // finishFlags applies what binding cannot: -v and --register-with-taints.
