@@ -45,6 +45,7 @@ type node struct {
 	apiPort  int      // --port, unused by a standalone node but kept off 10250
 	endpoint string   // the CRI endpoint the kubelet uses
 	runtime  []string // --container-runtime flags
+	extra    []string // more flags, appended after every other one
 	rt       runtimeView
 	kubelet  *proc
 	procs    []*proc  // every process of the test, for logs on failure
@@ -152,7 +153,7 @@ func (n *node) writeConfig() {
 
 // args are the kubelet's flags.
 func (n *node) args() []string {
-	return append(append([]string{}, n.runtime...),
+	return append(append(append([]string{}, n.runtime...),
 		"--container-runtime-endpoint="+n.endpoint,
 		"--pod-manifest-path="+n.manifests,
 		"--root-dir="+n.rootDir,
@@ -173,7 +174,7 @@ func (n *node) args() []string {
 		"--config="+filepath.Join(n.dir, "config.yaml"),
 		"-v=4",
 		"--logging-format=json",
-	)
+	), n.extra...)
 }
 
 // start starts the kubelet and waits until /healthz answers ok.
