@@ -31,5 +31,6 @@ mkdir -p /etc/kubernetes/manifests "$STATE"
 exec "$KDS_ROOT/bin/kubelet" --config="$KDS_ROOT/configs/kubelet-config.yaml" \
 	--kubeconfig="$STATE/kubelet.conf" --bootstrap-kubeconfig="$STATE/bootstrap-kubelet.conf" \
 	--node-ip=127.0.0.1 --cluster-dns=10.96.0.10 --cluster-domain=cluster.local \
+	--client-ca-file="$STATE/pki/ca.crt" \
 	--cni-bin-dir=/usr/lib/cni --cni-conf-dir=/etc/cni/net.d \
 	--pod-infra-container-image=registry.k8s.io/pause:3.10 "$@"

@@ -32,6 +32,9 @@ type node struct {
 	kubelet *kubelet.Kubelet
 	runtime *kuberuntime.Manager
 	sources *podsource.Source
+	name string
+	ips  []net.IP
+	conn *apiConn
 	// background are the loops that run beside the kubelet: with an API server
 	// the node status and Lease, the pod status sync and the object getters.
 	background []func(ctx context.Context)
@@ -96,7 +99,7 @@ func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logg
 		Status: st, Sources: sources, Prober: probes, Volumes: vols, Recorder: recorder,
 		Logger: logger.Named("kubelet"), ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
 	}
-	n := &node{sources: sources}
+	n := &node{sources: sources, name: name, ips: ips, conn: conn}
 	if conn != nil {
 		nodeCtrl, err = newNodeStatus(cfg, conn, clients, name, ips, func() error {
 			if kl == nil {
@@ -164,6 +167,12 @@ func (n *node) run(ctx context.Context, cfg *Config, reg prometheus.Gatherer, lo
 	}
 	if srv != nil {
 		defer func() { _ = srv.Close() }()
+	}
+	stopAPI, err := startAPIServers(ctx, cfg, apiServerDeps{host: n.kubelet, health: n.kubelet, gatherer: reg,
+		nodeName: n.name, nodeIPs: n.ips, conn: n.conn, logger: logger})
+	defer stopAPI()
+	if err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { n.sources.Run(ctx) })

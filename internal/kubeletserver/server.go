@@ -36,7 +36,8 @@ type Options struct {
 	Logger   *zap.Logger
 }
 
-// Server is the running local HTTP server.
+// Server is a running server: the local one (Start), the kubelet API
+// (StartAPI) or the read-only one (StartReadOnly).
 type Server struct {
 	srv       *http.Server
 	ln        net.Listener
@@ -44,6 +45,8 @@ type Server struct {
 	err       error
 	closeOnce sync.Once
 	logger    *zap.Logger
+	// cancel ends the requests' base context (long log follows) on Close.
+	cancel context.CancelFunc
 }
 
 // Start listens on opts.Addr and serves until Close or ctx ends.
@@ -59,13 +62,27 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on healthz address %s: %w", opts.Addr, err)
 	}
-	s := &Server{ln: ln, done: make(chan struct{}), logger: logger,
-		srv: &http.Server{Handler: NewHandler(opts), ReadHeaderTimeout: 10 * time.Second}}
+	srv := &http.Server{Handler: NewHandler(opts), ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, srv, ln, false, logger.Named("healthz")), nil
+}
+
+// serve runs srv on ln (with srv.TLSConfig when useTLS) until Close or ctx
+// ends.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener, useTLS bool, logger *zap.Logger) *Server {
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	srv.BaseContext = func(net.Listener) context.Context { return base }
+	s := &Server{ln: ln, done: make(chan struct{}), logger: logger, srv: srv, cancel: cancel}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if useTLS {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.err = err
-			logger.Error("healthz server stopped", zap.Error(err))
+			logger.Error("server stopped", zap.Error(err))
 		}
 	}()
 	go func() {
@@ -75,18 +92,22 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		case <-s.done:
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Close stops the server (idempotent).
+// Close stops the server (idempotent). Hijacked connections (exec, attach,
+// port-forward streams) are not waited for.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = s.srv.Shutdown(ctx)
+		s.cancel() // ends requests that run until their context ends (log follows)
+		if err := s.srv.Shutdown(ctx); err != nil {
+			_ = s.srv.Close()
+		}
 		<-s.done
 	})
 	return s.err

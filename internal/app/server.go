@@ -1,0 +1,126 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
+	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver/auth"
+)
+
+// apiServerDeps are what the kubelet API serves from.
+type apiServerDeps struct {
+	host         kubeletserver.HostInterface
+	health       kubeletserver.HealthChecker
+	gatherer     prometheus.Gatherer
+	stats        statsServer
+	probeMetrics prometheus.Gatherer
+	nodeName     string
+	nodeIPs      []net.IP
+	conn         *apiConn
+	logger       *zap.Logger
+}
+
+// statsServer serves /stats/ and /metrics/resource (internal/kubelet/stats).
+type statsServer interface {
+	Handler() http.Handler
+	ResourceMetrics() prometheus.Gatherer
+}
+
+// startAPIServers starts the kubelet API (HTTPS on --address:--port, behind
+// authentication and authorization) and, when --read-only-port is set, the
+// read-only HTTP server. It returns a function that stops both.
+func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(), error) {
+	var servers []*kubeletserver.Server
+	stop := func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}
+	opts := kubeletserver.APIOptions{
+		Host: d.host, Health: d.health, Gatherer: d.gatherer, ProbeMetrics: d.probeMetrics,
+		Configz: func() any { return cfg.Kubelet }, LogDir: "/var/log", Logger: d.logger.Named("server"),
+	}
+	if d.stats != nil {
+		opts.Stats, opts.ResourceMetrics = d.stats.Handler(), d.stats.ResourceMetrics()
+	}
+	if *cfg.Kubelet.EnableServer {
+		filter, tlsCfg, err := apiSecurity(ctx, cfg, d)
+		if err != nil {
+			return stop, err
+		}
+		if filter != nil {
+			opts.Addr = net.JoinHostPort(cfg.Kubelet.Address, strconv.Itoa(int(cfg.Kubelet.Port)))
+			opts.Filter, opts.TLSConfig = filter, tlsCfg
+			s, err := kubeletserver.StartAPI(ctx, opts)
+			if err != nil {
+				return stop, fmt.Errorf("kubelet API on %s: %w", opts.Addr, err)
+			}
+			servers = append(servers, s)
+			d.logger.Info("kubelet API serving", zap.String("addr", s.Addr()))
+		}
+	}
+	if cfg.Kubelet.ReadOnlyPort > 0 {
+		ro := opts
+		ro.Addr = net.JoinHostPort(cfg.Kubelet.Address, strconv.Itoa(int(cfg.Kubelet.ReadOnlyPort)))
+		s, err := kubeletserver.StartReadOnly(ctx, ro)
+		if err != nil {
+			return stop, fmt.Errorf("read-only port %s: %w", ro.Addr, err)
+		}
+		servers = append(servers, s)
+		d.logger.Info("read-only kubelet API serving (no authentication)", zap.String("addr", s.Addr()))
+	}
+	return stop, nil
+}
+
+// apiSecurity builds the API's serving TLS config and its authn/authz filter.
+// Webhook authentication or authorization needs an API server: without one
+// (a standalone kubelet) the API is not started and the reason is logged
+// (nil filter), unless authorization is AlwaysAllow.
+func apiSecurity(ctx context.Context, cfg *Config, d apiServerDeps) (func(http.Handler) http.Handler, *tls.Config, error) {
+	a := cfg.Kubelet.Authentication
+	mode := string(cfg.Kubelet.Authorization.Mode)
+	if d.conn == nil && (mode == auth.ModeWebhook || *a.Webhook.Enabled && mode != auth.ModeAlwaysAllow) {
+		d.logger.Warn("kubelet API not started: webhook authentication/authorization needs an API server (--kubeconfig); set authorization.mode AlwaysAllow to serve it standalone",
+			zap.String("authorization-mode", mode))
+		return nil, nil, nil
+	}
+	opts := auth.Options{
+		NodeName: d.nodeName, ClientCAFile: a.X509.ClientCAFile, AnonymousEnabled: *a.Anonymous.Enabled,
+		WebhookAuthnEnabled: *a.Webhook.Enabled && d.conn != nil, WebhookAuthnCacheTTL: a.Webhook.CacheTTL.Duration,
+		AuthorizationMode:           mode,
+		WebhookAuthzAuthorizedTTL:   cfg.Kubelet.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		WebhookAuthzUnauthorizedTTL: cfg.Kubelet.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
+		Logger:                      d.logger.Named("auth"),
+	}
+	serving := auth.ServingOptions{
+		CertFile: cfg.Kubelet.TLSCertFile, KeyFile: cfg.Kubelet.TLSPrivateKeyFile, CertDir: filepath.Join(cfg.RootDirectory, "pki"),
+		NodeName: d.nodeName, Hostnames: []string{d.nodeName}, IPs: d.nodeIPs, ServerTLSBootstrap: cfg.Kubelet.ServerTLSBootstrap,
+		Logger: d.logger.Named("serving"),
+	}
+	if d.conn != nil {
+		opts.Client, serving.Client = d.conn.client, d.conn.client
+	}
+	if cfg.Kubelet.ServerTLSBootstrap && d.conn == nil {
+		return nil, nil, errors.New("serverTLSBootstrap (--rotate-server-certificates) needs an API server (--kubeconfig)")
+	}
+	authn, err := auth.New(opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubelet API authentication/authorization: %w", err)
+	}
+	go authn.Run(ctx)
+	tlsCfg, err := auth.ServingTLSConfig(ctx, serving)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubelet API serving certificate: %w", err)
+	}
+	return authn.Filter, tlsCfg, nil
+}

@@ -1,0 +1,268 @@
+package kubeletserver
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+)
+
+// HostInterface is what the kubelet API needs from the kubelet
+// (*kubelet.Kubelet implements it). Errors a client caused carry an API status
+// (k8s.io/apimachinery/pkg/api/errors NotFound or BadRequest); runtime errors
+// keep their gRPC code (NotFound, Unimplemented, ...). The server maps both to
+// HTTP statuses.
+type HostInterface interface {
+	// PodLister gives the desired pods with their status (/pods).
+	PodLister
+	// GetPodByName returns the desired pod namespace/name.
+	GetPodByName(namespace, name string) (*v1.Pod, bool)
+	// GetRunningPods returns the pods the runtime runs (/runningpods/).
+	GetRunningPods(ctx context.Context) ([]*v1.Pod, error)
+	// GetContainerLogs writes a container's log; a nil writer drops that stream.
+	GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts *v1.PodLogOptions, stdout, stderr io.Writer) error
+	// GetExec, GetAttach and GetPortForward return the runtime's streaming URL.
+	// podUID may be empty (any pod of that name).
+	GetExec(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string, opts remotecommand.Options) (*url.URL, error)
+	GetAttach(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts remotecommand.Options) (*url.URL, error)
+	GetPortForward(ctx context.Context, namespace, podName string, podUID k8stypes.UID, opts portforward.V4Options) (*url.URL, error)
+	// RunInContainer runs cmd and returns its stdout followed by its stderr (/run).
+	RunInContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string) ([]byte, error)
+	// CheckpointContainer checkpoints a container and sets opts.Location to the archive.
+	CheckpointContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts *runtimeapi.CheckpointContainerRequest) error
+}
+
+// APIOptions configures the kubelet API server (StartAPI) and the read-only one
+// (StartReadOnly). Addr, Host and Health are required; StartAPI also needs
+// TLSConfig and Filter. A nil optional handler or gatherer leaves its path
+// unserved (404).
+type APIOptions struct {
+	Addr string // host:port, e.g. 0.0.0.0:10250
+	// TLSConfig serves HTTPS (StartAPI); it must carry a certificate
+	// (Certificates, GetCertificate or GetConfigForClient).
+	TLSConfig *tls.Config
+	// Filter wraps every path of the API server: authentication and
+	// authorization (auth.Auth.Filter). The read-only server has none.
+	Filter func(http.Handler) http.Handler
+	Host   HostInterface
+	// Stats serves /stats/ (it sees the full path, e.g. /stats/summary).
+	Stats http.Handler
+	// ResourceMetrics serves /metrics/resource, Gatherer /metrics and
+	// ProbeMetrics /metrics/probes.
+	ResourceMetrics prometheus.Gatherer
+	Gatherer        prometheus.Gatherer
+	ProbeMetrics    prometheus.Gatherer
+	// Configz returns the kubelet's configuration for /configz, served as
+	// {"kubeletconfig": ...}.
+	Configz func() any
+	Health  HealthChecker
+	// LogDir, when set, is served read-only under /logs/ (upstream: /var/log/).
+	// Paths with ".." are refused, and symlinks cannot leave the directory.
+	LogDir string
+	Logger *zap.Logger
+}
+
+// Timeouts of the API servers (upstream values: streams and log follows are long).
+const (
+	apiIdleTimeout       = 90 * time.Second
+	apiReadWriteTimeout  = 4 * time.Hour
+	apiReadHeaderTimeout = 30 * time.Second
+	apiMaxHeaderBytes    = 1 << 20
+)
+
+// StartAPI listens on opts.Addr and serves the kubelet API over HTTPS, every
+// path behind opts.Filter, until Close or ctx ends.
+func StartAPI(ctx context.Context, opts APIOptions) (*Server, error) {
+	if opts.TLSConfig == nil || opts.Filter == nil {
+		return nil, errors.New("kubeletserver: StartAPI needs TLSConfig and Filter")
+	}
+	h, err := NewAPIHandler(opts)
+	if err != nil {
+		return nil, err
+	}
+	return listenAndServe(ctx, opts, h, opts.TLSConfig.Clone(), "api")
+}
+
+// StartReadOnly listens on opts.Addr and serves the read-only subset (/healthz,
+// /pods, /stats/, /metrics, /metrics/resource, /metrics/probes) over plain
+// HTTP without authentication, as upstream's --read-only-port does.
+func StartReadOnly(ctx context.Context, opts APIOptions) (*Server, error) {
+	h, err := NewReadOnlyHandler(opts)
+	if err != nil {
+		return nil, err
+	}
+	return listenAndServe(ctx, opts, h, nil, "readonly")
+}
+
+func listenAndServe(ctx context.Context, opts APIOptions, h http.Handler, tlsConfig *tls.Config, name string) (*Server, error) {
+	if opts.Addr == "" {
+		return nil, errors.New("kubeletserver: Addr is required")
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on kubelet %s address %s: %w", name, opts.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsConfig,
+		IdleTimeout:       apiIdleTimeout,
+		ReadTimeout:       apiReadWriteTimeout,
+		WriteTimeout:      apiReadWriteTimeout,
+		ReadHeaderTimeout: apiReadHeaderTimeout,
+		MaxHeaderBytes:    apiMaxHeaderBytes,
+	}
+	logger := loggerOf(opts).Named(name)
+	srv.ErrorLog = zap.NewStdLog(logger)
+	logger.Info("Starting to listen", zap.String("address", ln.Addr().String()), zap.Bool("tls", tlsConfig != nil))
+	return serve(ctx, srv, ln, tlsConfig != nil, logger), nil
+}
+
+func loggerOf(opts APIOptions) *zap.Logger {
+	if opts.Logger == nil {
+		return zap.NewNop()
+	}
+	return opts.Logger
+}
+
+// NewAPIHandler builds the kubelet API: every endpoint, behind opts.Filter
+// (which may be nil only in tests of the handlers themselves).
+func NewAPIHandler(opts APIOptions) (http.Handler, error) {
+	if opts.Host == nil || opts.Health == nil {
+		return nil, errors.New("kubeletserver: Host and Health are required")
+	}
+	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts)}
+	mux := http.NewServeMux()
+	a.installReadOnly(mux)
+	a.installAuthRequired(mux)
+	var h http.Handler = refuseDotSegments(mux)
+	if opts.Filter != nil {
+		h = opts.Filter(h)
+	}
+	return h, nil
+}
+
+// NewReadOnlyHandler builds the read-only subset of the API (no filter).
+func NewReadOnlyHandler(opts APIOptions) (http.Handler, error) {
+	if opts.Host == nil || opts.Health == nil {
+		return nil, errors.New("kubeletserver: Host and Health are required")
+	}
+	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts)}
+	mux := http.NewServeMux()
+	a.installReadOnly(mux)
+	return refuseDotSegments(mux), nil
+}
+
+// api holds the handlers.
+type api struct {
+	opts   APIOptions
+	host   HostInterface
+	logger *zap.Logger
+}
+
+// installReadOnly registers what both servers serve (upstream
+// InstallAuthNotRequiredHandlers).
+func (a *api) installReadOnly(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /pods", a.pods)
+	if a.opts.Stats != nil {
+		mux.Handle("/stats/", a.opts.Stats)
+	}
+	for path, g := range map[string]prometheus.Gatherer{
+		"/metrics": a.opts.Gatherer, "/metrics/resource": a.opts.ResourceMetrics, "/metrics/probes": a.opts.ProbeMetrics,
+	} {
+		if g != nil {
+			mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+		}
+	}
+}
+
+// installAuthRequired registers what only the authenticated server serves
+// (upstream InstallAuthRequiredHandlers plus the debugging handlers).
+func (a *api) installAuthRequired(mux *http.ServeMux) {
+	mux.HandleFunc("GET /runningpods", a.runningPods)
+	mux.HandleFunc("GET /runningpods/{$}", a.runningPods)
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.containerLogs)
+	for _, m := range []string{"GET ", "POST "} {
+		mux.HandleFunc(m+"/exec/{namespace}/{pod}/{container}", a.exec)
+		mux.HandleFunc(m+"/exec/{namespace}/{pod}/{uid}/{container}", a.exec)
+		mux.HandleFunc(m+"/attach/{namespace}/{pod}/{container}", a.attach)
+		mux.HandleFunc(m+"/attach/{namespace}/{pod}/{uid}/{container}", a.attach)
+		mux.HandleFunc(m+"/portForward/{namespace}/{pod}", a.portForward)
+		mux.HandleFunc(m+"/portForward/{namespace}/{pod}/{uid}", a.portForward)
+	}
+	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", a.run)
+	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", a.run)
+	mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", a.checkpoint)
+	if a.opts.Configz != nil {
+		mux.HandleFunc("GET /configz", a.configz)
+	}
+	if a.opts.LogDir != "" {
+		mux.HandleFunc("GET /logs/", a.nodeLogs)
+	}
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := a.opts.Health.Healthz(); err != nil {
+		http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (a *api) pods(w http.ResponseWriter, _ *http.Request) {
+	a.writeJSON(w, &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: a.host.Pods()})
+}
+
+func (a *api) runningPods(w http.ResponseWriter, r *http.Request) {
+	pods, err := a.host.GetRunningPods(r.Context())
+	if err != nil {
+		a.writeError(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	list := &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: make([]v1.Pod, 0, len(pods))}
+	for _, p := range pods {
+		list.Items = append(list.Items, *p)
+	}
+	a.writeJSON(w, list)
+}
+
+func (a *api) configz(w http.ResponseWriter, _ *http.Request) {
+	a.writeJSON(w, map[string]any{"kubeletconfig": a.opts.Configz()})
+}
+
+// writeJSON encodes v as the response.
+func (a *api) writeJSON(w http.ResponseWriter, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(data); err != nil {
+		a.logger.Debug("write response", zap.Error(err))
+	}
+}

@@ -1,0 +1,590 @@
+//go:build linux
+
+package kubeletserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
+	clientpf "k8s.io/client-go/tools/portforward"
+	clientrc "k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	"k8s.io/client-go/util/flowcontrol"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cri"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+)
+
+const integrationImage = "kubelet-dockershim/busybox:latest"
+
+// TestIntegrationAPIWithRuntime serves the kubelet API (TLS, identity filter)
+// in front of a real runtime manager on a shim-only instance of the binary and
+// dockerd: a pod runs httpd and cat, and the test drives exec, attach and
+// port-forward (SPDY and WebSocket), logs with their options, /run,
+// /runningpods/, /checkpoint (501 from the shim) and the path refusals.
+func TestIntegrationAPIWithRuntime(t *testing.T) {
+	env := startRuntimeEnv(t)
+	cfg, base := env.startAPI(t)
+	a := &apiClient{cfg: cfg, base: base, pod: env.pod,
+		client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
+	for _, tc := range []struct {
+		desc string
+		test func(t *testing.T, a *apiClient)
+	}{
+		{"exec", testExec},
+		{"exec latency", testExecLatency},
+		{"attach", testAttach},
+		{"port-forward", testPortForward},
+		{"logs", testLogs},
+		{"logs previous", testLogsPrevious},
+		{"logs follow", testLogsFollow},
+		{"run and running pods", testRunAndRunningPods},
+		{"refusals", testRefusals},
+	} {
+		t.Run(tc.desc, func(t *testing.T) { tc.test(t, a) })
+	}
+}
+
+// apiClient reaches the API server under test.
+type apiClient struct {
+	cfg    *rest.Config
+	base   string
+	client *http.Client
+	pod    *v1.Pod
+}
+
+func testExec(t *testing.T, a *apiClient) {
+	for proto, exec := range executors(t, a.cfg, a.base+execPath(a.pod, "web", true, "sh", "-c", "read x; echo got-$x; echo err >&2; exit 3")) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		var stdout, stderr bytes.Buffer
+		err := exec.StreamWithContext(ctx, clientrc.StreamOptions{Stdin: strings.NewReader("hello\n"), Stdout: &stdout, Stderr: &stderr})
+		cancel()
+		if got := exitCode(err); got != 3 || stdout.String() != "got-hello\n" || stderr.String() != "err\n" {
+			t.Errorf("exec over %s: exit %d (%v), stdout %q, stderr %q; want 3, %q, %q", proto, got, err, stdout.String(), stderr.String(), "got-hello\n", "err\n")
+		}
+	}
+}
+
+func testExecLatency(t *testing.T, a *apiClient) {
+	for proto, exec := range executors(t, a.cfg, a.base+execPath(a.pod, "web", false, "true")) {
+		var took []time.Duration
+		for range 7 {
+			start := time.Now()
+			if err := exec.StreamWithContext(t.Context(), clientrc.StreamOptions{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+				t.Fatalf("exec true over %s: %v", proto, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		t.Logf("exec round trip through the kubelet API over %s: median %s, min %s, max %s", proto, took[len(took)/2], took[0], took[len(took)-1])
+	}
+}
+
+func testAttach(t *testing.T, a *apiClient) {
+	for proto, exec := range executors(t, a.cfg, a.base+fmt.Sprintf("/attach/%s/%s/web?input=1&output=1&error=1", a.pod.Namespace, a.pod.Name)) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		stdinR, stdinW := io.Pipe()
+		stdout := &lineWaiter{lines: make(chan string, 16)}
+		done := make(chan error, 1)
+		go func() {
+			done <- exec.StreamWithContext(ctx, clientrc.StreamOptions{Stdin: stdinR, Stdout: stdout, Stderr: io.Discard})
+		}()
+		want := "typed-over-" + proto
+		if _, err := io.WriteString(stdinW, want+"\n"); err != nil {
+			t.Fatalf("write to attach stdin over %s: %v", proto, err)
+		}
+		if err := stdout.waitFor(want, 15*time.Second); err != nil {
+			t.Errorf("attach over %s: %v", proto, err)
+		}
+		cancel()
+		_ = stdinW.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("attach over %s did not end after cancel", proto)
+		}
+	}
+}
+
+func testPortForward(t *testing.T, a *apiClient) {
+	u, err := url.Parse(a.base + fmt.Sprintf("/portForward/%s/%s", a.pod.Namespace, a.pod.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, upgrader, err := spdy.RoundTripperFor(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsDialer, err := clientpf.NewSPDYOverWebsocketDialer(u, a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for proto, dialer := range map[string]httpstream.Dialer{"spdy": spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", u), "websocket tunnel": wsDialer} {
+		local := forward(t, dialer, 8080)
+		for i := range 2 {
+			if reply := httpGet(t, fmt.Sprintf("127.0.0.1:%d", local)); !strings.Contains(reply, "hello-pf") {
+				t.Fatalf("request %d through port-forward over %s: %q; want the pod's page", i, proto, reply)
+			}
+		}
+	}
+}
+
+func testLogs(t *testing.T, a *apiClient) {
+	logs := func(query string) (int, string) {
+		resp, err := a.client.Get(a.base + fmt.Sprintf("/containerLogs/%s/%s/web?%s", a.pod.Namespace, a.pod.Name, query))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		desc     string
+		query    string
+		wantCode int
+		check    func(body string) bool
+	}{
+		{desc: "all", check: func(b string) bool {
+			return strings.Contains(b, "web-started\n") && strings.Contains(b, "web-to-stderr\n")
+		}},
+		{desc: "stdout only", query: "stream=Stdout", check: func(b string) bool {
+			return strings.Contains(b, "web-started\n") && !strings.Contains(b, "web-to-stderr")
+		}},
+		{desc: "stderr only", query: "stream=Stderr", check: func(b string) bool { return b == "web-to-stderr\n" }},
+		{desc: "tail", query: "tailLines=1", check: func(b string) bool { return strings.Count(b, "\n") == 1 }},
+		{desc: "limit bytes", query: "limitBytes=4", check: func(b string) bool { return b == "web-" }},
+		{desc: "timestamps", query: "timestamps=true&tailLines=1", check: func(b string) bool {
+			ts, _, ok := strings.Cut(b, " ")
+			_, err := time.Parse(time.RFC3339Nano, ts)
+			return ok && err == nil
+		}},
+		{desc: "since in the future", query: "sinceTime=" + url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339)), check: func(b string) bool { return b == "" }},
+		{desc: "since seconds", query: "sinceSeconds=3600", check: func(b string) bool { return strings.Contains(b, "web-started") }},
+		{desc: "invalid", query: "tailLines=-3", wantCode: 422},
+	}
+	for _, tc := range tests {
+		code, body := logs(tc.query)
+		want := tc.wantCode
+		if want == 0 {
+			want = 200
+		}
+		if code != want || (tc.check != nil && !tc.check(body)) {
+			t.Errorf("logs %s (?%s): %d %q", tc.desc, tc.query, code, body)
+		}
+	}
+}
+
+func testLogsPrevious(t *testing.T, a *apiClient) {
+	resp, err := a.client.Get(a.base + fmt.Sprintf("/containerLogs/%s/%s/crash?previous=true", a.pod.Namespace, a.pod.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "crash-run") {
+		t.Fatalf("previous logs: %d %q", resp.StatusCode, b)
+	}
+}
+
+func testLogsFollow(t *testing.T, a *apiClient) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.base+fmt.Sprintf("/containerLogs/%s/%s/web?follow=true&tailLines=0", a.pod.Namespace, a.pod.Name), nil)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("follow: %d", resp.StatusCode)
+	}
+	// The container's cat echoes its stdin: attach and type a line.
+	exec := executors(t, a.cfg, a.base+fmt.Sprintf("/attach/%s/%s/web?input=1&output=1", a.pod.Namespace, a.pod.Name))["spdy"]
+	go func() {
+		_ = exec.StreamWithContext(ctx, clientrc.StreamOptions{Stdin: io.MultiReader(strings.NewReader("followed-line\n"), blockUntil(ctx)), Stdout: io.Discard})
+	}()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "followed-line\n" {
+		t.Fatalf("followed log line %q, %v", line, err)
+	}
+}
+
+func testRunAndRunningPods(t *testing.T, a *apiClient) {
+	resp, err := a.client.Post(a.base+fmt.Sprintf("/run/%s/%s/web?cmd=echo+ran-here", a.pod.Namespace, a.pod.Name), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "ran-here\n" {
+		t.Fatalf("/run: %d %q", resp.StatusCode, b)
+	}
+	resp, err = a.client.Get(a.base + "/runningpods/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), string(a.pod.UID)) {
+		t.Fatalf("/runningpods/: %d %q", resp.StatusCode, b)
+	}
+}
+
+func testRefusals(t *testing.T, a *apiClient) {
+	for target, want := range map[string]int{
+		fmt.Sprintf("/containerLogs/%s/%s/..%%2F..%%2Fetc", a.pod.Namespace, a.pod.Name):      400,
+		fmt.Sprintf("/containerLogs/%s/..%%2F..%%2F..%%2Fetc%%2Fpasswd/web", a.pod.Namespace): 400,
+		"/containerLogs/" + a.pod.Namespace + "/../../../etc/passwd":                          400,
+		fmt.Sprintf("/containerLogs/%s/%s/nope", a.pod.Namespace, a.pod.Name):                 404,
+		"/logs/../../etc/passwd":     400,
+		"/logs/%2e%2e/etc/passwd":    400,
+		"/logs/escape/passwd":        403,
+		"/logs/node.log":             200,
+		"/containerLogs/x/y/z":       404,
+		"/debug/pprof/goroutine":     200,
+		"/exec/default/x/y?output=1": 404,
+	} {
+		resp, err := a.client.Get(a.base + target) // sent as written: Go's client neither cleans nor re-escapes
+
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.Contains(string(b), "root:") {
+			t.Errorf("GET %s: %d %q; want %d", target, resp.StatusCode, b, want)
+		}
+	}
+	resp, err := a.client.Post(a.base+fmt.Sprintf("/checkpoint/%s/%s/web", a.pod.Namespace, a.pod.Name), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("checkpoint on the shim: %d %q; want 501", resp.StatusCode, b)
+	}
+}
+
+// execPath builds an exec URL path with the command as repeated parameters.
+func execPath(pod *v1.Pod, container string, stdin bool, cmd ...string) string {
+	q := url.Values{"output": {"1"}, "error": {"1"}, "command": cmd}
+	if stdin {
+		q.Set("input", "1")
+	}
+	return fmt.Sprintf("/exec/%s/%s/%s?%s", pod.Namespace, pod.Name, container, q.Encode())
+}
+
+// lineWaiter collects written lines for waitFor.
+type lineWaiter struct {
+	buf   bytes.Buffer
+	lines chan string
+}
+
+func (l *lineWaiter) Write(p []byte) (int, error) {
+	l.buf.Write(p)
+	for {
+		line, err := l.buf.ReadString('\n')
+		if err != nil {
+			l.buf.WriteString(line) // keep the partial line
+			break
+		}
+		select {
+		case l.lines <- strings.TrimSuffix(line, "\n"):
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lineWaiter) waitFor(want string, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line := <-l.lines:
+			if line == want {
+				return nil
+			}
+		case <-deadline:
+			return fmt.Errorf("no line %q within %s", want, timeout)
+		}
+	}
+}
+
+// blockUntil is a reader that blocks until ctx ends, then reports EOF.
+func blockUntil(ctx context.Context) io.Reader {
+	r, w := io.Pipe()
+	go func() {
+		<-ctx.Done()
+		_ = w.Close()
+	}()
+	return r
+}
+
+// runtimeEnv is a runtime manager over a shim-only instance of the binary.
+type runtimeEnv struct {
+	dir string
+	rt  internalapi.RuntimeService
+	m   *kuberuntime.Manager
+	pod *v1.Pod
+}
+
+func startRuntimeEnv(t *testing.T) *runtimeEnv {
+	t.Helper()
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Fatalf("dockerd is required: %v: %s", err, out)
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Fatalf("the CNI plugins are required in /usr/lib/cni: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "kls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "kubelet")
+	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bridge := writeConflist(t, filepath.Join(dir, "net.d"), filepath.Join(dir, "ipam"))
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
+			t.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
+		}
+	})
+	sock := filepath.Join(dir, "cri.sock")
+	shimCtx := startShim(t, bin, dir, sock)
+
+	ctx, cancel := context.WithTimeout(shimCtx, 2*time.Minute)
+	defer cancel()
+	copts := cri.Options{Endpoint: "unix://" + sock, Timeout: 30 * time.Second, Logger: zaptest.NewLogger(t)}
+	rt, err := cri.NewRuntimeService(ctx, copts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := cri.NewImageService(ctx, copts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: images, Helper: &podsHelper{dir: filepath.Join(dir, "pods")},
+		Logger: zaptest.NewLogger(t), PodLogsDir: filepath.Join(dir, "podlogs"), RuntimeName: "docker", SerializeImagePulls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &runtimeEnv{dir: dir, rt: rt, m: m, pod: streamingPod()}
+	t.Cleanup(func() { env.removePod(t) })
+	env.runPod(ctx, t)
+	return env
+}
+
+// startAPI serves the API in front of the manager with the node logs in
+// dir/varlog (with a symlink escaping it) and returns a client config.
+func (e *runtimeEnv) startAPI(t *testing.T) (*rest.Config, string) {
+	t.Helper()
+	logDir := filepath.Join(e.dir, "varlog")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(logDir, "node.log"), []byte("node\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(logDir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	opts := APIOptions{
+		Addr: "127.0.0.1:0", TLSConfig: selfSignedTLS(t), Filter: func(next http.Handler) http.Handler { return next },
+		Host: &runtimeHost{m: e.m, pod: e.pod}, Health: fakeHealth{}, LogDir: logDir, Logger: zaptest.NewLogger(t),
+	}
+	s, err := StartAPI(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	base := "https://" + s.Addr()
+	return &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, base
+}
+
+// streamingPod: web prints to both streams, serves /tmp/www on :8080 with
+// busybox httpd and echoes its stdin (cat); crash prints and exits 3, so it
+// restarts and has a previous instance.
+func streamingPod() *v1.Pod {
+	c := func(name, script string) v1.Container {
+		return v1.Container{Name: name, Image: integrationImage, ImagePullPolicy: v1.PullIfNotPresent,
+			Command: []string{"sh", "-c", script}, TerminationMessagePolicy: v1.TerminationMessageReadFile}
+	}
+	web := c("web", "echo web-started; echo web-to-stderr >&2; mkdir -p /tmp/www && echo hello-pf > /tmp/www/index.html && httpd -p 8080 -h /tmp/www && exec cat")
+	web.Stdin = true
+	crash := c("crash", "echo crash-run-$(date +%s%N); exit 3")
+	grace := int64(2)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kls-%d", os.Getpid()), Namespace: "default",
+			UID: k8stypes.UID(fmt.Sprintf("kls-uid-%d-%d", os.Getpid(), time.Now().UnixNano()))},
+		Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{web, crash}},
+	}
+}
+
+// runPod syncs the pod until web runs with httpd answering and crash has
+// restarted once.
+func (e *runtimeEnv) runPod(ctx context.Context, t *testing.T) {
+	t.Helper()
+	backOff := flowcontrol.NewBackOff(200*time.Millisecond, time.Second)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st, err := e.m.GetPodStatus(ctx, e.pod.UID, e.pod.Name, e.pod.Namespace)
+		if err != nil {
+			t.Fatalf("GetPodStatus: %v", err)
+		}
+		web, crash := st.FindContainerStatusByName("web"), st.FindContainerStatusByName("crash")
+		if web != nil && web.State == types.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == types.StateExited {
+			if out, err := e.m.RunInContainer(ctx, web.ID, []string{"wget", "-q", "-O", "-", "http://127.0.0.1:8080/index.html"}, 5*time.Second); err == nil && strings.Contains(string(out), "hello-pf") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod did not start: web %+v crash %+v", web, crash)
+		}
+		for _, r := range e.m.SyncPod(ctx, e.pod, st, nil, backOff).SyncResults {
+			if r.Error != nil && r.Error != types.ErrCrashLoopBackOff {
+				t.Fatalf("SyncPod: %s %s: %v: %s", r.Action, r.Target, r.Error, r.Message)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// removePod removes the pod's sandboxes (and so its containers) through the CRI.
+func (e *runtimeEnv) removePod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(e.pod.UID)}})
+	if err != nil {
+		t.Logf("cleanup: list sandboxes: %v", err)
+		return
+	}
+	for _, sb := range sbs {
+		_ = e.rt.StopPodSandbox(ctx, sb.Id)
+		if err := e.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
+			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
+		}
+	}
+}
+
+func writeConflist(t *testing.T, confDir, ipamDir string) string {
+	t.Helper()
+	n := os.Getpid() % 250
+	bridge := fmt.Sprintf("kls%d", n)
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"%s","plugins":[{"type":"bridge","bridge":"%s","isGateway":true,"ipMasq":false,`+
+		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.248.%d.0/24"}]],"dataDir":%q}}]}`, bridge, bridge, n, ipamDir)
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "10-kls.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bridge
+}
+
+// startShim starts the shim-only instance; it is stopped (by its PID) at
+// cleanup. The returned context ends if the shim exits.
+func startShim(t *testing.T, bin, dir, sock string) context.Context {
+	t.Helper()
+	var output bytes.Buffer
+	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
+		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+filepath.Join(dir, "net.d"),
+		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"), "--streaming-address=127.0.0.1")
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+		cancel()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("shim output:\n%s", output.String())
+		}
+	})
+	return ctx
+}
+
+// forward starts a port-forward to the pod's port through dialer and returns
+// the local port; it stops at test end.
+func forward(t *testing.T, dialer httpstream.Dialer, port int) uint16 {
+	t.Helper()
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := clientpf.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port-forward ended: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("port-forward not ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("forwarded ports %v, %v", ports, err)
+	}
+	return ports[0].Local
+}
+
+// httpGet sends a raw HTTP/1.0 GET for /index.html and returns the reply.
+func httpGet(t *testing.T, addr string) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.WriteString(conn, "GET /index.html HTTP/1.0\r\nHost: pod\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(conn)
+	return string(b)
+}
