@@ -32,9 +32,9 @@ type node struct {
 	kubelet *kubelet.Kubelet
 	runtime *kuberuntime.Manager
 	sources *podsource.Source
-	name string
-	ips  []net.IP
-	conn *apiConn
+	name    string
+	ips     []net.IP
+	conn    *apiConn
 	// background are the loops that run beside the kubelet: with an API server
 	// the node status and Lease, the pod status sync and the object getters.
 	background []func(ctx context.Context)
