@@ -33,7 +33,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var stopShim func()
 	if cfg.ContainerRuntime == RuntimeDocker {
-		svc, srv, err := startShim(ctx, cfg, logger)
+		svc, srv, err := startShim(ctx, cfg, reg, logger)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
@@ -35,6 +36,10 @@ type node struct {
 	name    string
 	ips     []net.IP
 	conn    *apiConn
+	// stats serves /stats/summary and /metrics/resource.
+	stats *stats.Provider
+	// probeMetrics serves /metrics/probes.
+	probeMetrics prometheus.Gatherer
 	// background are the loops that run beside the kubelet: with an API server
 	// the node status and Lease, the pod status sync and the object getters.
 	background []func(ctx context.Context)
@@ -128,7 +133,11 @@ func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logg
 	if kl, err = kubelet.New(opts); err != nil {
 		return nil, err
 	}
-	n.kubelet, n.runtime = kl, rt
+	n.kubelet, n.runtime, n.probeMetrics = kl, rt, probes.Metrics()
+	if n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: kl, NodeName: name,
+		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, Logger: logger.Named("stats")}); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -169,7 +178,7 @@ func (n *node) run(ctx context.Context, cfg *Config, reg prometheus.Gatherer, lo
 		defer func() { _ = srv.Close() }()
 	}
 	stopAPI, err := startAPIServers(ctx, cfg, apiServerDeps{host: n.kubelet, health: n.kubelet, gatherer: reg,
-		nodeName: n.name, nodeIPs: n.ips, conn: n.conn, logger: logger})
+		stats: n.stats, probeMetrics: n.probeMetrics, nodeName: n.name, nodeIPs: n.ips, conn: n.conn, logger: logger})
 	defer stopAPI()
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -36,11 +37,23 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 }
 
 // startShim builds the dockershim, waits for Docker, and starts its gRPC server on
-// --container-runtime-endpoint. The caller closes both, server first.
-func startShim(ctx context.Context, cfg *Config, logger *zap.Logger) (*dockershim.Service, *server.Server, error) {
+// --container-runtime-endpoint. With reg, its operation metrics join the
+// kubelet's registry. The caller closes both, server first.
+func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger *zap.Logger) (*dockershim.Service, *server.Server, error) {
 	opts, err := shimOptions(cfg, logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	unary := []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()}
+	stream := []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()}
+	if reg != nil {
+		// Outside the error mapping, so the metrics see the codes clients see.
+		m, err := server.NewMetrics(reg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dockershim metrics: %w", err)
+		}
+		unary = append([]grpc.UnaryServerInterceptor{m.Unary()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{m.Stream()}, stream...)
 	}
 	svc, err := dockershim.New(opts)
 	if err != nil {
@@ -55,8 +68,8 @@ func startShim(ctx context.Context, cfg *Config, logger *zap.Logger) (*dockershi
 		Runtime:            svc,
 		Image:              svc,
 		Logger:             logger.Named("cri-server"),
-		UnaryInterceptors:  []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()},
-		StreamInterceptors: []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()},
+		UnaryInterceptors:  unary,
+		StreamInterceptors: stream,
 	})
 	if err != nil {
 		_ = svc.Close()
@@ -69,7 +82,7 @@ func startShim(ctx context.Context, cfg *Config, logger *zap.Logger) (*dockershi
 // runShimOnly serves the dockershim CRI endpoint until ctx is cancelled (SIGTERM or
 // SIGINT) or the server fails, then stops in reverse order.
 func runShimOnly(ctx context.Context, cfg *Config, logger *zap.Logger) error {
-	svc, srv, err := startShim(ctx, cfg, logger)
+	svc, srv, err := startShim(ctx, cfg, nil, logger)
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,18 @@ func TestIntegrationDockerModePodRuns(t *testing.T) {
 	n := newNode(t)
 	n.start()
 	checkPodRuns(t, n)
+	// One registry: the kubelet's CRI client metrics and the built-in shim's
+	// server-side metrics of the same calls.
+	body, code, err := n.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	for _, want := range []string{`kubelet_runtime_operations_total{operation_type="run_podsandbox"}`,
+		`dockershim_operations_total{code="OK",operation="RunPodSandbox"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
 }
 
 // TestIntegrationDockerModeCrashLoop is (b): a container that exits 1 under

@@ -54,9 +54,10 @@ type podProber interface {
 
 // Manager owns the probe workers and their cached results.
 type Manager struct {
-	status StatusProvider
-	logger *zap.Logger
-	prober podProber
+	status  StatusProvider
+	logger  *zap.Logger
+	prober  podProber
+	metrics *probeMetrics
 
 	liveness  *resultsCache
 	readiness *resultsCache
@@ -90,6 +91,7 @@ func NewManager(opts Options) *Manager {
 		status:    status,
 		logger:    logger,
 		prober:    newProber(opts.Runner, opts.Recorder, logger),
+		metrics:   newProbeMetrics(),
 		liveness:  newResultsCache(),
 		readiness: newResultsCache(),
 		startup:   newResultsCache(),

@@ -124,6 +124,7 @@ func (w *worker) run(ctx context.Context) {
 			w.results.remove(w.containerID)
 		}
 		w.m.removeWorker(w)
+		w.m.metrics.forget(w.probeType, w.pod, w.container.Name)
 		w.logger.Debug("probe worker stopped")
 	}()
 
@@ -194,10 +195,12 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		// Startup probes stop once started; the others wait for it.
 		return true
 	}
+	began := time.Now()
 	result, err := w.m.prober.probe(ctx, w.probeType, w.pod, &status, &w.container, w.containerID)
 	if ctx.Err() != nil {
 		return false // stopped while probing: the result means nothing
 	}
+	w.m.metrics.observe(w.probeType, w.pod, w.container.Name, result, err, time.Since(began))
 	if err != nil {
 		return true // the probe could not run: throw the result away
 	}

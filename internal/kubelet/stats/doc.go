@@ -1,0 +1,29 @@
+// Package stats builds the kubelet's stats Summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1)
+// and serves it at /stats/summary and, as Prometheus metrics, at /metrics/resource.
+//
+// The Summary follows upstream's CRI stats provider (pkg/kubelet/stats), with the
+// node half read directly from the host instead of cAdvisor:
+//
+//   - node: CPU and memory of the root cgroup (cgroup v1, hybrid and v2; on v2 the
+//     root has no memory.current, so usage comes from /proc/meminfo like runc does),
+//     working set = usage - inactive_file, network from /proc/net/dev (minus lo,
+//     veth*, docker* and nerdctl*, cAdvisor's ignore list), fs = statfs of RootDir,
+//     runtime.imageFs from CRI ImageFsInfo, rlimit from pid_max/threads-max and
+//     /proc/loadavg, swap from /proc/meminfo;
+//   - pods: one ListPodSandboxStats (falling back to ListContainerStats when the
+//     runtime answers Unimplemented), one ListPodSandbox and one ListContainers per
+//     Summary, never a call per pod. Container start times are the containers'
+//     CreatedAt. CPU rates (usageNanoCores) come from the runtime or, when it leaves
+//     them out, from the previous sample of the same container;
+//   - storage: volume usage of the pod's emptyDir, configMap, secret, projected and
+//     downwardAPI directories under RootDir/pods/<uid>/volumes (a du-like walk, bounded,
+//     cached for a minute), container logs under PodLogsDir, the pod's etc-hosts, and
+//     ephemeral-storage = container writable layers + logs + ephemeral volumes.
+//
+// Summary(ctx, true) is upstream's GetCPUAndMemoryStats: node and pod CPU, memory and
+// swap only, which is what /metrics/resource reports.
+//
+// Only the wiring (internal/app) may import it; the kubelet API server takes Handler()
+// and ResourceMetrics() as a plain http.Handler and prometheus.Gatherer. It imports no
+// other package of this project (its tests use internal/cri to reach a real shim).
+package stats
