@@ -45,6 +45,9 @@ STOP_TIMEOUT=20
 # Components in start order; `down` stops them in reverse.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 STARTED=()
+# Components this run of `up` launched itself (not found running): the only
+# ones a failed `up` stops.
+LAUNCHED=()
 
 usage() {
 	echo "usage: $0 up|down|env STATE_DIR" >&2
@@ -240,6 +243,7 @@ launch() {
 		component_pid "$name" >/dev/null && break
 		sleep 0.05
 	done
+	LAUNCHED+=("$name")
 	component_pid "$name" >/dev/null || require_alive "$name"
 	STARTED+=("$name")
 	kds_log "started $name (pid $(<"$pidfile"), log $STATE/logs/$name.log)"
@@ -398,12 +402,14 @@ apply_bootstrap_objects() {
 	EOF
 }
 
-# on_up_exit: when up fails, stop what it started so that nothing leaks.
+# on_up_exit: when up fails, stop what this run launched so that nothing
+# leaks; components that were already running (a re-run of up after one of
+# them stopped) are left alone.
 on_up_exit() {
 	local rc=$?
-	if ((rc != 0)); then
-		kds_log "up failed; stopping the components (state kept in $STATE)"
-		down
+	if ((rc != 0 && ${#LAUNCHED[@]} > 0)); then
+		kds_log "up failed; stopping the components it launched (state kept in $STATE)"
+		stop_all "${LAUNCHED[@]}"
 	fi
 }
 
@@ -436,13 +442,14 @@ up() {
 	kds_log "control plane up on $APISERVER_URL in $((SECONDS - start))s"
 }
 
-# stop_all: SIGTERM the components one by one in reverse start order (etcd
-# last: an apiserver without etcd can hang in shutdown), each waited for;
-# SIGKILL what is left once STOP_TIMEOUT has passed.
+# stop_all [NAME...]: SIGTERM the named components (default: all) one by one
+# in reverse start order (etcd last: an apiserver without etcd can hang in
+# shutdown), each waited for; SIGKILL what is left once STOP_TIMEOUT has passed.
 stop_all() {
-	local name pid i deadline=$((SECONDS + STOP_TIMEOUT))
+	local only=" ${*:-${COMPONENTS[*]}} " name pid i deadline=$((SECONDS + STOP_TIMEOUT))
 	for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
 		name=${COMPONENTS[i]}
+		[[ $only == *" $name "* ]] || continue
 		pid=$(component_pid "$name") || continue
 		kds_log "stopping $name (pid $pid)"
 		kill "$pid" 2>/dev/null || true
@@ -452,6 +459,7 @@ stop_all() {
 		done
 	done
 	for name in "${COMPONENTS[@]}"; do
+		[[ $only == *" $name "* ]] || continue
 		if pid=$(component_pid "$name"); then
 			kds_log "$name (pid $pid) still runs ${STOP_TIMEOUT}s after SIGTERM: SIGKILL"
 			kill -9 "$pid" 2>/dev/null || true
