@@ -178,7 +178,8 @@ cert_kubeconfig() {
 # runs of up).
 make_bootstrap_token() {
 	if [[ ! -s $STATE/bootstrap-token ]]; then
-		# Hex is a subset of the [a-z0-9] alphabet bootstrap tokens use.
+		# Hex is a subset of the [a-z0-9] alphabet bootstrap tokens use. It
+		# can be all digits: the YAML below quotes it.
 		printf '%s.%s\n' "$(openssl rand -hex 3)" "$(openssl rand -hex 8)" >"$STATE/bootstrap-token"
 		chmod 600 "$STATE/bootstrap-token"
 	fi
@@ -350,13 +351,13 @@ apply_bootstrap_objects() {
 		apiVersion: v1
 		kind: Secret
 		metadata:
-		  name: bootstrap-token-$TOKEN_ID
+		  name: "bootstrap-token-$TOKEN_ID"
 		  namespace: kube-system
 		type: bootstrap.kubernetes.io/token
 		stringData:
 		  description: kubelet-dockershim end-to-end tests
-		  token-id: $TOKEN_ID
-		  token-secret: $TOKEN_SECRET
+		  token-id: "$TOKEN_ID"
+		  token-secret: "$TOKEN_SECRET"
 		  usage-bootstrap-authentication: "true"
 		  usage-bootstrap-signing: "true"
 		  auth-extra-groups: $group
