@@ -118,6 +118,14 @@ func boundaryRules(module string) []rule {
 			forbidden: anyUnder("github.com/containernetworking/cni"),
 		},
 		{
+			// The neutral leaf both halves may import (so it cannot lead either
+			// half into the other).
+			name:        "internal/cgroupfs must not import any package of this module",
+			appliesTo:   anyUnder(module + "/internal/cgroupfs"),
+			forbidden:   anyUnder(module),
+			productOnly: true,
+		},
+		{
 			name:       "nothing may import k8s.io/kubernetes",
 			appliesTo:  everyone,
 			forbidden:  anyUnder("k8s.io/kubernetes"),

@@ -101,6 +101,22 @@ func TestCheckGraph(t *testing.T) {
 			want: []string{kubelet + "/pleg -> " + shim},
 		},
 		{
+			desc: "both halves may import the neutral leaf internal/cgroupfs",
+			graph: importGraph{
+				shim:                     local(m + "/internal/cgroupfs"),
+				kubelet + "/stats":       local(m + "/internal/cgroupfs"),
+				m + "/internal/cgroupfs": {Local: true, Imports: []string{"os"}, TestImports: []string{m + "/internal/cgroupfs"}},
+			},
+		},
+		{
+			desc: "internal/cgroupfs importing a package of the module is not a leaf",
+			graph: importGraph{
+				m + "/internal/cgroupfs": local(logging),
+				logging:                  local(),
+			},
+			want: []string{m + "/internal/cgroupfs -> " + logging},
+		},
+		{
 			desc: "docker outside libdocker, directly and in a test",
 			graph: importGraph{
 				shim:                local(docker),

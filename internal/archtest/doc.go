@@ -11,6 +11,8 @@
 //     clients are the real counterpart of the streaming server);
 //   - nothing under internal/kubelet..., internal/kuberuntime or internal/cri
 //     imports internal/dockershim, directly or transitively;
+//   - internal/cgroupfs, the neutral leaf both halves may import, imports no
+//     package of this module (outside its tests);
 //   - only internal/dockershim/libdocker imports github.com/docker/docker;
 //   - only internal/dockershim/network imports github.com/containernetworking/cni;
 //   - nothing imports k8s.io/kubernetes.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
 )
 
 // The node's CPU and memory are those of the root cgroup, read the way cAdvisor (through
@@ -26,69 +28,25 @@ import (
 //     or, on kernels without it, from /proc/meminfo and /proc/vmstat.
 //
 // Without any cgroup mount CPU falls back to /proc/stat and memory to /proc/meminfo.
-// Where the hierarchies are mounted comes from mountinfo.
+// Where the hierarchies are mounted comes from mountinfo. The cgroup files are parsed by
+// internal/cgroupfs, which the dockershim shares for container stats.
 
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on every Linux ABI).
 const userHZ = 100
 
-// parseCgroupMounts reads cgroup mounts out of a mountinfo file. Fields are
-// "id parent major:minor root mountpoint options [optional...] - fstype source super".
-// The first mount of each hierarchy wins.
+// parseCgroupMounts reads the mountpoints of the hierarchies the node stats need out of
+// a mountinfo file (cgroupfs.ParseMountinfo; the first mount of each hierarchy wins).
+// The root cgroup is the mountpoint itself, so mount roots do not matter here.
 func parseCgroupMounts(r io.Reader) (cgroupMounts, error) {
-	var m cgroupMounts
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || len(fields) < sep+4 {
-			continue
-		}
-		mountpoint := unescapeMountinfo(fields[4])
-		switch fields[sep+1] {
-		case "cgroup2":
-			if m.unified == "" {
-				m.unified = mountpoint
-			}
-		case "cgroup":
-			for _, opt := range strings.Split(fields[sep+3], ",") {
-				switch {
-				case opt == "cpuacct" && m.cpuacct == "":
-					m.cpuacct = mountpoint
-				case opt == "memory" && m.memory == "":
-					m.memory = mountpoint
-				}
-			}
-		}
+	all, err := cgroupfs.ParseMountinfo(r)
+	if err != nil {
+		return cgroupMounts{}, err
 	}
-	if err := sc.Err(); err != nil {
-		return m, fmt.Errorf("read mountinfo: %w", err)
+	m := cgroupMounts{cpuacct: all.V1["cpuacct"].Mountpoint, memory: all.V1["memory"].Mountpoint}
+	if all.V2 != nil {
+		m.unified = all.V2.Mountpoint
 	}
 	return m, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // readNodeSample reads the root cgroup (and /proc) at time now.
@@ -98,7 +56,7 @@ func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
 		return nodeSample{}, err
 	}
 	s := nodeSample{at: now}
-	mem, err := readKeyValues(filepath.Join(h.procRoot, "meminfo"))
+	mem, err := readProcKeyed(filepath.Join(h.procRoot, "meminfo"))
 	if err != nil {
 		return s, fmt.Errorf("read meminfo: %w", err)
 	}
@@ -117,10 +75,11 @@ func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
 	return s, nil
 }
 
-// readNodeCPU fills the cumulative CPU time of the root cgroup.
+// readNodeCPU fills the cumulative CPU time of the root cgroup: v1 cpuacct, else the
+// cgroup2 root's cpu.stat, else /proc/stat.
 func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
 	if m.cpuacct != "" {
-		v, err := readUint(filepath.Join(m.cpuacct, "cpuacct.usage"))
+		v, err := cgroupfs.ReadCPUAcct(m.cpuacct)
 		if err == nil {
 			s.cpuNanos, s.hasCPU = v, true
 			return nil
@@ -130,13 +89,12 @@ func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
 		}
 	}
 	if m.unified != "" {
-		kv, err := readKeyValues(filepath.Join(m.unified, "cpu.stat"))
-		if err == nil {
-			if usec, ok := kv["usage_usec"]; ok {
-				s.cpuNanos, s.hasCPU = usec*1000, true
-				return nil
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		v, ok, err := cgroupfs.ReadCPUStat(m.unified)
+		switch {
+		case err == nil && ok:
+			s.cpuNanos, s.hasCPU = v, true
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("root cgroup cpu: %w", err)
 		}
 	}
@@ -174,17 +132,23 @@ func parseProcStatCPU(b []byte) (uint64, error) {
 	return 0, errors.New("/proc/stat has no cpu line")
 }
 
-// readNodeMemory fills the memory figures of the root cgroup.
+// readNodeMemory fills the memory figures of the root cgroup: the v1 memory hierarchy,
+// else usage from meminfo with the cgroup2 root's memory.stat or, without it, the /proc
+// figures in memory.stat's names.
 func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *nodeSample) error {
 	if m.memory != "" {
-		err := readMemoryV1(m.memory, s)
-		if err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return err
+		v1, err := cgroupfs.ReadMemoryV1(m.memory)
+		if err == nil {
+			s.setMemory(v1)
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("root cgroup memory: %w", err)
 		}
 	}
 	var stat map[string]uint64
 	if m.unified != "" {
-		kv, err := readKeyValues(filepath.Join(m.unified, "memory.stat"))
+		kv, err := cgroupfs.ReadKeyed(filepath.Join(m.unified, "memory.stat"))
 		switch {
 		case err == nil:
 			stat = kv
@@ -194,7 +158,7 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 	}
 	if stat == nil {
 		// No memory.stat at the root (old kernel, or no cgroup2): /proc figures.
-		vm, err := readKeyValues(filepath.Join(h.procRoot, "vmstat"))
+		vm, err := readProcKeyed(filepath.Join(h.procRoot, "vmstat"))
 		if err != nil {
 			return fmt.Errorf("read vmstat: %w", err)
 		}
@@ -206,74 +170,23 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 	if _, ok := mem["MemTotal"]; !ok {
 		return errors.New("meminfo has no MemTotal")
 	}
-	s.memUsage = subFloor(mem["MemTotal"], mem["MemFree"]) * 1024
-	s.workingSet = subFloor(s.memUsage, stat["inactive_file"])
-	s.rss = stat["anon"]
-	s.pageFaults, s.majorPageFaults = stat["pgfault"], stat["pgmajfault"]
-	s.hasMemory = true
+	s.setMemory(cgroupfs.MemoryFromV2Stat(subFloor(mem["MemTotal"], mem["MemFree"])*1024, stat))
 	return nil
 }
 
-// readMemoryV1 reads a v1 memory cgroup directory (hierarchical total_* figures).
-func readMemoryV1(dir string, s *nodeSample) error {
-	usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
-	if err != nil {
-		return fmt.Errorf("root cgroup memory: %w", err)
-	}
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
-	if err != nil {
-		return fmt.Errorf("root cgroup memory: %w", err)
-	}
-	pick := func(name string) uint64 {
-		if v, ok := stat["total_"+name]; ok {
-			return v
-		}
-		return stat[name]
-	}
-	s.memUsage = usage
-	s.workingSet = subFloor(usage, pick("inactive_file"))
-	s.rss = pick("rss")
-	s.pageFaults, s.majorPageFaults = pick("pgfault"), pick("pgmajfault")
+// setMemory copies the root cgroup's memory figures (the node has no limit).
+func (s *nodeSample) setMemory(m cgroupfs.Memory) {
+	s.memUsage, s.workingSet, s.rss = m.Usage, m.WorkingSet, m.RSS
+	s.pageFaults, s.majorPageFaults = m.PageFaults, m.MajorPageFaults
 	s.hasMemory = true
-	return nil
 }
 
-// readUint reads a file holding one unsigned integer.
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return v, nil
-}
-
-// readKeyValues reads "key value [unit]" lines (memory.stat, cpu.stat, vmstat) and
-// "Key: value kB" lines (meminfo). Lines that do not parse are skipped.
-func readKeyValues(path string) (map[string]uint64, error) {
+// readProcKeyed reads a /proc file of "key value" or "Key: value kB" lines (meminfo,
+// vmstat); lines that do not parse are skipped.
+func readProcKeyed(path string) (map[string]uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseKeyValues(b), nil
-}
-
-func parseKeyValues(b []byte) map[string]uint64 {
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSuffix(f[0], ":")] = v
-	}
-	return out
+	return cgroupfs.ParseKeyed(b), nil
 }

@@ -182,6 +182,8 @@ func TestReadNodeSampleErrors(t *testing.T) {
 	}
 }
 
+// TestParseCgroupMounts checks the mapping of cgroupfs's mounts (parsed and tested
+// there) onto the root cgroup directories the node stats read.
 func TestParseCgroupMounts(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -189,13 +191,13 @@ func TestParseCgroupMounts(t *testing.T) {
 		want            cgroupMounts
 	}{
 		{
-			desc: "v1 with combined controllers and an escaped path",
+			desc: "hybrid: combined controllers, the first mount wins, mount roots are ignored",
 			mountinfo: "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n" +
 				"32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct\n" +
-				"33 31 0:30 / /sys/fs/cgroup/my\\040memory rw - cgroup cgroup rw,memory\n" +
+				"33 31 0:30 /nested /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
 				"34 31 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
 				"35 31 0:29 / /elsewhere/cpuacct rw - cgroup cgroup rw,cpuacct\n",
-			want: cgroupMounts{cpuacct: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/my memory", unified: "/sys/fs/cgroup/unified"},
+			want: cgroupMounts{cpuacct: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/memory", unified: "/sys/fs/cgroup/unified"},
 		},
 		{
 			desc:      "v2 only",

@@ -24,6 +24,7 @@
 // swap only, which is what /metrics/resource reports.
 //
 // Only the wiring (internal/app) may import it; the kubelet API server takes Handler()
-// and ResourceMetrics() as a plain http.Handler and prometheus.Gatherer. It imports no
-// other package of this project (its tests use internal/cri to reach a real shim).
+// and ResourceMetrics() as a plain http.Handler and prometheus.Gatherer. Of this project
+// it imports only the leaf internal/cgroupfs (its tests use internal/cri to reach a
+// real shim).
 package stats

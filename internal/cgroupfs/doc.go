@@ -1,0 +1,27 @@
+// Package cgroupfs reads Linux cgroup statistics straight from the cgroup
+// filesystem: where the hierarchies are mounted and in which mode (v1, hybrid, v2),
+// which cgroup a process is in, and a cgroup's CPU usage, memory (usage, working set,
+// RSS, page faults, limit) and process count.
+//
+// It is a neutral leaf: it imports nothing from this module, so both halves of the
+// binary may import it — the dockershim (container and pod sandbox stats) and the
+// kubelet side (internal/kubelet/stats, the node's root cgroup) — without either one
+// importing the other. internal/archtest keeps it a leaf.
+//
+// Figures follow runc's cgroup managers, which cAdvisor and the kubelet read through:
+//
+//   - v1: cpuacct.usage; memory.usage_in_bytes, memory.limit_in_bytes and the
+//     hierarchical total_* fields of memory.stat; pids.current.
+//   - v2: usage_usec of cpu.stat; memory.current, memory.max and memory.stat (anon,
+//     inactive_file, pgfault, pgmajfault); pids.current.
+//   - working set = usage - inactive_file, floored at 0.
+//
+// Typical use, for the cgroup of process pid:
+//
+//	mounts, err := cgroupfs.ParseMountinfo(mountinfo) // /proc/self/mountinfo
+//	proc, err := cgroupfs.ParseProcCgroup(cgroupFile) // /proc/<pid>/cgroup
+//	paths, err := cgroupfs.Resolve(mounts, proc)
+//	sample, err := cgroupfs.ReadSample(paths) // errors.Is(err, cgroupfs.ErrGone) once it stopped
+//
+// The package holds no state and starts no goroutines; every call reads the files anew.
+package cgroupfs
