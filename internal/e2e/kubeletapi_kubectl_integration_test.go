@@ -116,9 +116,13 @@ func (n *clusterNode) startKubectl(t *testing.T, stdin io.Reader, args ...string
 	return k
 }
 
-// stop kills the process (if still running) and reaps it.
+// stop kills the process (if still running) and reaps it. A pipe as stdin is
+// closed once the process is gone: Wait waits for the copy from it.
 func (k *bgKubectl) stop() {
 	k.cancel()
+	if pr, ok := k.cmd.Stdin.(*io.PipeReader); ok {
+		_ = pr.Close()
+	}
 	<-k.done
 }
 
@@ -351,9 +355,14 @@ func testKubectlAttach(t *testing.T, c *controlplane.Cluster) {
 	if restarts := restartCounts(p)["main"]; restarts != 0 {
 		t.Errorf("the attached container restarted %d times", restarts)
 	}
-	n.poll(10*time.Second, "the container's log holds both attaches", func() (bool, string) {
+	n.poll(10*time.Second, "the container's log holds what both attaches wrote", func() (bool, string) {
 		out, stderr, _ := n.kubectlResult("", "logs", "reader")
-		return strings.Contains(out, "ready\ngot-one\n") && strings.Contains(out, "got-two\n") && !strings.Contains(out, "stdin-closed"), out + stderr
+		for _, line := range []string{"ready", "got-one", "err-one", "got-again", "got-two", "err-two"} {
+			if !strings.Contains(out, line+"\n") {
+				return false, out + stderr
+			}
+		}
+		return !strings.Contains(out, "stdin-closed"), out + stderr
 	})
 }
 
