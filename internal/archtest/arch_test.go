@@ -126,6 +126,15 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
+			// Test support (control plane, shim instances, a test CA) imports
+			// "testing": product code must never link it.
+			name:        "internal/testutil may only be imported by tests",
+			appliesTo:   func(pkg string) bool { return !under(pkg, module+"/internal/testutil") },
+			forbidden:   anyUnder(module + "/internal/testutil"),
+			transitive:  true,
+			productOnly: true,
+		},
+		{
 			name:       "nothing may import k8s.io/kubernetes",
 			appliesTo:  everyone,
 			forbidden:  anyUnder("k8s.io/kubernetes"),

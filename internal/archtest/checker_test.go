@@ -117,6 +117,16 @@ func TestCheckGraph(t *testing.T) {
 			want: []string{m + "/internal/cgroupfs -> " + logging},
 		},
 		{
+			desc: "test support only in tests",
+			graph: importGraph{
+				m + "/internal/app":                   {Local: true, Imports: []string{m + "/internal/testutil/controlplane"}},
+				kubelet + "/status":                   {Local: true, TestImports: []string{m + "/internal/testutil/controlplane"}},
+				m + "/internal/testutil/controlplane": {Local: true, Imports: []string{m + "/internal/testutil/testca"}},
+				m + "/internal/testutil/testca":       local(),
+			},
+			want: []string{m + "/internal/app -> " + m + "/internal/testutil/controlplane"},
+		},
+		{
 			desc: "docker outside libdocker, directly and in a test",
 			graph: importGraph{
 				shim:                local(docker),

@@ -13,11 +13,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +29,10 @@ import (
 	clientrc "k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/util/flowcontrol"
-	internalapi "k8s.io/cri-api/pkg/apis"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
 const integrationImage = "kubelet-dockershim/busybox:latest"
@@ -349,55 +345,23 @@ func blockUntil(ctx context.Context) io.Reader {
 // runtimeEnv is a runtime manager over a shim-only instance of the binary.
 type runtimeEnv struct {
 	dir string
-	rt  internalapi.RuntimeService
 	m   *kuberuntime.Manager
 	pod *v1.Pod
 }
 
 func startRuntimeEnv(t *testing.T) *runtimeEnv {
 	t.Helper()
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Fatalf("dockerd is required: %v: %s", err, out)
-	}
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Fatalf("the CNI plugins are required in /usr/lib/cni: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "kls")
+	s := kubelet.Start(t, shim.Options{})
+	rt, images := s.Dial(t, 30*time.Second)
+	m, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: images, Helper: &podsHelper{dir: filepath.Join(s.Dir, "pods")},
+		Logger: zaptest.NewLogger(t), PodLogsDir: filepath.Join(s.Dir, "podlogs"), RuntimeName: "docker", SerializeImagePulls: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "kubelet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	bridge := writeConflist(t, filepath.Join(dir, "net.d"), filepath.Join(dir, "ipam"))
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
-			t.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
-		}
-	})
-	sock := filepath.Join(dir, "cri.sock")
-	shimCtx := startShim(t, bin, dir, sock)
-
-	ctx, cancel := context.WithTimeout(shimCtx, 2*time.Minute)
+	env := &runtimeEnv{dir: s.Dir, m: m, pod: streamingPod()}
+	t.Cleanup(func() { shim.RemovePodSandboxes(t, rt, string(env.pod.UID)) })
+	ctx, cancel := context.WithTimeout(s.Context(), 2*time.Minute)
 	defer cancel()
-	copts := cri.Options{Endpoint: "unix://" + sock, Timeout: 30 * time.Second, Logger: zaptest.NewLogger(t)}
-	rt, err := cri.NewRuntimeService(ctx, copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	images, err := cri.NewImageService(ctx, copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: images, Helper: &podsHelper{dir: filepath.Join(dir, "pods")},
-		Logger: zaptest.NewLogger(t), PodLogsDir: filepath.Join(dir, "podlogs"), RuntimeName: "docker", SerializeImagePulls: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &runtimeEnv{dir: dir, rt: rt, m: m, pod: streamingPod()}
-	t.Cleanup(func() { env.removePod(t) })
 	env.runPod(ctx, t)
 	return env
 }
@@ -416,17 +380,7 @@ func (e *runtimeEnv) startAPI(t *testing.T) (*rest.Config, string) {
 	if err := os.Symlink("/etc", filepath.Join(logDir, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	opts := APIOptions{
-		Addr: "127.0.0.1:0", TLSConfig: selfSignedTLS(t), Filter: func(next http.Handler) http.Handler { return next },
-		Host: &runtimeHost{m: e.m, pod: e.pod}, Health: fakeHealth{}, LogDir: logDir, Logger: zaptest.NewLogger(t),
-	}
-	s, err := StartAPI(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	base := "https://" + s.Addr()
-	return &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, base
+	return serveTestAPI(t, APIOptions{Host: &runtimeHost{m: e.m, pod: e.pod}, Health: fakeHealth{}, LogDir: logDir})
 }
 
 // streamingPod: web prints to both streams, serves /tmp/www on :8080 with
@@ -476,101 +430,6 @@ func (e *runtimeEnv) runPod(ctx context.Context, t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// removePod removes the pod's sandboxes (and so its containers) through the CRI.
-func (e *runtimeEnv) removePod(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(e.pod.UID)}})
-	if err != nil {
-		t.Logf("cleanup: list sandboxes: %v", err)
-		return
-	}
-	for _, sb := range sbs {
-		_ = e.rt.StopPodSandbox(ctx, sb.Id)
-		if err := e.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
-		}
-	}
-}
-
-func writeConflist(t *testing.T, confDir, ipamDir string) string {
-	t.Helper()
-	n := os.Getpid() % 250
-	bridge := fmt.Sprintf("kls%d", n)
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"%s","plugins":[{"type":"bridge","bridge":"%s","isGateway":true,"ipMasq":false,`+
-		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.248.%d.0/24"}]],"dataDir":%q}}]}`, bridge, bridge, n, ipamDir)
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "10-kls.conflist"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return bridge
-}
-
-// startShim starts the shim-only instance; it is stopped (by its PID) at
-// cleanup. The returned context ends if the shim exits.
-func startShim(t *testing.T, bin, dir, sock string) context.Context {
-	t.Helper()
-	var output bytes.Buffer
-	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
-		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+filepath.Join(dir, "net.d"),
-		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"), "--streaming-address=127.0.0.1")
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-		cancel()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("shim output:\n%s", output.String())
-		}
-	})
-	return ctx
-}
-
-// forward starts a port-forward to the pod's port through dialer and returns
-// the local port; it stops at test end.
-func forward(t *testing.T, dialer httpstream.Dialer, port int) uint16 {
-	t.Helper()
-	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := clientpf.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- fw.ForwardPorts() }()
-	t.Cleanup(func() {
-		close(stop)
-		<-done
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("port-forward ended: %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("port-forward not ready")
-	}
-	ports, err := fw.GetPorts()
-	if err != nil || len(ports) != 1 {
-		t.Fatalf("forwarded ports %v, %v", ports, err)
-	}
-	return ports[0].Local
 }
 
 // httpGet sends a raw HTTP/1.0 GET for /index.html and returns the reply.

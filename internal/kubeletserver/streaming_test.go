@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	clientpf "k8s.io/client-go/tools/portforward"
 	clientrc "k8s.io/client-go/tools/remotecommand"
@@ -112,7 +113,14 @@ func startStreamingAPI(t *testing.T, backend streaming.Server) (*rest.Config, st
 		}
 		return url.Parse(raw)
 	}}
-	opts := testAPIOptions(host)
+	return serveTestAPI(t, testAPIOptions(host))
+}
+
+// serveTestAPI serves opts on a free 127.0.0.1 port with a fresh certificate,
+// no authentication filter and a test logger until the test ends, and returns
+// a client config (no verification) and the base URL.
+func serveTestAPI(t *testing.T, opts APIOptions) (*rest.Config, string) {
+	t.Helper()
 	opts.Addr = "127.0.0.1:0"
 	opts.TLSConfig = selfSignedTLS(t)
 	opts.Filter = func(next http.Handler) http.Handler { return next }
@@ -228,45 +236,46 @@ func TestStreamingProxyPortForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for proto, pf := range map[string]func(stop chan struct{}, ready chan struct{}) (*clientpf.PortForwarder, error){
-		"spdy": func(stop, ready chan struct{}) (*clientpf.PortForwarder, error) {
-			return clientpf.NewOnAddresses(spdyDialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
-		},
-		"websocket tunnel": func(stop, ready chan struct{}) (*clientpf.PortForwarder, error) {
-			return clientpf.NewOnAddresses(wsDialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
-		},
-	} {
+	for proto, dialer := range map[string]httpstream.Dialer{"spdy": spdyDialer, "websocket tunnel": wsDialer} {
 		t.Run(proto, func(t *testing.T) {
-			stop, ready := make(chan struct{}), make(chan struct{})
-			fw, err := pf(stop, ready)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- fw.ForwardPorts() }()
-			defer func() {
-				close(stop)
-				<-done
-			}()
-			select {
-			case <-ready:
-			case err := <-done:
-				t.Fatalf("port-forward ended: %v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("port-forward not ready")
-			}
-			ports, err := fw.GetPorts()
-			if err != nil || len(ports) != 1 {
-				t.Fatalf("ports %v, %v", ports, err)
-			}
+			local := forward(t, dialer, 8080)
 			for i := range 2 { // every connection is a new stream pair
-				reply := roundTrip(t, fmt.Sprintf("127.0.0.1:%d", ports[0].Local), fmt.Sprintf("ping %d\n", i))
+				reply := roundTrip(t, fmt.Sprintf("127.0.0.1:%d", local), fmt.Sprintf("ping %d\n", i))
 				if want := fmt.Sprintf("sb-web:8080 ping %d\n", i); reply != want {
 					t.Fatalf("reply %q; want %q", reply, want)
 				}
 			}
 		})
 	}
+}
+
+// forward starts a port-forward to the pod's port through dialer and returns
+// the local port; it stops at test end.
+func forward(t *testing.T, dialer httpstream.Dialer, port int) uint16 {
+	t.Helper()
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := clientpf.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port-forward ended: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("port-forward not ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("forwarded ports %v, %v", ports, err)
+	}
+	return ports[0].Local
 }
 
 // roundTrip writes msg to addr and reads one line back.

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,97 +20,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	internalapi "k8s.io/cri-api/pkg/apis"
-	remote "k8s.io/cri-client/pkg"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
 // These tests run the project's binary as a shim-only dockershim against the real
 // dockerd and fail when dockerd does not answer. They create one host-network pod
 // (uid prefix rc-rot-) and remove it.
-
-const rcTestImage = "kubelet-dockershim/busybox:latest"
-
-// rcShim is a running shim-only binary and CRI clients for it.
-type rcShim struct {
-	runtime internalapi.RuntimeService
-	images  internalapi.ImageManagerService
-	dir     string
-}
-
-func startRCShim(t *testing.T) *rcShim {
-	t.Helper()
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Fatalf("dockerd is required: %v: %s", err, out)
-	}
-	bin := filepath.Join(t.TempDir(), "kubelet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	dir, err := os.MkdirTemp("", "rcrot") // short: the socket path has a length limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	netd := filepath.Join(dir, "net.d")
-	if err := os.MkdirAll(netd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf := `{"cniVersion":"1.0.0","name":"rcrot","plugins":[{"type":"bridge","bridge":"rcrot0","isGateway":true,"ipMasq":false,` +
-		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.231.47.0/24"}]]}}]}`
-	if err := os.WriteFile(filepath.Join(netd, "10-rcrot.conflist"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
-		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+netd,
-		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"), "--v=4")
-	cmd.Stderr = &stderr
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("dockershim output:\n%s", stderr.String())
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopRCShim(t, cmd) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shim socket did not appear; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint("unix://" + sock).WithConnectionTimeout(30 * time.Second).Build(ctx)
-	if err != nil {
-		t.Fatalf("runtime client: %v", err)
-	}
-	is, err := remote.NewRemoteImageServiceBuilder().WithEndpoint("unix://" + sock).WithConnectionTimeout(30 * time.Second).Build(ctx)
-	if err != nil {
-		t.Fatalf("image client: %v", err)
-	}
-	return &rcShim{runtime: rs, images: is, dir: dir}
-}
-
-// stopRCShim stops the shim this test started, by its PID.
-func stopRCShim(t *testing.T, cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Errorf("shim did not exit after SIGTERM; killing pid %d", cmd.Process.Pid)
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
 
 // rcLineNumbers returns the N of every "line N" entry of CRI log content.
 func rcLineNumbers(t *testing.T, content string) []int {
@@ -167,10 +82,11 @@ func rcCheckNoneLost(t *testing.T, what string, nums []int) {
 // hold every line, in order; old ones are compressed and pruned; ReadLogs
 // follows the log across a rotation until the container stops.
 func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
-	shim := startRCShim(t)
+	s := kubelet.Start(t, shim.Options{Args: []string{"--v=4"}})
+	rt, images := s.Dial(t, 30*time.Second)
 	helper := &rcHelper{}
-	m, err := New(Options{Runtime: shim.runtime, Images: shim.images, Helper: helper, Logger: zaptest.NewLogger(t),
-		PodLogsDir: filepath.Join(shim.dir, "logs"), RuntimeName: "docker", CPUCFSQuota: true, MachineMemoryBytes: 8 << 30})
+	m, err := New(Options{Runtime: rt, Images: images, Helper: helper, Logger: zaptest.NewLogger(t),
+		PodLogsDir: filepath.Join(s.Dir, "logs"), RuntimeName: "docker", CPUCFSQuota: true, MachineMemoryBytes: 8 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +96,7 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "rc-rotation", Namespace: "default", UID: k8stypes.UID(fmt.Sprintf("rc-rot-%d-%d", os.Getpid(), time.Now().UnixNano()))},
 		Spec: v1.PodSpec{HostNetwork: true, SecurityContext: &v1.PodSecurityContext{}, Containers: []v1.Container{{
-			Name: "talker", Image: rcTestImage, ImagePullPolicy: v1.PullIfNotPresent,
+			Name: "talker", Image: integrationImage, ImagePullPolicy: v1.PullIfNotPresent,
 			Command: []string{"sh", "-c", `i=0; while true; do echo "line $i $(PAD)"; i=$((i+1)); sleep 0.002; done`},
 		}}},
 	}
@@ -192,15 +108,15 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 	if err := os.MkdirAll(sbCfg.GetLogDirectory(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sbID, err := shim.runtime.RunPodSandbox(ctx, sbCfg, "")
+	sbID, err := rt.RunPodSandbox(ctx, sbCfg, "")
 	if err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		_ = shim.runtime.StopPodSandbox(cctx, sbID)
-		if err := shim.runtime.RemovePodSandbox(cctx, sbID); err != nil {
+		_ = rt.StopPodSandbox(cctx, sbID)
+		if err := rt.RemovePodSandbox(cctx, sbID); err != nil {
 			t.Errorf("RemovePodSandbox: %v", err)
 		}
 	})
@@ -214,16 +130,16 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("generateContainerConfig: %v", err)
 	}
-	id, err := shim.runtime.CreateContainer(ctx, sbID, cCfg, sbCfg)
+	id, err := rt.CreateContainer(ctx, sbID, cCfg, sbCfg)
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)
 	}
-	if err := shim.runtime.StartContainer(ctx, id); err != nil {
+	if err := rt.StartContainer(ctx, id); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
 	logPath := filepath.Join(sbCfg.GetLogDirectory(), cCfg.GetLogPath())
 
-	r := newLogRotator(shim.runtime, 4096, 3, zaptest.NewLogger(t))
+	r := newLogRotator(rt, 4096, 3, zaptest.NewLogger(t))
 	rotateRounds(ctx, t, r, logPath, 3)
 	checkRotatedFiles(t, logPath)
 
@@ -247,7 +163,7 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 	}()
 	rotateRounds(ctx, t, r, logPath, 1)
 	time.Sleep(300 * time.Millisecond)
-	if err := shim.runtime.StopContainer(ctx, id, 0); err != nil {
+	if err := rt.StopContainer(ctx, id, 0); err != nil {
 		t.Fatalf("StopContainer: %v", err)
 	}
 	select {

@@ -3,14 +3,12 @@
 package kuberuntime
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,11 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
-	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
 const integrationImage = "kubelet-dockershim/busybox:latest"
@@ -55,57 +52,25 @@ func (h *dirHelper) GetExtraSupplementalGroupsForPod(*v1.Pod) []int64 { return n
 // with back-off), KillPod stops everything with the preStop hook, and
 // GarbageCollect removes the containers, the sandbox and the pod's logs.
 func TestIntegrationPodLifecycle(t *testing.T) {
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Fatalf("dockerd is required: %v: %s", err, out)
-	}
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Fatalf("the CNI plugins are required in /usr/lib/cni: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "krt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "kubelet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	bridge := writeTestConflist(t, filepath.Join(dir, "net.d"), filepath.Join(dir, "ipam"))
-	t.Cleanup(func() {
-		// The bridge plugin leaves its bridge behind; it is this test's own.
-		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
-			t.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
-		}
-	})
-	sock := filepath.Join(dir, "cri.sock")
-	shimCtx := startTestShim(t, bin, dir, sock)
-
-	ctx, cancel := context.WithTimeout(shimCtx, 2*time.Minute)
+	s := kubelet.Start(t, shim.Options{})
+	rt, images := s.Dial(t, 30*time.Second)
+	ctx, cancel := context.WithTimeout(s.Context(), 2*time.Minute)
 	defer cancel()
-	copts := cri.Options{Endpoint: "unix://" + sock, Timeout: 30 * time.Second, Logger: zaptest.NewLogger(t)}
-	rt, err := cri.NewRuntimeService(ctx, copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	images, err := cri.NewImageService(ctx, copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logsDir := filepath.Join(dir, "logs")
-	m, err := New(Options{Runtime: rt, Images: images, Helper: &dirHelper{podsDir: filepath.Join(dir, "pods")},
+	logsDir := filepath.Join(s.Dir, "logs")
+	m, err := New(Options{Runtime: rt, Images: images, Helper: &dirHelper{podsDir: filepath.Join(s.Dir, "pods")},
 		Logger: zaptest.NewLogger(t), PodLogsDir: logsDir, RuntimeName: "docker", SerializeImagePulls: true, CPUCFSQuota: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := integrationPod()
-	t.Cleanup(func() { removePodSandboxes(t, rt, pod.UID) })
+	t.Cleanup(func() { shim.RemovePodSandboxes(t, rt, string(pod.UID)) })
 
 	backOff := flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
 	status := syncUntil(ctx, t, m, pod, backOff, func(s *types.PodStatus) bool {
 		web, crash := s.FindContainerStatusByName("web"), s.FindContainerStatusByName("crash")
 		return web != nil && web.State == types.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == types.StateExited
 	})
-	checkRunningPod(ctx, t, m, pod, status, logsDir)
+	checkRunningPod(ctx, t, m, pod, status, logsDir, s.Subnet)
 
 	// KillPod: the preStop hook runs, then everything stops.
 	if err := m.KillPod(ctx, pod, nil, nil); err != nil {
@@ -207,10 +172,10 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backO
 
 // checkRunningPod checks the running pod: IP, init container message,
 // postStart hook, crash message from the logs, log files and labels.
-func checkRunningPod(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, status *types.PodStatus, logsDir string) {
+func checkRunningPod(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, status *types.PodStatus, logsDir string, subnet *net.IPNet) {
 	t.Helper()
-	if len(status.IPs) == 0 || !strings.HasPrefix(status.IPs[0], "10.246.") {
-		t.Errorf("pod IPs = %v, want one from the test network", status.IPs)
+	if len(status.IPs) == 0 || !subnet.Contains(net.ParseIP(status.IPs[0])) {
+		t.Errorf("pod IPs = %v, want one from the test network %s", status.IPs, subnet)
 	}
 	if init := status.FindContainerStatusByName("init"); init == nil || init.State != types.StateExited || init.ExitCode != 0 || init.Message != "init-done\n" {
 		t.Errorf("init = %+v, want exited 0 with its termination message", init)
@@ -247,72 +212,4 @@ func checkRunningPod(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod,
 	if !found {
 		t.Errorf("GetPods(running) lacks the pod with its sandbox and one running container")
 	}
-}
-
-// removePodSandboxes removes every sandbox of the pod (and so its containers).
-func removePodSandboxes(t *testing.T, rt internalapi.RuntimeService, uid k8stypes.UID) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{podUIDLabel: string(uid)}})
-	if err != nil {
-		t.Logf("cleanup: list sandboxes: %v", err)
-		return
-	}
-	for _, sb := range sbs {
-		_ = rt.StopPodSandbox(ctx, sb.Id)
-		if err := rt.RemovePodSandbox(ctx, sb.Id); err != nil {
-			t.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
-		}
-	}
-}
-
-// writeTestConflist writes a bridge + host-local network with its own bridge
-// name and a private /24, and returns the bridge name.
-func writeTestConflist(t *testing.T, confDir, ipamDir string) string {
-	t.Helper()
-	n := os.Getpid() % 250
-	bridge := fmt.Sprintf("krt%d", n)
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"%s","plugins":[{"type":"bridge","bridge":"%s","isGateway":true,"ipMasq":false,`+
-		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.246.%d.0/24"}]],"dataDir":%q}}]}`, bridge, bridge, n, ipamDir)
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "10-krt.conflist"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return bridge
-}
-
-// startTestShim starts the binary in shim-only mode; the returned ctx ends
-// when the process exits. Cleanup stops it by PID (SIGTERM, then SIGKILL).
-func startTestShim(t *testing.T, bin, dir, sock string) context.Context {
-	t.Helper()
-	var output bytes.Buffer
-	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
-		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+filepath.Join(dir, "net.d"),
-		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"))
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-		cancel()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("shim output:\n%s", output.String())
-		}
-	})
-	return ctx
 }

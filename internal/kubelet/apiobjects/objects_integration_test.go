@@ -4,8 +4,6 @@ package apiobjects
 
 import (
 	"context"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,47 +16,8 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
-// The control plane is shared by this package's integration tests: started by
-// the first one, stopped by TestMain.
-var shared struct {
-	once    sync.Once
-	dir     string
-	cluster *controlplane.Cluster
-	err     error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.cluster != nil {
-		if err := shared.cluster.Stop(); err != nil {
-			os.Stderr.WriteString("stop the control plane: " + err.Error() + "\n")
-		}
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
-	os.Exit(code)
-}
-
-// controlPlane returns the shared control plane; the test fails if it cannot start.
-func controlPlane(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	shared.once.Do(func() {
-		if shared.dir, shared.err = os.MkdirTemp("", "apiobjects-cp-"); shared.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		shared.cluster, shared.err = controlplane.Start(ctx, shared.dir)
-	})
-	if shared.err != nil {
-		t.Fatalf("start the control plane: %v", shared.err)
-	}
-	return shared.cluster
-}
-
 func TestIntegrationObjects(t *testing.T) {
-	c := controlPlane(t)
+	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := createNamespace(ctx, t, c, "apiobjects-")

@@ -4,21 +4,11 @@ package nodestatus
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,131 +21,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
-// shared is the one control plane of this package's integration tests, started
-// by the first test that needs it and stopped by TestMain.
-var shared struct {
-	once sync.Once
-	c    *controlplane.Cluster
-	dir  string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.c != nil {
-		if err := shared.c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "FAIL")
-	}
-}
-
-// cluster returns the shared control plane; the test fails when it cannot start.
-func cluster(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	shared.once.Do(func() {
-		if shared.dir, shared.err = os.MkdirTemp("", "nodestatus-cp-"); shared.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		shared.c, shared.err = controlplane.Start(ctx, shared.dir)
-	})
-	if shared.err != nil {
-		t.Fatalf("start control plane: %v", shared.err)
-	}
-	return shared.c
-}
-
-// nodeClient returns a client authenticated as system:node:<name> (group
-// system:nodes) with a client certificate signed by the cluster CA, so that
-// the Node authorizer and NodeRestriction apply as to a real kubelet.
-func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
-	t.Helper()
-	return nodeClientFor(t, c, name, c.APIServer)
-}
-
-// nodeClientFor is nodeClient talking to host (a proxy of the API server).
+// nodeClientFor is a client with node name's credentials talking to host (a
+// proxy of the API server).
 func nodeClientFor(t *testing.T, c *controlplane.Cluster, name, host string) kubernetes.Interface {
 	t.Helper()
-	caCert, caKey := loadCA(t, c)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &rest.Config{
-		Host: host,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAFile:   c.CAFile,
-			CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		},
-	}
+	cfg := c.NodeRESTConfig(t, name)
+	cfg.Host = host
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
-}
-
-func loadCA(t *testing.T, c *controlplane.Cluster) (*x509.Certificate, any) {
-	t.Helper()
-	certPEM, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := os.ReadFile(c.CAKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		t.Fatal("CA files are not PEM")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key, err := x509.ParsePKCS8PrivateKey(kb.Bytes); err == nil {
-		return cert, key
-	}
-	var key *rsa.PrivateKey
-	if key, err = x509.ParsePKCS1PrivateKey(kb.Bytes); err != nil {
-		t.Fatalf("CA key: %v", err)
-	}
-	return cert, key
 }
 
 // eventRecorder records to the API server with the node's client, as the
@@ -171,7 +52,7 @@ func eventRecorder(t *testing.T, client kubernetes.Interface, node string) recor
 // startController runs a controller for node name until the test ends.
 func startController(t *testing.T, c *controlplane.Cluster, opts Options) *Controller {
 	t.Helper()
-	return startControllerWith(t, c, nodeClient(t, c, opts.NodeName), opts)
+	return startControllerWith(t, c, c.NodeClient(t, opts.NodeName), opts)
 }
 
 // startControllerWith is startController with the given node client.
@@ -211,16 +92,9 @@ func startControllerWith(t *testing.T, c *controlplane.Cluster, client kubernete
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		deleteNode(t, c, opts.NodeName)
+		c.DeleteNode(t, opts.NodeName)
 	})
 	return ctl
-}
-
-func deleteNode(t *testing.T, c *controlplane.Cluster, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	_ = c.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // waitNode polls the node (admin view) until cond holds or the timeout passes.
@@ -253,7 +127,7 @@ func readyIs(status v1.ConditionStatus) func(*v1.Node) bool {
 
 func TestIntegrationRegisterStatusLease(t *testing.T) {
 	t.Parallel()
-	c := cluster(t)
+	c := shared.Get(t)
 	name := "it-register"
 	taint := v1.Taint{Key: "example.com/dedicated", Value: "it", Effect: v1.TaintEffectNoSchedule}
 	rootDir := t.TempDir()
@@ -479,7 +353,7 @@ func checkEventsExist(t *testing.T, c *controlplane.Cluster, name string, reason
 
 func TestIntegrationReadiness(t *testing.T) {
 	t.Parallel()
-	c := cluster(t)
+	c := shared.Get(t)
 	name := "it-readiness"
 	ready := &readiness{err: errors.New("container runtime is down")}
 	startController(t, c, Options{NodeName: name, Readiness: ready.get})
@@ -518,7 +392,7 @@ func TestIntegrationReadiness(t *testing.T) {
 
 func TestIntegrationExistingNode(t *testing.T) {
 	t.Parallel()
-	c := cluster(t)
+	c := shared.Get(t)
 	name := "it-existing"
 	adminTaint := v1.Taint{Key: "example.com/admin", Effect: v1.TaintEffectNoSchedule}
 	_, err := c.Client.CoreV1().Nodes().Create(context.Background(), &v1.Node{

@@ -122,7 +122,7 @@ func (p *flakyProxy) forward(in net.Conn) {
 // (OnRepeatedHeartbeatFailure fires) and both resume afterwards.
 func TestIntegrationNetworkOutage(t *testing.T) {
 	t.Parallel()
-	c := cluster(t)
+	c := shared.Get(t)
 	u, err := url.Parse(c.APIServer)
 	if err != nil {
 		t.Fatal(err)

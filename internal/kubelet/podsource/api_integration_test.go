@@ -4,18 +4,8 @@ package podsource
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,9 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
@@ -36,121 +23,11 @@ import (
 // server restart the reflector retries with a backoff of up to 30s (plus jitter).
 const apiWait = 90 * time.Second
 
-// sharedCluster is the one control plane of this package's integration tests, started by
-// the first test that needs it and stopped by TestMain.
-var sharedCluster struct {
-	once sync.Once
-	dir  string
-	c    *controlplane.Cluster
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sharedCluster.c != nil {
-		if err := sharedCluster.c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-			code = 1
-		}
-	}
-	if sharedCluster.dir != "" {
-		_ = os.RemoveAll(sharedCluster.dir)
-	}
-	os.Exit(code)
-}
-
-// controlPlane returns the shared control plane, starting it on first use. It fails the
-// test when the control plane cannot start.
-func controlPlane(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	sharedCluster.once.Do(func() {
-		sharedCluster.dir, sharedCluster.err = os.MkdirTemp("", "podsource-controlplane-")
-		if sharedCluster.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		sharedCluster.c, sharedCluster.err = controlplane.Start(ctx, sharedCluster.dir)
-	})
-	if sharedCluster.err != nil {
-		t.Fatalf("control plane: %v", sharedCluster.err)
-	}
-	return sharedCluster.c
-}
-
-// nodeClient returns a client with the credentials of node name (CN=system:node:<name>,
-// O=system:nodes, signed by the cluster CA), so the Node authorizer and NodeRestriction
-// apply as to a real kubelet.
-func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
-	t.Helper()
-	caPEM, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cas, err := certutil.ParseCertsPEM(caPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := keyutil.PrivateKeyFromFile(c.CAKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, ok := caKey.(crypto.Signer)
-	if !ok {
-		t.Fatalf("CA key %T cannot sign", caKey)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, cas[0], key.Public(), signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(&rest.Config{
-		Host: c.APIServer,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAFile:   c.CAFile,
-			CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
-
 // createNode registers a Node object (so that the pod GC does not treat its pods as
 // orphans) and deletes it when the test ends.
 func createNode(ctx context.Context, t *testing.T, c *controlplane.Cluster, name string) {
 	t.Helper()
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create node %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		err := c.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete node %s: %v", name, err)
-		}
-	})
+	c.CreateNode(ctx, t, nil, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 // createPod creates a pod bound to node in the default namespace (no scheduler involved)
@@ -269,7 +146,7 @@ func onlyNode(node string) func(u types.PodUpdate) error {
 // graceful delete (deletionTimestamp) and the final delete, listing with the node's own
 // credentials; pods of another node never appear.
 func TestIntegrationAPISourceLifecycle(t *testing.T) {
-	c := controlPlane(t)
+	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	node, other := "podsource-life", "podsource-life-other"
@@ -277,7 +154,7 @@ func TestIntegrationAPISourceLifecycle(t *testing.T) {
 	createNode(ctx, t, c, other)
 	createPod(ctx, t, c, "elsewhere", other, nil)
 
-	s := runAPISource(t, nodeClient(t, c, node), node)
+	s := runAPISource(t, c.NodeClient(t, node), node)
 	check := onlyNode(node)
 	awaitSet(t, s, "no pods", check, hasPods())
 	if !s.SeenAllSources() {
@@ -313,7 +190,7 @@ func TestIntegrationAPISourceLifecycle(t *testing.T) {
 // a running source: no set without the existing pod is sent in between, and a pod
 // created after the restart arrives.
 func TestIntegrationAPISourceSurvivesAPIServerRestart(t *testing.T) {
-	c := controlPlane(t)
+	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	node := "podsource-restart"

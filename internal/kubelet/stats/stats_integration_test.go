@@ -10,15 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +25,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cri"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
 const (
@@ -36,113 +33,28 @@ const (
 	pauseImage       = "registry.k8s.io/pause:3.10"
 )
 
-// shimEnv is a shim-only instance of the kubelet binary on its own socket, with
-// its own CNI network (a bridge and a /24 of its own), and CRI clients to it.
+// shimEnv is a shim-only instance of the kubelet binary (its own socket and
+// network) and CRI clients to it.
 type shimEnv struct {
-	dir  string // everything of this instance lives here
 	root string // the kubelet root dir handed to the Provider
 	logs string // pod log directories
 	rt   internalapi.RuntimeService
 	img  internalapi.ImageManagerService
 }
 
-// startShim builds the binary, starts it and dials it; cleanup stops it by PID and
-// deletes its bridge. It fails (never skips) without dockerd or the CNI plugins.
-func startShim(tb testing.TB, logger *zap.Logger) *shimEnv {
+// startShim starts an instance and dials it; it fails (never skips) without
+// dockerd or the CNI plugins.
+func startShim(tb testing.TB) *shimEnv {
 	tb.Helper()
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		tb.Fatalf("dockerd is required: %v: %s", err, out)
-	}
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		tb.Fatalf("the CNI plugins are required in /usr/lib/cni: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "kstats")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	e := &shimEnv{dir: dir, root: filepath.Join(dir, "kubelet"), logs: filepath.Join(dir, "pod-logs")}
+	s := kubelet.Start(tb, shim.Options{})
+	e := &shimEnv{root: filepath.Join(s.Dir, "kubelet"), logs: filepath.Join(s.Dir, "pod-logs")}
 	for _, d := range []string{e.root, e.logs} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	bin := filepath.Join(dir, "kubelet-bin")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../..").CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	n := os.Getpid() % 250
-	bridge := fmt.Sprintf("kst%d", n)
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"%s","plugins":[{"type":"bridge","bridge":"%s","isGateway":true,"ipMasq":false,`+
-		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.236.%d.0/24"}]],"dataDir":%q}}]}`, bridge, bridge, n, filepath.Join(dir, "ipam"))
-	mustWrite(tb, filepath.Join(dir, "net.d", "10-kstats.conflist"), []byte(conf))
-	tb.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
-			tb.Logf("cleanup: delete bridge %s: %v: %s", bridge, err, out)
-		}
-	})
-	sock := filepath.Join(dir, "cri.sock")
-	startShimProcess(tb, bin, dir, sock)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	copts := cri.Options{Endpoint: "unix://" + sock, Timeout: 2 * time.Minute, Logger: logger}
-	if e.rt, err = cri.NewRuntimeService(ctx, copts); err != nil {
-		tb.Fatal(err)
-	}
-	if e.img, err = cri.NewImageService(ctx, copts); err != nil {
-		tb.Fatal(err)
-	}
+	e.rt, e.img = s.Dial(tb, 2*time.Minute)
 	return e
-}
-
-// startShimProcess runs the binary in shim-only mode; cleanup stops it by PID
-// (SIGTERM, then SIGKILL) and shows its output when the test failed.
-func startShimProcess(tb testing.TB, bin, dir, sock string) {
-	tb.Helper()
-	var output syncBuffer
-	cmd := exec.Command(bin, "--experimental-dockershim", "--container-runtime-endpoint=unix://"+sock,
-		"--experimental-dockershim-root-directory="+filepath.Join(dir, "root"), "--cni-conf-dir="+filepath.Join(dir, "net.d"),
-		"--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"))
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if tb.Failed() {
-			tb.Logf("shim output:\n%s", output.String())
-		}
-	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's two output streams.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // testPod is a pod run straight through the CRI: a sandbox and one container.
@@ -167,7 +79,7 @@ func (e *shimEnv) runPod(ctx context.Context, tb testing.TB, p *testPod, image s
 		LogDirectory: filepath.Join(e.logs, strings.Join([]string{p.namespace, p.name, p.uid}, "_")),
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
-	tb.Cleanup(func() { e.removeSandboxes(tb, p.uid) })
+	tb.Cleanup(func() { shim.RemovePodSandboxes(tb, e.rt, p.uid) })
 	id, err := e.rt.RunPodSandbox(ctx, sbConfig, "")
 	if err != nil {
 		return fmt.Errorf("RunPodSandbox %s: %w", p.name, err)
@@ -197,27 +109,10 @@ func (e *shimEnv) runPod(ctx context.Context, tb testing.TB, p *testPod, image s
 	return nil
 }
 
-// removeSandboxes stops and removes every sandbox of the pod (and so its containers).
-func (e *shimEnv) removeSandboxes(tb testing.TB, uid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sbs, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: uid}})
-	if err != nil {
-		tb.Logf("cleanup: list sandboxes of %s: %v", uid, err)
-		return
-	}
-	for _, sb := range sbs {
-		_ = e.rt.StopPodSandbox(ctx, sb.Id)
-		if err := e.rt.RemovePodSandbox(ctx, sb.Id); err != nil {
-			tb.Logf("cleanup: remove sandbox %s: %v", sb.Id, err)
-		}
-	}
-}
-
 // TestIntegrationSummary runs a busy container through a real shim and dockerd and
 // reads it back through Summary, the HTTP handler and /metrics/resource.
 func TestIntegrationSummary(t *testing.T) {
-	e := startShim(t, zaptest.NewLogger(t))
+	e := startShim(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := &testPod{name: fmt.Sprintf("kstats-%d", os.Getpid()), namespace: "stats-it", container: "busy",
@@ -376,7 +271,7 @@ func dump(v any) string {
 // runtime's ListPodSandboxStats alone.
 func BenchmarkSummary50Pods(b *testing.B) {
 	const pods = 50
-	e := startShim(b, zap.NewNop())
+	e := startShim(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -4,21 +4,10 @@ package status
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"maps"
-	"math/big"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,127 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
-
-// One control plane for the package's integration tests, started by the first
-// test that needs it and stopped by TestMain.
-var (
-	cpOnce sync.Once
-	cp     *controlplane.Cluster
-	cpDir  string
-	cpErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
-	}
-	if cpDir != "" {
-		_ = os.RemoveAll(cpDir)
-	}
-	os.Exit(code)
-}
-
-// cluster returns the shared control plane; the test fails when it cannot
-// start.
-func cluster(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	cpOnce.Do(func() {
-		cpDir, cpErr = os.MkdirTemp("", "status-cp-")
-		if cpErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cp, cpErr = controlplane.Start(ctx, cpDir)
-	})
-	if cpErr != nil {
-		t.Fatalf("control plane: %v", cpErr)
-	}
-	return cp
-}
-
-// nodeClient returns a client authenticated as system:node:<node> with a
-// client certificate signed by the cluster CA.
-func nodeClient(t *testing.T, c *controlplane.Cluster, node string) kubernetes.Interface {
-	t.Helper()
-	caCert, caKey, err := loadCA(c.CAFile, c.CAKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(now.UnixNano()),
-		Subject:      pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &rest.Config{Host: c.APIServer, TLSClientConfig: rest.TLSClientConfig{
-		CAFile:   c.CAFile,
-		CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyData:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
-
-func loadCA(certFile, keyFile string) (*x509.Certificate, crypto.Signer, error) {
-	certPEM, err := os.ReadFile(certFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		return nil, nil, errors.New("CA certificate: no PEM block")
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("CA certificate: %w", err)
-	}
-	keyPEM, err := os.ReadFile(keyFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	if block, _ = pem.Decode(keyPEM); block == nil {
-		return nil, nil, errors.New("CA key: no PEM block")
-	}
-	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
-		if s, ok := k.(crypto.Signer); ok {
-			return cert, s, nil
-		}
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
-		return cert, k, nil
-	}
-	k, err := x509.ParseECPrivateKey(block.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("CA key: unsupported format %q", block.Type)
-	}
-	return cert, k, nil
-}
 
 // nodeName returns a node name unique to the test.
 func nodeName(t *testing.T) string {
@@ -173,14 +44,7 @@ func registerNode(t *testing.T, c *controlplane.Cluster, nc kubernetes.Interface
 			Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.0.0.1"}},
 		},
 	}
-	created, err := nc.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("register node %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return created
+	return c.CreateNode(context.Background(), t, nc, node)
 }
 
 // createPod creates pod with the admin client and force-deletes it at the end

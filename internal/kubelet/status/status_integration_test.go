@@ -32,9 +32,9 @@ func newAPIManager(t *testing.T, client kubernetes.Interface, node string, safet
 // A pod placed by the real scheduler gets the kubelet's status; the
 // scheduler's PodScheduled and a readiness gate set by a controller survive.
 func TestIntegrationPodStatusPatched(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	node := nodeName(t)
-	nc := nodeClient(t, c, node)
+	nc := c.NodeClient(t, node)
 	registerNode(t, c, nc, node)
 
 	pod := testPodOn("patched-"+node, "", v1.RestartPolicyAlways, "c")
@@ -88,9 +88,9 @@ func TestIntegrationPodStatusPatched(t *testing.T) {
 // status backwards, while its other changes land; a recreated pod of the
 // same name is never written with the old pod's status.
 func TestIntegrationStatusNeverGoesBackwards(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	node := nodeName(t)
-	nc := nodeClient(t, c, node)
+	nc := c.NodeClient(t, node)
 	registerNode(t, c, nc, node)
 
 	t.Run("restart count and terminated containers", func(t *testing.T) {
@@ -176,9 +176,9 @@ func TestIntegrationStatusNeverGoesBackwards(t *testing.T) {
 // Label updates by an admin while the kubelet keeps changing the status: no
 // write is lost on either side.
 func TestIntegrationConcurrentUpdates(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	node := nodeName(t)
-	nc := nodeClient(t, c, node)
+	nc := c.NodeClient(t, node)
 	registerNode(t, c, nc, node)
 	pod := createPod(t, c, testPodOn("concurrent-"+node, node, v1.RestartPolicyAlways, "a"))
 	m := newAPIManager(t, nc, node, nil)
@@ -231,9 +231,9 @@ func (s *toggleSafety) PodResourcesAreReclaimed(*v1.Pod) bool { return s.reclaim
 // A pod deleted by a user is removed (grace period 0) by the node once its
 // status is final and its resources are reclaimed, not before.
 func TestIntegrationDeleteAfterTermination(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	node := nodeName(t)
-	nc := nodeClient(t, c, node)
+	nc := c.NodeClient(t, node)
 	registerNode(t, c, nc, node)
 	pod := createPod(t, c, testPodOn("deleted-"+node, node, v1.RestartPolicyAlways, "a"))
 	safety := &toggleSafety{}
@@ -264,9 +264,9 @@ func TestIntegrationDeleteAfterTermination(t *testing.T) {
 // A static pod's mirror pod is created by the node identity, its status lands
 // on it, and it is deleted with a UID precondition.
 func TestIntegrationMirrorPod(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	node := nodeName(t)
-	nc := nodeClient(t, c, node)
+	nc := c.NodeClient(t, node)
 	ctx := context.Background()
 	static := testPodOn("static-"+node, node, v1.RestartPolicyAlways, "a")
 	static.UID = "static-uid-" + k8stypes.UID(node)

@@ -4,14 +4,6 @@ package volumes
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,9 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
@@ -52,24 +41,16 @@ func (o clientObjects) CreateToken(ctx context.Context, namespace, sa string, re
 // kube-api-access projected volume gets a token the API server accepts, and a
 // configMap update reaches the file on the next MountVolumes.
 func TestIntegrationObjectVolumes(t *testing.T) {
+	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := controlplane.Start(ctx, t.TempDir())
-	if err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	}()
-	const ns, nodeName = "volumes-it", "node-volumes-it"
-	pod := createVolumesPod(ctx, t, c.Client, ns, nodeName)
+	const nodeName = "node-volumes-it"
+	pod := createVolumesPod(ctx, t, c, nodeName)
 
 	root := t.TempDir()
 	t.Cleanup(func() { detachAll(t, root) })
 	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: testAllocatable,
-		Objects: clientObjects{nodeClient(t, c, nodeName)}, Logger: zaptest.NewLogger(t)})
+		Objects: clientObjects{c.NodeClient(t, nodeName)}, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +79,24 @@ func TestIntegrationObjectVolumes(t *testing.T) {
 	}
 }
 
-// createVolumesPod creates a Node, a namespace (waiting for its service account and
-// kube-root-ca.crt), the configMap app-config and a pod bound to the node that
-// mounts it; the ServiceAccount admission plugin adds kube-api-access-xxxxx.
-func createVolumesPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns, nodeName string) *v1.Pod {
+// createVolumesPod creates a Node, a namespace volumes-it-xxxxx (waiting for its
+// service account and kube-root-ca.crt), the configMap app-config and a pod bound
+// to the node that mounts it; the ServiceAccount admission plugin adds
+// kube-api-access-xxxxx. The node and the namespace go when the test ends.
+func createVolumesPod(ctx context.Context, t *testing.T, c *controlplane.Cluster, nodeName string) *v1.Pod {
 	t.Helper()
-	if _, err := admin.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+	admin := c.Client
+	c.CreateNode(ctx, t, nil, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	created, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "volumes-it-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := created.Name
+	t.Cleanup(func() {
+		if err := admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
 	waitForNamespaceSetup(ctx, t, admin, ns)
 	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "app-config"}, Data: map[string]string{"greeting": "hello"},
@@ -218,59 +206,4 @@ func reviewToken(ctx context.Context, t *testing.T, admin kubernetes.Interface, 
 	if got := tr.Status.User.Extra["authentication.kubernetes.io/pod-name"]; len(got) != 1 || got[0] != podName {
 		t.Errorf("token bound to pod %v, want %s", got, podName)
 	}
-}
-
-// nodeClient returns a client authenticated as node name (CN=system:node:<name>,
-// O=system:nodes), with a short-lived certificate signed by the cluster CA.
-func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
-	t.Helper()
-	caPEM, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCerts, err := certutil.ParseCertsPEM(caPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := keyutil.PrivateKeyFromFile(c.CAKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caSigner, ok := caKey.(crypto.Signer)
-	if !ok {
-		t.Fatalf("CA key of type %T cannot sign", caKey)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCerts[0], key.Public(), caSigner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: c.APIServer, TLSClientConfig: rest.TLSClientConfig{
-		CAFile:   c.CAFile,
-		CertData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyData:  pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER}),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }

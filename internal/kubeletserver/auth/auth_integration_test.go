@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,70 +23,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
-
-// The package's control plane: started by the first test that needs it,
-// stopped by TestMain.
-var (
-	cpOnce sync.Once
-	cp     *controlplane.Cluster
-	cpDir  string
-	cpErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cp != nil {
-		_ = cp.Stop()
-	}
-	if cpDir != "" {
-		_ = os.RemoveAll(cpDir)
-	}
-	os.Exit(code)
-}
-
-// cluster returns the package's control plane, starting it once; the test
-// fails when it cannot start.
-func cluster(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	cpOnce.Do(func() {
-		if cpDir, cpErr = os.MkdirTemp("", "kubelet-auth-cp-"); cpErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cp, cpErr = controlplane.Start(ctx, cpDir)
-	})
-	if cpErr != nil {
-		t.Fatalf("control plane: %v", cpErr)
-	}
-	return cp
-}
 
 // randomName is prefix plus a random suffix.
 func randomName(prefix string) string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
-}
-
-// nodeClient is an API client with the node's credentials (CN
-// system:node:<name>, O system:nodes), as the kubelet uses for its webhooks.
-func nodeClient(t *testing.T, c *controlplane.Cluster, name string) kubernetes.Interface {
-	t.Helper()
-	ca := loadTestCA(t, c.CAFile, c.CAKeyFile)
-	certPEM, keyPEM := ca.issue(t, certSpec{cn: "system:node:" + name, orgs: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth})
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: c.APIServer,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile, CertData: certPEM, KeyData: keyPEM}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
 
 // apiserverClientCert is the pair the kube-apiserver presents to kubelets.
@@ -175,7 +120,7 @@ func startKubeletAPI(t *testing.T, c *controlplane.Cluster, name string) string 
 	certDir := t.TempDir() // removed after cancel stopped the file watch
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	a, err := New(Options{Client: nodeClient(t, c, name), NodeName: name, ClientCAFile: c.CAFile,
+	a, err := New(Options{Client: c.NodeClient(t, name), NodeName: name, ClientCAFile: c.CAFile,
 		WebhookAuthnEnabled: true, WebhookAuthnCacheTTL: time.Second, AuthorizationMode: ModeWebhook,
 		WebhookAuthzAuthorizedTTL: time.Second, WebhookAuthzUnauthorizedTTL: time.Second, Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -252,13 +197,13 @@ func nodeRule(subresource string, verbs ...string) rbacv1.PolicyRule {
 }
 
 func TestIntegrationAuthentication(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	name := randomName("auth-")
 	addr := startKubeletAPI(t, c, name)
 	apiserver := caller{addr: addr, tls: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{apiserverClientCert(t, c)}}}
 	anonymous := caller{addr: addr}
-	strangerPEM, strangerKey := newTestCA(t, "other-ca").issue(t, certSpec{cn: "kube-apiserver-kubelet-client",
-		orgs: []string{"system:masters"}, usage: x509.ExtKeyUsageClientAuth})
+	strangerPEM, strangerKey := testca.New(t, "other-ca").Issue(t, testca.Cert{CommonName: "kube-apiserver-kubelet-client",
+		Organizations: []string{"system:masters"}})
 	strangerPair, err := tls.X509KeyPair(strangerPEM, strangerKey)
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +246,7 @@ func TestIntegrationAuthentication(t *testing.T) {
 }
 
 func TestIntegrationAuthorization(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	name := randomName("authz-")
 	k := caller{addr: startKubeletAPI(t, c, name)}
 	ns := testNamespace(t, c)
@@ -352,7 +297,7 @@ func TestIntegrationAuthorization(t *testing.T) {
 // let in. (Node proxy, /api/v1/nodes/<n>/proxy/..., refuses loopback node
 // addresses, so it cannot be used with a node on 127.0.0.1.)
 func TestIntegrationAPIServerToKubelet(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	ctx := context.Background()
 	name := randomName("apiserver-")
 	addr := startKubeletAPI(t, c, name)

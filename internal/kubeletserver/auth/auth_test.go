@@ -17,6 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 // fakeAuth builds an Auth over an authenticator and an authorizer function.
@@ -197,11 +199,11 @@ func TestNewConfigErrors(t *testing.T) {
 func TestX509AndAnonymous(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca := newTestCA(t, "client-ca")
+	ca := testca.New(t, "client-ca")
 	caFile := filepath.Join(dir, "ca.crt")
-	writeFile(t, caFile, ca.certPEM)
-	good, _ := ca.issue(t, certSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, usage: x509.ExtKeyUsageClientAuth})
-	other, _ := newTestCA(t, "other-ca").issue(t, certSpec{cn: "mallory", orgs: []string{"system:masters"}, usage: x509.ExtKeyUsageClientAuth})
+	writeFile(t, caFile, ca.CertPEM)
+	good, _ := ca.Issue(t, testca.Cert{CommonName: "kube-apiserver-kubelet-client", Organizations: []string{"system:masters"}})
+	other, _ := testca.New(t, "other-ca").Issue(t, testca.Cert{CommonName: "mallory", Organizations: []string{"system:masters"}})
 	for _, tc := range []struct {
 		desc       string
 		anonymous  bool
@@ -230,7 +232,7 @@ func TestX509AndAnonymous(t *testing.T) {
 			r := httptest.NewRequest("GET", "/pods", nil)
 			r.TLS = &tls.ConnectionState{}
 			if tc.peer != nil {
-				r.TLS.PeerCertificates = []*x509.Certificate{parseCert(t, tc.peer)}
+				r.TLS.PeerCertificates = []*x509.Certificate{testca.ParseCert(t, tc.peer)}
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, r)

@@ -28,12 +28,12 @@ import (
 // admin, signed by the controller-manager, then served and trusted by the
 // cluster CA.
 func TestIntegrationServerTLSBootstrap(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	name := randomName("serving-")
 	certDir := t.TempDir()
-	client := nodeClient(t, c, name)
+	client := c.NodeClient(t, name)
 	a, err := New(Options{Client: client, NodeName: name, ClientCAFile: c.CAFile, WebhookAuthnEnabled: true,
 		AuthorizationMode: ModeWebhook, Logger: zaptest.NewLogger(t)})
 	if err != nil {

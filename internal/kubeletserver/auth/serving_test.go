@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 // serve runs an HTTPS server with cfg on a loopback port until the test ends
@@ -73,7 +75,7 @@ func TestSelfSignedCreatedOnceAndReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(leaf.Raw, parseCert(t, first).Raw) {
+	if !bytes.Equal(leaf.Raw, testca.ParseCert(t, first).Raw) {
 		t.Error("the served certificate is not kubelet.crt")
 	}
 	if !slices.Contains(leaf.DNSNames, "node-a.example") || len(leaf.IPAddresses) == 0 || !leaf.IPAddresses[0].Equal(net.ParseIP("127.0.0.1")) {
@@ -111,9 +113,9 @@ func TestFileCertificateServedAndReloaded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	ca := newTestCA(t, "serving-ca")
-	spec := certSpec{cn: "node-a", ips: []net.IP{net.ParseIP("127.0.0.1")}, usage: x509.ExtKeyUsageServerAuth}
-	certFile, keyFile := ca.issueFiles(t, dir, "serving", spec)
+	ca := testca.New(t, "serving-ca")
+	spec := testca.Cert{CommonName: "node-a", IPs: []net.IP{net.ParseIP("127.0.0.1")}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	certFile, keyFile := ca.IssueFiles(t, dir, "serving", spec)
 	cfg, err := ServingTLSConfig(ctx, ServingOptions{CertFile: certFile, KeyFile: keyFile, CertDir: dir, NodeName: "node-a",
 		Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -128,13 +130,13 @@ func TestFileCertificateServedAndReloaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(leaf.Raw, parseCert(t, certPEM).Raw) {
+	if !bytes.Equal(leaf.Raw, testca.ParseCert(t, certPEM).Raw) {
 		t.Fatal("the served certificate is not the --tls-cert-file one")
 	}
 
 	// Replace the pair (key first, as an operator's tool might): the new one is served.
-	spec.cn = "node-a-renewed"
-	newCert, newKey := ca.issue(t, spec)
+	spec.CommonName = "node-a-renewed"
+	newCert, newKey := ca.Issue(t, spec)
 	writeFile(t, keyFile, newKey)
 	writeFile(t, certFile, newCert)
 	deadline := time.Now().Add(20 * time.Second)
@@ -268,9 +270,9 @@ func TestBootstrapSeededFromFiles(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	ca := newTestCA(t, "cluster-ca")
-	certFile, keyFile := ca.issueFiles(t, dir, "seed", certSpec{cn: "system:node:node-a", orgs: []string{"system:nodes"},
-		ips: []net.IP{net.ParseIP("127.0.0.1")}, usage: x509.ExtKeyUsageServerAuth})
+	ca := testca.New(t, "cluster-ca")
+	certFile, keyFile := ca.IssueFiles(t, dir, "seed", testca.Cert{CommonName: "system:node:node-a", Organizations: []string{"system:nodes"},
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	cfg, err := ServingTLSConfig(ctx, ServingOptions{CertFile: certFile, KeyFile: keyFile, CertDir: dir, NodeName: "node-a",
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, ServerTLSBootstrap: true, Client: fake.NewClientset(), Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -281,7 +283,7 @@ func TestBootstrapSeededFromFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	certPEM, _ := os.ReadFile(certFile)
-	if !bytes.Equal(leaf.Raw, parseCert(t, certPEM).Raw) {
+	if !bytes.Equal(leaf.Raw, testca.ParseCert(t, certPEM).Raw) {
 		t.Errorf("served %s, want the seed pair", leaf.Subject)
 	}
 }

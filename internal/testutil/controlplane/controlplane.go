@@ -1,7 +1,10 @@
 // Package controlplane starts and stops the real loopback control plane of
 // scripts/controlplane.sh (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) for tests, on free ports so that several can run side by
-// side. It is test support: only _test.go files may import it.
+// side, plus what tests do with it: one control plane per test package
+// (Shared), node credentials signed by the cluster CA (NodeClient) and Node
+// objects removed when the test ends (CreateNode). It is test support: only
+// _test.go files (and other internal/testutil packages) may import it.
 package controlplane
 
 import (

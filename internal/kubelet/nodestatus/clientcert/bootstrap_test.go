@@ -24,12 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 func TestBootstrapKey(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
-	storedCert, storedKey := ca.issue(t, "system:node:n1", nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	ca := testca.New(t, "test-ca")
+	storedCert, storedKey := ca.IssueClient(t, "system:node:n1", nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	pendingKey, err := keyutil.MakeEllipticPrivateKeyPEM()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package clientcert
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -13,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,48 +27,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
-
-// The package's control plane: started by the first test that needs it,
-// stopped by TestMain.
-var (
-	cpOnce sync.Once
-	cp     *controlplane.Cluster
-	cpDir  string
-	cpErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cp != nil {
-		_ = cp.Stop()
-	}
-	if cpDir != "" {
-		_ = os.RemoveAll(cpDir)
-	}
-	os.Exit(code)
-}
-
-// cluster returns the package's control plane, starting it once; the test
-// fails when it cannot start.
-func cluster(t *testing.T) *controlplane.Cluster {
-	t.Helper()
-	cpOnce.Do(func() {
-		if cpDir, cpErr = os.MkdirTemp("", "clientcert-cp-"); cpErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cp, cpErr = controlplane.Start(ctx, cpDir)
-	})
-	if cpErr != nil {
-		t.Fatalf("control plane: %v", cpErr)
-	}
-	return cp
-}
 
 // newNode returns Options for a fresh node (unique name, own directory, the
 // cluster's bootstrap kubeconfig) and deletes its Node and CSRs at the end.
@@ -79,9 +42,9 @@ func newNode(t *testing.T, c *controlplane.Cluster) Options {
 	name := "cc-" + hex.EncodeToString(b)
 	dir := t.TempDir()
 	t.Cleanup(func() {
+		c.DeleteNode(t, name)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = c.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 		for _, r := range nodeCSRs(t, c, name) {
 			_ = c.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, r.Name, metav1.DeleteOptions{})
 		}
@@ -145,7 +108,7 @@ func checkNodeCert(t *testing.T, c *controlplane.Cluster, path, name string) *x5
 }
 
 func TestIntegrationBootstrap(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	opts := newNode(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -187,14 +150,7 @@ func TestIntegrationBootstrap(t *testing.T) {
 	}
 
 	// The node client works: it is the node and may create its Node.
-	cfg, err := NewClientConfig(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newNodeClient(ctx, t, opts)
 	if _, err := client.Discovery().RESTClient().Get().AbsPath("/api").DoRaw(ctx); err != nil {
 		t.Errorf("GET /api: %v", err)
 	}
@@ -220,8 +176,8 @@ func TestIntegrationBootstrap(t *testing.T) {
 }
 
 func TestIntegrationBootstrapReplacesUnusableCertificate(t *testing.T) {
-	c := cluster(t)
-	ca := loadTestCA(t, c.CAFile, c.CAKeyFile)
+	c := shared.Get(t)
+	ca := c.CA(t)
 	tests := []struct {
 		desc  string
 		files func(t *testing.T, name string) (certPEM, keyPEM []byte)
@@ -229,13 +185,13 @@ func TestIntegrationBootstrapReplacesUnusableCertificate(t *testing.T) {
 		{
 			desc: "expired certificate",
 			files: func(t *testing.T, name string) ([]byte, []byte) {
-				return ca.issue(t, "system:node:"+name, []string{"system:nodes"}, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+				return ca.IssueClient(t, "system:node:"+name, []string{"system:nodes"}, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
 			},
 		},
 		{
 			desc: "garbage certificate",
 			files: func(t *testing.T, name string) ([]byte, []byte) {
-				_, key := ca.issue(t, "system:node:"+name, []string{"system:nodes"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+				_, key := ca.IssueClient(t, "system:node:"+name, []string{"system:nodes"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 				return []byte("-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n"), key
 			},
 		},
@@ -245,7 +201,7 @@ func TestIntegrationBootstrapReplacesUnusableCertificate(t *testing.T) {
 			opts := newNode(t, c)
 			dir := filepath.Dir(opts.KubeconfigPath)
 			certPEM, keyPEM := tc.files(t, opts.NodeName)
-			cfg := certKubeconfig(c.APIServer, ca.certPEM, writeFile(t, dir, "old.crt", certPEM), writeFile(t, dir, "old.key", keyPEM))
+			cfg := certKubeconfig(c.APIServer, ca.CertPEM, writeFile(t, dir, "old.crt", certPEM), writeFile(t, dir, "old.key", keyPEM))
 			if err := clientcmd.WriteToFile(cfg, opts.KubeconfigPath); err != nil {
 				t.Fatal(err)
 			}
@@ -270,7 +226,7 @@ func TestIntegrationBootstrapReplacesUnusableCertificate(t *testing.T) {
 }
 
 func TestIntegrationBootstrapReusesPendingKey(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	opts := newNode(t, c)
 	// A kubelet that stopped while its request waited left its key behind.
 	keyPEM, err := keyutil.MakeEllipticPrivateKeyPEM()
@@ -298,7 +254,7 @@ func TestIntegrationBootstrapReusesPendingKey(t *testing.T) {
 }
 
 func TestIntegrationBootstrapBadToken(t *testing.T) {
-	c := cluster(t)
+	c := shared.Get(t)
 	opts := newNode(t, c)
 	kc, err := clientcmd.LoadFromFile(c.BootstrapKubeconfig)
 	if err != nil {
@@ -328,41 +284,16 @@ func TestIntegrationBootstrapBadToken(t *testing.T) {
 }
 
 func TestIntegrationRotation(t *testing.T) {
-	c := cluster(t)
-	ca := loadTestCA(t, c.CAFile, c.CAKeyFile)
+	c := shared.Get(t)
 	opts := newNode(t, c)
 	opts.RotateCertificates = true
 
 	// A node certificate close to its end (past 90% of its lifetime, 20 s
 	// left), in the store, and the kubeconfig Bootstrap would write.
-	now := time.Now()
-	oldCert, oldKey := ca.issue(t, "system:node:"+opts.NodeName, []string{"system:nodes"}, now.Add(-time.Hour), now.Add(20*time.Second))
-	store, err := newFileStore(opts.CertDir, "", "", zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := store.Update(oldCert, oldKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bootCfg, err := loadRESTConfig(c.BootstrapKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeKubeconfig(opts.KubeconfigPath, nodeKubeconfig(bootCfg, store.CurrentPath())); err != nil {
-		t.Fatal(err)
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := NewClientConfig(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	store, old, client := startWithNodeCert(ctx, t, c, opts, now.Add(-time.Hour), now.Add(20*time.Second))
 	if u := whoAmI(ctx, t, client); u.Username != "system:node:"+opts.NodeName {
 		t.Fatalf("API server sees %q, want system:node:%s", u.Username, opts.NodeName)
 	}
@@ -394,6 +325,46 @@ func TestIntegrationRotation(t *testing.T) {
 	}
 }
 
+// startWithNodeCert stores a certificate of the node valid from notBefore to
+// notAfter (signed by the cluster CA), writes the kubeconfig Bootstrap would
+// write for it, and starts the node's client with NewClientConfig. It returns
+// the store, the stored certificate and the client.
+func startWithNodeCert(ctx context.Context, t *testing.T, c *controlplane.Cluster, opts Options,
+	notBefore, notAfter time.Time) (certificate.FileStore, *tls.Certificate, kubernetes.Interface) {
+	t.Helper()
+	certPEM, keyPEM := c.CA(t).IssueClient(t, controlplane.NodeUser(opts.NodeName), []string{controlplane.NodeGroup}, notBefore, notAfter)
+	store, err := newFileStore(opts.CertDir, "", "", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.Update(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootCfg, err := loadRESTConfig(c.BootstrapKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeKubeconfig(opts.KubeconfigPath, nodeKubeconfig(bootCfg, store.CurrentPath())); err != nil {
+		t.Fatal(err)
+	}
+	return store, stored, newNodeClient(ctx, t, opts)
+}
+
+// newNodeClient is the node's client as the kubelet builds it (NewClientConfig).
+func newNodeClient(ctx context.Context, t *testing.T, opts Options) kubernetes.Interface {
+	t.Helper()
+	cfg, err := NewClientConfig(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 // waitRenewed waits (15 s at most) until path holds another certificate than
 // old and returns it.
 func waitRenewed(ctx context.Context, t *testing.T, c *controlplane.Cluster, path string, old *x509.Certificate) *x509.Certificate {
@@ -414,40 +385,16 @@ func waitRenewed(ctx context.Context, t *testing.T, c *controlplane.Cluster, pat
 }
 
 func TestIntegrationRotationAfterExpiry(t *testing.T) {
-	c := cluster(t)
-	ca := loadTestCA(t, c.CAFile, c.CAKeyFile)
+	c := shared.Get(t)
 	opts := newNode(t, c)
 	opts.RotateCertificates = true
 
 	// The kubelet was down while its certificate expired: the manager has no
 	// valid certificate and requests one with the bootstrap kubeconfig.
-	now := time.Now()
-	oldCert, oldKey := ca.issue(t, "system:node:"+opts.NodeName, []string{"system:nodes"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
-	store, err := newFileStore(opts.CertDir, "", "", zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, err := store.Update(oldCert, oldKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bootCfg, err := loadRESTConfig(c.BootstrapKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeKubeconfig(opts.KubeconfigPath, nodeKubeconfig(bootCfg, store.CurrentPath())); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := NewClientConfig(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	store, old, client := startWithNodeCert(ctx, t, c, opts, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	waitRenewed(ctx, t, c, store.CurrentPath(), old.Leaf)
 	checkNodeCert(t, c, store.CurrentPath(), opts.NodeName)
 	if u := whoAmI(ctx, t, client); u.Username != "system:node:"+opts.NodeName {

@@ -12,22 +12,24 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 func TestCheckKubeconfig(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
+	ca := testca.New(t, "test-ca")
 	now := time.Now()
-	validCert, validKey := ca.issue(t, "system:node:n1", []string{"system:nodes"}, now.Add(-time.Hour), now.Add(time.Hour))
-	expiredCert, expiredKey := ca.issue(t, "system:node:n1", []string{"system:nodes"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
-	_, otherKey := ca.issue(t, "other", nil, now.Add(-time.Hour), now.Add(time.Hour))
+	validCert, validKey := ca.IssueClient(t, "system:node:n1", []string{"system:nodes"}, now.Add(-time.Hour), now.Add(time.Hour))
+	expiredCert, expiredKey := ca.IssueClient(t, "system:node:n1", []string{"system:nodes"}, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	_, otherKey := ca.IssueClient(t, "other", nil, now.Add(-time.Hour), now.Add(time.Hour))
 
 	// fileKubeconfig writes cert and key files and a kubeconfig naming them.
 	fileKubeconfig := func(certPEM, keyPEM []byte) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
 			cert := writeFile(t, dir, "client.crt", certPEM)
 			key := writeFile(t, dir, "client.key", keyPEM)
-			if err := clientcmd.WriteToFile(certKubeconfig("https://127.0.0.1:1", ca.certPEM, cert, key), filepath.Join(dir, "kubeconfig")); err != nil {
+			if err := clientcmd.WriteToFile(certKubeconfig("https://127.0.0.1:1", ca.CertPEM, cert, key), filepath.Join(dir, "kubeconfig")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -53,7 +55,7 @@ func TestCheckKubeconfig(t *testing.T) {
 		{
 			desc: "valid inline certificate",
 			setup: func(t *testing.T, dir string) {
-				cfg := certKubeconfig("https://127.0.0.1:1", ca.certPEM, "", "")
+				cfg := certKubeconfig("https://127.0.0.1:1", ca.CertPEM, "", "")
 				cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: validCert, ClientKeyData: validKey}
 				if err := clientcmd.WriteToFile(cfg, filepath.Join(dir, "kubeconfig")); err != nil {
 					t.Fatal(err)
@@ -77,7 +79,7 @@ func TestCheckKubeconfig(t *testing.T) {
 		{
 			desc: "token instead of certificate",
 			setup: func(t *testing.T, dir string) {
-				cfg := certKubeconfig("https://127.0.0.1:1", ca.certPEM, "", "")
+				cfg := certKubeconfig("https://127.0.0.1:1", ca.CertPEM, "", "")
 				cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "abc.def"}
 				if err := clientcmd.WriteToFile(cfg, filepath.Join(dir, "kubeconfig")); err != nil {
 					t.Fatal(err)
@@ -182,7 +184,7 @@ func TestWriteNodeKubeconfig(t *testing.T) {
 
 func TestBootstrapWithoutBootstrapKubeconfig(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
+	ca := testca.New(t, "test-ca")
 	now := time.Now()
 	tests := []struct {
 		desc    string
@@ -202,8 +204,8 @@ func TestBootstrapWithoutBootstrapKubeconfig(t *testing.T) {
 		{
 			desc: "expired certificate",
 			setup: func(t *testing.T, dir string) string {
-				c, k := ca.issue(t, "system:node:n1", nil, now.Add(-2*time.Hour), now.Add(-time.Hour))
-				return writeKubeconfigFile(t, dir, certKubeconfig("https://127.0.0.1:1", ca.certPEM, writeFile(t, dir, "c.crt", c), writeFile(t, dir, "c.key", k)))
+				c, k := ca.IssueClient(t, "system:node:n1", nil, now.Add(-2*time.Hour), now.Add(-time.Hour))
+				return writeKubeconfigFile(t, dir, certKubeconfig("https://127.0.0.1:1", ca.CertPEM, writeFile(t, dir, "c.crt", c), writeFile(t, dir, "c.key", k)))
 			},
 			wantErr: []string{"is not usable", "--bootstrap-kubeconfig", "expired at"},
 		},
@@ -215,14 +217,14 @@ func TestBootstrapWithoutBootstrapKubeconfig(t *testing.T) {
 		{
 			desc: "valid certificate",
 			setup: func(t *testing.T, dir string) string {
-				c, k := ca.issue(t, "system:node:n1", nil, now.Add(-time.Hour), now.Add(time.Hour))
-				return writeKubeconfigFile(t, dir, certKubeconfig("https://127.0.0.1:1", ca.certPEM, writeFile(t, dir, "c.crt", c), writeFile(t, dir, "c.key", k)))
+				c, k := ca.IssueClient(t, "system:node:n1", nil, now.Add(-time.Hour), now.Add(time.Hour))
+				return writeKubeconfigFile(t, dir, certKubeconfig("https://127.0.0.1:1", ca.CertPEM, writeFile(t, dir, "c.crt", c), writeFile(t, dir, "c.key", k)))
 			},
 		},
 		{
 			desc: "token kubeconfig",
 			setup: func(t *testing.T, dir string) string {
-				cfg := certKubeconfig("https://127.0.0.1:1", ca.certPEM, "", "")
+				cfg := certKubeconfig("https://127.0.0.1:1", ca.CertPEM, "", "")
 				cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "abc.def"}
 				return writeKubeconfigFile(t, dir, cfg)
 			},

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/connrotation"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 func TestConnRotator(t *testing.T) {
@@ -90,9 +92,9 @@ func whoSees(t *testing.T, cfg *rest.Config) string {
 func TestRotatingConfigPresentsCurrentCertificate(t *testing.T) {
 	t.Parallel()
 	srv, serverCA := peerServer(t)
-	ca := newTestCA(t)
+	ca := testca.New(t, "test-ca")
 	pair := func(cn string) *tls.Certificate {
-		c, k := ca.issue(t, cn, nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		c, k := ca.IssueClient(t, cn, nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 		p, err := tls.X509KeyPair(c, k)
 		if err != nil {
 			t.Fatal(err)
@@ -100,7 +102,7 @@ func TestRotatingConfigPresentsCurrentCertificate(t *testing.T) {
 		return &p
 	}
 	a, b := pair("a"), pair("b")
-	staticCert, staticKey := ca.issue(t, "static", nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	staticCert, staticKey := ca.IssueClient(t, "static", nil, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	base := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: serverCA, CertData: staticCert, KeyData: staticKey}}
 
 	var cur atomic.Pointer[tls.Certificate]
@@ -139,7 +141,7 @@ func TestRotatingConfigPresentsCurrentCertificate(t *testing.T) {
 func TestNewClientConfig(t *testing.T) {
 	t.Parallel()
 	srv, serverCA := peerServer(t)
-	ca := newTestCA(t)
+	ca := testca.New(t, "test-ca")
 	now := time.Now()
 	tests := []struct {
 		desc          string
@@ -213,9 +215,9 @@ func TestNewClientConfig(t *testing.T) {
 
 // fileCertKubeconfig returns a kubeconfig setup with a certificate for cn in
 // files of the test's directory.
-func fileCertKubeconfig(ca *testCA, server string, serverCA []byte, cn string, notBefore, notAfter time.Time) func(t *testing.T, dir string) clientcmdapi.Config {
+func fileCertKubeconfig(ca *testca.CA, server string, serverCA []byte, cn string, notBefore, notAfter time.Time) func(t *testing.T, dir string) clientcmdapi.Config {
 	return func(t *testing.T, dir string) clientcmdapi.Config {
-		c, k := ca.issue(t, cn, []string{"system:nodes"}, notBefore, notAfter)
+		c, k := ca.IssueClient(t, cn, []string{"system:nodes"}, notBefore, notAfter)
 		return certKubeconfig(server, serverCA, writeFile(t, dir, "client.crt", c), writeFile(t, dir, "client.key", k))
 	}
 }
