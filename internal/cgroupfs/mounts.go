@@ -110,7 +110,7 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 		if sep < 5 || len(fields) < sep+4 {
 			continue
 		}
-		mnt := Mount{Root: unescapeMountinfo(fields[3]), Mountpoint: unescapeMountinfo(fields[4])}
+		mnt := Mount{Root: UnescapeMountinfo(fields[3]), Mountpoint: UnescapeMountinfo(fields[4])}
 		switch fields[sep+1] {
 		case "cgroup2":
 			if m.V2 == nil {
@@ -130,8 +130,9 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 	return m, nil
 }
 
-// unescapeMountinfo undoes the octal escapes of mountinfo paths (\040 for a space).
-func unescapeMountinfo(s string) string {
+// UnescapeMountinfo undoes the kernel's octal escapes of /proc/*/mountinfo paths
+// (\040 space, \011 tab, \012 newline, \134 backslash); volumes uses it too.
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -152,7 +152,7 @@ func TestUnescapeMountinfo(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := unescapeMountinfo(tc.in); got != tc.want {
+			if got := UnescapeMountinfo(tc.in); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})

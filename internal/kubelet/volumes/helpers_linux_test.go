@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
 )
 
 // testAllocatable keeps tests independent of the machine.
@@ -73,7 +75,7 @@ func mountSuperOptions(t *testing.T, path string) string {
 	opts := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 10 || unescapeMountPath(fields[4]) != real {
+		if len(fields) < 10 || cgroupfs.UnescapeMountinfo(fields[4]) != real {
 			continue
 		}
 		opts = fields[len(fields)-1]

@@ -10,8 +10,8 @@
 // that know the kubelet's tree keep working. Other volume types (and the
 // API-backed ones without Objects) are refused with an error naming the volume.
 //
-// Only the kubelet coordinator (internal/kubelet) may import it. It imports no other
-// package of this project.
+// Only the kubelet coordinator (internal/kubelet) may import it. Of this project it
+// imports only the leaf internal/cgroupfs (its mountinfo unescaping).
 package volumes
 
 import (

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
 )
 
 const mountInfoPath = "/proc/self/mountinfo"
@@ -76,32 +78,12 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
 			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
 		}
-		out = append(out, mountEntry{path: unescapeMountPath(fields[4]), fsType: fields[sep+1]})
+		out = append(out, mountEntry{path: cgroupfs.UnescapeMountinfo(fields[4]), fsType: fields[sep+1]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("parse mountinfo: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeMountPath undoes the kernel's octal escapes (\040 space, \011 tab, \012
-// newline, \134 backslash).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // resolve returns path with symlinks resolved (as mountinfo shows it).
