@@ -140,7 +140,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, name string,
 	}
 	return nodestatus.New(nodestatus.Options{
 		Client: conn.client, NodeName: name, Hostname: name, NodeIPs: ips,
-		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, MaxPods: int(cfg.Kubelet.MaxPods),
+		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode, MaxPods: int(cfg.Kubelet.MaxPods),
 		RootDir: cfg.RootDirectory, SystemReserved: sysRes, KubeReserved: kubeRes, EvictionHard: cfg.Kubelet.EvictionHard,
 		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: readiness, KubeletVersion: Version,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,

@@ -253,3 +253,21 @@ func TestRunStopsWithContext(t *testing.T) {
 		t.Fatal("Run did not return after ctx ended")
 	}
 }
+
+func TestDoNotRegisterWaitsForTheNode(t *testing.T) {
+	t.Parallel()
+	c, client, _, _, _ := testController(t, Options{DoNotRegister: true})
+	ctx := context.Background()
+	if err := c.tryRegister(ctx, c.initialNode(ctx)); err == nil || c.Registered() {
+		t.Fatalf("registered without a Node (err %v)", err)
+	}
+	if _, err := client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{}); err == nil {
+		t.Fatal("the kubelet created its Node with DoNotRegister")
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.tryRegister(ctx, c.initialNode(ctx)); err != nil || !c.Registered() {
+		t.Fatalf("after an admin created the Node: err %v, registered %v", err, c.Registered())
+	}
+}

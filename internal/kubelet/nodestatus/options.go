@@ -98,6 +98,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
+	// DoNotRegister (--register-node=false): the kubelet does not create its
+	// Node; it waits until the Node exists, then updates its status and Lease.
+	DoNotRegister bool
 }
 
 // Controller registers the node and keeps its status and Lease current. Create it

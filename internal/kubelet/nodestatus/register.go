@@ -104,6 +104,16 @@ func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 // change its taints).
 func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 	nodes := c.opts.Client.CoreV1().Nodes()
+	if c.opts.DoNotRegister {
+		// --register-node=false: someone else creates the Node; the kubelet
+		// waits for it and then keeps its status and Lease.
+		existing, err := nodes.Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node not created yet (--register-node=false): %w", err)
+		}
+		c.markRegistered(existing)
+		return nil
+	}
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
 		c.markRegistered(created)
