@@ -42,12 +42,7 @@ const (
 // a node of its own (removed from the cluster at its end, so the scheduler only
 // ever sees the node of the running subtest) and a namespace of its own.
 func TestIntegrationCluster(t *testing.T) {
-	requireSuite(t)
-	c := startCluster(t)
-	for _, tc := range []struct {
-		desc string
-		run  func(t *testing.T, c *controlplane.Cluster)
-	}{
+	runClusterCases(t, []clusterCase{
 		{desc: "NodeRegistersWithLease", run: testNodeRegistersWithLease},
 		{desc: "TLSBootstrap", run: testTLSBootstrap},
 		{desc: "DeploymentDockerMode", run: testDeploymentDockerMode},
@@ -56,7 +51,21 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
-	} {
+	})
+}
+
+// clusterCase is one subtest run against the shared control plane.
+type clusterCase struct {
+	desc string
+	run  func(t *testing.T, c *controlplane.Cluster)
+}
+
+// runClusterCases starts a control plane (stopped when t ends) and runs the
+// cases one after the other against it, logging how long each took.
+func runClusterCases(t *testing.T, cases []clusterCase) {
+	requireSuite(t)
+	c := startCluster(t)
+	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			start := time.Now()
 			tc.run(t, c)

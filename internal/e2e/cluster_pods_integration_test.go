@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,28 +32,7 @@ func testDeploymentDockerMode(t *testing.T, c *controlplane.Cluster) {
 // shim-only instance of the binary (as in TestIntegrationRemoteModeShim).
 func testDeploymentRemoteMode(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
-	sock := filepath.Join(n.dir, "shim.sock")
-	shim, err := startProc("dockershim", filepath.Join(n.dir, "shim.log"), n.s.bin,
-		"--experimental-dockershim",
-		"--container-runtime-endpoint=unix://"+sock,
-		"--docker-endpoint="+n.s.docker,
-		"--experimental-dockershim-root-directory="+n.shimRoot,
-		"--cni-conf-dir="+n.cniConf,
-		"--cni-bin-dir="+cniBinDir,
-		"--cni-cache-dir="+n.cniCache,
-		"--pod-infra-container-image="+pauseImage,
-		"-v=4", "--logging-format=json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.procs = append(n.procs, shim)
-	n.teardown = append(n.teardown, func() {
-		if err := shim.stop(30 * time.Second); err != nil {
-			t.Errorf("the shim-only instance after SIGTERM: %v", err)
-		}
-	})
-	waitSocket(t, sock, shim, 30*time.Second)
-	n.useRemote("unix://"+sock, dockerView{s: n.s})
+	n.useShimOnly()
 	n.start()
 	checkDeployment(t, n)
 }

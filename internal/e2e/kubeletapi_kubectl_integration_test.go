@@ -27,25 +27,14 @@ import (
 // As in TestIntegrationCluster, every subtest has a node and a namespace of its
 // own.
 func TestIntegrationKubeletAPI(t *testing.T) {
-	requireSuite(t)
-	c := startCluster(t)
-	for _, tc := range []struct {
-		desc string
-		run  func(t *testing.T, c *controlplane.Cluster)
-	}{
+	runClusterCases(t, []clusterCase{
 		{desc: "Logs", run: testKubectlLogs},
 		{desc: "Exec", run: testKubectlExec},
 		{desc: "Attach", run: testKubectlAttach},
 		{desc: "PortForward", run: testKubectlPortForward},
 		{desc: "StatsSummary", run: testStatsSummary},
 		{desc: "Refusals", run: testAPIRefusals},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			start := time.Now()
-			tc.run(t, c)
-			t.Logf("%s took %s", tc.desc, time.Since(start).Round(time.Second))
-		})
-	}
+	})
 }
 
 // newAPINode starts a cluster node whose kubelet API accepts client

@@ -14,6 +14,17 @@ import (
 // --container-runtime=remote on the shim's socket; the pod of (a) runs.
 func TestIntegrationRemoteModeShim(t *testing.T) {
 	n := newNode(t)
+	n.useShimOnly()
+	n.start()
+	checkPodRuns(t, n)
+}
+
+// useShimOnly starts a shim-only instance of the binary (--experimental-dockershim)
+// on the node's dockerd, CNI config and state dirs, and points the node's
+// kubelet at it in remote mode. The instance is stopped (SIGTERM, checked)
+// after the kubelet.
+func (n *node) useShimOnly() {
+	n.t.Helper()
 	sock := filepath.Join(n.dir, "shim.sock")
 	shim, err := startProc("dockershim", filepath.Join(n.dir, "shim.log"), n.s.bin,
 		"--experimental-dockershim",
@@ -26,18 +37,16 @@ func TestIntegrationRemoteModeShim(t *testing.T) {
 		"--pod-infra-container-image="+pauseImage,
 		"-v=4", "--logging-format=json")
 	if err != nil {
-		t.Fatal(err)
+		n.t.Fatal(err)
 	}
 	n.procs = append(n.procs, shim)
 	n.teardown = append(n.teardown, func() {
 		if err := shim.stop(30 * time.Second); err != nil {
-			t.Errorf("the shim-only instance after SIGTERM: %v", err)
+			n.t.Errorf("the shim-only instance after SIGTERM: %v", err)
 		}
 	})
-	waitSocket(t, sock, shim, 30*time.Second)
+	waitSocket(n.t, sock, shim, 30*time.Second)
 	n.useRemote("unix://"+sock, dockerView{s: n.s})
-	n.start()
-	checkPodRuns(t, n)
 }
 
 // waitSocket waits for a unix socket to appear while p runs.
