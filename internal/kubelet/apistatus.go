@@ -47,11 +47,11 @@ func (g *statusGenerator) generate(pod *v1.Pod, ps *types.PodStatus, podIsTermin
 	s := g.convert(pod, ps, &old)
 	all := append(append([]v1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
 	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps))
-	if !isTerminalPhase(s.Phase) {
+	if !status.IsTerminal(s.Phase) {
 		switch {
-		case isTerminalPhase(old.Phase):
+		case status.IsTerminal(old.Phase):
 			s.Phase = old.Phase
-		case isTerminalPhase(pod.Status.Phase):
+		case status.IsTerminal(pod.Status.Phase):
 			s.Phase = pod.Status.Phase
 		}
 	}
@@ -64,7 +64,7 @@ func (g *statusGenerator) generate(pod *v1.Pod, ps *types.PodStatus, podIsTermin
 			s.Message = pod.Status.Message
 		}
 	}
-	if isTerminalPhase(pod.Status.Phase) {
+	if status.IsTerminal(pod.Status.Phase) {
 		s.Phase = pod.Status.Phase
 	}
 	if g.probes != nil {
@@ -334,8 +334,6 @@ func sortPodIPs(nodeIP net.IP, ips []string) []string {
 	}
 	return out
 }
-
-func isTerminalPhase(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 func isKubeletCondition(t v1.PodConditionType) bool {
 	switch t {

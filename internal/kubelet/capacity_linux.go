@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -48,7 +49,7 @@ func filesystemSize(path string) (int64, bool) {
 		if err == nil {
 			return int64(st.Blocks) * st.Bsize, true
 		}
-		parent := parentDir(path)
+		parent := filepath.Dir(path)
 		if parent == path {
 			return 0, false
 		}

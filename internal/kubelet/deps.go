@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -115,25 +114,16 @@ type SecretGetter interface {
 }
 
 // EnvObjects reads the configMaps and secrets a container's environment
-// refers to (apiobjects.Objects).
+// refers to (apiobjects.Objects); missing objects are apierrors NotFound.
 type EnvObjects interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
 // ServiceLister lists the services of the service environment variables
-// (apiobjects.Objects).
+// (apiobjects.Objects); the returned services must not be modified.
 type ServiceLister interface {
 	ListServices(namespace string) ([]*v1.Service, error)
+	// HasSynced reports whether the services were listed at least once.
 	HasSynced() bool
-}
-
-// podEventRecorder adapts a Recorder to the record.EventRecorder-shaped
-// Eventf of the environment resolver (events about pods only).
-type podEventRecorder struct{ rec Recorder }
-
-func (p podEventRecorder) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
-	if pod, ok := object.(*v1.Pod); ok {
-		p.rec.Eventf(pod, eventType, reason, format, args...)
-	}
 }

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
@@ -32,26 +31,6 @@ var ErrNeedsAPIServer = errors.New("needs an API server")
 // valid variable names (upstream InvalidEnvironmentVariableNames).
 const reasonInvalidEnvVarNames = "InvalidEnvironmentVariableNames"
 
-// envObjects reads the configMaps and secrets a container's environment
-// references (apiobjects.Objects). Missing objects are apierrors NotFound.
-type envObjects interface {
-	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-}
-
-// serviceLister lists services for the service-link variables
-// (apiobjects.Objects); the returned services must not be modified.
-type serviceLister interface {
-	ListServices(namespace string) ([]*v1.Service, error)
-	// HasSynced reports whether the services were listed at least once.
-	HasSynced() bool
-}
-
-// envEventRecorder records a pod's warning events (record.EventRecorder).
-type envEventRecorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
-
 // envResolver resolves a container's environment (upstream
 // makeEnvironmentVariables).
 type envResolver struct {
@@ -61,13 +40,13 @@ type envResolver struct {
 	capacity func() v1.ResourceList
 	// objects reads configMaps and secrets; nil = standalone: required
 	// references fail with ErrNeedsAPIServer, optional ones are skipped.
-	objects envObjects
+	objects EnvObjects
 	// services lists the services of the service links; nil = no service
 	// variables (standalone).
-	services serviceLister
+	services ServiceLister
 	// recorder receives InvalidEnvironmentVariableNames warnings; nil = they
 	// are only logged.
-	recorder envEventRecorder
+	recorder Recorder
 	// logger; nil = nothing is logged.
 	logger *zap.Logger
 }
@@ -198,7 +177,7 @@ func skipOptional(optional *bool, err error) error {
 // each at most once.
 type envRefs struct {
 	ctx        context.Context
-	objects    envObjects // nil = standalone
+	objects    EnvObjects // nil = standalone
 	namespace  string
 	configMaps map[string]*v1.ConfigMap
 	secrets    map[string]*v1.Secret

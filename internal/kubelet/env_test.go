@@ -3,7 +3,6 @@ package kubelet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -221,8 +219,8 @@ func (f *fakeServices) HasSynced() bool { return !f.unsynced }
 // fakeEnvRecorder keeps "reason: message" of each event.
 type fakeEnvRecorder struct{ events []string }
 
-func (f *fakeEnvRecorder) Eventf(_ runtime.Object, eventtype, reason, format string, args ...any) {
-	f.events = append(f.events, eventtype+" "+reason+": "+fmt.Sprintf(format, args...))
+func (f *fakeEnvRecorder) record(_ *v1.Pod, eventType, reason, message string) {
+	f.events = append(f.events, eventType+" "+reason+": "+message)
 }
 
 func TestEnvFromAPIObjects(t *testing.T) {
@@ -316,7 +314,7 @@ func TestEnvFromAPIObjects(t *testing.T) {
 				err:     tc.readErr,
 			}
 			recorder := &fakeEnvRecorder{}
-			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder, logger: zaptest.NewLogger(t)}
+			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder.record, logger: zaptest.NewLogger(t)}
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
 			c.Env, c.EnvFrom = tc.env, tc.envFrom

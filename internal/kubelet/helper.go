@@ -60,16 +60,8 @@ func NewRuntimeHelper(opts Options) (*RuntimeHelper, error) {
 		writeHosts:    hostsfile.Write,
 		capacity:      opts.NodeCapacity,
 	}
-	h.env = envResolver{nodeIP: opts.NodeIP, capacity: h.nodeCapacity, logger: opts.Logger}
-	if opts.EnvObjects != nil {
-		h.env.objects = opts.EnvObjects
-	}
-	if opts.Services != nil {
-		h.env.services = opts.Services
-	}
-	if opts.Recorder != nil {
-		h.env.recorder = podEventRecorder{opts.Recorder}
-	}
+	h.env = envResolver{nodeIP: opts.NodeIP, capacity: h.nodeCapacity, objects: opts.EnvObjects,
+		services: opts.Services, recorder: opts.Recorder, logger: opts.Logger}
 	return h, nil
 }
 
@@ -255,5 +247,3 @@ func (s *volumeStore) remove(uid k8stypes.UID) {
 	defer s.mu.Unlock()
 	delete(s.pods, uid)
 }
-
-func parentDir(p string) string { return filepath.Dir(p) }

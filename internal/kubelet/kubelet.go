@@ -184,12 +184,6 @@ func (k *Kubelet) Pods() []v1.Pod {
 	return out
 }
 
-// RuntimeHelper returns the kuberuntime.RuntimeHelper the kubelet uses.
-func (k *Kubelet) RuntimeHelper() *RuntimeHelper { return k.helper }
-
-// StatusManager returns the pod status store.
-func (k *Kubelet) StatusManager() *status.Manager { return k.status }
-
 // updateRuntimeUp records the runtime's health (upstream updateRuntimeUp).
 func (k *Kubelet) updateRuntimeUp(ctx context.Context) {
 	st, err := k.deps.runtime.Status(ctx)

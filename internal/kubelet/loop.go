@@ -13,6 +13,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -156,8 +157,8 @@ func (k *Kubelet) isPodInactive(p *v1.Pod) bool {
 	if k.workers.IsPodKnownTerminated(p.UID) {
 		return true
 	}
-	terminal := isTerminalPhase(p.Status.Phase)
-	if st, ok := k.status.GetPodStatus(p.UID); ok && isTerminalPhase(st.Phase) {
+	terminal := status.IsTerminal(p.Status.Phase)
+	if st, ok := k.status.GetPodStatus(p.UID); ok && status.IsTerminal(st.Phase) {
 		terminal = true
 	}
 	return terminal && !k.workers.IsPodTerminationRequested(p.UID)

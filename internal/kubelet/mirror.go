@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
@@ -17,13 +18,6 @@ type mirrorKeeper struct {
 	logger *zap.Logger
 }
 
-// mirrorMatches reports whether mirror mirrors static: its config.mirror
-// annotation is the static pod's config hash.
-func mirrorMatches(mirror, static *v1.Pod) bool {
-	hash, ok := static.Annotations[types.ConfigHashAnnotationKey]
-	return ok && mirror.Annotations[types.ConfigMirrorAnnotationKey] == hash
-}
-
 // sync makes the static pod's mirror current: an outdated or deleting mirror
 // is deleted, a missing one created. Failures are logged; the next sync
 // retries.
@@ -32,7 +26,7 @@ func (m *mirrorKeeper) sync(ctx context.Context, pod *v1.Pod) {
 		return
 	}
 	mirror, ok := m.pods.mirror(pod.Namespace, pod.Name)
-	if ok && (mirror.DeletionTimestamp != nil || !mirrorMatches(mirror, pod)) {
+	if ok && (mirror.DeletionTimestamp != nil || !status.MirrorMatchesStatic(mirror, pod)) {
 		m.logger.Info("Deleting an outdated mirror pod", zap.String("pod", podRef(pod)))
 		uid := mirror.UID
 		if _, err := m.client.DeleteMirrorPod(ctx, mirror.Namespace, mirror.Name, &uid); err != nil {
@@ -59,7 +53,7 @@ func (m *mirrorKeeper) cleanup(ctx context.Context, stillRunning func(namespace,
 		return
 	}
 	for _, mirror := range m.pods.allMirrors() {
-		if static, ok := m.pods.byFullName(mirror.Namespace, mirror.Name); ok && types.IsStaticPod(static) && mirrorMatches(mirror, static) {
+		if static, ok := m.pods.byFullName(mirror.Namespace, mirror.Name); ok && types.IsStaticPod(static) && status.MirrorMatchesStatic(mirror, static) {
 			continue
 		}
 		if stillRunning(mirror.Namespace, mirror.Name) {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
@@ -26,6 +27,8 @@ type podStore struct {
 	mu       sync.RWMutex
 	bySource map[string]map[k8stypes.UID]*v1.Pod
 	byUID    map[k8stypes.UID]*v1.Pod
+	// byName indexes byUID by namespace/name.
+	byName map[string]k8stypes.UID
 	// admitted holds the pods handed to the pod workers (not rejected). Entries
 	// outlive the pod's removal (so the removal can be handled) until
 	// retainAdmitted prunes them.
@@ -39,6 +42,7 @@ func newPodStore() *podStore {
 	return &podStore{
 		bySource: map[string]map[k8stypes.UID]*v1.Pod{},
 		byUID:    map[k8stypes.UID]*v1.Pod{},
+		byName:   map[string]k8stypes.UID{},
 		admitted: map[k8stypes.UID]bool{},
 		mirrors:  map[string]*v1.Pod{},
 	}
@@ -103,7 +107,7 @@ func (s *podStore) takeMirrors(u types.PodUpdate) ([]*v1.Pod, []string) {
 	}
 	pods := make([]*v1.Pod, 0, len(u.Pods))
 	for _, p := range u.Pods {
-		if !isMirrorPod(p) {
+		if !status.IsMirrorPod(p) {
 			pods = append(pods, p)
 			continue
 		}
@@ -153,42 +157,45 @@ func (s *podStore) allMirrors() []*v1.Pod {
 func (s *podStore) byFullName(namespace, name string) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, p := range s.byUID {
-		if p.Namespace == namespace && p.Name == name {
-			return p, true
-		}
-	}
-	return nil, false
-}
-
-// isMirrorPod reports whether p is the API's mirror of a static pod.
-func isMirrorPod(p *v1.Pod) bool {
-	_, ok := p.Annotations[types.ConfigMirrorAnnotationKey]
-	return ok
+	p, ok := s.byUID[s.byName[namespace+"/"+name]]
+	return p, ok
 }
 
 // upsert stores p, recording an add or, when the content changed, an update.
+// A pod whose only change is its status (an API pod the kubelet patched) is
+// stored without an update, so readers see the API's latest status.
 func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podChanges) {
 	old, ok := current[p.UID]
-	if !ok {
-		current[p.UID] = p
-		s.byUID[p.UID] = p
+	switch {
+	case !ok:
 		ch.adds = append(ch.adds, p)
+	case old == p:
 		return
-	}
-	if !podsDiffer(old, p) {
-		return
-	}
-	p = p.DeepCopy()
-	if seen, ok := old.Annotations[types.ConfigFirstSeenAnnotationKey]; ok {
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
+	default:
+		changed := podsDiffer(old, p)
+		p = keepFirstSeen(p, old)
+		if changed {
+			ch.updates = append(ch.updates, p)
 		}
-		p.Annotations[types.ConfigFirstSeenAnnotationKey] = seen
 	}
 	current[p.UID] = p
 	s.byUID[p.UID] = p
-	ch.updates = append(ch.updates, p)
+	s.byName[p.Namespace+"/"+p.Name] = p.UID
+}
+
+// keepFirstSeen returns p with old's first-seen annotation (a copy when it
+// has to change).
+func keepFirstSeen(p, old *v1.Pod) *v1.Pod {
+	seen, ok := old.Annotations[types.ConfigFirstSeenAnnotationKey]
+	if !ok || p.Annotations[types.ConfigFirstSeenAnnotationKey] == seen {
+		return p
+	}
+	p = p.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[types.ConfigFirstSeenAnnotationKey] = seen
+	return p
 }
 
 func (s *podStore) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
@@ -197,6 +204,9 @@ func (s *podStore) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
 		if _, ok := pods[uid]; ok {
 			return // another source still has it
 		}
+	}
+	if p, ok := s.byUID[uid]; ok && s.byName[p.Namespace+"/"+p.Name] == uid {
+		delete(s.byName, p.Namespace+"/"+p.Name)
 	}
 	delete(s.byUID, uid)
 }

@@ -146,3 +146,23 @@ func TestPodStoreKeepsFirstSeenOnUpdate(t *testing.T) {
 		t.Error("removed pod still stored")
 	}
 }
+
+func TestPodStoreStatusOnlyChange(t *testing.T) {
+	t.Parallel()
+	s := newPodStore()
+	api := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[types.ConfigSourceAnnotationKey] = types.APISource })
+	s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api}})
+	patched := api.DeepCopy()
+	patched.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
+	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{patched}})
+	if len(ch.adds)+len(ch.updates)+len(ch.removes) != 0 {
+		t.Fatalf("a status-only change is reported: %+v", ch)
+	}
+	got, ok := s.get("uid-a")
+	if !ok || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "example.com/gate" {
+		t.Fatalf("the stored pod does not carry the API's latest status: %+v", got)
+	}
+	if p, ok := s.byFullName("default", "a"); !ok || p != got {
+		t.Fatalf("byFullName = %v %v, want the stored pod", p, ok)
+	}
+}

@@ -87,7 +87,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 	}
 	apiStatus := s.gen.generate(pod, ps, false)
 	s.status.SetPodStatus(pod, apiStatus)
-	if isTerminalPhase(apiStatus.Phase) {
+	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}
 	if err := s.state.networkError(); err != nil && !pod.Spec.HostNetwork {

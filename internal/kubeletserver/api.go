@@ -142,7 +142,8 @@ func loggerOf(opts APIOptions) *zap.Logger {
 }
 
 // NewAPIHandler builds the kubelet API: every endpoint, behind opts.Filter
-// (which may be nil only in tests of the handlers themselves).
+// (which may be nil only in tests of the handlers themselves); paths with "."
+// or ".." segments are refused with 400 before anything else.
 func NewAPIHandler(opts APIOptions) (http.Handler, error) {
 	if opts.Host == nil || opts.Health == nil {
 		return nil, errors.New("kubeletserver: Host and Health are required")
@@ -151,11 +152,13 @@ func NewAPIHandler(opts APIOptions) (http.Handler, error) {
 	mux := http.NewServeMux()
 	a.installReadOnly(mux)
 	a.installAuthRequired(mux)
-	var h http.Handler = refuseDotSegments(mux)
+	// Dot segments are refused before the filter: it authorizes (and serves)
+	// the cleaned path, so behind it they would go unseen.
+	var h http.Handler = mux
 	if opts.Filter != nil {
 		h = opts.Filter(h)
 	}
-	return h, nil
+	return refuseDotSegments(h), nil
 }
 
 // NewReadOnlyHandler builds the read-only subset of the API (no filter).

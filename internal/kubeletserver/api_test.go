@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -240,10 +241,15 @@ func TestAPIFilterWrapsEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, target := range []string{"/healthz", "/pods", "/metrics", "/stats/summary", "/configz", "/debug/pprof/",
-		"/containerLogs/default/web/app", "/runningpods/", "/containerLogs/../../etc/passwd", "/nope"} {
+		"/containerLogs/default/web/app", "/runningpods/", "/nope"} {
 		if rec := serveAPI(t, h, "GET", target); rec.Code != http.StatusUnauthorized {
 			t.Errorf("GET %s: %d; want the filter's 401", target, rec.Code)
 		}
+	}
+	// A path escape is refused before the filter (see
+	// TestAPIRefusesDotSegmentsBeforeTheFilter), never served.
+	if rec := serveAPI(t, h, "GET", "/containerLogs/../../etc/passwd"); rec.Code != http.StatusBadRequest {
+		t.Errorf("GET /containerLogs/../../etc/passwd: %d; want 400", rec.Code)
 	}
 }
 
@@ -433,5 +439,32 @@ func TestContainerLogsFollowFlushes(t *testing.T) {
 	case <-host.ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the log read did not end with the request")
+	}
+}
+
+// TestAPIRefusesDotSegmentsBeforeTheFilter: the real filter authorizes and
+// serves the cleaned path (as auth.Filter does), so dot segments must be
+// refused before it, not behind it.
+func TestAPIRefusesDotSegmentsBeforeTheFilter(t *testing.T) {
+	t.Parallel()
+	opts := testAPIOptions(&fakeHost{pods: []*v1.Pod{testPod()}, logs: "a log line\n"})
+	opts.Filter = func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = path.Clean(r.URL.Path)
+			next.ServeHTTP(w, r2)
+		})
+	}
+	h, err := NewAPIHandler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/stats/../healthz", "/containerLogs/default/../web/app", "/containerLogs/ns/web/..%2f..%2fetc"} {
+		if rec := serveAPI(t, h, "GET", target); rec.Code != http.StatusBadRequest {
+			t.Errorf("GET %s behind a path-cleaning filter: %d %q, want 400", target, rec.Code, rec.Body.String())
+		}
+	}
+	if rec := serveAPI(t, h, "GET", "/healthz"); rec.Code != http.StatusOK {
+		t.Errorf("GET /healthz: %d", rec.Code)
 	}
 }

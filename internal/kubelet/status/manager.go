@@ -208,7 +208,7 @@ func (m *Manager) TerminatePod(pod *v1.Pod) {
 		markUnknownTerminated(&status.InitContainerStatuses[i])
 	}
 	// Upstream leaves static pods in their phase (kubernetes#116484); so do we.
-	if !types.IsStaticPod(pod) && !isTerminal(status.Phase) {
+	if !types.IsStaticPod(pod) && !IsTerminal(status.Phase) {
 		status.Phase = v1.PodFailed
 	}
 	m.updateLocked(pod, status, true, true)
@@ -244,7 +244,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 		m.logger.Error("dropping pod status update", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
 		return
 	}
-	if isTerminal(old.Phase) && status.Phase != old.Phase {
+	if IsTerminal(old.Phase) && status.Phase != old.Phase {
 		m.logger.Warn("pod attempted to leave a terminal phase; keeping it",
 			zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("phase", string(old.Phase)),
 			zap.String("attempted", string(status.Phase)))
@@ -366,7 +366,8 @@ func initializedContainers(statuses []v1.ContainerStatus) []v1.ContainerStatus {
 	return nil
 }
 
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+// IsTerminal reports whether a pod phase is final (Succeeded or Failed).
+func IsTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
 
 func isRestartableInit(spec *v1.PodSpec, name string) bool {
 	for i := range spec.InitContainers {

@@ -49,8 +49,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time) v1.PodStatus {
 	out := *local.DeepCopy()
 	api = *api.DeepCopy()
-	transitioningToTerminal := !isTerminal(api.Phase) && isTerminal(out.Phase)
-	if isTerminal(api.Phase) && out.Phase != api.Phase {
+	transitioningToTerminal := !IsTerminal(api.Phase) && IsTerminal(out.Phase)
+	if IsTerminal(api.Phase) && out.Phase != api.Phase {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
 	out.Conditions = mergeConditions(api.Conditions, local.Conditions, transitioningToTerminal)
@@ -60,7 +60,7 @@ func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time) v1.Po
 	out.ContainerStatuses = mergeContainerStatuses(pod, api.ContainerStatuses, out.ContainerStatuses, false)
 	out.EphemeralContainerStatuses = mergeContainerStatuses(pod, api.EphemeralContainerStatuses, out.EphemeralContainerStatuses, false)
 	truncateTerminationMessages(pod, &out)
-	if isTerminal(out.Phase) {
+	if IsTerminal(out.Phase) {
 		notReadyWhenTerminal(&out, api.Conditions, now)
 	}
 	return out

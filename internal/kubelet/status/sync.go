@@ -138,7 +138,7 @@ func (m *Manager) mayDelete(pod *v1.Pod, phase v1.PodPhase, p podSync) bool {
 	if pod.DeletionTimestamp == nil || p.static() || IsMirrorPod(pod) {
 		return false
 	}
-	if !isTerminal(phase) || !p.e.finished {
+	if !IsTerminal(phase) || !p.e.finished {
 		return false
 	}
 	return m.safety == nil || m.safety.PodResourcesAreReclaimed(pod)
