@@ -28,6 +28,8 @@ type apiConn struct {
 	client      kubernetes.Interface
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+	// objects reads configMaps, secrets, tokens and services for the pods.
+	objects *apiobjects.Objects
 }
 
 // connectAPIServer TLS-bootstraps when needed (--bootstrap-kubeconfig), then
@@ -64,8 +66,13 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger 
 	b.StartStructuredLogging(3)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
+	objs, err := apiobjects.New(apiobjects.Options{Client: client, Logger: logger.Named("apiobjects")})
+	if err != nil {
+		b.Shutdown()
+		return nil, err
+	}
 	logger.Info("connected to the API server", zap.String("host", restCfg.Host), zap.String("node", nodeName))
-	return &apiConn{client: client, broadcaster: b, recorder: rec}, nil
+	return &apiConn{client: client, broadcaster: b, recorder: rec, objects: objs}, nil
 }
 
 // close stops the event broadcaster (events still queued are dropped).
@@ -100,23 +107,6 @@ func reservations(field string, in map[string]string) (v1.ResourceList, error) {
 	return out, nil
 }
 
-// clusterParts are the API-backed getters shared by the kubelet's parts.
-type clusterParts struct {
-	objects *apiobjects.Objects
-}
-
-// newClusterParts builds the API getters; without an API server it is empty.
-func newClusterParts(conn *apiConn, logger *zap.Logger) (*clusterParts, error) {
-	if conn == nil {
-		return &clusterParts{}, nil
-	}
-	objs, err := apiobjects.New(apiobjects.Options{Client: conn.client, Logger: logger.Named("apiobjects")})
-	if err != nil {
-		return nil, err
-	}
-	return &clusterParts{objects: objs}, nil
-}
-
 // runtimeVersion adapts the CRI runtime's Version to nodestatus.RuntimeInfo.
 type runtimeVersion struct{ rt internalapi.RuntimeService }
 
@@ -146,7 +136,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, name string,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
-		Recorder:              conn.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: name}),
+		Recorder:              conn.recorder,
 		Logger:                logger.Named("nodestatus"),
 	})
 }

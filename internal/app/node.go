@@ -60,7 +60,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 		return err
 	}
 	defer conn.close()
-	node, err := buildNode(cfg, clients, conn, logger)
+	node, err := buildNode(cfg, name, clients, conn, logger)
 	if err != nil {
 		return err
 	}

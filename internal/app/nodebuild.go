@@ -49,21 +49,13 @@ type node struct {
 // runtime helper, the runtime manager, PLEG, then the kubelet; with an API
 // server (conn) also the node status controller, the pod status sync and
 // mirror pods. It starts nothing.
-func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logger) (*node, error) {
-	name, err := nodeName(cfg)
-	if err != nil {
-		return nil, err
-	}
+func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, logger *zap.Logger) (*node, error) {
 	ips := nodeIPs(cfg)
 	recorder := podRecorder(conn, logger)
 	// The kubelet is built last, but the node status (readiness) and the status
 	// manager (pod deletion safety) ask it: they call through kl once it exists.
 	var kl *kubelet.Kubelet
 	var nodeCtrl *nodestatus.Controller
-	cl, err := newClusterParts(conn, logger)
-	if err != nil {
-		return nil, err
-	}
 	srcOpts := podsource.Options{
 		NodeName: name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
 		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
@@ -78,7 +70,7 @@ func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logg
 		srcOpts.NodeSynced = func() bool { return nodeCtrl != nil && nodeCtrl.Registered() }
 		stOpts.Client, stOpts.NodeName = conn.client, name
 		stOpts.PodDeletionSafety = reclaimFunc(func(p *v1.Pod) bool { return kl != nil && kl.PodResourcesAreReclaimed(p) })
-		volOpts.Objects = cl.objects
+		volOpts.Objects = conn.objects
 	}
 	sources, err := podsource.New(srcOpts)
 	if err != nil {
@@ -115,9 +107,9 @@ func buildNode(cfg *Config, clients *criClients, conn *apiConn, logger *zap.Logg
 		if err != nil {
 			return nil, err
 		}
-		opts.Node, opts.Mirrors, opts.Secrets = nodeCtrl, status.NewMirrorClient(conn.client, name), cl.objects
-		opts.EnvObjects, opts.Services = cl.objects, cl.objects
-		n.background = append(n.background, nodeCtrl.Run, st.Run, cl.objects.Run)
+		opts.Node, opts.Mirrors, opts.Secrets = nodeCtrl, status.NewMirrorClient(conn.client, name), conn.objects
+		opts.EnvObjects, opts.Services = conn.objects, conn.objects
+		n.background = append(n.background, nodeCtrl.Run, st.Run, conn.objects.Run)
 	}
 	if opts.Helper, err = kubelet.NewRuntimeHelper(opts); err != nil {
 		return nil, err
