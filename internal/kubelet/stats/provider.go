@@ -23,10 +23,10 @@ const defaultPodLogsDir = "/var/log/pods"
 // nodeRateKey is the node's entry in the CPU rate cache.
 const nodeRateKey = "node/"
 
-// PodLister returns the pods the kubelet wants to run (the desired pods); the
-// kubelet coordinator's Pods method fits.
+// PodLister looks up a pod the kubelet wants to run (a desired pod) by name;
+// the kubelet coordinator's GetPodByName fits. The pod is read, never changed.
 type PodLister interface {
-	Pods() []v1.Pod
+	GetPodByName(namespace, name string) (*v1.Pod, bool)
 }
 
 // Options configures a Provider.

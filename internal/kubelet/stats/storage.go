@@ -120,24 +120,28 @@ func (c *duCache) prune(now time.Time) {
 // etc-hosts, ephemeral-storage), a few pods at a time. rootFs is the filesystem of
 // RootDir, where logs and emptyDirs live.
 func (p *Provider) addStorage(ctx context.Context, pods []statsapi.PodStats, rootFs fsInfo) {
-	desired := map[string]*v1.Pod{}
-	if p.pods != nil {
-		list := p.pods.Pods()
-		for i := range list {
-			desired[string(list[i].UID)] = &list[i]
-		}
-	}
 	sem := make(chan struct{}, storageParallelism)
 	var wg sync.WaitGroup
 	for i := range pods {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p.podStorage(ctx, &pods[i], desired[pods[i].PodRef.UID], rootFs)
+			p.podStorage(ctx, &pods[i], p.desiredPod(pods[i].PodRef), rootFs)
 		})
 	}
 	wg.Wait()
 	p.du.prune(p.now())
+}
+
+// desiredPod returns the desired pod ref names, if it has ref's UID.
+func (p *Provider) desiredPod(ref statsapi.PodReference) *v1.Pod {
+	if p.pods == nil {
+		return nil
+	}
+	if pod, ok := p.pods.GetPodByName(ref.Namespace, ref.Name); ok && string(pod.UID) == ref.UID {
+		return pod
+	}
+	return nil
 }
 
 // podStorage is upstream's makePodStorageStats for one pod.

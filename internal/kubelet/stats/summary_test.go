@@ -23,7 +23,14 @@ import (
 // podList is a PodLister over a fixed list.
 type podList []v1.Pod
 
-func (l podList) Pods() []v1.Pod { return l }
+func (l podList) GetPodByName(namespace, name string) (*v1.Pod, bool) {
+	for i := range l {
+		if l[i].Namespace == namespace && l[i].Name == name {
+			return &l[i], true
+		}
+	}
+	return nil, false
+}
 
 var (
 	t0 = time.Unix(1700000000, 0)
