@@ -158,7 +158,7 @@ func (k *Kubelet) isPodInactive(p *v1.Pod) bool {
 		return true
 	}
 	terminal := status.IsTerminal(p.Status.Phase)
-	if st, ok := k.status.GetPodStatus(p.UID); ok && status.IsTerminal(st.Phase) {
+	if phase, ok := k.status.PodPhase(p.UID); ok && status.IsTerminal(phase) {
 		terminal = true
 	}
 	return terminal && !k.workers.IsPodTerminationRequested(p.UID)

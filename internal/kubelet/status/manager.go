@@ -127,6 +127,17 @@ func (m *Manager) GetPodStatus(uid k8stypes.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// PodPhase returns the phase of the pod's cached status (no copy of the rest).
+func (m *Manager) PodPhase(uid k8stypes.UID) (v1.PodPhase, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.pods[uid]
+	if !ok {
+		return "", false
+	}
+	return e.status.Phase, true
+}
+
 // SetPodStatus caches status as the pod's latest status. An update that would
 // move a terminated container back to running against the restart policy is
 // dropped (and logged); a terminal phase is kept whatever the new phase says.
