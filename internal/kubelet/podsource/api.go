@@ -165,6 +165,10 @@ func (a *apiSource) snapshot() ([]*v1.Pod, bool) {
 func (a *apiSource) sendLoop(ctx context.Context) {
 	var last []*v1.Pod
 	sent := false
+	// copies maps the store's objects of the last set sent to their annotated
+	// copies: an unchanged pod is sent as the same copy, so the consumer sees
+	// it unchanged without comparing or copying it again.
+	copies := map[*v1.Pod]*v1.Pod{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -176,8 +180,13 @@ func (a *apiSource) sendLoop(ctx context.Context) {
 			continue
 		}
 		out := make([]*v1.Pod, len(pods))
+		next := make(map[*v1.Pod]*v1.Pod, len(pods))
 		for i, pod := range pods {
-			out[i] = annotatedCopy(pod)
+			c, ok := copies[pod]
+			if !ok {
+				c = annotatedCopy(pod)
+			}
+			out[i], next[pod] = c, c
 		}
 		a.src.markSeen(types.APISource)
 		select {
@@ -185,7 +194,7 @@ func (a *apiSource) sendLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		last, sent = pods, true
+		last, sent, copies = pods, true, next
 		a.logger.Debug("Sent pods", zap.Int("pods", len(out)))
 	}
 }

@@ -349,3 +349,30 @@ func TestSamePods(t *testing.T) {
 		})
 	}
 }
+
+// TestAPISourceReusesUnchangedCopies: a pod the API did not change is sent as
+// the same copy in the next set, so consumers can skip it by pointer.
+func TestAPISourceReusesUnchangedCopies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFakeAPI(apiPod("default", "a", apiNode))
+	s := startAPISource(t, f, nil)
+	first := nextAPIUpdate(t, s)
+	if len(first.Pods) != 1 {
+		t.Fatalf("first set %v, want default/a", podKeys(first.Pods))
+	}
+	f.waitWatch(t)
+	if _, err := f.client.CoreV1().Pods("default").Create(ctx, apiPod("default", "b", apiNode), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next := nextAPIUpdate(t, s)
+	if !slices.Equal(podKeys(next.Pods), []string{"default/a", "default/b"}) {
+		t.Fatalf("second set %v", podKeys(next.Pods))
+	}
+	if next.Pods[0] != first.Pods[0] {
+		t.Error("the unchanged pod default/a was copied again")
+	}
+	if next.Pods[1].Annotations[types.ConfigSourceAnnotationKey] != types.APISource {
+		t.Errorf("new pod annotations %v", next.Pods[1].Annotations)
+	}
+}
