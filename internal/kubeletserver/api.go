@@ -3,7 +3,6 @@ package kubeletserver
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -182,8 +181,8 @@ type api struct {
 // installReadOnly registers what both servers serve (upstream
 // InstallAuthNotRequiredHandlers).
 func (a *api) installReadOnly(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.HandleFunc("GET /pods", a.pods)
+	mux.HandleFunc("GET /healthz", healthzHandler(a.opts.Health))
+	mux.HandleFunc("GET /pods", podsHandler(a.host))
 	if a.opts.Stats != nil {
 		mux.Handle("/stats/", a.opts.Stats)
 	}
@@ -227,19 +226,6 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
-func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
-	if err := a.opts.Health.Healthz(); err != nil {
-		http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
-}
-
-func (a *api) pods(w http.ResponseWriter, _ *http.Request) {
-	a.writeJSON(w, &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: a.host.Pods()})
-}
-
 func (a *api) runningPods(w http.ResponseWriter, r *http.Request) {
 	pods, err := a.host.GetRunningPods(r.Context())
 	if err != nil {
@@ -250,22 +236,9 @@ func (a *api) runningPods(w http.ResponseWriter, r *http.Request) {
 	for _, p := range pods {
 		list.Items = append(list.Items, *p)
 	}
-	a.writeJSON(w, list)
+	writeJSON(w, list)
 }
 
 func (a *api) configz(w http.ResponseWriter, _ *http.Request) {
-	a.writeJSON(w, map[string]any{"kubeletconfig": a.opts.Configz()})
-}
-
-// writeJSON encodes v as the response.
-func (a *api) writeJSON(w http.ResponseWriter, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(data); err != nil {
-		a.logger.Debug("write response", zap.Error(err))
-	}
+	writeJSON(w, map[string]any{"kubeletconfig": a.opts.Configz()})
 }

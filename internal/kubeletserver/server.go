@@ -116,28 +116,52 @@ func (s *Server) Close() error {
 // NewHandler builds the mux of the local endpoints.
 func NewHandler(opts Options) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := opts.Health.Healthz(); err != nil {
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	mux.HandleFunc("/healthz", healthzHandler(opts.Health))
 	if opts.Pods != nil {
+		pods := podsHandler(opts.Pods)
 		mux.HandleFunc("/pods", func(w http.ResponseWriter, r *http.Request) {
 			if !fromLoopback(r) {
 				http.Error(w, "forbidden: /pods answers loopback clients only", http.StatusForbidden)
 				return
 			}
-			list := v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: opts.Pods.Pods()}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(&list)
+			pods(w, r)
 		})
 	}
 	if opts.Gatherer != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	return mux
+}
+
+// healthzHandler answers "ok" while h is healthy, 500 with the reason else
+// (/healthz of the local endpoint and of the kubelet API).
+func healthzHandler(h HealthChecker) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if err := h.Healthz(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	}
+}
+
+// podsHandler answers the node's pods as a v1 PodList (/pods).
+func podsHandler(l PodLister) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, &v1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: l.Pods()})
+	}
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(data)
 }
 
 // fromLoopback reports whether the client connected from a loopback address.

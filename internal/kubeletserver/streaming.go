@@ -149,7 +149,7 @@ func (a *api) checkpoint(w http.ResponseWriter, r *http.Request) {
 			http.StatusInternalServerError)
 		return
 	}
-	a.writeJSON(w, map[string][]string{"items": {req.Location}})
+	writeJSON(w, map[string][]string{"items": {req.Location}})
 }
 
 // responder reports proxy errors.
