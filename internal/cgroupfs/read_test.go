@@ -3,24 +3,12 @@ package cgroupfs
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-)
 
-// writeFiles writes files (name -> content) under dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
+)
 
 func TestReadSample(t *testing.T) {
 	t.Parallel()
@@ -30,24 +18,24 @@ func TestReadSample(t *testing.T) {
 		Memory:  filepath.Join(base, "v1/memory/c"),
 		Pids:    filepath.Join(base, "v1/pids/c"),
 	}
-	writeFiles(t, v1.CPUAcct, map[string]string{"cpuacct.usage": "123456789\n"})
-	writeFiles(t, v1.Memory, map[string]string{
+	fstest.WriteTree(t, v1.CPUAcct, map[string]string{"cpuacct.usage": "123456789\n"})
+	fstest.WriteTree(t, v1.Memory, map[string]string{
 		"memory.usage_in_bytes": "1000000\n",
 		"memory.limit_in_bytes": "9223372036854771712\n",
 		"memory.stat": "cache 5\nrss 7\ninactive_file 3\ntotal_cache 50\ntotal_rss 700000\n" +
 			"total_inactive_file 200000\ntotal_pgfault 42\ntotal_pgmajfault 2\n",
 	})
-	writeFiles(t, v1.Pids, map[string]string{"pids.current": "3\n"})
+	fstest.WriteTree(t, v1.Pids, map[string]string{"pids.current": "3\n"})
 
 	v1Limited := v1
 	v1Limited.Memory = filepath.Join(base, "v1/memory/limited")
-	writeFiles(t, v1Limited.Memory, map[string]string{
+	fstest.WriteTree(t, v1Limited.Memory, map[string]string{
 		"memory.usage_in_bytes": "100\n", "memory.limit_in_bytes": "1000\n", "memory.stat": "total_inactive_file 300\n",
 	})
 	v1MemoryOnly := Paths{Memory: v1Limited.Memory, CPUAcct: filepath.Join(base, "missing"), Pids: filepath.Join(base, "missing")}
 
 	v2 := Paths{V2: true, Unified: filepath.Join(base, "v2/c")}
-	writeFiles(t, v2.Unified, map[string]string{
+	fstest.WriteTree(t, v2.Unified, map[string]string{
 		"cpu.stat":       "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n",
 		"memory.current": "4096000\n",
 		"memory.max":     "max\n",
@@ -55,13 +43,13 @@ func TestReadSample(t *testing.T) {
 		"pids.current":   "5\n",
 	})
 	v2Limited := Paths{V2: true, Unified: filepath.Join(base, "v2/limited")}
-	writeFiles(t, v2Limited.Unified, map[string]string{
+	fstest.WriteTree(t, v2Limited.Unified, map[string]string{
 		"cpu.stat": "usage_usec 1\n", "memory.current": "500\n", "memory.max": "2000\n", "memory.stat": "inactive_file 700\n",
 	})
 	v2NoMemory := Paths{V2: true, Unified: filepath.Join(base, "v2/nomem")}
-	writeFiles(t, v2NoMemory.Unified, map[string]string{"cpu.stat": "user_usec 1\n"})
+	fstest.WriteTree(t, v2NoMemory.Unified, map[string]string{"cpu.stat": "user_usec 1\n"})
 	v2NoStat := Paths{V2: true, Unified: filepath.Join(base, "v2/nostat")}
-	writeFiles(t, v2NoStat.Unified, map[string]string{"cpu.stat": "usage_usec 1\n", "memory.current": "500\n"})
+	fstest.WriteTree(t, v2NoStat.Unified, map[string]string{"cpu.stat": "usage_usec 1\n", "memory.current": "500\n"})
 
 	for _, tc := range []struct {
 		desc     string
@@ -119,7 +107,7 @@ func TestReadSample(t *testing.T) {
 func TestReadCPU(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"cpuacct.usage": "lots\n", "cpu.stat": "usage_usec 3\n"})
+	fstest.WriteTree(t, dir, map[string]string{"cpuacct.usage": "lots\n", "cpu.stat": "usage_usec 3\n"})
 	if _, err := ReadCPUAcct(dir); err == nil || errors.Is(err, ErrGone) {
 		t.Errorf("ReadCPUAcct of garbage: err = %v, want a parse error", err)
 	}

@@ -2,29 +2,17 @@ package dockershim
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
 // The parsing itself is tested in internal/cgroupfs; these tests cover the shim's
 // adapter: its error for a host without cgroups, the field mapping of paths and
 // samples, and errCgroupGone.
-
-// cgroupTestWrite writes files (name -> content) under dir.
-func cgroupTestWrite(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func TestCgroupParseMountinfo(t *testing.T) {
 	t.Parallel()
@@ -98,15 +86,15 @@ func TestCgroupReadSample(t *testing.T) {
 		memory:  filepath.Join(base, "v1/memory/c"),
 		pids:    filepath.Join(base, "v1/pids/c"),
 	}
-	cgroupTestWrite(t, v1.cpuacct, map[string]string{"cpuacct.usage": "123456789\n"})
-	cgroupTestWrite(t, v1.memory, map[string]string{
+	fstest.WriteTree(t, v1.cpuacct, map[string]string{"cpuacct.usage": "123456789\n"})
+	fstest.WriteTree(t, v1.memory, map[string]string{
 		"memory.usage_in_bytes": "1000000\n",
 		"memory.limit_in_bytes": "2000000\n",
 		"memory.stat":           "total_rss 700000\ntotal_inactive_file 200000\ntotal_pgfault 42\ntotal_pgmajfault 2\n",
 	})
-	cgroupTestWrite(t, v1.pids, map[string]string{"pids.current": "3\n"})
+	fstest.WriteTree(t, v1.pids, map[string]string{"pids.current": "3\n"})
 	v2 := cgroupPaths{v2: true, unified: filepath.Join(base, "v2/c")}
-	cgroupTestWrite(t, v2.unified, map[string]string{
+	fstest.WriteTree(t, v2.unified, map[string]string{
 		"cpu.stat": "usage_usec 2500\n", "memory.current": "500\n", "memory.max": "max\n", "memory.stat": "inactive_file 100\n",
 	})
 

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
 const statsTestNetDev = `Inter-|   Receive                                                |  Transmit
@@ -55,13 +56,13 @@ func statsTestProc(t *testing.T) (procRoot, cgRoot string) {
 	t.Helper()
 	base := t.TempDir()
 	procRoot, cgRoot = filepath.Join(base, "proc"), filepath.Join(base, "cgroup")
-	cgroupTestWrite(t, filepath.Join(procRoot, "self"), map[string]string{
+	fstest.WriteTree(t, filepath.Join(procRoot, "self"), map[string]string{
 		"mountinfo": fmt.Sprintf("24 1 0:22 / %s rw - cgroup2 cgroup2 rw\n", cgRoot),
 	})
-	cgroupTestWrite(t, filepath.Join(procRoot, "42"), map[string]string{"cgroup": "0::/pod/ctr\n"})
-	cgroupTestWrite(t, filepath.Join(procRoot, "42", "net"), map[string]string{"dev": statsTestNetDev})
+	fstest.WriteTree(t, filepath.Join(procRoot, "42"), map[string]string{"cgroup": "0::/pod/ctr\n"})
+	fstest.WriteTree(t, filepath.Join(procRoot, "42", "net"), map[string]string{"dev": statsTestNetDev})
 	for dir, usage := range map[string]string{"pod": "9000", "pod/ctr": "4000"} {
-		cgroupTestWrite(t, filepath.Join(cgRoot, dir), map[string]string{
+		fstest.WriteTree(t, filepath.Join(cgRoot, dir), map[string]string{
 			"cpu.stat": "usage_usec " + usage + "\n", "memory.current": "100\n", "memory.stat": "inactive_file 10\n", "pids.current": "2\n",
 		})
 	}
@@ -178,7 +179,7 @@ func TestStatsServiceWithFakeProc(t *testing.T) {
 		t.Errorf("writable layer = %v", st.WritableLayer)
 	}
 
-	cgroupTestWrite(t, filepath.Join(cgRoot, "pod/ctr"), map[string]string{"cpu.stat": "usage_usec 5000\n"})
+	fstest.WriteTree(t, filepath.Join(cgRoot, "pod/ctr"), map[string]string{"cpu.stat": "usage_usec 5000\n"})
 	now = now.Add(time.Second)
 	resp, err = s.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{ContainerId: "c1"})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 // BenchmarkCluster measures the node against a real control plane of its own:
@@ -182,9 +183,12 @@ type countingProxy struct {
 // startCountingProxy starts the proxy for n (closed once n's kubelet stopped).
 func startCountingProxy(tb testing.TB, n *clusterNode) *countingProxy {
 	tb.Helper()
-	ca := loadCA(tb, n.c)
-	srvCert, srvKey := filepath.Join(n.dir, "proxy.crt"), filepath.Join(n.dir, "proxy.key")
-	ca.issue(tb, servingTemplate(), srvCert, srvKey)
+	ca := n.c.CA(tb)
+	srvCert, srvKey := ca.IssueFiles(tb, n.dir, "proxy", testca.Cert{
+		CommonName: "127.0.0.1",
+		IPs:        []net.IP{net.ParseIP("127.0.0.1")},
+		Usage:      []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	serving, err := tls.LoadX509KeyPair(srvCert, srvKey)
 	if err != nil {
 		tb.Fatal(err)
@@ -194,7 +198,7 @@ func startCountingProxy(tb testing.TB, n *clusterNode) *countingProxy {
 		tb.Fatal(err)
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(ca.Cert)
 	target, err := url.Parse(n.c.APIServer)
 	if err != nil {
 		tb.Fatal(err)

@@ -4,16 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/testca"
 )
 
 // Flags every cluster node gets (cluster DNS of the test cluster: nothing
@@ -123,13 +115,10 @@ func newClusterNode(t testing.TB, c *controlplane.Cluster) *clusterNode {
 	t.Helper()
 	n := &clusterNode{node: newNode(t), c: c}
 	n.kubeconfig = filepath.Join(n.dir, "kubelet.conf")
-	ca := loadCA(t, c)
-	certFile, keyFile := filepath.Join(n.dir, "node.crt"), filepath.Join(n.dir, "node.key")
-	ca.issue(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "system:node:" + n.name, Organization: []string{"system:nodes"}},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, certFile, keyFile)
+	certFile, keyFile := c.CA(t).IssueFiles(t, n.dir, "node", testca.Cert{
+		CommonName:    "system:node:" + n.name,
+		Organizations: []string{"system:nodes"},
+	})
 	writeKubeconfig(t, n.kubeconfig, c.APIServer, c.CAFile, certFile, keyFile)
 	n.setClusterFlags()
 	// Teardown runs after the kubelet stopped: nothing re-registers the node.
@@ -305,6 +294,29 @@ func (n *clusterNode) applyYAML(body string) {
 	n.kubectl(body, "apply", "-f", "-")
 }
 
+// podYAML is a pod of n.ns for applyYAML: one container, main, of the busybox
+// image running command (a YAML flow sequence), with grace seconds of
+// termination grace; each of containerFields is one more field of the
+// container, such as "stdin: true".
+func podYAML(name string, grace int, command string, containerFields ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: @NS@}
+spec:
+  terminationGracePeriodSeconds: %d
+  containers:
+  - name: main
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: %s
+`, name, grace, command)
+	for _, f := range containerFields {
+		b.WriteString("    " + f + "\n")
+	}
+	return b.String()
+}
+
 // waitLog waits until the CRI log of a container of p holds want and returns it.
 func (n *clusterNode) waitLog(p *v1.Pod, container, want string, timeout time.Duration) string {
 	n.t.Helper()
@@ -318,95 +330,6 @@ func (n *clusterNode) waitLog(p *v1.Pod, container, want string, timeout time.Du
 		return strings.Contains(log, want), log
 	})
 	return log
-}
-
-// testCA signs certificates with the cluster CA.
-type testCA struct {
-	cert *x509.Certificate
-	key  any
-}
-
-func loadCA(t testing.TB, c *controlplane.Cluster) *testCA {
-	t.Helper()
-	certPEM, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		t.Fatalf("no PEM in %s", c.CAFile)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatalf("parse %s: %v", c.CAFile, err)
-	}
-	keyPEM, err := os.ReadFile(c.CAKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		t.Fatalf("no PEM in %s", c.CAKeyFile)
-	}
-	key, err := parseKey(kb.Bytes)
-	if err != nil {
-		t.Fatalf("parse %s: %v", c.CAKeyFile, err)
-	}
-	return &testCA{cert: cert, key: key}
-}
-
-func parseKey(der []byte) (any, error) {
-	if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
-		return k, nil
-	}
-	if k, err := x509.ParseECPrivateKey(der); err == nil {
-		return k, nil
-	}
-	return nil, errors.New("not a PKCS#8, PKCS#1 or EC private key")
-}
-
-// issue signs tmpl (subject, usages, SANs) with a fresh P-256 key, valid for a
-// day, and writes the certificate and key as PEM.
-func (ca *testCA) issue(t testing.TB, tmpl *x509.Certificate, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore = time.Now().Add(-time.Minute)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatalf("sign %s: %v", tmpl.Subject.CommonName, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// servingTemplate is a TLS server certificate for 127.0.0.1.
-func servingTemplate() *x509.Certificate {
-	return &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "127.0.0.1"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
 }
 
 // writeKubeconfig writes a kubeconfig with a client certificate.

@@ -141,9 +141,8 @@ func testTLSBootstrap(t *testing.T, c *controlplane.Cluster) {
 	if cert == nil || !hasKey {
 		t.Fatalf("%s holds no certificate and key (certificate %v, key %v)", current, cert != nil, hasKey)
 	}
-	ca := loadCA(t, c)
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots.AddCert(c.CA(t).Cert)
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Errorf("the bootstrapped certificate does not verify against the cluster CA for client auth: %v", err)
 	}

@@ -306,17 +306,10 @@ func checkResolv(t *testing.T, n *clusterNode, resolv string) {
 	}
 }
 
-const graceYAML = `apiVersion: v1
-kind: Pod
-metadata: {name: graceful, namespace: @NS@}
-spec:
-  terminationGracePeriodSeconds: 30
-  containers:
-  - name: main
-    image: @IMAGE@
-    imagePullPolicy: Never
-    command: ["sh", "-c", "trap 'echo got-term; sleep 3; echo bye; exit 0' TERM; echo started; while true; do sleep 1; done"]
-`
+// graceYAML is a pod whose container needs 3 s to exit after SIGTERM (30 s grace).
+func graceYAML() string {
+	return podYAML("graceful", 30, `["sh", "-c", "trap 'echo got-term; sleep 3; echo bye; exit 0' TERM; echo started; while true; do sleep 1; done"]`)
+}
 
 // testGracefulDeletion: `kubectl delete` of a pod whose container takes 3 s to
 // exit after SIGTERM: the kubelet waits for it (within the 30 s grace), reports
@@ -327,7 +320,7 @@ func testGracefulDeletion(t *testing.T, c *controlplane.Cluster) {
 	n.createNamespace()
 	n.start()
 	n.waitNodeReady(60 * time.Second)
-	n.applyYAML(graceYAML)
+	n.applyYAML(graceYAML())
 	p := n.waitAPIPod("graceful", podStartTimeout, "running", runningAndReady)
 	n.waitLog(p, "main", "started\n", 20*time.Second)
 	ip := p.Status.PodIP

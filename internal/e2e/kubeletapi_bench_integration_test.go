@@ -76,7 +76,7 @@ func reportLatencies(b *testing.B, name string, sorted []float64) {
 
 func benchExec(b *testing.B, c *controlplane.Cluster) {
 	n := newAPINode(b, c)
-	n.applyYAML(shellYAML)
+	n.applyYAML(shellYAML())
 	n.waitAPIPod("shell", podStartTimeout, "running", runningAndReady)
 	const rounds = 30
 	b.ResetTimer()

@@ -143,17 +143,10 @@ func deleteIgnoringNotFound(t testing.TB, what string, err error) {
 	}
 }
 
-const busyYAML = `apiVersion: v1
-kind: Pod
-metadata: {name: busy, namespace: @NS@}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: @IMAGE@
-    imagePullPolicy: Never
-    command: ["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > /dev/shm/ballast; exec sleep 3600"]
-`
+// busyYAML is a pod that burns some CPU and holds 8 MiB in /dev/shm, then sleeps.
+func busyYAML() string {
+	return podYAML("busy", 1, `["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; head -c 8388608 /dev/zero > /dev/shm/ballast; exec sleep 3600"]`)
+}
 
 // testStatsSummary: a metrics-server-shaped read: GET /stats/summary with the
 // token of a service account allowed nodes/stats, decoded as the upstream
@@ -161,7 +154,7 @@ spec:
 // memory; and with only_cpu_and_memory=true.
 func testStatsSummary(t *testing.T, c *controlplane.Cluster) {
 	n := newAPINode(t, c)
-	n.applyYAML(busyYAML)
+	n.applyYAML(busyYAML())
 	p := n.waitAPIPod("busy", podStartTimeout, "running", runningAndReady)
 	cred := kubeletCred{token: n.serviceAccountToken("stats-reader", statsReaderRules)}
 	var summary statsv1alpha1.Summary
@@ -245,7 +238,7 @@ func usageProblems(what string, cpu *statsv1alpha1.CPUStats, mem *statsv1alpha1.
 // is refused. The API server's own certificate is the positive control.
 func testAPIRefusals(t *testing.T, c *controlplane.Cluster) {
 	n := newAPINode(t, c)
-	n.applyYAML(shellYAML)
+	n.applyYAML(shellYAML())
 	n.waitAPIPod("shell", podStartTimeout, "running", runningAndReady)
 	stats := kubeletCred{token: n.serviceAccountToken("stats-reader", statsReaderRules)}
 	nobody := kubeletCred{token: n.serviceAccountToken("nobody", nil)}
@@ -328,17 +321,17 @@ func refusalCases(ns string, stats, nobody, master kubeletCred) []refusalCase {
 		{desc: "escape: container ...", method: "GET", path: "/containerLogs/" + ns + "/shell/...", cred: master, want: http.StatusBadRequest},
 		{desc: "escape: namespace not a DNS label", method: "GET", path: "/containerLogs/" + ns + "_x/shell/main", cred: master, want: http.StatusBadRequest},
 		{desc: "escape: container ..\\etc", method: "GET", path: "/containerLogs/" + ns + "/shell/..%5cetc", cred: master, want: http.StatusBadRequest},
-		// Dot segments, escaped or not: the path is cleaned before it is
-		// authorized and served, so they end in a 404 or a refusal.
+		// Dot segments, escaped or not, are refused (400) before the path is
+		// authorized or served, whoever asks.
 		{desc: "escape: container ../../etc", method: "GET", path: "/containerLogs/" + ns + "/shell/..%2f..%2fetc", cred: master, want: any4xx},
 		{desc: "escape: container ../../etc/passwd", method: "GET", path: "/containerLogs/" + ns + "/shell/..%2F..%2F..%2F..%2Fetc%2Fpasswd", cred: master, want: any4xx},
 		{desc: "escape: namespace ../../..", method: "GET", path: "/containerLogs/..%2f..%2f..%2f/shell/main", cred: master, want: any4xx},
 		{desc: "escape: pod ../../etc", method: "GET", path: "/containerLogs/" + ns + "/..%2f..%2fetc/main", cred: master, want: any4xx},
 		{desc: "escape: namespace %2e%2e", method: "GET", path: "/containerLogs/%2e%2e/shell/main", cred: master, want: any4xx},
 		{desc: "escape: container ..", method: "GET", path: "/containerLogs/" + ns + "/shell/main/..", cred: master, want: any4xx},
-		{desc: "escape: stats reader, /stats/../pods", method: "GET", path: "/stats/../pods", cred: stats, want: http.StatusForbidden},
-		{desc: "escape: stats reader, /stats/..%2fpods", method: "GET", path: "/stats/..%2fpods", cred: stats, want: http.StatusForbidden},
-		{desc: "escape: stats reader, /metrics/../containerLogs", method: "GET", path: "/metrics/.." + logs, cred: stats, want: http.StatusForbidden},
+		{desc: "escape: stats reader, /stats/../pods", method: "GET", path: "/stats/../pods", cred: stats, want: http.StatusBadRequest},
+		{desc: "escape: stats reader, /stats/..%2fpods", method: "GET", path: "/stats/..%2fpods", cred: stats, want: http.StatusBadRequest},
+		{desc: "escape: stats reader, /metrics/../containerLogs", method: "GET", path: "/metrics/.." + logs, cred: stats, want: http.StatusBadRequest},
 		{desc: "escape: /logs/../etc/passwd", method: "GET", path: "/logs/../etc/passwd", cred: master, want: any4xx},
 		{desc: "escape: /logs/..%2fetc%2fpasswd", method: "GET", path: "/logs/..%2f..%2fetc%2fpasswd", cred: master, want: any4xx},
 		{desc: "escape: /logs/%2e%2e/etc/passwd", method: "GET", path: "/logs/%2e%2e/%2e%2e/etc/passwd", cred: master, want: any4xx},

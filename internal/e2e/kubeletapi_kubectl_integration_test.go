@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/streamtest"
 )
 
 // TestIntegrationKubeletAPI drives the kubelet API (HTTPS on 127.0.0.1:--port)
@@ -79,7 +80,7 @@ func (n *clusterNode) kubectlResult(stdin string, args ...string) (stdout, stder
 // bgKubectl is a kubectl process running in the background (logs -f, attach,
 // port-forward). The test's cleanup kills it (by its PID, through its context).
 type bgKubectl struct {
-	stdout, stderr *notifyBuffer
+	stdout, stderr *streamtest.Buffer
 	cmd            *exec.Cmd
 	cancel         context.CancelFunc
 	done           chan struct{}
@@ -90,7 +91,7 @@ type bgKubectl struct {
 func (n *clusterNode) startKubectl(t *testing.T, stdin io.Reader, args ...string) *bgKubectl {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	k := &bgKubectl{stdout: newNotifyBuffer(), stderr: newNotifyBuffer(), cancel: cancel, done: make(chan struct{})}
+	k := &bgKubectl{stdout: streamtest.NewBuffer(), stderr: streamtest.NewBuffer(), cancel: cancel, done: make(chan struct{})}
 	k.cmd = n.c.KubectlCmd(ctx, append([]string{"-n", n.ns}, args...)...)
 	k.cmd.Stdin, k.cmd.Stdout, k.cmd.Stderr = stdin, k.stdout, k.stderr
 	if err := k.cmd.Start(); err != nil {
@@ -185,7 +186,7 @@ func testKubectlLogs(t *testing.T, c *controlplane.Cluster) {
 	third := checkTimestamps(t, n.kubectl("", "-n", n.ns, "logs", "talker", "--timestamps"))
 
 	follow := n.startKubectl(t, nil, "logs", "-f", "talker")
-	follow.stdout.waitFor(t, "third\n", 20*time.Second)
+	follow.stdout.WaitFor(t, "third\n", 20*time.Second)
 	if strings.Contains(follow.stdout.String(), "late") {
 		t.Fatalf("the test was too slow: the line after the pause was logged before kubectl logs -f started")
 	}
@@ -194,7 +195,7 @@ func testKubectlLogs(t *testing.T, c *controlplane.Cluster) {
 	if got := n.kubectl("", "-n", n.ns, "logs", "talker", "--since=2s"); strings.Contains(got, "first") || strings.Contains(got, "third") {
 		t.Errorf("kubectl logs --since=2s (third line at %s, now %s) = %q, want no older line", third.Format(time.RFC3339Nano), time.Now().Format(time.RFC3339Nano), got)
 	}
-	follow.stdout.waitFor(t, "late\n", 30*time.Second)
+	follow.stdout.WaitFor(t, "late\n", 30*time.Second)
 	start := time.Now()
 	if code := follow.wait(t, 30*time.Second); code != 0 {
 		t.Errorf("kubectl logs -f exited with %d after the container exited: %s", code, follow.stderr)
@@ -242,23 +243,16 @@ func checkTimestamps(t *testing.T, out string) time.Time {
 	return last
 }
 
-const shellYAML = `apiVersion: v1
-kind: Pod
-metadata: {name: shell, namespace: @NS@}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: @IMAGE@
-    imagePullPolicy: Never
-    command: ["sh", "-c", "echo kubelet-api-log-marker; exec sleep 3600"]
-`
+// shellYAML is a pod that logs a marker line and sleeps (for exec and logs).
+func shellYAML() string {
+	return podYAML("shell", 1, `["sh", "-c", "echo kubelet-api-log-marker; exec sleep 3600"]`)
+}
 
 // testKubectlExec: kubectl exec with stdout and stderr apart, exit codes, stdin
 // (-i) and a large output, in the pod's container.
 func testKubectlExec(t *testing.T, c *controlplane.Cluster) {
 	n := newAPINode(t, c)
-	n.applyYAML(shellYAML)
+	n.applyYAML(shellYAML())
 	n.waitAPIPod("shell", podStartTimeout, "running", runningAndReady)
 	for _, tc := range []struct {
 		desc       string
@@ -302,18 +296,10 @@ func testKubectlExec(t *testing.T, c *controlplane.Cluster) {
 	}
 }
 
-const attachYAML = `apiVersion: v1
-kind: Pod
-metadata: {name: reader, namespace: @NS@}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: @IMAGE@
-    imagePullPolicy: Never
-    stdin: true
-    command: ["sh", "-c", "echo ready; while read line; do echo got-$line; echo err-$line >&2; done; echo stdin-closed"]
-`
+// attachYAML is a pod echoing the lines of its stdin to stdout and stderr.
+func attachYAML() string {
+	return podYAML("reader", 1, `["sh", "-c", "echo ready; while read line; do echo got-$line; echo err-$line >&2; done; echo stdin-closed"]`, "stdin: true")
+}
 
 // testKubectlAttach: kubectl attach -i to a container reading stdin: lines
 // written to kubectl reach the container and its answers (stdout and stderr)
@@ -321,18 +307,18 @@ spec:
 // attach works.
 func testKubectlAttach(t *testing.T, c *controlplane.Cluster) {
 	n := newAPINode(t, c)
-	n.applyYAML(attachYAML)
+	n.applyYAML(attachYAML())
 	n.waitAPIPod("reader", podStartTimeout, "running", runningAndReady)
 	for i, word := range []string{"one", "two"} {
 		stdinR, stdinW := io.Pipe()
 		a := n.startKubectl(t, stdinR, "attach", "-i", "reader", "-c", "main")
 		// kubectl writes stdin only once the stream is up; until then the pipe blocks.
 		go func() { _, _ = io.WriteString(stdinW, word+"\n") }()
-		a.stdout.waitFor(t, "got-"+word+"\n", 20*time.Second)
-		a.stderr.waitFor(t, "err-"+word+"\n", 10*time.Second)
+		a.stdout.WaitFor(t, "got-"+word+"\n", 20*time.Second)
+		a.stderr.WaitFor(t, "err-"+word+"\n", 10*time.Second)
 		if i == 0 {
 			go func() { _, _ = io.WriteString(stdinW, "again\n") }()
-			a.stdout.waitFor(t, "got-again\n", 10*time.Second)
+			a.stdout.WaitFor(t, "got-again\n", 10*time.Second)
 		}
 		a.stop()
 		_ = stdinW.Close()

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +23,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	utilexec "k8s.io/utils/exec"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/streamtest"
 )
 
 // TestIntegrationShimStreaming drives the streaming server of a shim-only
@@ -46,7 +45,7 @@ func TestIntegrationShimStreaming(t *testing.T) {
 		}
 		var stdout, stderr bytes.Buffer
 		err = spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
-		if got := exitStatus(t, err); got != 3 {
+		if got := streamtest.ExitStatus(t, err); got != 3 {
 			t.Fatalf("exit code = %d; want 3", got)
 		}
 		if stdout.String() != "out\n" || stderr.String() != "err\n" {
@@ -63,7 +62,7 @@ func TestIntegrationShimStreaming(t *testing.T) {
 		}
 		stdinR, stdinW := io.Pipe()
 		defer stdinW.Close()
-		stdout := newNotifyBuffer()
+		stdout := streamtest.NewBuffer()
 		streamDone := make(chan error, 1)
 		exec := spdyExecutor(t, resp.Url)
 		go func() {
@@ -72,7 +71,7 @@ func TestIntegrationShimStreaming(t *testing.T) {
 		if _, err := stdinW.Write([]byte("hi\n")); err != nil {
 			t.Fatalf("write stdin: %v", err)
 		}
-		stdout.waitFor(t, "hi", 10*time.Second)
+		stdout.WaitFor(t, "hi", 10*time.Second)
 		cancel()
 		select {
 		case <-streamDone:
@@ -220,59 +219,6 @@ func spdyExecutor(t *testing.T, rawURL string) remotecommand.Executor {
 		t.Fatalf("NewSPDYExecutor: %v", err)
 	}
 	return e
-}
-
-// exitStatus maps the client's stream error to an exit code.
-func exitStatus(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 0
-	}
-	var exitErr utilexec.ExitError
-	if !errors.As(err, &exitErr) {
-		t.Fatalf("stream error %v carries no exit code", err)
-	}
-	return exitErr.ExitStatus()
-}
-
-// notifyBuffer is a goroutine-safe buffer that signals every write.
-type notifyBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	wrote chan struct{}
-}
-
-func newNotifyBuffer() *notifyBuffer { return &notifyBuffer{wrote: make(chan struct{}, 1)} }
-
-func (b *notifyBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.buf.Write(p)
-	select {
-	case b.wrote <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (b *notifyBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor waits until the buffer contains want.
-func (b *notifyBuffer) waitFor(t *testing.T, want string, timeout time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for !strings.Contains(b.String(), want) {
-		select {
-		case <-b.wrote:
-		case <-timer.C:
-			t.Fatalf("output %q does not contain %q after %s", b.String(), want, timeout)
-		}
-	}
 }
 
 // forwardPort starts a client-go port forwarder (as crictl does) from a kernel-chosen

@@ -5,15 +5,14 @@ package streaming
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
-	utilexec "k8s.io/utils/exec"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/streamtest"
 )
 
 // The end-to-end tests (internal/e2e) drive the server over SPDY like crictl;
@@ -49,66 +48,13 @@ func TestIntegrationRuntimeExec(t *testing.T) {
 			defer cancel()
 			var stdout, stderr bytes.Buffer
 			err := rt.Exec(ctx, id, tc.cmd, nil, nopWriteCloser{&stdout}, nopWriteCloser{&stderr}, false, nil)
-			if got := exitStatus(t, err); got != tc.wantCode {
+			if got := streamtest.ExitStatus(t, err); got != tc.wantCode {
 				t.Fatalf("exit code = %d; want %d", got, tc.wantCode)
 			}
 			if stdout.String() != tc.wantStdout || stderr.String() != tc.wantStderr {
 				t.Fatalf("stdout %q, stderr %q; want %q, %q", stdout.String(), stderr.String(), tc.wantStdout, tc.wantStderr)
 			}
 		})
-	}
-}
-
-// exitStatus maps the Runtime's error to an exit code, as the library does.
-func exitStatus(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 0
-	}
-	var exitErr utilexec.ExitError
-	if !errors.As(err, &exitErr) {
-		t.Fatalf("exec error %v carries no exit code", err)
-	}
-	return exitErr.ExitStatus()
-}
-
-// notifyBuffer is a goroutine-safe buffer that signals every write.
-type notifyBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	wrote chan struct{}
-}
-
-func newNotifyBuffer() *notifyBuffer { return &notifyBuffer{wrote: make(chan struct{}, 1)} }
-
-func (b *notifyBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.buf.Write(p)
-	select {
-	case b.wrote <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (b *notifyBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor waits until the buffer contains want.
-func (b *notifyBuffer) waitFor(t *testing.T, want string, timeout time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for !strings.Contains(b.String(), want) {
-		select {
-		case <-b.wrote:
-		case <-timer.C:
-			t.Fatalf("output %q does not contain %q after %s", b.String(), want, timeout)
-		}
 	}
 }
 
@@ -120,7 +66,7 @@ func TestIntegrationRuntimeAttach(t *testing.T) {
 	defer cancel()
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	stdout := newNotifyBuffer()
+	stdout := streamtest.NewBuffer()
 	done := make(chan error, 1)
 	go func() {
 		done <- rt.Attach(ctx, id, stdinR, nopWriteCloser{stdout}, nopWriteCloser{io.Discard}, false, nil)
@@ -128,7 +74,7 @@ func TestIntegrationRuntimeAttach(t *testing.T) {
 	if _, err := stdinW.Write([]byte("hi\n")); err != nil {
 		t.Fatalf("write stdin: %v", err)
 	}
-	stdout.waitFor(t, "hi", 10*time.Second)
+	stdout.WaitFor(t, "hi", 10*time.Second)
 	cancel()
 	select {
 	case err := <-done:

@@ -21,7 +21,9 @@ func TestIntegrationObjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := createNamespace(ctx, t, c, "apiobjects-")
-	o, err := New(Options{Client: c.Client, CacheTTL: time.Second, Logger: zaptest.NewLogger(t)})
+	// The TTL leaves a loaded machine time to update the configMap within it.
+	const ttl = 2 * time.Second
+	o, err := New(Options{Client: c.Client, CacheTTL: ttl, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +38,7 @@ func TestIntegrationObjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		firstRead := time.Now() // the cache entry is stamped no earlier than this
 		got, err := o.GetConfigMap(ctx, ns, "cfg")
 		if err != nil || got.Data["k"] != "1" {
 			t.Fatalf("GetConfigMap = %v, %v", got, err)
@@ -44,12 +47,21 @@ func TestIntegrationObjects(t *testing.T) {
 		if _, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := o.GetConfigMap(ctx, ns, "cfg"); got.Data["k"] != "1" {
-			t.Logf("update visible before the TTL ended (slow test machine?): %q", got.Data["k"])
+		got, err = o.GetConfigMap(ctx, ns, "cfg")
+		if elapsed := time.Since(firstRead); elapsed >= ttl {
+			t.Fatalf("the update took %s, not within the %s TTL: the cached read cannot be checked", elapsed, ttl)
 		}
-		time.Sleep(1100 * time.Millisecond)
-		if got, err := o.GetConfigMap(ctx, ns, "cfg"); err != nil || got.Data["k"] != "2" {
-			t.Fatalf("after the TTL: %v, %v; want k=2", got, err)
+		if err != nil || got.Data["k"] != "1" {
+			t.Fatalf("within the TTL: %v, %v; want the cached k=1", got, err)
+		}
+		refreshCtx, cancel := context.WithTimeout(ctx, ttl+10*time.Second)
+		defer cancel()
+		poll(refreshCtx, t, "the update visible once the TTL ended", func() bool {
+			got, err := o.GetConfigMap(ctx, ns, "cfg")
+			return err == nil && got.Data["k"] == "2"
+		})
+		if since := time.Since(firstRead); since < ttl {
+			t.Errorf("update visible after %s, before the %s TTL ended", since, ttl)
 		}
 	})
 

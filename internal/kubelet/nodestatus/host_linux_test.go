@@ -3,30 +3,17 @@
 package nodestatus
 
 import (
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-)
 
-// writeTree writes files (path -> content) under root.
-func writeTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for p, content := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
+)
 
 func TestLinuxHostFromFiles(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	fstest.WriteTree(t, root, map[string]string{
 		"proc/cpuinfo":                   "processor\t: 0\nmodel name\t: x\n\nprocessor\t: 1\n\nprocessor\t: 2\n",
 		"proc/meminfo":                   "MemTotal:        8000000 kB\nMemFree:  100 kB\nMemAvailable:    6000000 kB\nHugePages_Total: 0\n",
 		"proc/loadavg":                   "0.10 0.20 0.30 2/345 9999\n",

@@ -217,19 +217,25 @@ func TestTerminatePod(t *testing.T) {
 				t.Errorf("phase = %s, want %s", got.Phase, tc.wantPhase)
 			}
 			all := append(append([]v1.ContainerStatus{}, got.InitContainerStatuses...), got.ContainerStatuses...)
+			byName := make(map[string]v1.ContainerStatus, len(all))
 			for _, cs := range all {
-				want, ok := tc.wantCodes[cs.Name]
+				byName[cs.Name] = cs
+				if _, ok := tc.wantCodes[cs.Name]; !ok && cs.State.Terminated != nil {
+					t.Errorf("%s terminated unexpectedly", cs.Name)
+				}
+			}
+			for name, want := range tc.wantCodes {
+				cs, ok := byName[name]
 				if !ok {
-					if cs.State.Terminated != nil {
-						t.Errorf("%s terminated unexpectedly", cs.Name)
-					}
+					t.Errorf("no status for container %s, want terminated %d", name, want)
 					continue
 				}
 				if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != want {
-					t.Errorf("%s state = %+v, want terminated %d", cs.Name, cs.State, want)
+					t.Errorf("%s state = %+v, want terminated %d", name, cs.State, want)
+					continue
 				}
 				if want == 137 && cs.State.Terminated.Reason != ContainerReasonStatusUnknown {
-					t.Errorf("%s reason = %q", cs.Name, cs.State.Terminated.Reason)
+					t.Errorf("%s reason = %q", name, cs.State.Terminated.Reason)
 				}
 			}
 		})

@@ -153,7 +153,7 @@ func TestMountVolumesDownwardAPI(t *testing.T) {
 	if info != (VolumeInfo{HostPath: wantDir, ReadOnly: true, Managed: true}) {
 		t.Fatalf("info %+v", info)
 	}
-	if fs, _ := mountFSType(wantDir); fs != "tmpfs" {
+	if fs := mustFSType(t, wantDir); fs != "tmpfs" {
 		t.Errorf("downwardAPI dir is on %q, want tmpfs", fs)
 	}
 	for rel, want := range map[string]string{"name": "web", "podinfo/labels": "app=\"web\"\ntier=\"front\"", "mem": "64"} {
@@ -199,7 +199,7 @@ func TestMountVolumesDownwardAPI(t *testing.T) {
 	if err := m.UnmountVolumes(ctx, pod.UID); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 }

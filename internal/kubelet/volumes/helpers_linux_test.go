@@ -51,6 +51,26 @@ func detachAll(t *testing.T, root string) {
 	}
 }
 
+// mustMountPoints is mountPointsUnder(dir); an error fails the test.
+func mustMountPoints(t testing.TB, dir string) []string {
+	t.Helper()
+	mps, err := mountPointsUnder(dir)
+	if err != nil {
+		t.Fatalf("list mounts under %s: %v", dir, err)
+	}
+	return mps
+}
+
+// mustFSType is mountFSType(dir); an error fails the test.
+func mustFSType(t testing.TB, dir string) string {
+	t.Helper()
+	fs, err := mountFSType(dir)
+	if err != nil {
+		t.Fatalf("file system type of %s: %v", dir, err)
+	}
+	return fs
+}
+
 func newPod(uid string, vols ...v1.Volume) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: k8stypes.UID(uid)},

@@ -70,7 +70,7 @@ func TestMountVolumesEmptyDirDisk(t *testing.T) {
 		if !fi.IsDir() || fi.Mode().Perm() != 0o777 {
 			t.Errorf("%s: mode %v, want a 0777 directory", name, fi.Mode())
 		}
-		if fs, _ := mountFSType(want); fs != "" {
+		if fs := mustFSType(t, want); fs != "" {
 			t.Errorf("%s: disk emptyDir is a %s mount", name, fs)
 		}
 	}
@@ -118,8 +118,8 @@ func TestMountVolumesEmptyDirMemory(t *testing.T) {
 		t.Fatalf("MountVolumes: %v", err)
 	}
 	dir := infos["shm"].HostPath
-	if fs, err := mountFSType(dir); err != nil || fs != "tmpfs" {
-		t.Fatalf("%s: fs %q (%v), want tmpfs", dir, fs, err)
+	if fs := mustFSType(t, dir); fs != "tmpfs" {
+		t.Fatalf("%s: fs %q, want tmpfs", dir, fs)
 	}
 	if opts := mountSuperOptions(t, dir); !strings.Contains(opts, "size=1024k") {
 		t.Errorf("tmpfs options %q, want size=1024k", opts)
@@ -139,7 +139,7 @@ func TestMountVolumesEmptyDirMemory(t *testing.T) {
 	if _, err := m.MountVolumes(ctx, pod); err != nil {
 		t.Fatalf("second MountVolumes: %v", err)
 	}
-	if mps, _ := mountPointsUnder(dir); len(mps) != 1 {
+	if mps := mustMountPoints(t, dir); len(mps) != 1 {
 		t.Errorf("mounts at %s after resync: %v, want one", dir, mps)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "small")); err != nil {
@@ -149,7 +149,7 @@ func TestMountVolumesEmptyDirMemory(t *testing.T) {
 	if err := m.UnmountVolumes(ctx, pod.UID); err != nil {
 		t.Fatalf("UnmountVolumes: %v", err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -319,7 +319,7 @@ func TestCleanupOrphans(t *testing.T) {
 	if _, err := os.Stat(m.podDir(orphan.UID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("orphan dir still there: %v", err)
 	}
-	if mps, _ := mountPointsUnder(m.podDir(active.UID)); len(mps) != 1 {
+	if mps := mustMountPoints(t, m.podDir(active.UID)); len(mps) != 1 {
 		t.Errorf("active pod mounts %v, want its one tmpfs", mps)
 	}
 	if _, err := os.Stat(filepath.Join(m.podDir(active.UID), "etc-hosts")); err != nil {
@@ -333,7 +333,7 @@ func TestCleanupOrphans(t *testing.T) {
 	if err := m.CleanupOrphans(ctx, nil); err != nil {
 		t.Fatalf("CleanupOrphans(nil): %v", err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Errorf("still mounted: %v", mps)
 	}
 	if _, err := os.Stat(m.podDir(active.UID)); !errors.Is(err, os.ErrNotExist) {

@@ -74,7 +74,7 @@ func TestIntegrationObjectVolumes(t *testing.T) {
 	if err := m.UnmountVolumes(ctx, pod.UID); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(root); len(mps) != 0 {
+	if mps := mustMountPoints(t, root); len(mps) != 0 {
 		t.Errorf("still mounted: %v", mps)
 	}
 }
@@ -121,7 +121,7 @@ func createVolumesPod(ctx context.Context, t *testing.T, c *controlplane.Cluster
 // the namespace, and a token the API server accepts for the pod's service account.
 func checkKubeAPIAccess(ctx context.Context, t *testing.T, c *controlplane.Cluster, pod *v1.Pod, dir string) {
 	t.Helper()
-	if fs, _ := mountFSType(dir); fs != "tmpfs" {
+	if fs := mustFSType(t, dir); fs != "tmpfs" {
 		t.Errorf("%s on %q, want tmpfs", dir, fs)
 	}
 	caPEM, err := os.ReadFile(c.CAFile)

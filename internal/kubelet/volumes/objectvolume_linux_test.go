@@ -78,7 +78,7 @@ func TestMountVolumesConfigMapUpdates(t *testing.T) {
 	if infos["config"] != (VolumeInfo{HostPath: dir, ReadOnly: true, Managed: true}) {
 		t.Fatalf("info %+v", infos["config"])
 	}
-	if fs, _ := mountFSType(dir); fs != "" {
+	if fs := mustFSType(t, dir); fs != "" {
 		t.Errorf("configMap volume is a %s mount, want a plain directory", fs)
 	}
 	if got := readFile(t, filepath.Join(dir, "app.conf")); got != "v1" {
@@ -141,7 +141,7 @@ func TestMountVolumesSecretOnTmpfs(t *testing.T) {
 	if want := filepath.Join(m.podsDir, "uid-secret", "volumes", "kubernetes.io~secret", "creds"); dir != want {
 		t.Fatalf("HostPath %s, want %s", dir, want)
 	}
-	if fs, _ := mountFSType(dir); fs != "tmpfs" {
+	if fs := mustFSType(t, dir); fs != "tmpfs" {
 		t.Fatalf("secret volume on %q, want tmpfs", fs)
 	}
 	// Memory-backed volumes are sized like emptyDir medium Memory (8Gi allocatable here).
@@ -163,13 +163,13 @@ func TestMountVolumesSecretOnTmpfs(t *testing.T) {
 	if _, err := m.MountVolumes(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(dir); len(mps) != 1 {
+	if mps := mustMountPoints(t, dir); len(mps) != 1 {
 		t.Errorf("mounts after resync %v, want one", mps)
 	}
 	if err := m.UnmountVolumes(ctx, pod.UID); err != nil {
 		t.Fatalf("UnmountVolumes: %v", err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 }
@@ -193,7 +193,7 @@ func TestMountVolumesProjectedKubeAPIAccess(t *testing.T) {
 	if want := filepath.Join(m.podsDir, "uid-kaa", "volumes", "kubernetes.io~projected", vol.Name); dir != want {
 		t.Fatalf("HostPath %s, want %s", dir, want)
 	}
-	if fs, _ := mountFSType(dir); fs != "tmpfs" {
+	if fs := mustFSType(t, dir); fs != "tmpfs" {
 		t.Fatalf("projected volume on %q, want tmpfs", fs)
 	}
 	for path, want := range map[string]string{"token": "token-1", "ca.crt": "-----BEGIN CERTIFICATE-----", "namespace": "shop"} {
@@ -237,7 +237,7 @@ func TestMountVolumesProjectedKubeAPIAccess(t *testing.T) {
 	if err := m.UnmountVolumes(ctx, pod.UID); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Fatalf("still mounted: %v", mps)
 	}
 	m.tokens.mu.Lock()
@@ -286,6 +286,9 @@ func TestMountVolumesObjectMissing(t *testing.T) {
 	infos, err := m.MountVolumes(ctx, optional)
 	if err != nil {
 		t.Fatalf("optional volumes: %v", err)
+	}
+	if len(infos) != 2 || infos["config"].HostPath == "" || infos["creds"].HostPath == "" {
+		t.Fatalf("infos %+v, want config and creds", infos)
 	}
 	for name, info := range infos {
 		entries, err := os.ReadDir(info.HostPath)
@@ -370,13 +373,13 @@ func TestCleanupOrphansObjectVolumes(t *testing.T) {
 	if _, err := m.MountVolumes(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	if mps, _ := mountPointsUnder(m.podDir(pod.UID)); len(mps) != 2 {
+	if mps := mustMountPoints(t, m.podDir(pod.UID)); len(mps) != 2 {
 		t.Fatalf("mounts %v, want the secret and projected tmpfs", mps)
 	}
 	if err := m.CleanupOrphans(ctx, map[k8stypes.UID]bool{}); err != nil {
 		t.Fatalf("CleanupOrphans: %v", err)
 	}
-	if mps, _ := mountPointsUnder(m.podsDir); len(mps) != 0 {
+	if mps := mustMountPoints(t, m.podsDir); len(mps) != 0 {
 		t.Errorf("still mounted: %v", mps)
 	}
 	if _, err := os.Stat(m.podDir(pod.UID)); !errors.Is(err, os.ErrNotExist) {
