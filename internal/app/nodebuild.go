@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
@@ -23,7 +24,6 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -120,7 +120,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	}
 	opts.Runtime = rt
 	runner.bind(rt)
-	opts.Cache = pleg.NewCache()
+	opts.Cache = kubecontainer.NewCache()
 	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: rt, Cache: opts.Cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")})
 	if kl, err = kubelet.New(opts); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (l *lateRunner) bind(rt prober.Runner) {
 }
 
 // RunInContainer runs cmd through the bound runtime manager.
-func (l *lateRunner) RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+func (l *lateRunner) RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
 	l.mu.RLock()
 	rt := l.rt
 	l.mu.RUnlock()

@@ -126,6 +126,30 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
+			// The runtime manager sits below the kubelet's packages: the one
+			// package under internal/kubelet it shares with them is the leaf
+			// of shared pod/container types.
+			name:      "internal/kuberuntime may import no package under internal/kubelet but internal/kubelet/container",
+			appliesTo: anyUnder(module + "/internal/kuberuntime"),
+			forbidden: func(imp string) bool {
+				return under(imp, module+"/internal/kubelet") && !under(imp, module+"/internal/kubelet/container")
+			},
+			transitive:  true,
+			productOnly: true,
+		},
+		{
+			name:        "internal/kubelet/container must not import any package of this module",
+			appliesTo:   anyUnder(module + "/internal/kubelet/container"),
+			forbidden:   anyUnder(module),
+			productOnly: true,
+		},
+		{
+			name:        "internal/kubelet/resources may import only internal/cgroupfs of this module",
+			appliesTo:   anyUnder(module + "/internal/kubelet/resources"),
+			forbidden:   func(imp string) bool { return under(imp, module) && !under(imp, module+"/internal/cgroupfs") },
+			productOnly: true,
+		},
+		{
 			// Test support (control plane, shim instances, a test CA) imports
 			// "testing": product code must never link it.
 			name:        "internal/testutil may only be imported by tests",

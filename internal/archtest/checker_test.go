@@ -117,6 +117,29 @@ func TestCheckGraph(t *testing.T) {
 			want: []string{m + "/internal/cgroupfs -> " + logging},
 		},
 		{
+			desc: "kuberuntime may import the shared leaf kubelet/container, nothing else under kubelet",
+			graph: importGraph{
+				runtime:                local(kubelet+"/container", m+"/internal/x"),
+				kubelet + "/container": local(),
+				m + "/internal/x":      local(kubelet + "/status"),
+				kubelet + "/status":    local(kubelet + "/container"),
+			},
+			want: []string{runtime + " -> " + m + "/internal/x -> " + kubelet + "/status"},
+		},
+		{
+			desc: "kubelet/container and kubelet/resources are leaves (resources may read cgroupfs)",
+			graph: importGraph{
+				kubelet + "/container":   local(logging),
+				kubelet + "/resources":   local(m+"/internal/cgroupfs", kubelet+"/container"),
+				m + "/internal/cgroupfs": local(),
+				logging:                  local(),
+			},
+			want: []string{
+				kubelet + "/container -> " + logging,
+				kubelet + "/resources -> " + kubelet + "/container",
+			},
+		},
+		{
 			desc: "test support only in tests",
 			graph: importGraph{
 				m + "/internal/app":                   {Local: true, Imports: []string{m + "/internal/testutil/controlplane"}},

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -36,9 +36,9 @@ type statusGenerator struct {
 
 // generate returns the pod's API status. podIsTerminal says the pod's
 // containers are stopped for good (the terminating and terminated paths).
-func (g *statusGenerator) generate(pod *v1.Pod, ps *types.PodStatus, podIsTerminal bool) v1.PodStatus {
+func (g *statusGenerator) generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerminal bool) v1.PodStatus {
 	if ps == nil {
-		ps = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	old, found := g.status.GetPodStatus(pod.UID)
 	if !found {
@@ -78,7 +78,7 @@ func (g *statusGenerator) generate(pod *v1.Pod, ps *types.PodStatus, podIsTermin
 
 // conditions keeps the conditions the kubelet does not own and computes the
 // ones it owns.
-func (g *statusGenerator) conditions(pod *v1.Pod, ps *types.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
+func (g *statusGenerator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
 	conds := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
 	for _, c := range pod.Status.Conditions {
 		if !isKubeletCondition(c.Type) {
@@ -112,7 +112,7 @@ func (g *statusGenerator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
 }
 
 // convert builds the pod IPs, QoS class and container statuses.
-func (g *statusGenerator) convert(pod *v1.Pod, ps *types.PodStatus, old *v1.PodStatus) *v1.PodStatus {
+func (g *statusGenerator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus) *v1.PodStatus {
 	var s v1.PodStatus
 	for _, ip := range sortPodIPs(g.nodeIP, ps.IPs) {
 		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
@@ -138,7 +138,7 @@ func (g *statusGenerator) convert(pod *v1.Pod, ps *types.PodStatus, old *v1.PodS
 //  3. the newest runtime status gives the state, the one before the last state;
 //  4. a container the next sync will (re)start shows the last sync's failure as
 //     its waiting reason (ErrImagePull, CrashLoopBackOff, ...).
-func (g *statusGenerator) containerStatuses(pod *v1.Pod, ps *types.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
+func (g *statusGenerator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
 	oldByName := make(map[string]v1.ContainerStatus, len(previous))
 	for _, s := range previous {
 		oldByName[s.Name] = s
@@ -198,7 +198,7 @@ func defaultStatuses(containers []v1.Container, old map[string]v1.ContainerStatu
 
 // markVanished infers a termination for containers that were running before but
 // that the runtime no longer reports, so the pod does not fall back to Pending.
-func markVanished(pod *v1.Pod, ps *types.PodStatus, containers []v1.Container, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus, hasInit bool) {
+func markVanished(pod *v1.Pod, ps *kubecontainer.PodStatus, containers []v1.Container, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus, hasInit bool) {
 	reason := reasonContainerCreating
 	if hasInit {
 		reason = reasonPodInitializing
@@ -228,8 +228,8 @@ func markVanished(pod *v1.Pod, ps *types.PodStatus, containers []v1.Container, o
 
 // applyRuntimeStatuses sets the state from the newest runtime status of each
 // container and the last state from the one before it.
-func applyRuntimeStatuses(ps *types.PodStatus, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
-	sorted := append([]*types.ContainerStatus{}, ps.ContainerStatuses...)
+func applyRuntimeStatuses(ps *kubecontainer.PodStatus, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
+	sorted := append([]*kubecontainer.ContainerStatus{}, ps.ContainerStatuses...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreatedAt.After(sorted[j].CreatedAt) })
 	seen := map[string]int{}
 	for _, cs := range sorted {
@@ -251,7 +251,7 @@ func applyRuntimeStatuses(ps *types.PodStatus, old map[string]v1.ContainerStatus
 }
 
 // convertContainerStatus converts one runtime container status.
-func convertContainerStatus(cs *types.ContainerStatus, old *v1.ContainerStatus) *v1.ContainerStatus {
+func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.ContainerStatus) *v1.ContainerStatus {
 	id := cs.ID.String()
 	st := &v1.ContainerStatus{
 		Name:         cs.Name,
@@ -264,11 +264,11 @@ func convertContainerStatus(cs *types.ContainerStatus, old *v1.ContainerStatus) 
 		st.VolumeMounts = old.VolumeMounts
 	}
 	switch {
-	case cs.State == types.StateRunning:
+	case cs.State == kubecontainer.StateRunning:
 		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}
-	case cs.State == types.StateCreated:
+	case cs.State == kubecontainer.StateCreated:
 		st.State.Waiting = &v1.ContainerStateWaiting{}
-	case cs.State == types.StateExited:
+	case cs.State == kubecontainer.StateExited:
 		st.State.Terminated = &v1.ContainerStateTerminated{
 			ExitCode:    int32(cs.ExitCode),
 			Reason:      cs.Reason,
@@ -277,7 +277,7 @@ func convertContainerStatus(cs *types.ContainerStatus, old *v1.ContainerStatus) 
 			FinishedAt:  metav1.NewTime(cs.FinishedAt),
 			ContainerID: id,
 		}
-	case cs.State == types.StateUnknown && old != nil && old.State.Running != nil:
+	case cs.State == kubecontainer.StateUnknown && old != nil && old.State.Running != nil:
 		st.State.Terminated = &v1.ContainerStateTerminated{
 			Reason:   status.ContainerReasonStatusUnknown,
 			Message:  "The container could not be located when the pod was terminated",
@@ -293,9 +293,9 @@ func convertContainerStatus(cs *types.ContainerStatus, old *v1.ContainerStatus) 
 // initDone reports whether an init container is finished for good: it exited 0,
 // or its status is gone but regular containers were created (so it completed);
 // the latter also marks it Completed.
-func initDone(pod *v1.Pod, ps *types.PodStatus, c *v1.Container, st *v1.ContainerStatus) bool {
+func initDone(pod *v1.Pod, ps *kubecontainer.PodStatus, c *v1.Container, st *v1.ContainerStatus) bool {
 	s := ps.FindContainerStatusByName(c.Name)
-	if s != nil && s.State == types.StateExited && s.ExitCode == 0 {
+	if s != nil && s.State == kubecontainer.StateExited && s.ExitCode == 0 {
 		return true
 	}
 	if s == nil && !status.IsRestartableInitContainer(c) && anyRegularContainerCreated(pod, ps) && st.State.Waiting != nil {
@@ -309,7 +309,7 @@ func initDone(pod *v1.Pod, ps *types.PodStatus, c *v1.Container, st *v1.Containe
 	return false
 }
 
-func anyRegularContainerCreated(pod *v1.Pod, ps *types.PodStatus) bool {
+func anyRegularContainerCreated(pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
 	for _, c := range pod.Spec.Containers {
 		if ps.FindContainerStatusByName(c.Name) != nil {
 			return true

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 func newGenerator(t *testing.T) *statusGenerator {
@@ -22,9 +22,9 @@ func newGenerator(t *testing.T) *statusGenerator {
 	}
 }
 
-func rtStatus(name, id string, state types.State, created int64, code int) *types.ContainerStatus {
-	return &types.ContainerStatus{
-		ID: types.ContainerID{Type: "docker", ID: id}, Name: name, State: state, ExitCode: code,
+func rtStatus(name, id string, state kubecontainer.State, created int64, code int) *kubecontainer.ContainerStatus {
+	return &kubecontainer.ContainerStatus{
+		ID: kubecontainer.ContainerID{Type: "docker", ID: id}, Name: name, State: state, ExitCode: code,
 		CreatedAt: time.Unix(created, 0), StartedAt: time.Unix(created+1, 0), FinishedAt: time.Unix(created+5, 0),
 		Image: "busybox:latest", ImageRef: "docker-pullable://busybox@sha256:abc", RestartCount: int(created / 100),
 		Reason: "Error", Message: "boom",
@@ -39,11 +39,11 @@ func TestContainerStatusConversion(t *testing.T) {
 	t.Parallel()
 	g := newGenerator(t)
 	pod := staticPod("p", "uid-p")
-	ps := &types.PodStatus{ID: pod.UID, IPs: []string{"10.1.0.5"}, SandboxStatuses: readySandbox("10.1.0.5"),
-		ContainerStatuses: []*types.ContainerStatus{
-			rtStatus("c", "old", types.StateExited, 100, 1),
-			rtStatus("c", "new", types.StateRunning, 200, 0),
-			rtStatus("c", "older", types.StateExited, 50, 2), // only the two newest count
+	ps := &kubecontainer.PodStatus{ID: pod.UID, IPs: []string{"10.1.0.5"}, SandboxStatuses: readySandbox("10.1.0.5"),
+		ContainerStatuses: []*kubecontainer.ContainerStatus{
+			rtStatus("c", "old", kubecontainer.StateExited, 100, 1),
+			rtStatus("c", "new", kubecontainer.StateRunning, 200, 0),
+			rtStatus("c", "older", kubecontainer.StateExited, 50, 2), // only the two newest count
 		}}
 	s := g.generate(pod, ps, false)
 	if len(s.ContainerStatuses) != 1 {
@@ -88,24 +88,24 @@ func TestWaitingReasons(t *testing.T) {
 		desc       string
 		policy     v1.RestartPolicy
 		init       bool
-		runtime    []*types.ContainerStatus
-		reason     *types.SyncResult
+		runtime    []*kubecontainer.ContainerStatus
+		reason     *kubecontainer.SyncResult
 		wantReason string
 		wantLast   bool
 	}{
 		{desc: "not created yet", policy: v1.RestartPolicyAlways, wantReason: "ContainerCreating"},
 		{desc: "not created, pod has init containers", policy: v1.RestartPolicyAlways, init: true, wantReason: "PodInitializing"},
 		{desc: "image pull failure", policy: v1.RestartPolicyAlways,
-			reason: &types.SyncResult{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull, Message: "not found"}, wantReason: "ErrImagePull"},
+			reason: &kubecontainer.SyncResult{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrImagePull, Message: "not found"}, wantReason: "ErrImagePull"},
 		{desc: "crash loop keeps the last termination", policy: v1.RestartPolicyAlways,
-			runtime:    []*types.ContainerStatus{rtStatus("c", "1", types.StateExited, 100, 1)},
-			reason:     &types.SyncResult{Action: types.StartContainer, Target: "c", Error: types.ErrCrashLoopBackOff, Message: "back-off 10s"},
+			runtime:    []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateExited, 100, 1)},
+			reason:     &kubecontainer.SyncResult{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrCrashLoopBackOff, Message: "back-off 10s"},
 			wantReason: "CrashLoopBackOff", wantLast: true},
 		{desc: "no restart under Never: stays terminated", policy: v1.RestartPolicyNever,
-			runtime: []*types.ContainerStatus{rtStatus("c", "1", types.StateExited, 100, 1)},
-			reason:  &types.SyncResult{Action: types.StartContainer, Target: "c", Error: types.ErrCrashLoopBackOff}},
+			runtime: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateExited, 100, 1)},
+			reason:  &kubecontainer.SyncResult{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrCrashLoopBackOff}},
 		{desc: "created container is waiting", policy: v1.RestartPolicyAlways,
-			runtime: []*types.ContainerStatus{rtStatus("c", "1", types.StateCreated, 100, 0)}, wantReason: ""},
+			runtime: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateCreated, 100, 0)}, wantReason: ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -115,11 +115,11 @@ func TestWaitingReasons(t *testing.T) {
 				pod.Spec.InitContainers = []v1.Container{{Name: "i"}}
 			}
 			if tc.reason != nil {
-				g.reasons.update(pod.UID, types.PodSyncResult{SyncResults: []*types.SyncResult{tc.reason}})
+				g.reasons.update(pod.UID, kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{tc.reason}})
 			}
-			s := g.generate(pod, &types.PodStatus{ID: pod.UID, ContainerStatuses: tc.runtime}, false)
+			s := g.generate(pod, &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: tc.runtime}, false)
 			c := s.ContainerStatuses[0]
-			if tc.wantReason == "" && tc.runtime != nil && tc.runtime[0].State == types.StateExited {
+			if tc.wantReason == "" && tc.runtime != nil && tc.runtime[0].State == kubecontainer.StateExited {
 				if c.State.Terminated == nil {
 					t.Errorf("state = %+v, want terminated", c.State)
 				}
@@ -144,10 +144,10 @@ func TestInitContainerStatuses(t *testing.T) {
 	pod := staticPod("p", "uid-p", func(p *v1.Pod) {
 		p.Spec.InitContainers = []v1.Container{{Name: "z-init"}, {Name: "a-init"}}
 	})
-	ps := &types.PodStatus{ID: pod.UID, SandboxStatuses: readySandbox("10.1.0.5"), IPs: []string{"10.1.0.5"},
-		ContainerStatuses: []*types.ContainerStatus{
-			rtStatus("z-init", "1", types.StateExited, 100, 0),
-			rtStatus("a-init", "2", types.StateRunning, 200, 0),
+	ps := &kubecontainer.PodStatus{ID: pod.UID, SandboxStatuses: readySandbox("10.1.0.5"), IPs: []string{"10.1.0.5"},
+		ContainerStatuses: []*kubecontainer.ContainerStatus{
+			rtStatus("z-init", "1", kubecontainer.StateExited, 100, 0),
+			rtStatus("a-init", "2", kubecontainer.StateRunning, 200, 0),
 		}}
 	s := g.generate(pod, ps, false)
 	if len(s.InitContainerStatuses) != 2 || s.InitContainerStatuses[0].Name != "z-init" {
@@ -168,7 +168,7 @@ func TestInitContainerStatuses(t *testing.T) {
 		}
 	}
 	// The init containers were removed after the regular container was created.
-	ps2 := &types.PodStatus{ID: pod.UID, ContainerStatuses: []*types.ContainerStatus{rtStatus("c", "3", types.StateRunning, 300, 0)}}
+	ps2 := &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "3", kubecontainer.StateRunning, 300, 0)}}
 	s2 := newGenerator(t).generate(pod, ps2, false)
 	for _, ic := range s2.InitContainerStatuses {
 		if ic.State.Terminated == nil || ic.State.Terminated.Reason != "Completed" {
@@ -181,10 +181,10 @@ func TestVanishedContainerAndTerminalPhaseKept(t *testing.T) {
 	t.Parallel()
 	g := newGenerator(t)
 	pod := staticPod("p", "uid-p")
-	ps := &types.PodStatus{ID: pod.UID, ContainerStatuses: []*types.ContainerStatus{rtStatus("c", "1", types.StateRunning, 100, 0)}}
+	ps := &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateRunning, 100, 0)}}
 	g.status.SetPodStatus(pod, g.generate(pod, ps, false))
 	// the runtime lost the container
-	s := g.generate(pod, &types.PodStatus{ID: pod.UID}, false)
+	s := g.generate(pod, &kubecontainer.PodStatus{ID: pod.UID}, false)
 	c := s.ContainerStatuses[0]
 	lt := c.LastTerminationState.Terminated
 	if lt == nil || lt.ExitCode != 137 || lt.Reason != status.ContainerReasonStatusUnknown || c.RestartCount != 2 {

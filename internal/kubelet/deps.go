@@ -9,10 +9,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -25,10 +25,10 @@ import (
 // Runtime is the runtime manager. The kubelet does not call its Start: the
 // caller runs the manager's own loops (log rotation).
 type Runtime interface {
-	SyncPod(ctx context.Context, pod *v1.Pod, status *types.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) types.PodSyncResult
-	KillPod(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, gracePeriodOverride *int64) error
-	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*types.PodStatus, error)
-	GetPods(ctx context.Context, all bool) ([]*types.Pod, error)
+	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) kubecontainer.PodSyncResult
+	KillPod(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) error
+	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
+	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
 	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 }
@@ -36,7 +36,7 @@ type Runtime interface {
 // PodSource delivers the pods of the configured sources. The caller runs it
 // (podsource.Source.Run); the kubelet only reads.
 type PodSource interface {
-	Updates() <-chan types.PodUpdate
+	Updates() <-chan kubecontainer.PodUpdate
 	SeenAllSources() bool
 }
 

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -84,7 +84,7 @@ func (r *envResolver) environment(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // cannot be resolved.
 func (r *envResolver) value(pod *v1.Pod, c *v1.Container, e v1.EnvVar, refs *envRefs, lookup func(string) (string, bool), podIP string, podIPs []string) (string, bool, error) {
 	if e.Value != "" || e.ValueFrom == nil {
-		return types.Expand(e.Value, lookup), false, nil
+		return kubecontainer.Expand(e.Value, lookup), false, nil
 	}
 	wrap := func(v string, err error) (string, bool, error) {
 		if err != nil {
@@ -273,7 +273,7 @@ func (r *envResolver) addServiceEnv(pod *v1.Pod, env *orderedEnv) error {
 	if r.services == nil {
 		return nil
 	}
-	if !types.IsStaticPod(pod) && !r.services.HasSynced() {
+	if !kubecontainer.IsStaticPod(pod) && !r.services.HasSynced() {
 		return errors.New("services have not yet been read at least once, cannot construct envvars")
 	}
 	byName := map[string]*v1.Service{}

@@ -14,11 +14,11 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -29,50 +29,50 @@ type fakeRuntime struct {
 	syncCalls  []syncCall
 	killCalls  []killCall
 	gcCalls    int
-	syncResult types.PodSyncResult
+	syncResult kubecontainer.PodSyncResult
 	killErr    error
-	statuses   map[k8stypes.UID]*types.PodStatus // GetPodStatus answers
-	pods       []*types.Pod                      // GetPods answer
+	statuses   map[k8stypes.UID]*kubecontainer.PodStatus // GetPodStatus answers
+	pods       []*kubecontainer.Pod                      // GetPods answer
 	statusErr  error
 	notReady   bool
 }
 
 type syncCall struct {
 	pod     *v1.Pod
-	status  *types.PodStatus
+	status  *kubecontainer.PodStatus
 	backOff *flowcontrol.Backoff
 }
 
 type killCall struct {
 	pod     *v1.Pod
-	running *types.Pod
+	running *kubecontainer.Pod
 	grace   *int64
 }
 
-func (r *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *types.PodStatus, _ []v1.Secret, b *flowcontrol.Backoff) types.PodSyncResult {
+func (r *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kubecontainer.PodStatus, _ []v1.Secret, b *flowcontrol.Backoff) kubecontainer.PodSyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.syncCalls = append(r.syncCalls, syncCall{pod, st, b})
 	return r.syncResult
 }
 
-func (r *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, running *types.Pod, grace *int64) error {
+func (r *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, running *kubecontainer.Pod, grace *int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.killCalls = append(r.killCalls, killCall{pod, running, grace})
 	return r.killErr
 }
 
-func (r *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*types.PodStatus, error) {
+func (r *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*kubecontainer.PodStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if st, ok := r.statuses[uid]; ok {
 		return st, nil
 	}
-	return &types.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+	return &kubecontainer.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
 
-func (r *fakeRuntime) GetPods(context.Context, bool) ([]*types.Pod, error) {
+func (r *fakeRuntime) GetPods(context.Context, bool) ([]*kubecontainer.Pod, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.pods, nil
@@ -111,12 +111,12 @@ func (r *fakeRuntime) kills() []killCall {
 
 // fakeSource is a pod source fed by the test.
 type fakeSource struct {
-	ch   chan types.PodUpdate
+	ch   chan kubecontainer.PodUpdate
 	seen bool
 }
 
-func (s *fakeSource) Updates() <-chan types.PodUpdate { return s.ch }
-func (s *fakeSource) SeenAllSources() bool            { return s.seen }
+func (s *fakeSource) Updates() <-chan kubecontainer.PodUpdate { return s.ch }
+func (s *fakeSource) SeenAllSources() bool                    { return s.seen }
 
 // fakePLEG delivers events the test sends.
 type fakePLEG struct {
@@ -316,8 +316,8 @@ func newEnv(t *testing.T, mods ...func(*Options)) *env {
 	t.Helper()
 	root := t.TempDir()
 	e := &env{
-		runtime: &fakeRuntime{statuses: map[k8stypes.UID]*types.PodStatus{}},
-		source:  &fakeSource{ch: make(chan types.PodUpdate, 4), seen: true},
+		runtime: &fakeRuntime{statuses: map[k8stypes.UID]*kubecontainer.PodStatus{}},
+		source:  &fakeSource{ch: make(chan kubecontainer.PodUpdate, 4), seen: true},
 		pleg:    &fakePLEG{ch: make(chan *pleg.PodLifecycleEvent, 4), healthy: true},
 		prober:  newFakeProber(),
 		volumes: &fakeVolumes{base: t.TempDir()},
@@ -361,7 +361,7 @@ func staticPod(name, uid string, mods ...func(*v1.Pod)) *v1.Pod {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "default", UID: k8stypes.UID(uid),
-			Annotations:       map[string]string{types.ConfigSourceAnnotationKey: types.FileSource},
+			Annotations:       map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource},
 			CreationTimestamp: metav1.NewTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
 		},
 		Spec: v1.PodSpec{

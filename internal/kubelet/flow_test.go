@@ -9,8 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // TestLifecycleWithRealPodWorkers drives pods through the real pod workers: a
@@ -19,7 +18,7 @@ import (
 // stops without killing the pod that is still desired.
 func TestLifecycleWithRealPodWorkers(t *testing.T) {
 	t.Parallel()
-	cache := pleg.NewCache()
+	cache := kubecontainer.NewCache()
 	e := newEnv(t, func(o *Options) {
 		o.NewPodWorkers = nil
 		o.Cache = cache
@@ -38,7 +37,7 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 
 	keep := staticPod("keep", "uid-keep")
 	drop := staticPod("drop", "uid-drop", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr(int64(5)) })
-	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{keep, drop}}
+	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{keep, drop}}
 	waitUntil(t, "both pods synced", func() bool {
 		var synced []k8stypes.UID
 		for _, s := range e.runtime.syncs() {
@@ -47,7 +46,7 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 		return slices.Contains(synced, "uid-keep") && slices.Contains(synced, "uid-drop")
 	})
 
-	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{keep}}
+	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{keep}}
 	waitUntil(t, "dropped pod killed and its volumes unmounted", func() bool {
 		e.volumes.mu.Lock()
 		defer e.volumes.mu.Unlock()
@@ -67,7 +66,7 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 	})
 
 	e.runtime.mu.Lock()
-	e.runtime.pods = []*types.Pod{{ID: "uid-orphan", Name: "orphan", Namespace: "default"}}
+	e.runtime.pods = []*kubecontainer.Pod{{ID: "uid-orphan", Name: "orphan", Namespace: "default"}}
 	e.runtime.mu.Unlock()
 	waitUntil(t, "orphan killed", func() bool {
 		for _, k := range e.runtime.kills() {

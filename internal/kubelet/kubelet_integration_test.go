@@ -23,12 +23,12 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -89,12 +89,12 @@ func startShim(t *testing.T, dir, suffix string) string {
 // proberResults adapts the prober to kuberuntime.ProbeResults.
 type proberResults struct{ m *prober.Manager }
 
-func (p proberResults) LivenessFailed(id types.ContainerID) bool {
+func (p proberResults) LivenessFailed(id kubecontainer.ContainerID) bool {
 	r, ok := p.m.Result(prober.Liveness, id)
 	return ok && r == prober.Failure
 }
 
-func (p proberResults) StartupFailed(id types.ContainerID) bool {
+func (p proberResults) StartupFailed(id kubecontainer.ContainerID) bool {
 	r, ok := p.m.Result(prober.Startup, id)
 	return ok && r == prober.Failure
 }
@@ -136,7 +136,7 @@ type lazyRunner struct {
 	m atomic.Pointer[kuberuntime.Manager]
 }
 
-func (l *lazyRunner) RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+func (l *lazyRunner) RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
 	return l.m.Load().RunInContainer(ctx, id, cmd, timeout)
 }
 
@@ -184,7 +184,7 @@ func wireKubelet(t *testing.T, ctx context.Context, dir, endpoint, node, ns stri
 	}
 	runner.m.Store(krt)
 	opts.Runtime = krt
-	opts.Cache = pleg.NewCache()
+	opts.Cache = kubecontainer.NewCache()
 	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: krt, Cache: opts.Cache, Logger: logger})
 	if opts.Volumes, err = volumes.New(volumes.Options{PodsDir: filepath.Join(ik.root, "pods"), Logger: logger}); err != nil {
 		t.Fatal(err)

@@ -10,11 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -75,7 +75,7 @@ func (k *Kubelet) syncLoop(ctx context.Context) {
 
 // handleSourceUpdate applies a source update: removed pods are killed, new pods
 // admitted and started, changed pods updated.
-func (k *Kubelet) handleSourceUpdate(u types.PodUpdate) {
+func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 	ch := k.pods.apply(u)
 	k.logger.Debug("Pod source update", zap.String("source", u.Source), zap.Stringer("op", u.Op),
 		zap.Int("adds", len(ch.adds)), zap.Int("updates", len(ch.updates)), zap.Int("removes", len(ch.removes)))
@@ -99,7 +99,7 @@ func (k *Kubelet) handleSourceUpdate(u types.PodUpdate) {
 	// A mirror pod changed or went away: its static pod's sync fixes it.
 	for _, key := range ch.mirrors {
 		ns, name, _ := strings.Cut(key, "/")
-		if p, ok := k.pods.byFullName(ns, name); ok && types.IsStaticPod(p) && k.pods.isAdmitted(p.UID) {
+		if p, ok := k.pods.byFullName(ns, name); ok && kubecontainer.IsStaticPod(p) && k.pods.isAdmitted(p.UID) {
 			k.syncPodByUID(p.UID, "mirror pod changed")
 		}
 	}
@@ -256,12 +256,12 @@ func (k *Kubelet) restartUnknownPods(desired []*v1.Pod, working map[k8stypes.UID
 		}
 		k.logger.Info("Restarting a desired pod the workers do not know", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-		working[p.UID] = podworkers.PodWorkerSync{State: podworkers.SyncPod, HasConfig: true, Static: types.IsStaticPod(p)}
+		working[p.UID] = podworkers.PodWorkerSync{State: podworkers.SyncPod, HasConfig: true, Static: kubecontainer.IsStaticPod(p)}
 	}
 }
 
 // killOrphans terminates runtime pods that have no worker (no config).
-func (k *Kubelet) killOrphans(running []*types.Pod, working map[k8stypes.UID]podworkers.PodWorkerSync) {
+func (k *Kubelet) killOrphans(running []*kubecontainer.Pod, working map[k8stypes.UID]podworkers.PodWorkerSync) {
 	for _, rp := range running {
 		if _, ok := working[rp.ID]; ok {
 			continue

@@ -11,10 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // describe renders worker updates as "type:uid" (RunningPod updates as
@@ -53,10 +53,10 @@ func TestHandleSourceUpdate(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			if tc.first != nil {
-				e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: tc.first})
+				e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: tc.first})
 				e.workers.take()
 			}
-			e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: tc.second})
+			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: tc.second})
 			if got := describe(e.workers.take()); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("worker updates = %v, want %v", got, tc.want)
 			}
@@ -68,7 +68,7 @@ func TestAdmissionMaxPods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.MaxPods = 2 })
 	pods := []*v1.Pod{staticPod("a", "uid-a"), staticPod("b", "uid-b"), staticPod("c", "uid-c")}
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: pods})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: pods})
 	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-a,create:uid-b" {
 		t.Fatalf("worker updates = %v, want a and b created", got)
 	}
@@ -82,7 +82,7 @@ func TestAdmissionMaxPods(t *testing.T) {
 	// a finished pod frees its slot
 	e.workers.terminated = map[k8stypes.UID]bool{"uid-a": true}
 	d := staticPod("d", "uid-d")
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: append(pods, d)})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: append(pods, d)})
 	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-d" {
 		t.Errorf("worker updates = %v, want d created", got)
 	}
@@ -95,8 +95,8 @@ func TestAdmissionMaxPods(t *testing.T) {
 	}
 	// nor started by a change, nor killed by its removal
 	cChanged := staticPod("c", "uid-c", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{pods[0], pods[1], cChanged, d}})
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{pods[0], pods[1], d}})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pods[0], pods[1], cChanged, d}})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pods[0], pods[1], d}})
 	if got := describe(e.workers.take()); len(got) != 0 {
 		t.Errorf("rejected pod reached the workers: %v", got)
 	}
@@ -106,7 +106,7 @@ func TestPLEGAndProbeEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a := staticPod("a", "uid-a")
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}})
 	e.workers.take()
 	for _, tc := range []struct {
 		desc string
@@ -138,12 +138,12 @@ func TestRunDispatchesAndStopsWithoutKilling(t *testing.T) {
 	<-e.pleg.ran
 
 	a := staticPod("a", "uid-a")
-	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}}
+	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}}
 	waitUntil(t, "create", func() bool { return len(e.k.Pods()) == 1 })
 	e.pleg.ch <- &pleg.PodLifecycleEvent{ID: "uid-a", Type: pleg.ContainerDied}
-	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Failure, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
-	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
-	e.prober.readiness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: types.ContainerID{Type: "docker", ID: "1"}}
+	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Failure, ContainerID: kubecontainer.ContainerID{Type: "docker", ID: "1"}}
+	e.prober.liveness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: kubecontainer.ContainerID{Type: "docker", ID: "1"}}
+	e.prober.readiness <- prober.Update{PodUID: "uid-a", Result: prober.Success, ContainerID: kubecontainer.ContainerID{Type: "docker", ID: "1"}}
 
 	var got []string
 	waitUntil(t, "dispatch", func() bool {
@@ -184,7 +184,7 @@ func TestRunSkipsWhileRuntimeDown(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- e.k.Run(ctx) }()
-	e.source.ch <- types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{staticPod("a", "uid-a")}}
+	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("a", "uid-a")}}
 	time.Sleep(100 * time.Millisecond)
 	if len(e.k.Pods()) != 0 {
 		t.Error("update dispatched while the runtime is down")
@@ -219,11 +219,11 @@ func TestHousekeeping(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
-	e.k.handleSourceUpdate(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}})
 	e.workers.take()
 	e.k.status.SetPodStatus(staticPod("gone", "uid-gone"), v1.PodStatus{Phase: v1.PodRunning})
-	e.k.reasons.update("uid-gone", types.PodSyncResult{SyncResults: []*types.SyncResult{
-		{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull}}})
+	e.k.reasons.update("uid-gone", kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
+		{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrImagePull}}})
 	// a is running in a worker; b was forgotten (UID reuse); "terminating" is
 	// still being killed; "orphan" is only in the runtime.
 	e.workers.known = map[k8stypes.UID]podworkers.PodWorkerSync{
@@ -231,7 +231,7 @@ func TestHousekeeping(t *testing.T) {
 		"uid-terminating": {State: podworkers.TerminatingPod, HasConfig: true},
 		"uid-done":        {State: podworkers.TerminatedPod, HasConfig: true},
 	}
-	e.runtime.pods = []*types.Pod{
+	e.runtime.pods = []*kubecontainer.Pod{
 		{ID: "uid-a", Name: "a", Namespace: "default"},
 		{ID: "uid-orphan", Name: "orphan", Namespace: "default"},
 	}

@@ -6,8 +6,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // mirrorKeeper keeps one API mirror pod per running static pod (upstream
@@ -22,7 +22,7 @@ type mirrorKeeper struct {
 // is deleted, a missing one created. Failures are logged; the next sync
 // retries.
 func (m *mirrorKeeper) sync(ctx context.Context, pod *v1.Pod) {
-	if m == nil || m.client == nil || !types.IsStaticPod(pod) {
+	if m == nil || m.client == nil || !kubecontainer.IsStaticPod(pod) {
 		return
 	}
 	mirror, ok := m.pods.mirror(pod.Namespace, pod.Name)
@@ -53,7 +53,7 @@ func (m *mirrorKeeper) cleanup(ctx context.Context, stillRunning func(namespace,
 		return
 	}
 	for _, mirror := range m.pods.allMirrors() {
-		if static, ok := m.pods.byFullName(mirror.Namespace, mirror.Name); ok && types.IsStaticPod(static) && status.MirrorMatchesStatic(mirror, static) {
+		if static, ok := m.pods.byFullName(mirror.Namespace, mirror.Name); ok && kubecontainer.IsStaticPod(static) && status.MirrorMatchesStatic(mirror, static) {
 			continue
 		}
 		if stillRunning(mirror.Namespace, mirror.Name) {

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 type fakeMirrors struct {
@@ -37,7 +37,7 @@ func (f *fakeMirrors) DeleteMirrorPod(_ context.Context, namespace, name string,
 func mirrorOf(static *v1.Pod, uid, hash string, mods ...func(*v1.Pod)) *v1.Pod {
 	m := static.DeepCopy()
 	m.UID = k8stypes.UID(uid)
-	m.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.APISource, types.ConfigMirrorAnnotationKey: hash}
+	m.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.APISource, kubecontainer.ConfigMirrorAnnotationKey: hash}
 	for _, mod := range mods {
 		mod(m)
 	}
@@ -45,19 +45,19 @@ func mirrorOf(static *v1.Pod, uid, hash string, mods ...func(*v1.Pod)) *v1.Pod {
 }
 
 func TestPodStoreKeepsMirrorsApart(t *testing.T) {
-	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-static" })
-	api := staticPod("api-pod", "uid-api", func(p *v1.Pod) { p.Annotations[types.ConfigSourceAnnotationKey] = types.APISource })
+	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-static" })
+	api := staticPod("api-pod", "uid-api", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource })
 	mirror := mirrorOf(static, "uid-mirror", "uid-static")
 	s := newPodStore()
-	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{static}})
-	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api, mirror}})
+	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
+	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}})
 	if got := uids(ch.adds); !slices.Equal(got, []string{"uid-api"}) {
 		t.Fatalf("adds = %v, want only the API pod", got)
 	}
 	if !slices.Equal(ch.mirrors, []string{"default/web"}) {
 		t.Fatalf("changed mirrors = %v, want default/web", ch.mirrors)
 	}
-	if ch = s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api, mirror}}); len(ch.mirrors) != 0 {
+	if ch = s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}}); len(ch.mirrors) != 0 {
 		t.Fatalf("an unchanged mirror reported as changed: %v", ch.mirrors)
 	}
 	if got := uids(s.all()); !slices.Equal(got, []string{"uid-api", "uid-static"}) {
@@ -66,7 +66,7 @@ func TestPodStoreKeepsMirrorsApart(t *testing.T) {
 	if m, ok := s.mirror("default", "web"); !ok || m.UID != "uid-mirror" {
 		t.Fatalf("mirror lookup = %v %v", m, ok)
 	}
-	ch = s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api}})
+	ch = s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
 	if len(ch.removes) != 0 {
 		t.Fatalf("a mirror leaving the API removed desired pods: %v", uids(ch.removes))
 	}
@@ -79,7 +79,7 @@ func TestPodStoreKeepsMirrorsApart(t *testing.T) {
 }
 
 func TestMirrorKeeper(t *testing.T) {
-	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-static" })
+	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-static" })
 	now := metav1.Now()
 	for _, tc := range []struct {
 		desc                   string
@@ -95,9 +95,9 @@ func TestMirrorKeeper(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			store := newPodStore()
-			store.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{static}})
+			store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
 			if tc.mirror != nil {
-				store.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{tc.mirror}})
+				store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{tc.mirror}})
 			}
 			fake := &fakeMirrors{}
 			k := &mirrorKeeper{client: fake, pods: store, logger: zap.NewNop()}
@@ -110,12 +110,12 @@ func TestMirrorKeeper(t *testing.T) {
 }
 
 func TestMirrorKeeperCleanup(t *testing.T) {
-	gone := staticPod("gone", "uid-gone", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-gone" })
-	kept := staticPod("kept", "uid-kept", func(p *v1.Pod) { p.Annotations[types.ConfigHashAnnotationKey] = "uid-kept" })
+	gone := staticPod("gone", "uid-gone", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-gone" })
+	kept := staticPod("kept", "uid-kept", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-kept" })
 	stopping := staticPod("stopping", "uid-stopping")
 	store := newPodStore()
-	store.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{kept}})
-	store.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{
+	store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{kept}})
+	store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{
 		mirrorOf(gone, "m-gone", "uid-gone"), mirrorOf(kept, "m-kept", "uid-kept"), mirrorOf(stopping, "m-stopping", "uid-stopping"),
 	}})
 	fake := &fakeMirrors{}

@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -103,7 +103,7 @@ func subPathOf(vm v1.VolumeMount, envs []kuberuntime.EnvVar) (string, error) {
 		for _, e := range envs {
 			env.set(e.Name, e.Value)
 		}
-		sub = types.Expand(vm.SubPathExpr, env.lookup)
+		sub = kubecontainer.Expand(vm.SubPathExpr, env.lookup)
 	}
 	if sub == "" {
 		return "", nil

@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -61,7 +61,7 @@ type Options struct {
 	PLEG PLEG
 	// Cache is the PLEG's pod status cache, which the pod workers read. Required
 	// unless NewPodWorkers is set.
-	Cache *pleg.Cache
+	Cache *kubecontainer.Cache
 	// Prober runs probes (required).
 	Prober Prober
 	// Volumes sets up pod volumes (required).

@@ -5,8 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // initPhaseCounts are the init containers' contribution to the pod phase.
@@ -43,7 +43,7 @@ func getPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIniti
 	case c.running > 0 && c.unknown == 0:
 		return v1.PodRunning
 	case c.running == 0 && c.stopped > 0 && c.unknown == 0:
-		if podIsTerminal && !types.IsStaticPod(pod) {
+		if podIsTerminal && !kubecontainer.IsStaticPod(pod) {
 			if c.stopped == c.succeeded {
 				return v1.PodSucceeded
 			}
@@ -144,7 +144,7 @@ func countContainers(pod *v1.Pod, info []v1.ContainerStatus) phaseCounts {
 // podHasInitialized reports whether a regular container of the pod has run
 // (upstream HasAnyActiveRegularContainerStarted): such a pod does not go back to
 // Pending while its sidecars restart.
-func podHasInitialized(spec *v1.PodSpec, ps *types.PodStatus) bool {
+func podHasInitialized(spec *v1.PodSpec, ps *kubecontainer.PodStatus) bool {
 	if ps == nil {
 		return false
 	}
@@ -152,7 +152,7 @@ func podHasInitialized(spec *v1.PodSpec, ps *types.PodStatus) bool {
 		if !slices.ContainsFunc(spec.Containers, func(c v1.Container) bool { return c.Name == cs.Name }) {
 			continue
 		}
-		if cs.State == types.StateRunning || cs.State == types.StateExited {
+		if cs.State == kubecontainer.StateRunning || cs.State == kubecontainer.StateExited {
 			return true
 		}
 	}
@@ -197,7 +197,7 @@ func exitCodeMatches(r *v1.ContainerRestartRuleOnExitCodes, code int32) bool {
 
 // shouldContainerBeRestarted reports whether the next sync would (re)start the
 // container, from the runtime's view of it (upstream ShouldContainerBeRestarted).
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, ps *types.PodStatus) bool {
+func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -205,9 +205,9 @@ func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, ps *types.PodStatu
 	switch {
 	case cs == nil:
 		return true
-	case cs.State == types.StateRunning:
+	case cs.State == kubecontainer.StateRunning:
 		return false
-	case cs.State == types.StateUnknown || cs.State == types.StateCreated:
+	case cs.State == kubecontainer.StateUnknown || cs.State == kubecontainer.StateCreated:
 		return true
 	}
 	return containerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func csRunning(name string) v1.ContainerStatus {
@@ -102,7 +102,7 @@ func TestGetPhase(t *testing.T) {
 			t.Parallel()
 			pod := phasePod(tc.policy, tc.init, "a", "b")
 			if tc.static {
-				pod.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.FileSource}
+				pod.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource}
 			}
 			if tc.mod != nil {
 				tc.mod(pod)
@@ -116,19 +116,19 @@ func TestGetPhase(t *testing.T) {
 
 func TestShouldContainerBeRestarted(t *testing.T) {
 	t.Parallel()
-	exited := func(code int) *types.PodStatus {
-		return &types.PodStatus{ContainerStatuses: []*types.ContainerStatus{{Name: "a", State: types.StateExited, ExitCode: code}}}
+	exited := func(code int) *kubecontainer.PodStatus {
+		return &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateExited, ExitCode: code}}}
 	}
 	for _, tc := range []struct {
 		desc    string
 		policy  v1.RestartPolicy
-		status  *types.PodStatus
+		status  *kubecontainer.PodStatus
 		deleted bool
 		want    bool
 	}{
-		{desc: "never started", policy: v1.RestartPolicyNever, status: &types.PodStatus{}, want: true},
-		{desc: "running", policy: v1.RestartPolicyAlways, status: &types.PodStatus{ContainerStatuses: []*types.ContainerStatus{{Name: "a", State: types.StateRunning}}}, want: false},
-		{desc: "created", policy: v1.RestartPolicyNever, status: &types.PodStatus{ContainerStatuses: []*types.ContainerStatus{{Name: "a", State: types.StateCreated}}}, want: true},
+		{desc: "never started", policy: v1.RestartPolicyNever, status: &kubecontainer.PodStatus{}, want: true},
+		{desc: "running", policy: v1.RestartPolicyAlways, status: &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateRunning}}}, want: false},
+		{desc: "created", policy: v1.RestartPolicyNever, status: &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateCreated}}}, want: true},
 		{desc: "Always exited 0", policy: v1.RestartPolicyAlways, status: exited(0), want: true},
 		{desc: "OnFailure exited 0", policy: v1.RestartPolicyOnFailure, status: exited(0), want: false},
 		{desc: "OnFailure exited 1", policy: v1.RestartPolicyOnFailure, status: exited(1), want: true},

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // podChanges is what one source update changed.
@@ -51,7 +51,7 @@ func newPodStore() *podStore {
 // apply merges a source update and returns the changes. A SET is diffed against
 // what the source sent before; a pod whose UID is new is added, one whose UID is
 // gone is removed, and one whose content changed is updated.
-func (s *podStore) apply(u types.PodUpdate) podChanges {
+func (s *podStore) apply(u kubecontainer.PodUpdate) podChanges {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	current := s.bySource[u.Source]
@@ -62,7 +62,7 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 	var ch podChanges
 	u.Pods, ch.mirrors = s.takeMirrors(u)
 	switch u.Op {
-	case types.SET:
+	case kubecontainer.SET:
 		seen := map[k8stypes.UID]bool{}
 		for _, p := range u.Pods {
 			seen[p.UID] = true
@@ -74,11 +74,11 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 				ch.removes = append(ch.removes, p)
 			}
 		}
-	case types.ADD, types.UPDATE:
+	case kubecontainer.ADD, kubecontainer.UPDATE:
 		for _, p := range u.Pods {
 			s.upsert(current, p, &ch)
 		}
-	case types.REMOVE:
+	case kubecontainer.REMOVE:
 		for _, p := range u.Pods {
 			if old, ok := current[p.UID]; ok {
 				s.delete(current, p.UID)
@@ -94,13 +94,13 @@ func (s *podStore) apply(u types.PodUpdate) podChanges {
 // takeMirrors files the update's mirror pods under mirrors and returns the
 // other pods, and the names of the mirrors that changed. A SET replaces every
 // mirror pod the source sent before.
-func (s *podStore) takeMirrors(u types.PodUpdate) ([]*v1.Pod, []string) {
+func (s *podStore) takeMirrors(u kubecontainer.PodUpdate) ([]*v1.Pod, []string) {
 	next := map[string]*v1.Pod{}
-	if u.Op != types.SET {
+	if u.Op != kubecontainer.SET {
 		maps.Copy(next, s.mirrors)
 	} else {
 		for key, m := range s.mirrors {
-			if m.Annotations[types.ConfigSourceAnnotationKey] != u.Source {
+			if m.Annotations[kubecontainer.ConfigSourceAnnotationKey] != u.Source {
 				next[key] = m
 			}
 		}
@@ -112,7 +112,7 @@ func (s *podStore) takeMirrors(u types.PodUpdate) ([]*v1.Pod, []string) {
 			continue
 		}
 		key := p.Namespace + "/" + p.Name
-		if u.Op == types.REMOVE {
+		if u.Op == kubecontainer.REMOVE {
 			delete(next, key)
 		} else {
 			next[key] = p
@@ -186,15 +186,15 @@ func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podCh
 // keepFirstSeen returns p with old's first-seen annotation (a copy when it
 // has to change).
 func keepFirstSeen(p, old *v1.Pod) *v1.Pod {
-	seen, ok := old.Annotations[types.ConfigFirstSeenAnnotationKey]
-	if !ok || p.Annotations[types.ConfigFirstSeenAnnotationKey] == seen {
+	seen, ok := old.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey]
+	if !ok || p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] == seen {
 		return p
 	}
 	p = p.DeepCopy()
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[types.ConfigFirstSeenAnnotationKey] = seen
+	p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = seen
 	return p
 }
 
@@ -273,7 +273,7 @@ func podsDiffer(a, b *v1.Pod) bool {
 func withoutSeen(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if k != types.ConfigFirstSeenAnnotationKey {
+		if k != kubecontainer.ConfigFirstSeenAnnotationKey {
 			out[k] = v
 		}
 	}

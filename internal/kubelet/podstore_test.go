@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func uids(pods []*v1.Pod) []string {
@@ -23,73 +23,73 @@ func TestPodStoreApply(t *testing.T) {
 	t.Parallel()
 	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
 	bImage := staticPod("b", "uid-b", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
-	bSeen := staticPod("b", "uid-b", func(p *v1.Pod) { p.Annotations[types.ConfigFirstSeenAnnotationKey] = "later" })
+	bSeen := staticPod("b", "uid-b", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "later" })
 	bNewUID := staticPod("b", "uid-b2", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
 	fromHTTP := staticPod("h", "uid-h")
 	for _, tc := range []struct {
 		desc                   string
-		first                  []types.PodUpdate
-		update                 types.PodUpdate
+		first                  []kubecontainer.PodUpdate
+		update                 kubecontainer.PodUpdate
 		adds, updates, removes []string
 		all                    []string
 	}{
 		{
 			desc:   "first SET adds everything",
-			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}},
+			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}},
 			adds:   []string{"uid-a", "uid-b"}, all: []string{"uid-a", "uid-b"},
 		},
 		{
 			desc:   "same SET again changes nothing",
-			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}},
+			first:  []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}},
 			all:    []string{"uid-a", "uid-b"},
 		},
 		{
 			desc:    "a pod missing from the SET is removed",
-			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}},
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}},
 			removes: []string{"uid-b"}, all: []string{"uid-a"},
 		},
 		{
 			desc:    "changed spec with the same UID is an update",
-			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bImage}},
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bImage}},
 			updates: []string{"uid-b"}, all: []string{"uid-a", "uid-b"},
 		},
 		{
 			desc:   "a new first-seen annotation alone is no update",
-			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bSeen}},
+			first:  []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bSeen}},
 			all:    []string{"uid-a", "uid-b"},
 		},
 		{
 			desc:   "changed manifest with a new UID is remove plus add",
-			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update: types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, bNewUID}},
+			first:  []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bNewUID}},
 			adds:   []string{"uid-b2"}, removes: []string{"uid-b"}, all: []string{"uid-a", "uid-b2"},
 		},
 		{
 			desc:   "sources are diffed separately",
-			first:  []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}}},
-			update: types.PodUpdate{Op: types.SET, Source: types.HTTPSource, Pods: []*v1.Pod{fromHTTP}},
+			first:  []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}}},
+			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.HTTPSource, Pods: []*v1.Pod{fromHTTP}},
 			adds:   []string{"uid-h"}, all: []string{"uid-a", "uid-h"},
 		},
 		{
 			desc:    "empty SET removes everything of the source",
-			first:   []types.PodUpdate{{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update:  types.PodUpdate{Op: types.SET, Source: types.FileSource},
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource},
 			removes: []string{"uid-a", "uid-b"}, all: []string{},
 		},
 		{
 			desc:    "ADD then REMOVE ops",
-			first:   []types.PodUpdate{{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{a, b}}},
-			update:  types.PodUpdate{Op: types.REMOVE, Source: types.FileSource, Pods: []*v1.Pod{a}},
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.REMOVE, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}},
 			removes: []string{"uid-a"}, all: []string{"uid-b"},
 		},
 		{
 			desc:    "UPDATE op with a change",
-			first:   []types.PodUpdate{{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{b}}},
-			update:  types.PodUpdate{Op: types.UPDATE, Source: types.FileSource, Pods: []*v1.Pod{bImage}},
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.UPDATE, Source: kubecontainer.FileSource, Pods: []*v1.Pod{bImage}},
 			updates: []string{"uid-b"}, all: []string{"uid-b"},
 		},
 	} {
@@ -120,21 +120,21 @@ func TestPodStoreApply(t *testing.T) {
 func TestPodStoreKeepsFirstSeenOnUpdate(t *testing.T) {
 	t.Parallel()
 	s := newPodStore()
-	a := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[types.ConfigFirstSeenAnnotationKey] = "first" })
-	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{a}})
+	a := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "first" })
+	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}})
 	s.markAdmitted(a.UID)
 	changed := staticPod("a", "uid-a", func(p *v1.Pod) {
-		p.Annotations[types.ConfigFirstSeenAnnotationKey] = "second"
+		p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "second"
 		p.Labels = map[string]string{"x": "y"}
 	})
-	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource, Pods: []*v1.Pod{changed}})
-	if len(ch.updates) != 1 || ch.updates[0].Annotations[types.ConfigFirstSeenAnnotationKey] != "first" {
+	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{changed}})
+	if len(ch.updates) != 1 || ch.updates[0].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] != "first" {
 		t.Fatalf("updates = %+v, want one keeping the first-seen time", ch.updates)
 	}
 	if !s.isAdmitted(a.UID) {
 		t.Error("update forgot admission")
 	}
-	s.apply(types.PodUpdate{Op: types.SET, Source: types.FileSource})
+	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource})
 	if !s.isAdmitted(a.UID) {
 		t.Error("removed pod's admission forgotten before its removal was handled")
 	}
@@ -150,11 +150,11 @@ func TestPodStoreKeepsFirstSeenOnUpdate(t *testing.T) {
 func TestPodStoreStatusOnlyChange(t *testing.T) {
 	t.Parallel()
 	s := newPodStore()
-	api := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[types.ConfigSourceAnnotationKey] = types.APISource })
-	s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{api}})
+	api := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource })
+	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
 	patched := api.DeepCopy()
 	patched.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
-	ch := s.apply(types.PodUpdate{Op: types.SET, Source: types.APISource, Pods: []*v1.Pod{patched}})
+	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{patched}})
 	if len(ch.adds)+len(ch.updates)+len(ch.removes) != 0 {
 		t.Fatalf("a status-only change is reported: %+v", ch)
 	}

@@ -5,7 +5,7 @@ import (
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // reason is why a container could not be started by the last sync: the
@@ -29,11 +29,11 @@ func newReasonCache() *reasonCache {
 
 // update records the StartContainer results of one sync: a failure is remembered,
 // a success forgets the container's previous failure.
-func (c *reasonCache) update(uid k8stypes.UID, result types.PodSyncResult) {
+func (c *reasonCache) update(uid k8stypes.UID, result kubecontainer.PodSyncResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range result.SyncResults {
-		if r == nil || r.Action != types.StartContainer {
+		if r == nil || r.Action != kubecontainer.StartContainer {
 			continue
 		}
 		if r.Error == nil {

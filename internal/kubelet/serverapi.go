@@ -19,7 +19,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -32,11 +32,11 @@ import (
 // streamingRuntime is what the API methods need from the runtime manager beyond
 // Runtime (*kuberuntime.Manager implements it).
 type streamingRuntime interface {
-	GetExec(ctx context.Context, id types.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error)
-	GetAttach(ctx context.Context, id types.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error)
+	GetExec(ctx context.Context, id kubecontainer.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error)
+	GetAttach(ctx context.Context, id kubecontainer.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error)
 	GetPortForward(ctx context.Context, podUID k8stypes.UID, ports []int32) (*url.URL, error)
-	GetContainerLogs(ctx context.Context, id types.ContainerID, opts *v1.PodLogOptions, stdout, stderr io.Writer) error
-	RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
+	GetContainerLogs(ctx context.Context, id kubecontainer.ContainerID, opts *v1.PodLogOptions, stdout, stderr io.Writer) error
+	RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
 	CheckpointContainer(ctx context.Context, req *runtimeapi.CheckpointContainerRequest) error
 }
 
@@ -112,17 +112,17 @@ func (k *Kubelet) GetContainerLogs(ctx context.Context, namespace, podName, cont
 
 // logContainerID picks the container instance whose log to read
 // (upstream validateContainerLogStatus).
-func logContainerID(podName string, st *v1.PodStatus, containerName string, previous bool) (types.ContainerID, error) {
+func logContainerID(podName string, st *v1.PodStatus, containerName string, previous bool) (kubecontainer.ContainerID, error) {
 	cs, found := findAnyContainerStatus(st, containerName)
 	if !found {
-		return types.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is not available", containerName, podName))
+		return kubecontainer.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is not available", containerName, podName))
 	}
 	last := cs.LastTerminationState.Terminated
 	var raw string
 	switch {
 	case previous:
 		if last == nil || last.ContainerID == "" {
-			return types.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", containerName, podName))
+			return kubecontainer.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", containerName, podName))
 		}
 		raw = last.ContainerID
 	case cs.State.Running != nil:
@@ -132,15 +132,15 @@ func logContainerID(podName string, st *v1.PodStatus, containerName string, prev
 	case last != nil && last.ContainerID != "":
 		raw = last.ContainerID
 	case cs.State.Terminated != nil || last != nil:
-		return types.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is terminated", containerName, podName))
+		return kubecontainer.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is terminated", containerName, podName))
 	case cs.State.Waiting != nil:
-		return types.ContainerID{}, apierrors.NewBadRequest(waitingMessage(podName, containerName, cs.State.Waiting.Reason))
+		return kubecontainer.ContainerID{}, apierrors.NewBadRequest(waitingMessage(podName, containerName, cs.State.Waiting.Reason))
 	default:
-		return types.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start - no logs yet", containerName, podName))
+		return kubecontainer.ContainerID{}, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start - no logs yet", containerName, podName))
 	}
-	id, err := types.ParseContainerID(raw)
+	id, err := kubecontainer.ParseContainerID(raw)
 	if err != nil {
-		return types.ContainerID{}, fmt.Errorf("container %q in pod %q: %w", containerName, podName, err)
+		return kubecontainer.ContainerID{}, fmt.Errorf("container %q in pod %q: %w", containerName, podName, err)
 	}
 	return id, nil
 }
@@ -256,7 +256,7 @@ func (k *Kubelet) CheckpointContainer(ctx context.Context, namespace, podName st
 
 // findRunningPod finds the pod among those the runtime runs. An empty podUID
 // matches any; a mirror pod's UID is translated to its static pod's.
-func (k *Kubelet) findRunningPod(ctx context.Context, namespace, podName string, podUID k8stypes.UID) (*types.Pod, error) {
+func (k *Kubelet) findRunningPod(ctx context.Context, namespace, podName string, podUID k8stypes.UID) (*kubecontainer.Pod, error) {
 	pods, err := k.deps.runtime.GetPods(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("list running pods: %w", err)
@@ -271,17 +271,17 @@ func (k *Kubelet) findRunningPod(ctx context.Context, namespace, podName string,
 }
 
 // findRunningContainer finds a running container of a running pod by name.
-func (k *Kubelet) findRunningContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string) (types.ContainerID, error) {
+func (k *Kubelet) findRunningContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string) (kubecontainer.ContainerID, error) {
 	pod, err := k.findRunningPod(ctx, namespace, podName, podUID)
 	if err != nil {
-		return types.ContainerID{}, err
+		return kubecontainer.ContainerID{}, err
 	}
 	for _, c := range pod.Containers {
 		if c.Name == containerName {
 			return c.ID, nil
 		}
 	}
-	return types.ContainerID{}, containerNotFound(namespace, podName, containerName)
+	return kubecontainer.ContainerID{}, containerNotFound(namespace, podName, containerName)
 }
 
 // translateUID maps the UID of a static pod's mirror pod to the static pod's.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // fakeStreamingRuntime adds the streaming methods to fakeRuntime and records
@@ -43,12 +43,12 @@ func (r *fakeStreamingRuntime) recorded() []string {
 
 var testStreamURL = &url.URL{Scheme: "http", Host: "127.0.0.1:1", Path: "/stream"}
 
-func (r *fakeStreamingRuntime) GetExec(_ context.Context, id types.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error) {
+func (r *fakeStreamingRuntime) GetExec(_ context.Context, id kubecontainer.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error) {
 	r.record("exec " + id.ID + " " + strings.Join(cmd, ",") + " " + flags(stdin, stdout, stderr, tty))
 	return testStreamURL, nil
 }
 
-func (r *fakeStreamingRuntime) GetAttach(_ context.Context, id types.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error) {
+func (r *fakeStreamingRuntime) GetAttach(_ context.Context, id kubecontainer.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error) {
 	r.record("attach " + id.ID + " " + flags(stdin, stdout, stderr, tty))
 	return testStreamURL, nil
 }
@@ -58,13 +58,13 @@ func (r *fakeStreamingRuntime) GetPortForward(_ context.Context, uid k8stypes.UI
 	return testStreamURL, nil
 }
 
-func (r *fakeStreamingRuntime) GetContainerLogs(_ context.Context, id types.ContainerID, _ *v1.PodLogOptions, stdout, _ io.Writer) error {
+func (r *fakeStreamingRuntime) GetContainerLogs(_ context.Context, id kubecontainer.ContainerID, _ *v1.PodLogOptions, stdout, _ io.Writer) error {
 	r.record("logs " + id.String())
 	_, err := io.WriteString(stdout, r.logs)
 	return err
 }
 
-func (r *fakeStreamingRuntime) RunInContainer(_ context.Context, id types.ContainerID, cmd []string, _ time.Duration) ([]byte, error) {
+func (r *fakeStreamingRuntime) RunInContainer(_ context.Context, id kubecontainer.ContainerID, cmd []string, _ time.Duration) ([]byte, error) {
 	r.record("run " + id.ID + " " + strings.Join(cmd, ","))
 	return []byte("output"), nil
 }
@@ -100,14 +100,14 @@ func newServerAPIEnv(t *testing.T) (*env, *fakeStreamingRuntime) {
 	})
 	mirror := pod.DeepCopy()
 	mirror.UID = "uid-mirror"
-	mirror.Annotations = map[string]string{types.ConfigMirrorAnnotationKey: "hash", types.ConfigSourceAnnotationKey: types.APISource}
-	e.k.pods.apply(types.PodUpdate{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{pod}})
-	e.k.pods.apply(types.PodUpdate{Op: types.ADD, Source: types.APISource, Pods: []*v1.Pod{mirror}})
-	e.runtime.pods = []*types.Pod{{
+	mirror.Annotations = map[string]string{kubecontainer.ConfigMirrorAnnotationKey: "hash", kubecontainer.ConfigSourceAnnotationKey: kubecontainer.APISource}
+	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
+	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.APISource, Pods: []*v1.Pod{mirror}})
+	e.runtime.pods = []*kubecontainer.Pod{{
 		ID: "uid-web", Name: "web", Namespace: "default",
-		Containers: []*types.Container{
-			{ID: types.ContainerID{Type: "docker", ID: "cid-c"}, Name: "c", Image: "busybox"},
-			{ID: types.ContainerID{Type: "docker", ID: "cid-t"}, Name: "t", Image: "busybox"},
+		Containers: []*kubecontainer.Container{
+			{ID: kubecontainer.ContainerID{Type: "docker", ID: "cid-c"}, Name: "c", Image: "busybox"},
+			{ID: kubecontainer.ContainerID{Type: "docker", ID: "cid-t"}, Name: "t", Image: "busybox"},
 		},
 	}}
 	return e, rt
@@ -307,7 +307,7 @@ func TestLogContainerID(t *testing.T) {
 func TestServerAPIWithoutStreamingRuntime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.k.pods.apply(types.PodUpdate{Op: types.ADD, Source: types.FileSource, Pods: []*v1.Pod{staticPod("web", "uid-web")}})
+	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("web", "uid-web")}})
 	_, err := e.k.GetExec(context.Background(), "default", "web", "", "c", nil, remotecommand.Options{Stdout: true})
 	if err == nil || !strings.Contains(err.Error(), "does not support") {
 		t.Fatalf("error = %v; want a clear refusal", err)

@@ -13,9 +13,9 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // Event reasons the kubelet records itself (upstream values); the runtime
@@ -81,9 +81,9 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 //
 // Only failures other than back-offs are returned, so a container in back-off is
 // retried at the next resync rather than after the error back-off.
-func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, ps *types.PodStatus) (bool, error) {
+func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, ps *kubecontainer.PodStatus) (bool, error) {
 	if ps == nil {
-		ps = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	apiStatus := s.gen.generate(pod, ps, false)
 	s.status.SetPodStatus(pod, apiStatus)
@@ -116,7 +116,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 		return false, err
 	}
 	for _, r := range result.SyncResults {
-		if r.Error != nil && !errors.Is(r.Error, types.ErrCrashLoopBackOff) && !errors.Is(r.Error, types.ErrImagePullBackOff) {
+		if r.Error != nil && !errors.Is(r.Error, kubecontainer.ErrCrashLoopBackOff) && !errors.Is(r.Error, kubecontainer.ErrImagePullBackOff) {
 			return false, err
 		}
 	}
@@ -126,7 +126,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 // SyncTerminatingPod stops the probes and every container of the pod within
 // gracePeriod, checks that nothing runs any more and stores the status with the
 // containers terminated.
-func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *types.PodStatus, gracePeriod *int64) error {
+func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus, gracePeriod *int64) error {
 	orphan := isPlaceholder(pod)
 	if !orphan {
 		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, false))
@@ -145,7 +145,7 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *typ
 	}
 	var running []string
 	for _, c := range stopped.ContainerStatuses {
-		if c.State == types.StateRunning {
+		if c.State == kubecontainer.StateRunning {
 			running = append(running, c.Name)
 		}
 	}
@@ -162,7 +162,7 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *typ
 // down and its status becomes final (containers without a terminated state are
 // marked ContainerStatusUnknown). The pod directory itself is removed by
 // housekeeping once the pod is no longer desired.
-func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *types.PodStatus) error {
+func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus) error {
 	orphan := isPlaceholder(pod)
 	if !orphan {
 		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, true))

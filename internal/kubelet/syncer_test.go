@@ -12,20 +12,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
-func runningStatus(pod *v1.Pod, ip string) *types.PodStatus {
-	return &types.PodStatus{
+func runningStatus(pod *v1.Pod, ip string) *kubecontainer.PodStatus {
+	return &kubecontainer.PodStatus{
 		ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, IPs: []string{ip},
 		SandboxStatuses: []*runtimeapi.PodSandboxStatus{{
 			Id: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY,
 			Network: &runtimeapi.PodSandboxNetworkStatus{Ip: ip},
 		}},
-		ContainerStatuses: []*types.ContainerStatus{{
-			ID: types.ContainerID{Type: "docker", ID: "c1"}, Name: "c", State: types.StateRunning,
+		ContainerStatuses: []*kubecontainer.ContainerStatus{{
+			ID: kubecontainer.ContainerID{Type: "docker", ID: "c1"}, Name: "c", State: kubecontainer.StateRunning,
 			StartedAt: time.Unix(1000, 0), CreatedAt: time.Unix(999, 0), Image: "busybox", ImageRef: "docker-pullable://busybox@sha256:1",
 		}},
 	}
@@ -80,7 +80,7 @@ func TestSyncPodTerminalPhaseStops(t *testing.T) {
 	e.ready()
 	pod := staticPod("job", "uid-job", func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever })
 	ps := runningStatus(pod, "10.1.0.6")
-	ps.ContainerStatuses[0].State, ps.ContainerStatuses[0].ExitCode = types.StateExited, 0
+	ps.ContainerStatuses[0].State, ps.ContainerStatuses[0].ExitCode = kubecontainer.StateExited, 0
 	terminal, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps)
 	if err != nil || !terminal {
 		t.Fatalf("SyncPod = %v, %v; want terminal", terminal, err)
@@ -129,23 +129,23 @@ func TestSyncPodErrors(t *testing.T) {
 		{
 			desc: "crash-loop back-off only is no error",
 			mod: func(e *env, _ *v1.Pod) {
-				e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
-					{Action: types.StartContainer, Target: "c", Error: types.ErrCrashLoopBackOff, Message: "back-off 10s"}}}
+				e.runtime.syncResult = kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
+					{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrCrashLoopBackOff, Message: "back-off 10s"}}}
 			},
 			wantSync: true,
 		},
 		{
 			desc: "image pull failure is an error",
 			mod: func(e *env, _ *v1.Pod) {
-				e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
-					{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull, Message: "not found"}}}
+				e.runtime.syncResult = kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
+					{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrImagePull, Message: "not found"}}}
 			},
 			wantSync: true, wantErr: "ErrImagePull",
 		},
 		{
 			desc: "sync error",
 			mod: func(e *env, _ *v1.Pod) {
-				e.runtime.syncResult = types.PodSyncResult{SyncError: errors.New("boom")}
+				e.runtime.syncResult = kubecontainer.PodSyncResult{SyncError: errors.New("boom")}
 			},
 			wantSync: true, wantErr: "boom",
 		},
@@ -180,10 +180,10 @@ func TestSyncPodReasonsBecomeWaitingState(t *testing.T) {
 	pod := staticPod("p", "uid-p")
 	ps := runningStatus(pod, "10.1.0.8")
 	ps.ContainerStatuses = nil
-	e.runtime.syncResult = types.PodSyncResult{SyncResults: []*types.SyncResult{
-		{Action: types.StartContainer, Target: "c", Error: types.ErrImagePull, Message: "pull access denied"}}}
+	e.runtime.syncResult = kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
+		{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrImagePull, Message: "pull access denied"}}}
 	_, _ = e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, ps)
-	e.runtime.syncResult = types.PodSyncResult{}
+	e.runtime.syncResult = kubecontainer.PodSyncResult{}
 	// the next sync shows the failure of the previous one
 	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestSyncTerminatingPod(t *testing.T) {
 			stopped := runningStatus(pod, "")
 			stopped.IPs = nil
 			if !tc.stillRunning {
-				stopped.ContainerStatuses[0].State = types.StateExited
+				stopped.ContainerStatuses[0].State = kubecontainer.StateExited
 				stopped.ContainerStatuses[0].ExitCode = 137
 				stopped.ContainerStatuses[0].Reason = "Error"
 			}
@@ -282,7 +282,7 @@ func TestSyncTerminatedPod(t *testing.T) {
 	e.k.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
 		{Name: "c", ContainerID: "docker://c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}})
 	e.k.helper.setVolumes(pod.UID, nil)
-	if err := e.k.syncer.SyncTerminatedPod(context.Background(), pod, &types.PodStatus{ID: pod.UID}); err != nil {
+	if err := e.k.syncer.SyncTerminatedPod(context.Background(), pod, &kubecontainer.PodStatus{ID: pod.UID}); err != nil {
 		t.Fatal(err)
 	}
 	if len(e.volumes.unmounted) != 1 || e.volumes.unmounted[0] != pod.UID {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -51,10 +51,10 @@ func (h *runtimeHost) GetRunningPods(ctx context.Context) ([]*v1.Pod, error) {
 
 // container finds the newest (or, previous, the one before) instance of a
 // container of the pod.
-func (h *runtimeHost) container(ctx context.Context, name string, previous bool) (types.ContainerID, error) {
+func (h *runtimeHost) container(ctx context.Context, name string, previous bool) (kubecontainer.ContainerID, error) {
 	st, err := h.m.GetPodStatus(ctx, h.pod.UID, h.pod.Name, h.pod.Namespace)
 	if err != nil {
-		return types.ContainerID{}, err
+		return kubecontainer.ContainerID{}, err
 	}
 	all := st.ContainerStatusesByName(name)
 	i := 0
@@ -62,7 +62,7 @@ func (h *runtimeHost) container(ctx context.Context, name string, previous bool)
 		i = 1
 	}
 	if len(all) <= i {
-		return types.ContainerID{}, apierrors.NewNotFound(schema.GroupResource{Resource: "containers"}, name)
+		return kubecontainer.ContainerID{}, apierrors.NewNotFound(schema.GroupResource{Resource: "containers"}, name)
 	}
 	return all[i].ID, nil
 }

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
@@ -415,7 +415,7 @@ func (e *runtimeEnv) runPod(ctx context.Context, t *testing.T) {
 			t.Fatalf("GetPodStatus: %v", err)
 		}
 		web, crash := st.FindContainerStatusByName("web"), st.FindContainerStatusByName("crash")
-		if web != nil && web.State == types.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == types.StateExited {
+		if web != nil && web.State == kubecontainer.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == kubecontainer.StateExited {
 			if out, err := e.m.RunInContainer(ctx, web.ID, []string{"wget", "-q", "-O", "-", "http://127.0.0.1:8080/index.html"}, 5*time.Second); err == nil && strings.Contains(string(out), "hello-pf") {
 				return
 			}
@@ -424,7 +424,7 @@ func (e *runtimeEnv) runPod(ctx context.Context, t *testing.T) {
 			t.Fatalf("the pod did not start: web %+v crash %+v", web, crash)
 		}
 		for _, r := range e.m.SyncPod(ctx, e.pod, st, nil, backOff).SyncResults {
-			if r.Error != nil && r.Error != types.ErrCrashLoopBackOff {
+			if r.Error != nil && r.Error != kubecontainer.ErrCrashLoopBackOff {
 				t.Fatalf("SyncPod: %s %s: %v: %s", r.Action, r.Target, r.Error, r.Message)
 			}
 		}

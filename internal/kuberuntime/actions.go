@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // containerKillReason says why a container is killed; probe failures may use
@@ -51,14 +51,14 @@ type podActions struct {
 	ContainersToStart []int
 	// ContainersToKill are running (or unknown) containers to stop before
 	// starting anything; some of them are restarted through the lists above.
-	ContainersToKill map[types.ContainerID]containerToKillInfo
+	ContainersToKill map[kubecontainer.ContainerID]containerToKillInfo
 }
 
 // computePodActions compares the pod spec with the runtime's view of the pod
 // and returns what SyncPod must do. podStatus may be nil (nothing exists yet).
-func (m *Manager) computePodActions(pod *v1.Pod, podStatus *types.PodStatus) podActions {
+func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus) podActions {
 	if podStatus == nil {
-		podStatus = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		podStatus = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	createSandbox, attempt, sandboxID := podSandboxChanged(pod, podStatus)
 	changes := podActions{
@@ -67,7 +67,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *types.PodStatus) pod
 		SandboxID:         sandboxID,
 		Attempt:           attempt,
 		ContainersToStart: []int{},
-		ContainersToKill:  make(map[types.ContainerID]containerToKillInfo),
+		ContainersToKill:  make(map[kubecontainer.ContainerID]containerToKillInfo),
 	}
 	if createSandbox {
 		planNewSandbox(pod, podStatus, &changes)
@@ -93,7 +93,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *types.PodStatus) pod
 // planNewSandbox fills the plan for a pod whose sandbox must be (re)created:
 // everything starts over from the first init container, unless the pod already
 // ran to completion and must not be restarted.
-func planNewSandbox(pod *v1.Pod, podStatus *types.PodStatus, changes *podActions) {
+func planNewSandbox(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) {
 	if !shouldRestartOnFailure(pod) && changes.Attempt != 0 && len(podStatus.ContainerStatuses) != 0 {
 		// restartPolicy Never and containers already ran: only kill the pod.
 		// (No container status means none was ever created: retry the sandbox.)
@@ -129,7 +129,7 @@ func planNewSandbox(pod *v1.Pod, podStatus *types.PodStatus, changes *podActions
 // restarted unless restartPolicy is Never, in which case the pod is killed.
 // Sidecars (restartPolicy Always) start in order, the next init container
 // starting once the sidecar runs, and are restarted whenever they exit.
-func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *types.PodStatus, changes *podActions) bool {
+func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) bool {
 	if len(pod.Spec.InitContainers) == 0 {
 		return true
 	}
@@ -153,15 +153,15 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *types.PodS
 			continue
 		}
 		switch status.State {
-		case types.StateCreated:
+		case kubecontainer.StateCreated:
 			// Created but never started (the start failed): start anew.
 			changes.InitContainersToStart = append(changes.InitContainersToStart, i)
-		case types.StateRunning:
+		case kubecontainer.StateRunning:
 			if isSidecar(c) && m.planRunningSidecar(c, i, last, status, previouslyInitialized, changes) && i == last {
 				podHasInitialized = true
 			}
 			// A running regular init container: wait for it to finish.
-		case types.StateExited:
+		case kubecontainer.StateExited:
 			if isSidecar(c) {
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 				break
@@ -204,7 +204,7 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *types.PodS
 
 // planRunningSidecar plans a running sidecar at index i and reports whether it
 // counts as started (so the init containers after it may proceed).
-func (m *Manager) planRunningSidecar(c *v1.Container, i, last int, status *types.ContainerStatus, previouslyInitialized bool, changes *podActions) bool {
+func (m *Manager) planRunningSidecar(c *v1.Container, i, last int, status *kubecontainer.ContainerStatus, previouslyInitialized bool, changes *podActions) bool {
 	restart := func(message string, reason containerKillReason) {
 		changes.ContainersToKill[status.ID] = containerToKillInfo{name: c.Name, container: c, message: message, reason: reason}
 		changes.InitContainersToStart = append(changes.InitContainersToStart, i)
@@ -233,15 +233,15 @@ func (m *Manager) planRunningSidecar(c *v1.Container, i, last int, status *types
 
 // computeContainerActions plans the regular containers and returns how many
 // running containers are kept as they are.
-func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *types.PodStatus, changes *podActions) int {
+func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) int {
 	keep := 0
 	for idx := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[idx]
 		status := podStatus.FindContainerStatusByName(c.Name)
-		if status == nil || status.State != types.StateRunning {
+		if status == nil || status.State != kubecontainer.StateRunning {
 			if shouldContainerBeRestarted(c, pod, podStatus) {
 				changes.ContainersToStart = append(changes.ContainersToStart, idx)
-				if status != nil && status.State == types.StateUnknown {
+				if status != nil && status.State == kubecontainer.StateUnknown {
 					// It may still run: kill it first so two never run at once.
 					changes.ContainersToKill[status.ID] = containerToKillInfo{
 						name: c.Name, container: c, reason: reasonUnknown,
@@ -278,17 +278,17 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *types.PodStatu
 	return keep
 }
 
-func (m *Manager) livenessFailed(id types.ContainerID) bool {
+func (m *Manager) livenessFailed(id kubecontainer.ContainerID) bool {
 	return m.probeResults != nil && m.probeResults.LivenessFailed(id)
 }
 
-func (m *Manager) startupFailed(id types.ContainerID) bool {
+func (m *Manager) startupFailed(id kubecontainer.ContainerID) bool {
 	return m.probeResults != nil && m.probeResults.StartupFailed(id)
 }
 
 // startupSucceeded reports whether a container's startup probe succeeded; when
 // the probe results cannot tell, it is taken as succeeded.
-func (m *Manager) startupSucceeded(id types.ContainerID) bool {
+func (m *Manager) startupSucceeded(id kubecontainer.ContainerID) bool {
 	if s, ok := m.probeResults.(StartupSucceeded); ok {
 		return s.StartupSucceeded(id)
 	}
@@ -300,7 +300,7 @@ func (m *Manager) startupSucceeded(id types.ContainerID) bool {
 // none, when the newest is not ready (or several are), when the network
 // namespace mode changed (hostNetwork toggled), or when a pod-network sandbox
 // has no IP.
-func podSandboxChanged(pod *v1.Pod, podStatus *types.PodStatus) (bool, uint32, string) {
+func podSandboxChanged(pod *v1.Pod, podStatus *kubecontainer.PodStatus) (bool, uint32, string) {
 	if len(podStatus.SandboxStatuses) == 0 {
 		return true, 0, ""
 	}
@@ -340,7 +340,7 @@ func shouldRestartOnFailure(pod *v1.Pod) bool {
 
 // shouldContainerBeRestarted decides whether a regular container that is not
 // running is started (again).
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, podStatus *types.PodStatus) bool {
+func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -348,9 +348,9 @@ func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, podStatus *types.P
 	switch {
 	case status == nil:
 		return true
-	case status.State == types.StateRunning:
+	case status.State == kubecontainer.StateRunning:
 		return false
-	case status.State == types.StateUnknown || status.State == types.StateCreated:
+	case status.State == kubecontainer.StateUnknown || status.State == kubecontainer.StateCreated:
 		return true
 	case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
 		return false
@@ -361,17 +361,17 @@ func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, podStatus *types.P
 }
 
 // containerSucceeded reports whether the newest instance of c exited with 0.
-func containerSucceeded(c *v1.Container, podStatus *types.PodStatus) bool {
+func containerSucceeded(c *v1.Container, podStatus *kubecontainer.PodStatus) bool {
 	s := podStatus.FindContainerStatusByName(c.Name)
-	return s != nil && s.State == types.StateExited && s.ExitCode == 0
+	return s != nil && s.State == kubecontainer.StateExited && s.ExitCode == 0
 }
 
 // isInitContainerFailed: exited non-zero, OOM killed, or in an unknown state.
-func isInitContainerFailed(s *types.ContainerStatus) bool {
+func isInitContainerFailed(s *kubecontainer.ContainerStatus) bool {
 	if strings.Contains(s.Reason, "OOMKilled") {
 		return true
 	}
-	return (s.State == types.StateExited && s.ExitCode != 0) || s.State == types.StateUnknown
+	return (s.State == kubecontainer.StateExited && s.ExitCode != 0) || s.State == kubecontainer.StateUnknown
 }
 
 // isSidecar reports whether an init container is a sidecar (restartable).
@@ -381,10 +381,10 @@ func isSidecar(c *v1.Container) bool {
 
 // hasAnyRegularContainerCreated reports whether any regular container exists
 // in any state, which means initialization completed at some point.
-func hasAnyRegularContainerCreated(pod *v1.Pod, podStatus *types.PodStatus) bool {
+func hasAnyRegularContainerCreated(pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
 	for i := range pod.Spec.Containers {
 		s := podStatus.FindContainerStatusByName(pod.Spec.Containers[i].Name)
-		if s != nil && (s.State == types.StateCreated || s.State == types.StateRunning || s.State == types.StateExited) {
+		if s != nil && (s.State == kubecontainer.StateCreated || s.State == kubecontainer.StateRunning || s.State == kubecontainer.StateExited) {
 			return true
 		}
 	}
@@ -394,10 +394,10 @@ func hasAnyRegularContainerCreated(pod *v1.Pod, podStatus *types.PodStatus) bool
 // hasRegularContainerCreatedOrRunning is like hasAnyRegularContainerCreated
 // without exited containers: after a node reboot every container is exited and
 // the new sandbox must initialize again.
-func hasRegularContainerCreatedOrRunning(pod *v1.Pod, podStatus *types.PodStatus) bool {
+func hasRegularContainerCreatedOrRunning(pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
 	for i := range pod.Spec.Containers {
 		s := podStatus.FindContainerStatusByName(pod.Spec.Containers[i].Name)
-		if s != nil && (s.State == types.StateCreated || s.State == types.StateRunning) {
+		if s != nil && (s.State == kubecontainer.StateCreated || s.State == kubecontainer.StateRunning) {
 			return true
 		}
 	}

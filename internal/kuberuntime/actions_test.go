@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // sandboxStatus builds a sandbox status; ip "" means no IP.
@@ -29,9 +29,9 @@ func readySandbox(attempt uint32) *runtimeapi.PodSandboxStatus {
 }
 
 // cstatus is the status of a container created from c's current spec.
-func cstatus(c *v1.Container, state types.State, exitCode int) *types.ContainerStatus {
-	return &types.ContainerStatus{
-		ID:       types.ContainerID{Type: testRuntimeName, ID: c.Name + "-id"},
+func cstatus(c *v1.Container, state kubecontainer.State, exitCode int) *kubecontainer.ContainerStatus {
+	return &kubecontainer.ContainerStatus{
+		ID:       kubecontainer.ContainerID{Type: testRuntimeName, ID: c.Name + "-id"},
 		Name:     c.Name,
 		State:    state,
 		ExitCode: exitCode,
@@ -39,8 +39,8 @@ func cstatus(c *v1.Container, state types.State, exitCode int) *types.ContainerS
 	}
 }
 
-func podStatusOf(pod *v1.Pod, sandboxes []*runtimeapi.PodSandboxStatus, containers ...*types.ContainerStatus) *types.PodStatus {
-	return &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, SandboxStatuses: sandboxes, ContainerStatuses: containers}
+func podStatusOf(pod *v1.Pod, sandboxes []*runtimeapi.PodSandboxStatus, containers ...*kubecontainer.ContainerStatus) *kubecontainer.PodStatus {
+	return &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace, SandboxStatuses: sandboxes, ContainerStatuses: containers}
 }
 
 // plan is the comparable form of podActions: kills by container ID with
@@ -72,22 +72,22 @@ func noKill() map[string]string { return map[string]string{} }
 
 func TestComputePodActions(t *testing.T) {
 	t.Parallel()
-	running, exited, unknown, created := types.StateRunning, types.StateExited, types.StateUnknown, types.StateCreated
+	running, exited, unknown, created := kubecontainer.StateRunning, kubecontainer.StateExited, kubecontainer.StateUnknown, kubecontainer.StateCreated
 	tests := []struct {
 		desc   string
 		mutate func(pod *v1.Pod)
-		status func(pod *v1.Pod) *types.PodStatus
+		status func(pod *v1.Pod) *kubecontainer.PodStatus
 		probes *fakeProbes
 		want   plan
 	}{
 		{
 			desc:   "new pod: create the sandbox and start every container",
-			status: func(pod *v1.Pod) *types.PodStatus { return nil },
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus { return nil },
 			want:   plan{KillPod: true, CreateSandbox: true, Start: []int{0, 1}, Kill: noKill()},
 		},
 		{
 			desc: "everything runs from the current spec: nothing to do",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
 			},
@@ -95,7 +95,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "sandbox not ready: kill, new sandbox with attempt+1, start all",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				sb := sandboxStatus(1, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "10.1.0.2")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb}, cstatus(&c[0], exited, 0), cstatus(&c[1], exited, 1))
@@ -104,7 +104,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "sandbox without IP on the pod network: recreate",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				sb := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_READY, runtimeapi.NamespaceMode_POD, "")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb})
 			},
@@ -113,7 +113,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "hostNetwork toggled on: the network namespace changed, recreate",
 			mutate: func(pod *v1.Pod) { pod.Spec.HostNetwork = true },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
 			},
@@ -122,7 +122,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "host network sandbox without IP is fine",
 			mutate: func(pod *v1.Pod) { pod.Spec.HostNetwork = true },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				sb := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_READY, runtimeapi.NamespaceMode_NODE, "")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
@@ -131,14 +131,14 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "two ready sandboxes: reconcile with a new one",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(1), readySandbox(0)})
 			},
 			want: plan{KillPod: true, CreateSandbox: true, SandboxID: "sandbox-1", Attempt: 2, Start: []int{0, 1}, Kill: noKill()},
 		},
 		{
 			desc: "restartPolicy Always: an exited container restarts whatever its exit code",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], exited, 0), cstatus(&c[1], running, 0))
 			},
@@ -147,7 +147,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "restartPolicy OnFailure: exit 0 stays, exit 1 restarts",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyOnFailure },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], exited, 0), cstatus(&c[1], exited, 1))
 			},
@@ -156,7 +156,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "restartPolicy Never: a failed container stays dead while another runs",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], exited, 1), cstatus(&c[1], running, 0))
 			},
@@ -165,7 +165,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "restartPolicy Never: all done, kill the pod",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], exited, 1), cstatus(&c[1], exited, 0))
 			},
@@ -174,7 +174,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "completed pod with Never and a dead sandbox is not restarted",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				sb := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "10.1.0.2")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb}, cstatus(&c[0], exited, 0), cstatus(&c[1], exited, 0))
@@ -184,7 +184,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "Never: a dead sandbox without any container is retried",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				sb := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb})
 			},
@@ -193,7 +193,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "OnFailure: dead sandbox, every container succeeded: no new sandbox",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyOnFailure },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				sb := sandboxStatus(2, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "10.1.0.2")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb}, cstatus(&c[0], exited, 0), cstatus(&c[1], exited, 0))
@@ -203,7 +203,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "OnFailure: dead sandbox, only the failed container starts again",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyOnFailure },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				sb := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "10.1.0.2")
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{sb}, cstatus(&c[0], exited, 0), cstatus(&c[1], exited, 2))
@@ -213,7 +213,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "spec changed: kill and restart even with Never",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				old := c[0]
 				old.Image = "busybox:1.35"
@@ -224,7 +224,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "liveness probe failed: kill and restart",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
 			},
@@ -235,7 +235,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "liveness probe failed with Never: kill only",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
 			},
@@ -244,7 +244,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "startup probe failed: kill and restart",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
 			},
@@ -254,7 +254,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		{
 			desc: "unknown state: kill before starting again",
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], unknown, 0), cstatus(&c[1], running, 0))
 			},
@@ -264,7 +264,7 @@ func TestComputePodActions(t *testing.T) {
 		{
 			desc:   "created but never started: start again, even with Never",
 			mutate: func(pod *v1.Pod) { pod.Spec.RestartPolicy = v1.RestartPolicyNever },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], created, 0), cstatus(&c[1], running, 0))
 			},
@@ -276,7 +276,7 @@ func TestComputePodActions(t *testing.T) {
 				now := metav1.Now()
 				pod.DeletionTimestamp = &now
 			},
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				c := pod.Spec.Containers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], exited, 1), cstatus(&c[1], running, 0))
 			},
@@ -312,30 +312,30 @@ func initPod(policy v1.RestartPolicy) *v1.Pod {
 
 func TestComputePodActionsInitContainers(t *testing.T) {
 	t.Parallel()
-	running, exited, unknown, created := types.StateRunning, types.StateExited, types.StateUnknown, types.StateCreated
+	running, exited, unknown, created := kubecontainer.StateRunning, kubecontainer.StateExited, kubecontainer.StateUnknown, kubecontainer.StateCreated
 	sb := []*runtimeapi.PodSandboxStatus{readySandbox(0)}
 	tests := []struct {
 		desc   string
 		policy v1.RestartPolicy
-		status func(pod *v1.Pod) *types.PodStatus
+		status func(pod *v1.Pod) *kubecontainer.PodStatus
 		want   plan
 	}{
 		{
 			desc:   "new pod: sandbox and the first init container only",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus { return nil },
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus { return nil },
 			want:   plan{KillPod: true, CreateSandbox: true, Init: []int{0}, Kill: noKill()},
 		},
 		{
 			desc:   "sandbox ready, nothing ran: first init container",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus { return podStatusOf(pod, sb) },
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus { return podStatusOf(pod, sb) },
 			want:   plan{SandboxID: "sandbox-0", Init: []int{0}, Kill: noKill()},
 		},
 		{
 			desc:   "first init container running: wait",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], running, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Kill: noKill()},
@@ -343,7 +343,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "first init container done: start the second",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], exited, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{1}, Kill: noKill()},
@@ -351,7 +351,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "all init containers done: start the containers",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&ic[1], exited, 0), cstatus(&ic[0], exited, 0))
 			},
@@ -360,7 +360,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "last init container done, the first one garbage collected: start the containers",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[1], exited, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Start: []int{0}, Kill: noKill()},
@@ -368,7 +368,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container failed with Always: run it again",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], exited, 1))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{0}, Kill: noKill()},
@@ -376,7 +376,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container failed with OnFailure: run it again",
 			policy: v1.RestartPolicyOnFailure,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&ic[1], exited, 3), cstatus(&ic[0], exited, 0))
 			},
@@ -385,7 +385,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container failed with Never: kill the pod",
 			policy: v1.RestartPolicyNever,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], exited, 1))
 			},
 			want: plan{KillPod: true, SandboxID: "sandbox-0", Kill: noKill()},
@@ -393,7 +393,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container OOM killed counts as failed",
 			policy: v1.RestartPolicyNever,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				s := cstatus(&pod.Spec.InitContainers[0], exited, 0)
 				s.Reason = "OOMKilled"
 				return podStatusOf(pod, sb, s)
@@ -403,7 +403,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container in unknown state: kill and run again",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], unknown, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{0},
@@ -412,7 +412,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "init container created but not started: start it",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], created, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{0}, Kill: noKill()},
@@ -420,7 +420,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "containers run and the init containers are gone: do not rerun them",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], running, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Kill: noKill()},
@@ -428,7 +428,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 		{
 			desc:   "new sandbox after a reboot: init containers run again",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				dead := sandboxStatus(0, runtimeapi.PodSandboxState_SANDBOX_NOTREADY, runtimeapi.NamespaceMode_POD, "10.1.0.2")
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, []*runtimeapi.PodSandboxStatus{dead},
@@ -464,13 +464,13 @@ func sidecarPod(policy v1.RestartPolicy) *v1.Pod {
 
 func TestComputePodActionsSidecars(t *testing.T) {
 	t.Parallel()
-	running, exited := types.StateRunning, types.StateExited
+	running, exited := kubecontainer.StateRunning, kubecontainer.StateExited
 	sb := []*runtimeapi.PodSandboxStatus{readySandbox(0)}
 	tests := []struct {
 		desc   string
 		policy v1.RestartPolicy
 		mutate func(pod *v1.Pod)
-		status func(pod *v1.Pod) *types.PodStatus
+		status func(pod *v1.Pod) *kubecontainer.PodStatus
 		probes *fakeProbes
 		// withStarted makes the probe results implement StartupSucceeded.
 		withStarted bool
@@ -479,13 +479,13 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "nothing ran: start the sidecar first",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus { return podStatusOf(pod, sb) },
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus { return podStatusOf(pod, sb) },
 			want:   plan{SandboxID: "sandbox-0", Init: []int{0}, Kill: noKill()},
 		},
 		{
 			desc:   "sidecar runs: start the next init container",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], running, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{1}, Kill: noKill()},
@@ -493,7 +493,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "sidecar runs, init container done: start the containers",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&ic[1], exited, 0), cstatus(&ic[0], running, 0))
 			},
@@ -502,7 +502,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "sidecar exited while the pod runs: restart it, even with Never",
 			policy: v1.RestartPolicyNever,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], running, 0), cstatus(&ic[1], exited, 0), cstatus(&ic[0], exited, 0))
 			},
@@ -511,7 +511,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "sidecar garbage collected while the pod runs: start it again",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], running, 0))
 			},
 			want: plan{SandboxID: "sandbox-0", Init: []int{0}, Kill: noKill()},
@@ -520,7 +520,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			desc:   "sidecar failed its liveness probe: kill and restart it",
 			policy: v1.RestartPolicyAlways,
 			mutate: func(pod *v1.Pod) { pod.Spec.InitContainers[0].LivenessProbe = &v1.Probe{} },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], running, 0), cstatus(&ic[0], running, 0))
 			},
@@ -531,7 +531,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "sidecar spec changed: kill and restart it",
 			policy: v1.RestartPolicyAlways,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				old := pod.Spec.InitContainers[0]
 				old.Image = "busybox:old"
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], running, 0), cstatus(&old, running, 0))
@@ -543,7 +543,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			desc:   "sidecar startup probe not yet succeeded: the next init container waits",
 			policy: v1.RestartPolicyAlways,
 			mutate: func(pod *v1.Pod) { pod.Spec.InitContainers[0].StartupProbe = &v1.Probe{} },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], running, 0))
 			},
 			probes:      &fakeProbes{started: map[string]bool{}},
@@ -554,7 +554,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			desc:   "sidecar startup probe succeeded: the next init container starts",
 			policy: v1.RestartPolicyAlways,
 			mutate: func(pod *v1.Pod) { pod.Spec.InitContainers[0].StartupProbe = &v1.Probe{} },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], running, 0))
 			},
 			probes:      &fakeProbes{started: map[string]bool{"s0-id": true}},
@@ -565,7 +565,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			desc:   "sidecar failed its startup probe: kill and restart it",
 			policy: v1.RestartPolicyAlways,
 			mutate: func(pod *v1.Pod) { pod.Spec.InitContainers[0].StartupProbe = &v1.Probe{} },
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.InitContainers[0], running, 0))
 			},
 			probes: &fakeProbes{startup: map[string]bool{"s0-id": true}},
@@ -575,7 +575,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		{
 			desc:   "Never and the containers are done: kill the pod, sidecars are not restarted",
 			policy: v1.RestartPolicyNever,
-			status: func(pod *v1.Pod) *types.PodStatus {
+			status: func(pod *v1.Pod) *kubecontainer.PodStatus {
 				ic := pod.Spec.InitContainers
 				return podStatusOf(pod, sb, cstatus(&pod.Spec.Containers[0], exited, 0), cstatus(&ic[1], exited, 0), cstatus(&ic[0], running, 0))
 			},

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // crashLoopKey is the back-off key of a container: the pod (name, namespace,
@@ -25,16 +25,16 @@ func formatPod(pod *v1.Pod) string {
 
 // doBackOff applies CrashLoopBackOff before (re)starting a container. The clock
 // starts when the newest instance of the container finished; while inside the
-// window it returns true with the message and types.ErrCrashLoopBackOff.
+// window it returns true with the message and kubecontainer.ErrCrashLoopBackOff.
 // Otherwise it advances the back-off (10s doubling up to the back-off's
 // maximum, reset after it was quiet for twice the maximum) and returns false.
-func (m *Manager) doBackOff(pod *v1.Pod, container *v1.Container, podStatus *types.PodStatus, backOff *flowcontrol.Backoff) (bool, string, error) {
+func (m *Manager) doBackOff(pod *v1.Pod, container *v1.Container, podStatus *kubecontainer.PodStatus, backOff *flowcontrol.Backoff) (bool, string, error) {
 	if backOff == nil {
 		return false, "", nil
 	}
-	var exited *types.ContainerStatus
+	var exited *kubecontainer.ContainerStatus
 	for _, s := range podStatus.ContainerStatusesByName(container.Name) {
-		if s.State == types.StateExited {
+		if s.State == kubecontainer.StateExited {
 			exited = s
 			break
 		}
@@ -47,7 +47,7 @@ func (m *Manager) doBackOff(pod *v1.Pod, container *v1.Container, podStatus *typ
 		m.recorder.Eventf(pod, v1.EventTypeWarning, "BackOff",
 			"Back-off restarting failed container %s in pod %s", container.Name, formatPod(pod))
 		msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backOff.Get(key), container.Name, formatPod(pod))
-		return true, msg, types.ErrCrashLoopBackOff
+		return true, msg, kubecontainer.ErrCrashLoopBackOff
 	}
 	backOff.Next(key, exited.FinishedAt)
 	return false, "", nil

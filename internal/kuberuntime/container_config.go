@@ -13,11 +13,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
-// reasonError carries one of the kubelet's reason errors (types.ErrCreateContainerCfg,
-// types.ErrImagePull, ...) with a human-readable message: errors.Is matches both the
+// reasonError carries one of the kubelet's reason errors (kubecontainer.ErrCreateContainerCfg,
+// kubecontainer.ErrImagePull, ...) with a human-readable message: errors.Is matches both the
 // reason and the underlying cause, and Error() is the message alone, ready for a
 // container's waiting state.
 type reasonError struct {
@@ -43,10 +43,10 @@ func newReasonError(reason, cause error, format string, args ...any) error {
 // configError wraps err as a CreateContainerConfigError, keeping err's message.
 func configError(err error) error {
 	var re *reasonError
-	if errors.As(err, &re) && errors.Is(err, types.ErrCreateContainerCfg) {
+	if errors.As(err, &re) && errors.Is(err, kubecontainer.ErrCreateContainerCfg) {
 		return err
 	}
-	return &reasonError{reason: types.ErrCreateContainerCfg, msg: err.Error(), cause: err}
+	return &reasonError{reason: kubecontainer.ErrCreateContainerCfg, msg: err.Error(), cause: err}
 }
 
 // generateContainerConfig builds the CRI config of one container of the pod, as the
@@ -60,14 +60,14 @@ func configError(err error) error {
 //
 // The returned cleanup (never nil) releases what the run options hold; the caller
 // runs it once the container is created, or on error. Errors match
-// types.ErrCreateContainerCfg.
+// kubecontainer.ErrCreateContainerCfg.
 func (m *Manager) generateContainerConfig(ctx context.Context, container *v1.Container, pod *v1.Pod, restartCount int, podIP string, podIPs []string, imageRef string) (*runtimeapi.ContainerConfig, func(), error) {
 	opts, cleanup, err := m.helper.GenerateRunContainerOptions(ctx, pod, container, podIP, podIPs)
 	if cleanup == nil {
 		cleanup = func() {}
 	}
 	if err != nil {
-		return nil, cleanup, newReasonError(types.ErrCreateContainerCfg, err, "generate run options for container %q: %v", container.Name, err)
+		return nil, cleanup, newReasonError(kubecontainer.ErrCreateContainerCfg, err, "generate run options for container %q: %v", container.Name, err)
 	}
 
 	image := imageRef
@@ -85,7 +85,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, container *v1.Con
 	command, args := expandCommandAndArgs(container, opts.Envs)
 	logDir := filepath.Join(buildPodLogsDirectory(m.logsRoot(), pod.Namespace, pod.Name, pod.UID), container.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, cleanup, newReasonError(types.ErrCreateContainerCfg, err, "create container log directory for container %s failed: %v", container.Name, err)
+		return nil, cleanup, newReasonError(kubecontainer.ErrCreateContainerCfg, err, "create container log directory for container %s failed: %v", container.Name, err)
 	}
 
 	cfg := &runtimeapi.ContainerConfig{

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // rcSetImage registers an image in the fake image service with the given user.
@@ -229,7 +229,7 @@ func TestGenerateContainerConfigErrors(t *testing.T) {
 			if cleanup == nil {
 				t.Error("cleanup is nil")
 			}
-			if !errors.Is(err, types.ErrCreateContainerCfg) {
+			if !errors.Is(err, kubecontainer.ErrCreateContainerCfg) {
 				t.Errorf("err %v does not match ErrCreateContainerCfg", err)
 			}
 			if !strings.Contains(err.Error(), tc.wantMsg) || strings.HasPrefix(err.Error(), "CreateContainerConfigError") {

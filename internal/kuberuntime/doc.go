@@ -17,7 +17,7 @@
 //
 // Who may import it: internal/app (which builds the Manager) and, through small
 // interfaces they declare, internal/kubelet and its subpackages. It imports only
-// internal/kubelet/types from this module and never the dockershim.
+// internal/kubelet/container from this module and never the dockershim.
 //
 // Usage:
 //

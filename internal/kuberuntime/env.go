@@ -3,7 +3,7 @@ package kuberuntime
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // envLookup returns a lookup over envs; when a name repeats, the last value wins (as
@@ -30,7 +30,7 @@ func expandCommandAndArgs(container *v1.Container, envs []EnvVar) (command, args
 		}
 		out := make([]string, len(in))
 		for i, s := range in {
-			out[i] = types.Expand(s, lookup)
+			out[i] = kubecontainer.Expand(s, lookup)
 		}
 		return out
 	}

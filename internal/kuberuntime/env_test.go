@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func TestExpandVars(t *testing.T) {
@@ -37,7 +37,7 @@ func TestExpandVars(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := types.Expand(tc.in, lookup); got != tc.want {
+			if got := kubecontainer.Expand(tc.in, lookup); got != tc.want {
 				t.Errorf("Expand(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})

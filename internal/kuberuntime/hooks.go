@@ -15,7 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // hookUserAgent is the User-Agent of httpGet lifecycle hooks (upstream's form).
@@ -27,7 +27,7 @@ var errNoPodIP = errors.New("the pod has no IP")
 // RunInContainer runs cmd in the container through the runtime's ExecSync and
 // returns stdout followed by stderr. A non-zero exit code is an error (the CRI
 // client reports it as one); timeout 0 means no timeout beyond ctx.
-func (m *Manager) RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+func (m *Manager) RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
 	stdout, stderr, err := m.runtime.ExecSync(ctx, id.ID, cmd, timeout)
 	out := make([]byte, 0, len(stdout)+len(stderr))
 	out = append(append(out, stdout...), stderr...)
@@ -40,7 +40,7 @@ func (m *Manager) RunInContainer(ctx context.Context, id types.ContainerID, cmd 
 // runLifecycleHandler runs a postStart or preStop handler of a container. It
 // returns a message for the user on failure. podIP may be empty: an httpGet
 // hook without host then asks the runtime for the pod's IP.
-func (m *Manager) runLifecycleHandler(ctx context.Context, pod *v1.Pod, container *v1.Container, id types.ContainerID, h *v1.LifecycleHandler, podIP string) (string, error) {
+func (m *Manager) runLifecycleHandler(ctx context.Context, pod *v1.Pod, container *v1.Container, id kubecontainer.ContainerID, h *v1.LifecycleHandler, podIP string) (string, error) {
 	switch {
 	case h.Exec != nil:
 		out, err := m.RunInContainer(ctx, id, h.Exec.Command, 0)

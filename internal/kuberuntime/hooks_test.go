@@ -15,7 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func TestRunLifecycleHandlerExec(t *testing.T) {
@@ -38,7 +38,7 @@ func TestRunLifecycleHandlerExec(t *testing.T) {
 				e.runtime.InjectError("ExecSync", tc.execErr)
 			}
 			h := &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/bin/hook", "arg"}}}
-			msg, err := e.m.runLifecycleHandler(context.Background(), pod, &pod.Spec.Containers[0], types.ContainerID{Type: "fake", ID: "cid"}, h, "")
+			msg, err := e.m.runLifecycleHandler(context.Background(), pod, &pod.Spec.Containers[0], kubecontainer.ContainerID{Type: "fake", ID: "cid"}, h, "")
 			if (err != nil) != (tc.execErr != nil) || (tc.execErr != nil && !errors.Is(err, tc.execErr)) {
 				t.Fatalf("error = %v, want %v", err, tc.execErr)
 			}
@@ -161,7 +161,7 @@ func TestHTTPHook(t *testing.T) {
 			h := &v1.LifecycleHandler{HTTPGet: tc.action(hs.port(t))}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			msg, err := e.m.runLifecycleHandler(ctx, pod, c, types.ContainerID{Type: "fake", ID: "cid"}, h, tc.podIP)
+			msg, err := e.m.runLifecycleHandler(ctx, pod, c, kubecontainer.ContainerID{Type: "fake", ID: "cid"}, h, tc.podIP)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.HasPrefix(msg, "HTTP lifecycle hook") {
 					t.Fatalf("error = %v (message %q), want %q", err, msg, tc.wantErr)
@@ -212,7 +212,7 @@ func TestSleepAndOtherHooks(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
 			start := time.Now()
-			_, err := e.m.runLifecycleHandler(ctx, pod, &pod.Spec.Containers[0], types.ContainerID{}, tc.handler, "")
+			_, err := e.m.runLifecycleHandler(ctx, pod, &pod.Spec.Containers[0], kubecontainer.ContainerID{}, tc.handler, "")
 			if took := time.Since(start); took > tc.maxTook {
 				t.Errorf("took %v, want at most %v", took, tc.maxTook)
 			}
@@ -229,7 +229,7 @@ func TestSleepAndOtherHooks(t *testing.T) {
 func TestRunInContainer(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
-	id := types.ContainerID{Type: "fake", ID: "cid"}
+	id := kubecontainer.ContainerID{Type: "fake", ID: "cid"}
 	if _, err := e.m.RunInContainer(context.Background(), id, []string{"ls"}, time.Second); err != nil {
 		t.Fatalf("RunInContainer: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Image event reasons (the upstream kubelet's).
@@ -40,7 +40,7 @@ const (
 //     when pulls are serialized; a failure (ErrImagePull) extends the back-off.
 //
 // message is a human-readable explanation for the container's state; err matches one
-// of types.ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull,
+// of kubecontainer.ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull,
 // ErrImagePullBackOff and ErrImagePull.
 func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container *v1.Container, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (imageRef, message string, err error) {
 	requested := container.Image
@@ -48,7 +48,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
-		return "", msg, newReasonError(types.ErrInvalidImageName, err, "%s", msg)
+		return "", msg, newReasonError(kubecontainer.ErrInvalidImageName, err, "%s", msg)
 	}
 	image := ref.withDefaultTag(requested)
 	spec := &runtimeapi.ImageSpec{Image: image, Annotations: pod.Annotations, UserSpecifiedImage: requested}
@@ -57,7 +57,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 	if err != nil {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
-		return "", msg, newReasonError(types.ErrImageInspect, err, "%s", msg)
+		return "", msg, newReasonError(kubecontainer.ErrImageInspect, err, "%s", msg)
 	}
 	if !shouldPullImage(imagePullPolicy(container, ref), present != "") {
 		if present != "" {
@@ -67,14 +67,14 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		}
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventNeverPull, msg)
-		return "", msg, newReasonError(types.ErrImageNeverPull, nil, "%s", msg)
+		return "", msg, newReasonError(kubecontainer.ErrImageNeverPull, nil, "%s", msg)
 	}
 
 	backOffKey := string(pod.UID) + "_" + image
 	if bo := m.imagePullBackOff; bo != nil && bo.IsInBackOffSinceUpdate(backOffKey, bo.Clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", requested)
 		m.imageEvent(pod, v1.EventTypeNormal, imageEventBackOff, msg)
-		return "", msg, newReasonError(types.ErrImagePullBackOff, nil, "%s", msg)
+		return "", msg, newReasonError(kubecontainer.ErrImagePullBackOff, nil, "%s", msg)
 	}
 
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulling, fmt.Sprintf("Pulling image %q", requested))
@@ -85,7 +85,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		if bo := m.imagePullBackOff; bo != nil {
 			bo.Next(backOffKey, bo.Clock.Now())
 		}
-		return "", err.Error(), newReasonError(types.ErrImagePull, err, "%s", err.Error())
+		return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
 	}
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled,
 		fmt.Sprintf("Successfully pulled image %q in %v", requested, time.Since(start).Truncate(time.Millisecond)))

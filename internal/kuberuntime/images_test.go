@@ -18,7 +18,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // rcImages wraps the fake image service to record pull auths and concurrency.
@@ -102,7 +102,7 @@ func TestEnsureImageExistsPullPolicies(t *testing.T) {
 		{desc: "IfNotPresent, present", image: "busybox:1.36", policy: v1.PullIfNotPresent, present: true, wantMsg: `Container image "busybox:1.36" already present on machine`},
 		{desc: "IfNotPresent, absent", image: "busybox:1.36", policy: v1.PullIfNotPresent, wantPull: true},
 		{desc: "Never, present", image: "busybox:1.36", policy: v1.PullNever, present: true},
-		{desc: "Never, absent", image: "busybox:1.36", policy: v1.PullNever, wantErr: types.ErrImageNeverPull, wantMsg: `Container image "busybox:1.36" is not present with pull policy of Never`},
+		{desc: "Never, absent", image: "busybox:1.36", policy: v1.PullNever, wantErr: kubecontainer.ErrImageNeverPull, wantMsg: `Container image "busybox:1.36" is not present with pull policy of Never`},
 		{desc: "unset policy, :latest, present: Always", image: "busybox:latest", present: true, wantPull: true},
 		{desc: "unset policy, no tag, present: Always (default tag added)", image: "busybox", present: true, wantPull: true},
 		{desc: "unset policy, tagged, present: IfNotPresent", image: "busybox:1.36", present: true},
@@ -144,7 +144,7 @@ func TestEnsureImageExistsInvalidAndInspectErrors(t *testing.T) {
 			env := newRCImageEnv(t)
 			pod, c := rcImagePod(image, v1.PullIfNotPresent)
 			_, msg, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil)
-			if !errors.Is(err, types.ErrInvalidImageName) || !strings.Contains(msg, "Failed to apply default image tag") {
+			if !errors.Is(err, kubecontainer.ErrInvalidImageName) || !strings.Contains(msg, "Failed to apply default image tag") {
 				t.Fatalf("err = %v msg %q, want ErrInvalidImageName", err, msg)
 			}
 			if got := env.recorder.reasons(); !reflect.DeepEqual(got, []string{"InspectFailed"}) {
@@ -158,7 +158,7 @@ func TestEnsureImageExistsInvalidAndInspectErrors(t *testing.T) {
 		env.images.InjectError("ImageStatus", errors.New("daemon unreachable"))
 		pod, c := rcImagePod("busybox:1.36", v1.PullIfNotPresent)
 		_, msg, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil)
-		if !errors.Is(err, types.ErrImageInspect) || !strings.Contains(msg, "daemon unreachable") {
+		if !errors.Is(err, kubecontainer.ErrImageInspect) || !strings.Contains(msg, "daemon unreachable") {
 			t.Fatalf("err = %v msg %q, want ErrImageInspect", err, msg)
 		}
 	})
@@ -172,11 +172,11 @@ func TestEnsureImageExistsBackOff(t *testing.T) {
 
 	env.images.InjectError("PullImage", errors.New("manifest unknown"))
 	_, msg, err := env.m.ensureImageExists(ctx, pod, c, nil, nil)
-	if !errors.Is(err, types.ErrImagePull) || msg != "manifest unknown" || err.Error() != "manifest unknown" {
+	if !errors.Is(err, kubecontainer.ErrImagePull) || msg != "manifest unknown" || err.Error() != "manifest unknown" {
 		t.Fatalf("first pull: err %v msg %q, want ErrImagePull with the runtime's message", err, msg)
 	}
 	_, msg, err = env.m.ensureImageExists(ctx, pod, c, nil, nil)
-	if !errors.Is(err, types.ErrImagePullBackOff) || msg != `Back-off pulling image "busybox:1.36"` {
+	if !errors.Is(err, kubecontainer.ErrImagePullBackOff) || msg != `Back-off pulling image "busybox:1.36"` {
 		t.Fatalf("in back-off: err %v msg %q", err, msg)
 	}
 	if n := len(env.imgs.pulls()); n != 1 {
@@ -292,14 +292,14 @@ func TestEnsureImageExistsPullSecrets(t *testing.T) {
 			secrets:    []v1.Secret{rcSecret("s", v1.SecretTypeDockerConfigJson, map[string]string{"127.0.0.1:5000": "alice:pw", "http://127.0.0.1:5000": "alice2:pw"})},
 			pullErrors: 2,
 			wantUsers:  []string{"alice", "alice2"},
-			wantErr:    types.ErrImagePull,
+			wantErr:    kubecontainer.ErrImagePull,
 		},
 		{
 			desc:  "malformed secret",
 			image: "127.0.0.1:5000/app:1",
 			secrets: []v1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Type: v1.SecretTypeDockerConfigJson,
 				Data: map[string][]byte{v1.DockerConfigJsonKey: []byte("{not json")}}},
-			wantErr: types.ErrImagePull,
+			wantErr: kubecontainer.ErrImagePull,
 		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	crierrors "k8s.io/cri-api/pkg/errors"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // minimumGracePeriodInSeconds is the least time a container gets to stop
@@ -24,7 +24,7 @@ const minimumGracePeriodInSeconds = 2
 type killRequest struct {
 	// pod may be nil (an orphan): the spec is then restored from the labels.
 	pod     *v1.Pod
-	id      types.ContainerID
+	id      kubecontainer.ContainerID
 	name    string
 	message string
 	reason  containerKillReason
@@ -40,7 +40,7 @@ type killRequest struct {
 // removes them later. pod may be nil for a pod the kubelet no longer knows;
 // runningPod may be nil, it is then read from the runtime (pod must be set).
 // gracePeriodOverride replaces the pod's terminationGracePeriodSeconds.
-func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, gracePeriodOverride *int64) error {
+func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) error {
 	if runningPod == nil {
 		if pod == nil {
 			return errors.New("kill pod: neither the pod nor its running state given")
@@ -56,16 +56,16 @@ func (m *Manager) KillPod(ctx context.Context, pod *v1.Pod, runningPod *types.Po
 }
 
 // killPodWithSyncResult kills the running containers, then stops the sandboxes.
-func (m *Manager) killPodWithSyncResult(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, gracePeriodOverride *int64) types.PodSyncResult {
-	var result types.PodSyncResult
+func (m *Manager) killPodWithSyncResult(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) kubecontainer.PodSyncResult {
+	var result kubecontainer.PodSyncResult
 	for _, r := range m.killContainersWithSyncResult(ctx, pod, runningPod, gracePeriodOverride) {
 		result.Add(r)
 	}
-	sandboxResult := &types.SyncResult{Action: types.KillPodSandbox, Target: string(runningPod.ID)}
+	sandboxResult := &kubecontainer.SyncResult{Action: kubecontainer.KillPodSandbox, Target: string(runningPod.ID)}
 	result.Add(sandboxResult)
 	for _, sb := range runningPod.Sandboxes {
 		if err := m.runtime.StopPodSandbox(ctx, sb.ID.ID); err != nil && !crierrors.IsNotFound(err) {
-			sandboxResult.Fail(types.ErrKillPodSandbox, err.Error())
+			sandboxResult.Fail(kubecontainer.ErrKillPodSandbox, err.Error())
 			m.logger.Error("stop pod sandbox failed", zap.String("pod", podRef(pod, runningPod)),
 				zap.String("sandbox", sb.ID.ID), zap.Error(err))
 		}
@@ -76,8 +76,8 @@ func (m *Manager) killPodWithSyncResult(ctx context.Context, pod *v1.Pod, runnin
 // killContainersWithSyncResult stops the running containers in parallel:
 // first the regular and init containers, then the sidecars with the grace
 // period that is left, so sidecars outlive the containers they serve.
-func (m *Manager) killContainersWithSyncResult(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, gracePeriodOverride *int64) []*types.SyncResult {
-	var first, sidecars []*types.Container
+func (m *Manager) killContainersWithSyncResult(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) []*kubecontainer.SyncResult {
+	var first, sidecars []*kubecontainer.Container
 	for _, c := range runningPod.Containers {
 		if pod != nil && isSidecarName(pod, c.Name) {
 			sidecars = append(sidecars, c)
@@ -90,17 +90,17 @@ func (m *Manager) killContainersWithSyncResult(ctx context.Context, pod *v1.Pod,
 	return append(results, m.killContainersParallel(ctx, pod, runningPod, sidecars, gracePeriodOverride, time.Since(start))...)
 }
 
-func (m *Manager) killContainersParallel(ctx context.Context, pod *v1.Pod, runningPod *types.Pod, containers []*types.Container, override *int64, spent time.Duration) []*types.SyncResult {
-	results := make([]*types.SyncResult, len(containers))
+func (m *Manager) killContainersParallel(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, containers []*kubecontainer.Container, override *int64, spent time.Duration) []*kubecontainer.SyncResult {
+	results := make([]*kubecontainer.SyncResult, len(containers))
 	var wg sync.WaitGroup
 	for i, c := range containers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &types.SyncResult{Action: types.KillContainer, Target: c.Name}
+			r := &kubecontainer.SyncResult{Action: kubecontainer.KillContainer, Target: c.Name}
 			req := killRequest{pod: pod, id: c.ID, name: c.Name, gracePeriodOverride: override, spent: spent}
 			if err := m.killContainer(ctx, req); err != nil {
-				r.Fail(types.ErrKillContainer, err.Error())
+				r.Fail(kubecontainer.ErrKillContainer, err.Error())
 				m.logger.Error("kill container failed", zap.String("pod", podRef(pod, runningPod)),
 					zap.String("container", c.Name), zap.String("containerID", c.ID.String()), zap.Error(err))
 			}
@@ -167,7 +167,7 @@ func (m *Manager) specsForKill(ctx context.Context, k killRequest) (*v1.Pod, *v1
 
 // runPreStopHook runs the preStop hook, waiting at most budget, and returns
 // how long it took.
-func (m *Manager) runPreStopHook(ctx context.Context, pod *v1.Pod, spec *v1.Container, id types.ContainerID, budget time.Duration) time.Duration {
+func (m *Manager) runPreStopHook(ctx context.Context, pod *v1.Pod, spec *v1.Container, id kubecontainer.ContainerID, budget time.Duration) time.Duration {
 	start := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
@@ -192,7 +192,7 @@ func (m *Manager) runPreStopHook(ctx context.Context, pod *v1.Pod, spec *v1.Cont
 
 // restoreSpecsFromContainer rebuilds the parts of the pod and container spec
 // that killing needs from the container's labels and annotations.
-func (m *Manager) restoreSpecsFromContainer(ctx context.Context, id types.ContainerID) (*v1.Pod, *v1.Container, error) {
+func (m *Manager) restoreSpecsFromContainer(ctx context.Context, id kubecontainer.ContainerID) (*v1.Pod, *v1.Container, error) {
 	resp, err := m.runtime.ContainerStatus(ctx, id.ID, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("container status: %w", err)
@@ -268,19 +268,19 @@ func isSidecarName(pod *v1.Pod, name string) bool {
 
 // podStatusToRunningPod keeps what KillPod needs from a status: the running
 // containers and every sandbox.
-func podStatusToRunningPod(runtimeName string, status *types.PodStatus) *types.Pod {
-	p := &types.Pod{ID: status.ID, Name: status.Name, Namespace: status.Namespace}
+func podStatusToRunningPod(runtimeName string, status *kubecontainer.PodStatus) *kubecontainer.Pod {
+	p := &kubecontainer.Pod{ID: status.ID, Name: status.Name, Namespace: status.Namespace}
 	for _, c := range status.ContainerStatuses {
-		if c.State != types.StateRunning {
+		if c.State != kubecontainer.StateRunning {
 			continue
 		}
-		p.Containers = append(p.Containers, &types.Container{
+		p.Containers = append(p.Containers, &kubecontainer.Container{
 			ID: c.ID, Name: c.Name, Image: c.Image, ImageID: c.ImageID, Hash: c.Hash, State: c.State,
 		})
 	}
 	for _, s := range status.SandboxStatuses {
-		p.Sandboxes = append(p.Sandboxes, &types.Container{
-			ID:    types.ContainerID{Type: runtimeName, ID: s.GetId()},
+		p.Sandboxes = append(p.Sandboxes, &kubecontainer.Container{
+			ID:    kubecontainer.ContainerID{Type: runtimeName, ID: s.GetId()},
 			State: sandboxState(s.GetState()),
 		})
 	}
@@ -288,18 +288,18 @@ func podStatusToRunningPod(runtimeName string, status *types.PodStatus) *types.P
 }
 
 // sandboxState maps a sandbox state to a container state (ready = running).
-func sandboxState(s runtimeapi.PodSandboxState) types.State {
+func sandboxState(s runtimeapi.PodSandboxState) kubecontainer.State {
 	switch s {
 	case runtimeapi.PodSandboxState_SANDBOX_READY:
-		return types.StateRunning
+		return kubecontainer.StateRunning
 	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
-		return types.StateExited
+		return kubecontainer.StateExited
 	}
-	return types.StateUnknown
+	return kubecontainer.StateUnknown
 }
 
 // podRef names a pod for logs from the spec or, without one, the running pod.
-func podRef(pod *v1.Pod, runningPod *types.Pod) string {
+func podRef(pod *v1.Pod, runningPod *kubecontainer.Pod) string {
 	if pod != nil {
 		return formatPod(pod)
 	}

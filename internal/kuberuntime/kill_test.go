@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func int64p(v int64) *int64 { return &v }
@@ -178,8 +178,8 @@ func TestKillPodErrors(t *testing.T) {
 	}{
 		{desc: "container already gone", inject: map[string]error{"StopContainer": status.Error(codes.NotFound, "no such container")}},
 		{desc: "sandbox already gone", inject: map[string]error{"StopPodSandbox": status.Error(codes.NotFound, "no such sandbox")}},
-		{desc: "stop fails", inject: map[string]error{"StopContainer": errors.New("daemon busy")}, wantErr: types.ErrKillContainer},
-		{desc: "sandbox stop fails", inject: map[string]error{"StopPodSandbox": errors.New("cni teardown failed")}, wantErr: types.ErrKillPodSandbox},
+		{desc: "stop fails", inject: map[string]error{"StopContainer": errors.New("daemon busy")}, wantErr: kubecontainer.ErrKillContainer},
+		{desc: "sandbox stop fails", inject: map[string]error{"StopPodSandbox": errors.New("cni teardown failed")}, wantErr: kubecontainer.ErrKillPodSandbox},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

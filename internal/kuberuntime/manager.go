@@ -16,7 +16,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -89,8 +89,8 @@ type EventRecorder interface {
 // ProbeResults tells computePodActions which containers failed their probes, so
 // they get killed (and restarted per restart policy). The prober implements it.
 type ProbeResults interface {
-	LivenessFailed(id types.ContainerID) bool
-	StartupFailed(id types.ContainerID) bool
+	LivenessFailed(id kubecontainer.ContainerID) bool
+	StartupFailed(id kubecontainer.ContainerID) bool
 }
 
 // StartupSucceeded may also be implemented by a ProbeResults value. When it is,
@@ -99,7 +99,7 @@ type ProbeResults interface {
 // as upstream does. Without it the next init container starts as soon as the
 // sidecar runs.
 type StartupSucceeded interface {
-	StartupSucceeded(id types.ContainerID) bool
+	StartupSucceeded(id kubecontainer.ContainerID) bool
 }
 
 // Options configures a Manager.
@@ -243,8 +243,8 @@ func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 func (m *Manager) RuntimeName() string { return m.runtimeName }
 
 // containerID qualifies a CRI container ID with the runtime name.
-func (m *Manager) containerID(id string) types.ContainerID {
-	return types.ContainerID{Type: m.runtimeName, ID: id}
+func (m *Manager) containerID(id string) kubecontainer.ContainerID {
+	return kubecontainer.ContainerID{Type: m.runtimeName, ID: id}
 }
 
 type nopRecorder struct{}

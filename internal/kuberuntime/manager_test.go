@@ -16,7 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const testRuntimeName = "fake"
@@ -67,12 +67,14 @@ type fakeProbes struct {
 	started map[string]bool
 }
 
-func (p *fakeProbes) LivenessFailed(id types.ContainerID) bool { return p.liveness[id.ID] }
-func (p *fakeProbes) StartupFailed(id types.ContainerID) bool  { return p.startup[id.ID] }
+func (p *fakeProbes) LivenessFailed(id kubecontainer.ContainerID) bool { return p.liveness[id.ID] }
+func (p *fakeProbes) StartupFailed(id kubecontainer.ContainerID) bool  { return p.startup[id.ID] }
 
 type fakeProbesWithStarted struct{ *fakeProbes }
 
-func (p fakeProbesWithStarted) StartupSucceeded(id types.ContainerID) bool { return p.started[id.ID] }
+func (p fakeProbesWithStarted) StartupSucceeded(id kubecontainer.ContainerID) bool {
+	return p.started[id.ID]
+}
 
 // recordingRuntime records the StopContainer timeouts and ExecSync commands
 // the fake runtime does not keep.

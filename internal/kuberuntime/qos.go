@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // CPU and OOM constants of the upstream kubelet (pkg/kubelet/cm and pkg/kubelet/qos).
@@ -134,10 +134,10 @@ func isNodeCriticalPod(pod *v1.Pod) bool {
 	if pod.Spec.PriorityClassName != systemNodeCriticalClass {
 		return false
 	}
-	if types.IsStaticPod(pod) {
+	if kubecontainer.IsStaticPod(pod) {
 		return true
 	}
-	if _, ok := pod.Annotations[types.ConfigMirrorAnnotationKey]; ok {
+	if _, ok := pod.Annotations[kubecontainer.ConfigMirrorAnnotationKey]; ok {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority

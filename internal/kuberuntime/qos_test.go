@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // rcResources builds requirements from "cpu=100m,memory=64Mi"-style pairs.
@@ -101,7 +101,7 @@ func TestGetContainerOOMScoreAdjust(t *testing.T) {
 			desc: "static node-critical pod",
 			pod: func() *v1.Pod {
 				p := rcQOSPod(v1.ResourceRequirements{})
-				p.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.FileSource}
+				p.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource}
 				p.Spec.PriorityClassName = "system-node-critical"
 				return p
 			}(),

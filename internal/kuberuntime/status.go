@@ -17,7 +17,7 @@ import (
 	crierrors "k8s.io/cri-api/pkg/errors"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Limits on termination messages (upstream values).
@@ -33,8 +33,8 @@ const (
 // first) with the pod IPs of the newest one when it is ready, and every
 // container of the pod (newest first). Objects removed between the list and
 // the status calls are skipped.
-func (m *Manager) GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*types.PodStatus, error) {
-	status := &types.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: time.Now()}
+func (m *Manager) GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error) {
+	status := &kubecontainer.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: time.Now()}
 	sandboxes, err := m.podSandboxes(ctx, uid)
 	if err != nil {
 		return nil, err
@@ -78,14 +78,14 @@ func (m *Manager) podSandboxes(ctx context.Context, uid k8stypes.UID) ([]*runtim
 
 // podContainerStatuses reads the status of every container of a pod, newest
 // first.
-func (m *Manager) podContainerStatuses(ctx context.Context, uid k8stypes.UID) ([]*types.ContainerStatus, error) {
+func (m *Manager) podContainerStatuses(ctx context.Context, uid k8stypes.UID) ([]*kubecontainer.ContainerStatus, error) {
 	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		LabelSelector: map[string]string{podUIDLabel: string(uid)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of pod %s: %w", uid, err)
 	}
-	statuses := make([]*types.ContainerStatus, 0, len(containers))
+	statuses := make([]*kubecontainer.ContainerStatus, 0, len(containers))
 	for _, c := range containers {
 		resp, err := m.runtime.ContainerStatus(ctx, c.GetId(), false)
 		if crierrors.IsNotFound(err) {
@@ -108,7 +108,7 @@ func (m *Manager) podContainerStatuses(ctx context.Context, uid k8stypes.UID) ([
 // convertContainerStatus turns a CRI container status into the kubelet's,
 // with hash and restart count from the annotations and, for an exited
 // container, the termination message.
-func (m *Manager) convertContainerStatus(ctx context.Context, s *runtimeapi.ContainerStatus) *types.ContainerStatus {
+func (m *Manager) convertContainerStatus(ctx context.Context, s *runtimeapi.ContainerStatus) *kubecontainer.ContainerStatus {
 	a := getAnnotatedInfo(s.GetAnnotations(), m.logger)
 	name := getLabeledInfo(s.GetLabels()).ContainerName
 	if name == "" {
@@ -118,10 +118,10 @@ func (m *Manager) convertContainerStatus(ctx context.Context, s *runtimeapi.Cont
 	if s.GetImageId() != "" {
 		imageID = s.GetImageId()
 	}
-	cs := &types.ContainerStatus{
+	cs := &kubecontainer.ContainerStatus{
 		ID:                     m.containerID(s.GetId()),
 		Name:                   name,
-		State:                  types.StateFromCRI(s.GetState()),
+		State:                  kubecontainer.StateFromCRI(s.GetState()),
 		CreatedAt:              criTimeToTime(s.GetCreatedAt()),
 		Image:                  s.GetImage().GetImage(),
 		ImageID:                imageID,
@@ -152,7 +152,7 @@ func (m *Manager) convertContainerStatus(ctx context.Context, s *runtimeapi.Cont
 // terminationMessage returns what the container wrote to its termination
 // message file or, with FallbackToLogsOnError and a failure, the tail of its
 // log.
-func (m *Manager) terminationMessage(ctx context.Context, s *runtimeapi.ContainerStatus, cs *types.ContainerStatus, a annotatedInfo) string {
+func (m *Manager) terminationMessage(ctx context.Context, s *runtimeapi.ContainerStatus, cs *kubecontainer.ContainerStatus, a annotatedInfo) string {
 	fallback := a.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError &&
 		cs.ExitCode != 0 && cs.Reason != containerCannotRunReason
 	msg, checkLogs := readTerminationMessageFile(s, a.TerminationMessagePath, fallback)
@@ -260,7 +260,7 @@ func additionalIPs(n *runtimeapi.PodSandboxNetworkStatus) []string {
 // GetPods lists the pods the runtime has, grouped by the pod UID label of their
 // sandboxes and containers. With all false only ready sandboxes and running
 // containers are listed.
-func (m *Manager) GetPods(ctx context.Context, all bool) ([]*types.Pod, error) {
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error) {
 	sbFilter := &runtimeapi.PodSandboxFilter{}
 	cFilter := &runtimeapi.ContainerFilter{}
 	if !all {
@@ -275,7 +275,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*types.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	g := podGrouper{byUID: map[k8stypes.UID]*types.Pod{}}
+	g := podGrouper{byUID: map[k8stypes.UID]*kubecontainer.Pod{}}
 	for _, sb := range sandboxes {
 		l := getLabeledInfo(sb.GetLabels())
 		if l.PodUID == "" {
@@ -285,7 +285,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*types.Pod, error) {
 		if p == nil {
 			continue
 		}
-		p.Sandboxes = append(p.Sandboxes, &types.Container{
+		p.Sandboxes = append(p.Sandboxes, &kubecontainer.Container{
 			ID:    m.containerID(sb.GetId()),
 			Name:  kubelettypes.PodInfraContainerName,
 			State: sandboxState(sb.GetState()),
@@ -305,7 +305,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*types.Pod, error) {
 }
 
 // toContainer converts a listed CRI container.
-func (m *Manager) toContainer(c *runtimeapi.Container) *types.Container {
+func (m *Manager) toContainer(c *runtimeapi.Container) *kubecontainer.Container {
 	name := getLabeledInfo(c.GetLabels()).ContainerName
 	if name == "" {
 		name = c.GetMetadata().GetName()
@@ -314,31 +314,31 @@ func (m *Manager) toContainer(c *runtimeapi.Container) *types.Container {
 	if c.GetImageId() != "" {
 		imageID = c.GetImageId()
 	}
-	return &types.Container{
+	return &kubecontainer.Container{
 		ID:      m.containerID(c.GetId()),
 		Name:    name,
 		Image:   c.GetImage().GetImage(),
 		ImageID: imageID,
 		Hash:    getAnnotatedInfo(c.GetAnnotations(), m.logger).Hash,
-		State:   types.StateFromCRI(c.GetState()),
+		State:   kubecontainer.StateFromCRI(c.GetState()),
 	}
 }
 
 // podGrouper collects pods by UID, in the order first seen.
 type podGrouper struct {
-	byUID map[k8stypes.UID]*types.Pod
-	list  []*types.Pod
+	byUID map[k8stypes.UID]*kubecontainer.Pod
+	list  []*kubecontainer.Pod
 }
 
 // pod returns the pod of l, creating it; nil for objects without a pod UID.
-func (g *podGrouper) pod(l labeledInfo) *types.Pod {
+func (g *podGrouper) pod(l labeledInfo) *kubecontainer.Pod {
 	if l.PodUID == "" {
 		return nil
 	}
 	if p, ok := g.byUID[l.PodUID]; ok {
 		return p
 	}
-	p := &types.Pod{ID: l.PodUID, Name: l.PodName, Namespace: l.PodNamespace}
+	p := &kubecontainer.Pod{ID: l.PodUID, Name: l.PodName, Namespace: l.PodNamespace}
 	g.byUID[l.PodUID] = p
 	g.list = append(g.list, p)
 	return p

@@ -16,7 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func fakeSandbox(id, uid string, attempt uint32, state runtimeapi.PodSandboxState, created int64, ips ...string) *critest.FakePodSandbox {
@@ -132,13 +132,13 @@ func TestGetPodStatus(t *testing.T) {
 	if want := []string{"fresh", "app-new", "logger", "app-old"}; !reflect.DeepEqual(ids, want) {
 		t.Fatalf("containers = %v, want %v (newest first)", ids, want)
 	}
-	byID := map[string]*types.ContainerStatus{}
+	byID := map[string]*kubecontainer.ContainerStatus{}
 	for _, c := range st.ContainerStatuses {
 		byID[c.ID.ID] = c
 	}
 	old := byID["app-old"]
-	want := &types.ContainerStatus{
-		ID: types.ContainerID{Type: testRuntimeName, ID: "app-old"}, Name: "app", State: types.StateExited,
+	want := &kubecontainer.ContainerStatus{
+		ID: kubecontainer.ContainerID{Type: testRuntimeName, ID: "app-old"}, Name: "app", State: kubecontainer.StateExited,
 		CreatedAt: time.Unix(0, 100), StartedAt: time.Unix(0, 110), FinishedAt: time.Unix(0, 120), ExitCode: 1,
 		Image: "busybox:1.36", ImageID: "sha256:abc", ImageRef: "sha256:abc", Hash: 0x1f, RestartCount: 2,
 		Reason: "Error", Message: "boom", SandboxID: "sb-old", TerminationMessagePath: "/dev/termination-log",
@@ -146,13 +146,13 @@ func TestGetPodStatus(t *testing.T) {
 	if !reflect.DeepEqual(old, want) {
 		t.Errorf("app-old =\n%+v\nwant\n%+v", old, want)
 	}
-	if c := byID["app-new"]; c.State != types.StateRunning || c.RestartCount != 3 || c.StartedAt != time.Unix(0, 210) || !c.FinishedAt.IsZero() {
+	if c := byID["app-new"]; c.State != kubecontainer.StateRunning || c.RestartCount != 3 || c.StartedAt != time.Unix(0, 210) || !c.FinishedAt.IsZero() {
 		t.Errorf("app-new = %+v", c)
 	}
 	if c := byID["logger"]; c.Message != "oops: starting\npanic: last words\n" {
 		t.Errorf("logger message = %q, want the status message and the log tail", c.Message)
 	}
-	if c := byID["fresh"]; c.State != types.StateCreated || !c.StartedAt.IsZero() {
+	if c := byID["fresh"]; c.State != kubecontainer.StateCreated || !c.StartedAt.IsZero() {
 		t.Errorf("fresh = %+v, want created with no start time", c)
 	}
 	if got := st.FindContainerStatusByName("app"); got == nil || got.ID.ID != "app-new" {
@@ -218,7 +218,7 @@ func TestGetPods(t *testing.T) {
 		fakeCtr{id: "a0", uid: "uid-1", name: "a", sandbox: "sb1-old", state: runtimeapi.ContainerState_CONTAINER_EXITED, created: 110}.build(),
 		fakeCtr{id: "b2", uid: "uid-2", name: "b", sandbox: "sb2", state: runtimeapi.ContainerState_CONTAINER_EXITED, created: 310}.build(),
 	})
-	summary := func(pods []*types.Pod) map[string][]string {
+	summary := func(pods []*kubecontainer.Pod) map[string][]string {
 		out := map[string][]string{}
 		for _, p := range pods {
 			var ids []string

@@ -15,7 +15,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // The kubelet API (kubectl exec/attach/port-forward/logs/checkpoint) reaches the
@@ -30,7 +30,7 @@ var ErrLogPathOutsideLogsDir = errors.New("container log path is outside the pod
 
 // GetExec asks the runtime (CRI Exec) for the URL that streams cmd run in the
 // container with the given streams.
-func (m *Manager) GetExec(ctx context.Context, id types.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error) {
+func (m *Manager) GetExec(ctx context.Context, id kubecontainer.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error) {
 	resp, err := m.runtime.Exec(ctx, &runtimeapi.ExecRequest{
 		ContainerId: id.ID, Cmd: cmd, Tty: tty, Stdin: stdin, Stdout: stdout, Stderr: stderr,
 	})
@@ -42,7 +42,7 @@ func (m *Manager) GetExec(ctx context.Context, id types.ContainerID, cmd []strin
 
 // GetAttach asks the runtime (CRI Attach) for the URL that streams the
 // container's main process. tty must match the container's spec.
-func (m *Manager) GetAttach(ctx context.Context, id types.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error) {
+func (m *Manager) GetAttach(ctx context.Context, id kubecontainer.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error) {
 	resp, err := m.runtime.Attach(ctx, &runtimeapi.AttachRequest{
 		ContainerId: id.ID, Tty: tty, Stdin: stdin, Stdout: stdout, Stderr: stderr,
 	})
@@ -100,7 +100,7 @@ func streamingURL(op, raw string) (*url.URL, error) {
 // stdout and stderr (a nil writer drops that stream). The log file is the one
 // the runtime reports for the container; it must be a regular file under the pod
 // logs directory (ErrLogPathOutsideLogsDir otherwise). A nil opts reads it all.
-func (m *Manager) GetContainerLogs(ctx context.Context, id types.ContainerID, opts *v1.PodLogOptions, stdout, stderr io.Writer) error {
+func (m *Manager) GetContainerLogs(ctx context.Context, id kubecontainer.ContainerID, opts *v1.PodLogOptions, stdout, stderr io.Writer) error {
 	resp, err := m.runtime.ContainerStatus(ctx, id.ID, false)
 	if err != nil {
 		return fmt.Errorf("unable to retrieve container logs for %s: %w", id, err)

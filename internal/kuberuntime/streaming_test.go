@@ -18,7 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // streamRuntime answers the streaming RPCs with a URL and records the requests
@@ -73,7 +73,7 @@ func newStreamEnv(t *testing.T, url string) (*Manager, *streamRuntime, string) {
 
 func TestGetExecAndAttach(t *testing.T) {
 	t.Parallel()
-	id := types.ContainerID{Type: testRuntimeName, ID: "c1"}
+	id := kubecontainer.ContainerID{Type: testRuntimeName, ID: "c1"}
 	tests := []struct {
 		desc    string
 		url     string
@@ -223,7 +223,7 @@ func TestGetContainerLogs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			var out bytes.Buffer
-			err := m.GetContainerLogs(context.Background(), types.ContainerID{Type: testRuntimeName, ID: tc.id}, tc.opts, &out, &out)
+			err := m.GetContainerLogs(context.Background(), kubecontainer.ContainerID{Type: testRuntimeName, ID: tc.id}, tc.opts, &out, &out)
 			switch {
 			case tc.wantOutErr != nil:
 				if !errors.Is(err, tc.wantOutErr) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Event reasons (upstream's).
@@ -50,10 +50,10 @@ var logFileRestartCount = regexp.MustCompile(`^(\d+)\.log(\..*)?$`)
 // Starting a container checks the CrashLoopBackOff in backOff, ensures the
 // image, creates and starts the container and runs its postStart hook. Every
 // action is reported in the result.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) types.PodSyncResult {
-	var result types.PodSyncResult
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) kubecontainer.PodSyncResult {
+	var result kubecontainer.PodSyncResult
 	if podStatus == nil {
-		podStatus = &types.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+		podStatus = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	// Step 1: plan.
 	changes := m.computePodActions(pod, podStatus)
@@ -95,7 +95,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *types.Pod
 }
 
 // killForSync runs steps 2 and 3 and reports whether the sync may go on.
-func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus, changes podActions, result *types.PodSyncResult) bool {
+func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes podActions, result *kubecontainer.PodSyncResult) bool {
 	if changes.KillPod {
 		killResult := m.killPodWithSyncResult(ctx, pod, podStatusToRunningPod(m.runtimeName, podStatus), nil)
 		result.AddPodSyncResult(killResult)
@@ -109,11 +109,11 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, podStatus *types
 		return true
 	}
 	for id, info := range changes.ContainersToKill {
-		r := &types.SyncResult{Action: types.KillContainer, Target: info.name}
+		r := &kubecontainer.SyncResult{Action: kubecontainer.KillContainer, Target: info.name}
 		result.Add(r)
 		req := killRequest{pod: pod, id: id, name: info.name, message: info.message, reason: info.reason}
 		if err := m.killContainer(ctx, req); err != nil {
-			r.Fail(types.ErrKillContainer, err.Error())
+			r.Fail(kubecontainer.ErrKillContainer, err.Error())
 			m.logger.Error("kill container failed", zap.String("pod", formatPod(pod)),
 				zap.String("container", info.name), zap.String("containerID", id.String()), zap.Error(err))
 			return false
@@ -126,10 +126,10 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, podStatus *types
 type syncRun struct {
 	m             *Manager
 	pod           *v1.Pod
-	podStatus     *types.PodStatus
+	podStatus     *kubecontainer.PodStatus
 	pullSecrets   []v1.Secret
 	backOff       *flowcontrol.Backoff
-	result        *types.PodSyncResult
+	result        *kubecontainer.PodSyncResult
 	sandboxID     string
 	sandboxConfig *runtimeapi.PodSandboxConfig
 	podIPs        []string
@@ -155,12 +155,12 @@ func (r *syncRun) prepareSandbox(ctx context.Context, changes podActions) bool {
 			r.podIPs = ips
 		}
 	}
-	cfgResult := &types.SyncResult{Action: types.ConfigPodSandbox, Target: r.sandboxID}
+	cfgResult := &kubecontainer.SyncResult{Action: kubecontainer.ConfigPodSandbox, Target: r.sandboxID}
 	r.result.Add(cfgResult)
 	if r.sandboxConfig == nil {
 		cfg, err := r.m.generatePodSandboxConfig(r.pod, changes.Attempt)
 		if err != nil {
-			cfgResult.Fail(types.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", formatPod(r.pod), err))
+			cfgResult.Fail(kubecontainer.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", formatPod(r.pod), err))
 			return false
 		}
 		r.sandboxConfig = cfg
@@ -169,11 +169,11 @@ func (r *syncRun) prepareSandbox(ctx context.Context, changes podActions) bool {
 }
 
 // createSandbox runs step 4: it returns the new sandbox's ID, config and IPs.
-func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32, result *types.PodSyncResult) (string, *runtimeapi.PodSandboxConfig, []string, bool) {
-	r := &types.SyncResult{Action: types.CreatePodSandbox, Target: formatPod(pod)}
+func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32, result *kubecontainer.PodSyncResult) (string, *runtimeapi.PodSandboxConfig, []string, bool) {
+	r := &kubecontainer.SyncResult{Action: kubecontainer.CreatePodSandbox, Target: formatPod(pod)}
 	result.Add(r)
 	fail := func(err error) (string, *runtimeapi.PodSandboxConfig, []string, bool) {
-		r.Fail(types.ErrCreatePodSandbox, fmt.Sprintf("Failed to create pod sandbox: %v", err))
+		r.Fail(kubecontainer.ErrCreatePodSandbox, fmt.Sprintf("Failed to create pod sandbox: %v", err))
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
 		m.logger.Error("create pod sandbox failed", zap.String("pod", formatPod(pod)), zap.Error(err))
 		return "", nil, nil, false
@@ -213,9 +213,9 @@ func runtimeHandler(pod *v1.Pod) string {
 }
 
 // start starts one container and records the result; the returned error is
-// the reason (one of the types.Err* values) when it did not start.
+// the reason (one of the kubecontainer.Err* values) when it did not start.
 func (r *syncRun) start(ctx context.Context, c *v1.Container) error {
-	res := &types.SyncResult{Action: types.StartContainer, Target: c.Name}
+	res := &kubecontainer.SyncResult{Action: kubecontainer.StartContainer, Target: c.Name}
 	r.result.Add(res)
 	if inBackOff, msg, err := r.m.doBackOff(r.pod, c, r.podStatus, r.backOff); inBackOff {
 		res.Fail(err, msg)
@@ -251,20 +251,20 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 	}
 	if err != nil {
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %v", err)
-		return err.Error(), types.ErrCreateContainerCfg
+		return err.Error(), kubecontainer.ErrCreateContainerCfg
 	}
 
 	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
 	if err != nil {
 		msg := grpcstatus.Convert(err).Message()
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
-		return msg, types.ErrCreateContainer
+		return msg, kubecontainer.ErrCreateContainer
 	}
 	m.recorder.Eventf(pod, v1.EventTypeNormal, eventCreated, "Created container: %s", c.Name)
 	if err := m.runtime.StartContainer(ctx, id); err != nil {
 		msg := grpcstatus.Convert(err).Message()
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
-		return msg, types.ErrRunContainer
+		return msg, kubecontainer.ErrRunContainer
 	}
 	m.recorder.Eventf(pod, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
 
@@ -279,7 +279,7 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 				m.logger.Error("kill container after its postStart hook failed", zap.String("pod", formatPod(pod)),
 					zap.String("container", c.Name), zap.Error(kerr))
 			}
-			return msg, types.ErrPostStartHook
+			return msg, kubecontainer.ErrPostStartHook
 		}
 	}
 	return "", nil
@@ -287,18 +287,18 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 
 // imagePullReason maps an image error to its reason sentinel.
 func imagePullReason(err error) error {
-	for _, reason := range []error{types.ErrImagePullBackOff, types.ErrImageNeverPull, types.ErrInvalidImageName, types.ErrImageInspect, types.ErrImagePull} {
+	for _, reason := range []error{kubecontainer.ErrImagePullBackOff, kubecontainer.ErrImageNeverPull, kubecontainer.ErrInvalidImageName, kubecontainer.ErrImageInspect, kubecontainer.ErrImagePull} {
 		if errors.Is(err, reason) {
 			return reason
 		}
 	}
-	return types.ErrImagePull
+	return kubecontainer.ErrImagePull
 }
 
 // nextRestartCount is the restart count of the container's next instance: the
 // newest instance's +1, or, when the runtime lost every instance (e.g. after a
 // reboot), one more than the highest <n>.log in the container's log directory.
-func (m *Manager) nextRestartCount(pod *v1.Pod, c *v1.Container, podStatus *types.PodStatus) int {
+func (m *Manager) nextRestartCount(pod *v1.Pod, c *v1.Container, podStatus *kubecontainer.PodStatus) int {
 	if s := podStatus.FindContainerStatusByName(c.Name); s != nil {
 		return s.RestartCount + 1
 	}
@@ -331,11 +331,11 @@ func restartCountFromLogDir(dir string) int {
 
 // pruneInitContainersBeforeStart keeps only the newest exited instance of each
 // init container (the GC would remove the others later anyway).
-func (m *Manager) pruneInitContainersBeforeStart(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus) {
+func (m *Manager) pruneInitContainersBeforeStart(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus) {
 	for i := range pod.Spec.InitContainers {
 		count := 0
 		for _, s := range podStatus.ContainerStatusesByName(pod.Spec.InitContainers[i].Name) {
-			if s.State != types.StateExited && s.State != types.StateUnknown {
+			if s.State != kubecontainer.StateExited && s.State != kubecontainer.StateUnknown {
 				continue
 			}
 			count++
@@ -352,7 +352,7 @@ func (m *Manager) pruneInitContainersBeforeStart(ctx context.Context, pod *v1.Po
 
 // purgeInitContainers removes every instance of the init containers (a new
 // sandbox runs them all again).
-func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus) {
+func (m *Manager) purgeInitContainers(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus) {
 	for i := range pod.Spec.InitContainers {
 		for _, s := range podStatus.ContainerStatusesByName(pod.Spec.InitContainers[i].Name) {
 			if err := m.removeContainer(ctx, s.ID.ID); err != nil {

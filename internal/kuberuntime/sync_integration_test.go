@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
@@ -66,9 +66,9 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	t.Cleanup(func() { shim.RemovePodSandboxes(t, rt, string(pod.UID)) })
 
 	backOff := flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
-	status := syncUntil(ctx, t, m, pod, backOff, func(s *types.PodStatus) bool {
+	status := syncUntil(ctx, t, m, pod, backOff, func(s *kubecontainer.PodStatus) bool {
 		web, crash := s.FindContainerStatusByName("web"), s.FindContainerStatusByName("crash")
-		return web != nil && web.State == types.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == types.StateExited
+		return web != nil && web.State == kubecontainer.StateRunning && crash != nil && crash.RestartCount >= 1 && crash.State == kubecontainer.StateExited
 	})
 	checkRunningPod(ctx, t, m, pod, status, logsDir, s.Subnet)
 
@@ -81,7 +81,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range status.ContainerStatuses {
-		if c.State == types.StateRunning {
+		if c.State == kubecontainer.StateRunning {
 			t.Errorf("container %s still running after KillPod", c.Name)
 		}
 	}
@@ -143,7 +143,7 @@ func integrationPod() *v1.Pod {
 }
 
 // syncUntil syncs the pod until done accepts its status.
-func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backOff *flowcontrol.Backoff, done func(*types.PodStatus) bool) *types.PodStatus {
+func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backOff *flowcontrol.Backoff, done func(*kubecontainer.PodStatus) bool) *kubecontainer.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -162,7 +162,7 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backO
 		}
 		result := m.SyncPod(ctx, pod, status, nil, backOff)
 		for _, r := range result.SyncResults {
-			if r.Error != nil && r.Error != types.ErrCrashLoopBackOff {
+			if r.Error != nil && r.Error != kubecontainer.ErrCrashLoopBackOff {
 				t.Fatalf("SyncPod: %s %s: %v: %s", r.Action, r.Target, r.Error, r.Message)
 			}
 		}
@@ -172,12 +172,12 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backO
 
 // checkRunningPod checks the running pod: IP, init container message,
 // postStart hook, crash message from the logs, log files and labels.
-func checkRunningPod(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, status *types.PodStatus, logsDir string, subnet *net.IPNet) {
+func checkRunningPod(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, status *kubecontainer.PodStatus, logsDir string, subnet *net.IPNet) {
 	t.Helper()
 	if len(status.IPs) == 0 || !subnet.Contains(net.ParseIP(status.IPs[0])) {
 		t.Errorf("pod IPs = %v, want one from the test network %s", status.IPs, subnet)
 	}
-	if init := status.FindContainerStatusByName("init"); init == nil || init.State != types.StateExited || init.ExitCode != 0 || init.Message != "init-done\n" {
+	if init := status.FindContainerStatusByName("init"); init == nil || init.State != kubecontainer.StateExited || init.ExitCode != 0 || init.Message != "init-done\n" {
 		t.Errorf("init = %+v, want exited 0 with its termination message", init)
 	}
 	web := status.FindContainerStatusByName("web")

@@ -15,11 +15,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // syncOnce reads the pod's status from the fake runtime and syncs it.
-func (e *testEnv) syncOnce(t *testing.T, pod *v1.Pod, backOff *flowcontrol.Backoff) types.PodSyncResult {
+func (e *testEnv) syncOnce(t *testing.T, pod *v1.Pod, backOff *flowcontrol.Backoff) kubecontainer.PodSyncResult {
 	t.Helper()
 	status, err := e.m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
@@ -65,7 +65,7 @@ func (e *testEnv) calls(name string) int {
 }
 
 // resultFor finds the result of an action on a target.
-func resultFor(r types.PodSyncResult, action types.SyncAction, target string) *types.SyncResult {
+func resultFor(r kubecontainer.PodSyncResult, action kubecontainer.SyncAction, target string) *kubecontainer.SyncResult {
 	for _, sr := range r.SyncResults {
 		if sr.Action == action && sr.Target == target {
 			return sr
@@ -80,11 +80,11 @@ func TestSyncPod(t *testing.T) {
 		desc   string
 		mutate func(pod *v1.Pod)
 		setup  func(e *testEnv)
-		check  func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult)
+		check  func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult)
 	}{
 		{
 			desc: "new pod: sandbox, then every container created and started with labels",
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
 				if err := r.Error(); err != nil {
 					t.Fatalf("SyncPod: %v", err)
 				}
@@ -121,7 +121,7 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:   "runtimeClassName is the sandbox's runtime handler",
 			mutate: func(pod *v1.Pod) { h := "runc-debug"; pod.Spec.RuntimeClassName = &h },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
 				for _, sb := range e.runtime.Sandboxes {
 					if sb.RuntimeHandler != "runc-debug" {
 						t.Errorf("runtime handler = %q, want runc-debug", sb.RuntimeHandler)
@@ -132,9 +132,9 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:  "sandbox creation fails: no container is created",
 			setup: func(e *testEnv) { e.runtime.InjectError("RunPodSandbox", errors.New("cni down")) },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				sr := resultFor(r, types.CreatePodSandbox, formatPod(pod))
-				if sr == nil || sr.Error != types.ErrCreatePodSandbox || !strings.Contains(sr.Message, "cni down") {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				sr := resultFor(r, kubecontainer.CreatePodSandbox, formatPod(pod))
+				if sr == nil || sr.Error != kubecontainer.ErrCreatePodSandbox || !strings.Contains(sr.Message, "cni down") {
 					t.Fatalf("CreatePodSandbox result = %+v", sr)
 				}
 				if e.calls("CreateContainer") != 0 {
@@ -148,12 +148,12 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:  "image pull fails: ErrImagePull",
 			setup: func(e *testEnv) { e.images.InjectError("PullImage", errors.New("registry unreachable")) },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				sr := resultFor(r, types.StartContainer, "a")
-				if sr == nil || sr.Error != types.ErrImagePull || !strings.Contains(sr.Message, "registry unreachable") {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				sr := resultFor(r, kubecontainer.StartContainer, "a")
+				if sr == nil || sr.Error != kubecontainer.ErrImagePull || !strings.Contains(sr.Message, "registry unreachable") {
 					t.Fatalf("StartContainer a = %+v", sr)
 				}
-				if sr := resultFor(r, types.StartContainer, "b"); sr == nil || sr.Error != types.ErrImagePullBackOff {
+				if sr := resultFor(r, kubecontainer.StartContainer, "b"); sr == nil || sr.Error != kubecontainer.ErrImagePullBackOff {
 					t.Errorf("StartContainer b (same image, in pull back-off) = %+v", sr)
 				}
 			},
@@ -161,11 +161,11 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:   "invalid image name: InvalidImageName",
 			mutate: func(pod *v1.Pod) { pod.Spec.Containers[0].Image = "Not A Valid::Image" },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				if sr := resultFor(r, types.StartContainer, "a"); sr == nil || sr.Error != types.ErrInvalidImageName {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				if sr := resultFor(r, kubecontainer.StartContainer, "a"); sr == nil || sr.Error != kubecontainer.ErrInvalidImageName {
 					t.Fatalf("StartContainer a = %+v", sr)
 				}
-				if sr := resultFor(r, types.StartContainer, "b"); sr == nil || sr.Error != nil {
+				if sr := resultFor(r, kubecontainer.StartContainer, "b"); sr == nil || sr.Error != nil {
 					t.Errorf("StartContainer b = %+v, want success", sr)
 				}
 			},
@@ -176,8 +176,8 @@ func TestSyncPod(t *testing.T) {
 				pod.Spec.Containers[1].ImagePullPolicy = v1.PullNever
 				pod.Spec.Containers[1].Image = "other:1"
 			},
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				if sr := resultFor(r, types.StartContainer, "b"); sr == nil || sr.Error != types.ErrImageNeverPull {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				if sr := resultFor(r, kubecontainer.StartContainer, "b"); sr == nil || sr.Error != kubecontainer.ErrImageNeverPull {
 					t.Fatalf("StartContainer b = %+v", sr)
 				}
 			},
@@ -185,8 +185,8 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:  "create container fails: CreateContainerError",
 			setup: func(e *testEnv) { e.runtime.InjectError("CreateContainer", errors.New("no space")) },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				if sr := resultFor(r, types.StartContainer, "a"); sr == nil || sr.Error != types.ErrCreateContainer || sr.Message != "no space" {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				if sr := resultFor(r, kubecontainer.StartContainer, "a"); sr == nil || sr.Error != kubecontainer.ErrCreateContainer || sr.Message != "no space" {
 					t.Fatalf("StartContainer a = %+v", sr)
 				}
 			},
@@ -194,8 +194,8 @@ func TestSyncPod(t *testing.T) {
 		{
 			desc:  "start container fails: RunContainerError",
 			setup: func(e *testEnv) { e.runtime.InjectError("StartContainer", errors.New("exec format error")) },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				if sr := resultFor(r, types.StartContainer, "a"); sr == nil || sr.Error != types.ErrRunContainer {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				if sr := resultFor(r, kubecontainer.StartContainer, "a"); sr == nil || sr.Error != kubecontainer.ErrRunContainer {
 					t.Fatalf("StartContainer a = %+v", sr)
 				}
 			},
@@ -206,9 +206,9 @@ func TestSyncPod(t *testing.T) {
 				pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
 			},
 			setup: func(e *testEnv) { e.runtime.InjectError("ExecSync", errors.New("exit status 1")) },
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
-				sr := resultFor(r, types.StartContainer, "a")
-				if sr == nil || sr.Error != types.ErrPostStartHook || !strings.Contains(sr.Message, "Exec lifecycle hook ([false])") {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
+				sr := resultFor(r, kubecontainer.StartContainer, "a")
+				if sr == nil || sr.Error != kubecontainer.ErrPostStartHook || !strings.Contains(sr.Message, "Exec lifecycle hook ([false])") {
 					t.Fatalf("StartContainer a = %+v", sr)
 				}
 				stops := e.runtime.stopCalls()
@@ -225,7 +225,7 @@ func TestSyncPod(t *testing.T) {
 			mutate: func(pod *v1.Pod) {
 				pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
 			},
-			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r types.PodSyncResult) {
+			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
 				if err := r.Error(); err != nil {
 					t.Fatalf("SyncPod: %v", err)
 				}
@@ -285,11 +285,11 @@ func TestSyncPodRestartsAndCrashLoopBackOff(t *testing.T) {
 	mustBackOff := func(want string) {
 		t.Helper()
 		r := e.syncOnce(t, pod, backOff)
-		sr := resultFor(r, types.StartContainer, "app")
-		if sr == nil || sr.Error != types.ErrCrashLoopBackOff || sr.Message != want {
+		sr := resultFor(r, kubecontainer.StartContainer, "app")
+		if sr == nil || sr.Error != kubecontainer.ErrCrashLoopBackOff || sr.Message != want {
 			t.Fatalf("StartContainer = %+v, want CrashLoopBackOff %q", sr, want)
 		}
-		if !errors.Is(r.Error(), types.ErrCrashLoopBackOff) {
+		if !errors.Is(r.Error(), kubecontainer.ErrCrashLoopBackOff) {
 			t.Errorf("PodSyncResult.Error() = %v, want it to match ErrCrashLoopBackOff", r.Error())
 		}
 	}
@@ -376,7 +376,7 @@ func TestSyncPodRecreatesSandbox(t *testing.T) {
 	if err := r.Error(); err != nil {
 		t.Fatalf("SyncPod after the sandbox died: %v", err)
 	}
-	if resultFor(r, types.KillPodSandbox, "uid-1") == nil || resultFor(r, types.CreatePodSandbox, formatPod(pod)) == nil {
+	if resultFor(r, kubecontainer.KillPodSandbox, "uid-1") == nil || resultFor(r, kubecontainer.CreatePodSandbox, formatPod(pod)) == nil {
 		t.Fatalf("results = %+v", r.SyncResults)
 	}
 	if len(e.runtime.Sandboxes) != 2 {

@@ -17,12 +17,12 @@
 // the event stream is down.
 //
 // Who may import it: internal/kubelet (the coordinator) and tests. It imports
-// internal/kubelet/types only; the runtime is reached through the small Runtime
+// internal/kubelet/container only; the runtime is reached through the small Runtime
 // interface declared here, which *kuberuntime.Manager satisfies.
 //
 // Usage:
 //
-//	cache := pleg.NewCache()
+//	cache := kubecontainer.NewCache()
 //	p := pleg.NewGeneric(pleg.Options{Runtime: runtimeManager, Cache: cache, Logger: logger})
 //	go p.Run(ctx)
 //	for ev := range p.Watch() {

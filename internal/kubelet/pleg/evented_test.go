@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // fakeEvents is an EventSource the test drives.
@@ -66,7 +66,7 @@ type eventedHarness struct {
 	rt     *fakeRuntime
 	src    *fakeEvents
 	clk    *clocktesting.FakeClock
-	cache  *Cache
+	cache  *kubecontainer.Cache
 	pleg   *EventedPLEG
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -74,7 +74,7 @@ type eventedHarness struct {
 
 func startEvented(t *testing.T, refuse bool) *eventedHarness {
 	t.Helper()
-	h := &eventedHarness{rt: newFakeRuntime(), src: newFakeEvents(), clk: clocktesting.NewFakeClock(t0), cache: NewCache(), done: make(chan struct{})}
+	h := &eventedHarness{rt: newFakeRuntime(), src: newFakeEvents(), clk: clocktesting.NewFakeClock(t0), cache: kubecontainer.NewCache(), done: make(chan struct{})}
 	h.src.refuse = refuse
 	h.pleg = NewEvented(EventedOptions{
 		Options:              Options{Runtime: h.rt, Cache: h.cache, Clock: h.clk, RelistPeriod: time.Second},
@@ -111,7 +111,7 @@ func (h *eventedHarness) period() time.Duration {
 func TestEventedStream(t *testing.T) {
 	t.Parallel()
 	h := startEvented(t, false)
-	h.rt.setPods(pod("a", ctrs(ctr("c1", types.StateRunning))))
+	h.rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))))
 	waitFor(t, func() bool { return h.period() == time.Minute })
 
 	h.src.events <- event("a", "c1", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
@@ -139,14 +139,14 @@ func TestEventedStream(t *testing.T) {
 	waitFor(t, func() bool { return h.rt.lists() > lists })
 
 	// While events flow, the cache's global time moves every second.
-	h.cache.mu.Lock()
-	before := h.cache.timestamp
-	h.cache.mu.Unlock()
+	// (A wait on a pod nobody has returns once the global time passes before.)
+	before := h.clk.Now()
 	waitFor(t, func() bool {
 		h.clk.Step(time.Second)
-		h.cache.mu.Lock()
-		defer h.cache.mu.Unlock()
-		return h.cache.timestamp.After(before)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := h.cache.GetNewerThan(ctx, "nobody", before)
+		return err == nil
 	})
 }
 

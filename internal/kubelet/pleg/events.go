@@ -3,7 +3,7 @@ package pleg
 import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // containerState is a container's state as the PLEG compares it.
@@ -19,14 +19,14 @@ const (
 // podRecord is a pod as the previous relist saw it (old) and as the current one
 // sees it (current; nil when the runtime no longer has it).
 type podRecord struct {
-	old, current *types.Pod
+	old, current *kubecontainer.Pod
 }
 
 // podRecords holds the records of every pod seen by the last two relists.
 type podRecords map[k8stypes.UID]*podRecord
 
 // setCurrent replaces the current view with pods.
-func (r podRecords) setCurrent(pods []*types.Pod) {
+func (r podRecords) setCurrent(pods []*kubecontainer.Pod) {
 	for _, rec := range r {
 		rec.current = nil
 	}
@@ -53,7 +53,7 @@ func (r podRecords) update(uid k8stypes.UID) {
 }
 
 // podEvents compares every container and sandbox of the two views of a pod.
-func podEvents(uid k8stypes.UID, old, current *types.Pod) []*PodLifecycleEvent {
+func podEvents(uid k8stypes.UID, old, current *kubecontainer.Pod) []*PodLifecycleEvent {
 	var events []*PodLifecycleEvent
 	for _, id := range containerIDs(old, current) {
 		events = append(events, generateEvents(uid, id, stateOf(old, id), stateOf(current, id))...)
@@ -63,14 +63,14 @@ func podEvents(uid k8stypes.UID, old, current *types.Pod) []*PodLifecycleEvent {
 
 // containerIDs lists the runtime IDs of every container and sandbox of both
 // views, old ones first, each once.
-func containerIDs(pods ...*types.Pod) []string {
+func containerIDs(pods ...*kubecontainer.Pod) []string {
 	seen := map[string]bool{}
 	var ids []string
 	for _, pod := range pods {
 		if pod == nil {
 			continue
 		}
-		for _, list := range [][]*types.Container{pod.Containers, pod.Sandboxes} {
+		for _, list := range [][]*kubecontainer.Container{pod.Containers, pod.Sandboxes} {
 			for _, c := range list {
 				if !seen[c.ID.ID] {
 					seen[c.ID.ID] = true
@@ -83,11 +83,11 @@ func containerIDs(pods ...*types.Pod) []string {
 }
 
 // stateOf finds a container (or sandbox) of pod by ID.
-func stateOf(pod *types.Pod, id string) containerState {
+func stateOf(pod *kubecontainer.Pod, id string) containerState {
 	if pod == nil {
 		return stateNonExistent
 	}
-	for _, list := range [][]*types.Container{pod.Containers, pod.Sandboxes} {
+	for _, list := range [][]*kubecontainer.Container{pod.Containers, pod.Sandboxes} {
 		for _, c := range list {
 			if c.ID.ID == id {
 				return convertState(c.State)
@@ -98,11 +98,11 @@ func stateOf(pod *types.Pod, id string) containerState {
 }
 
 // convertState maps a runtime state to the PLEG's.
-func convertState(s types.State) containerState {
+func convertState(s kubecontainer.State) containerState {
 	switch s {
-	case types.StateRunning:
+	case kubecontainer.StateRunning:
 		return stateRunning
-	case types.StateExited:
+	case kubecontainer.StateExited:
 		return stateExited
 	}
 	return stateUnknown // created and unknown

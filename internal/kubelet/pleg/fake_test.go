@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // TestMain fails the package if a goroutine (a relist loop, an event stream)
@@ -19,9 +19,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeRuntime is a Runtime whose pods and statuses the test sets.
 type fakeRuntime struct {
 	mu          sync.Mutex
-	pods        []*types.Pod
+	pods        []*kubecontainer.Pod
 	podsErr     error
-	statuses    map[k8stypes.UID]*types.PodStatus
+	statuses    map[k8stypes.UID]*kubecontainer.PodStatus
 	statusErr   map[k8stypes.UID]error
 	statusCalls map[k8stypes.UID]int
 	listCalls   int
@@ -29,13 +29,13 @@ type fakeRuntime struct {
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{
-		statuses:    map[k8stypes.UID]*types.PodStatus{},
+		statuses:    map[k8stypes.UID]*kubecontainer.PodStatus{},
 		statusErr:   map[k8stypes.UID]error{},
 		statusCalls: map[k8stypes.UID]int{},
 	}
 }
 
-func (f *fakeRuntime) setPods(pods ...*types.Pod) {
+func (f *fakeRuntime) setPods(pods ...*kubecontainer.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pods = pods
@@ -65,7 +65,7 @@ func (f *fakeRuntime) lists() int {
 	return f.listCalls
 }
 
-func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*types.Pod, error) {
+func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*kubecontainer.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listCalls++
@@ -76,7 +76,7 @@ func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*types.Pod, error)
 }
 
 // GetPodStatus returns the preset status or one built from the current pod list.
-func (f *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*types.PodStatus, error) {
+func (f *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*kubecontainer.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statusCalls[uid]++
@@ -87,25 +87,25 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns
 		cp := *s
 		return &cp, nil
 	}
-	st := &types.PodStatus{ID: uid, Name: name, Namespace: ns}
+	st := &kubecontainer.PodStatus{ID: uid, Name: name, Namespace: ns}
 	for _, p := range f.pods {
 		if p.ID != uid {
 			continue
 		}
 		for _, c := range p.Containers {
-			st.ContainerStatuses = append(st.ContainerStatuses, &types.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
+			st.ContainerStatuses = append(st.ContainerStatuses, &kubecontainer.ContainerStatus{ID: c.ID, Name: c.Name, State: c.State})
 		}
 	}
 	return st, nil
 }
 
 // pod builds a runtime pod; containers are "id=state" pairs, sandboxes too.
-func pod(uid string, containers []*types.Container, sandboxes ...*types.Container) *types.Pod {
-	return &types.Pod{ID: k8stypes.UID(uid), Name: "name-" + uid, Namespace: "ns", Containers: containers, Sandboxes: sandboxes}
+func pod(uid string, containers []*kubecontainer.Container, sandboxes ...*kubecontainer.Container) *kubecontainer.Pod {
+	return &kubecontainer.Pod{ID: k8stypes.UID(uid), Name: "name-" + uid, Namespace: "ns", Containers: containers, Sandboxes: sandboxes}
 }
 
-func ctr(id string, state types.State) *types.Container {
-	return &types.Container{ID: types.ContainerID{Type: "docker", ID: id}, Name: "c-" + id, State: state}
+func ctr(id string, state kubecontainer.State) *kubecontainer.Container {
+	return &kubecontainer.Container{ID: kubecontainer.ContainerID{Type: "docker", ID: id}, Name: "c-" + id, State: state}
 }
 
-func ctrs(cs ...*types.Container) []*types.Container { return cs }
+func ctrs(cs ...*kubecontainer.Container) []*kubecontainer.Container { return cs }

@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // PodLifecycleEventType is the kind of a pod lifecycle event.
@@ -46,8 +46,8 @@ type PodLifecycleEvent struct {
 // Runtime is what the PLEG reads from the container runtime; *kuberuntime.Manager
 // satisfies it.
 type Runtime interface {
-	GetPods(ctx context.Context, all bool) ([]*types.Pod, error)
-	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*types.PodStatus, error)
+	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
+	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
 }
 
 const (
@@ -65,7 +65,7 @@ type Options struct {
 	// Runtime is the container runtime (required).
 	Runtime Runtime
 	// Cache receives pod statuses; nil: a new private cache.
-	Cache *Cache
+	Cache *kubecontainer.Cache
 	// RelistPeriod is the pause between relists; 0: DefaultRelistPeriod.
 	RelistPeriod time.Duration
 	// Logger; nil: no logging.
@@ -77,7 +77,7 @@ type Options struct {
 // GenericPLEG relists the runtime periodically; see the package doc.
 type GenericPLEG struct {
 	runtime Runtime
-	cache   *Cache
+	cache   *kubecontainer.Cache
 	logger  *zap.Logger
 	clock   clock.Clock
 	events  chan *PodLifecycleEvent
@@ -89,7 +89,7 @@ type GenericPLEG struct {
 
 	relistMu        sync.Mutex // one relist at a time; guards the fields below
 	records         podRecords
-	podsToReinspect map[k8stypes.UID]*types.Pod
+	podsToReinspect map[k8stypes.UID]*kubecontainer.Pod
 }
 
 // NewGeneric wires a GenericPLEG; Run starts it. It panics without a Runtime.
@@ -98,7 +98,7 @@ func NewGeneric(opts Options) *GenericPLEG {
 		panic("pleg: Options.Runtime is required")
 	}
 	if opts.Cache == nil {
-		opts.Cache = NewCache()
+		opts.Cache = kubecontainer.NewCache()
 	}
 	if opts.RelistPeriod <= 0 {
 		opts.RelistPeriod = DefaultRelistPeriod
@@ -117,7 +117,7 @@ func NewGeneric(opts Options) *GenericPLEG {
 		events:          make(chan *PodLifecycleEvent, eventChannelCapacity),
 		kick:            make(chan struct{}, 1),
 		records:         podRecords{},
-		podsToReinspect: map[k8stypes.UID]*types.Pod{},
+		podsToReinspect: map[k8stypes.UID]*kubecontainer.Pod{},
 	}
 	p.relistPeriod.Store(int64(opts.RelistPeriod))
 	p.relistThreshold.Store(int64(RelistThreshold))
@@ -193,7 +193,7 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 	p.lastRelist.Store(&timestamp)
 	p.records.setCurrent(pods)
 
-	reinspect := map[k8stypes.UID]*types.Pod{}
+	reinspect := map[k8stypes.UID]*kubecontainer.Pod{}
 	for uid, rec := range p.records {
 		events := podEvents(uid, rec.old, rec.current)
 		_, retry := p.podsToReinspect[uid]
@@ -216,7 +216,7 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 
 // updateCache reads the status of a pod into the cache; a pod gone from the
 // runtime is deleted from it.
-func (p *GenericPLEG) updateCache(ctx context.Context, uid k8stypes.UID, pod *types.Pod) error {
+func (p *GenericPLEG) updateCache(ctx context.Context, uid k8stypes.UID, pod *kubecontainer.Pod) error {
 	if pod == nil {
 		p.cache.Delete(uid)
 		return nil
@@ -251,7 +251,7 @@ func (p *GenericPLEG) send(events []*PodLifecycleEvent) {
 
 // podIPs keeps the last known IPs of a pod whose sandbox is gone or not ready,
 // so a terminated pod still reports the IPs it had (upstream behaviour).
-func podIPs(cache *Cache, uid k8stypes.UID, status *types.PodStatus) []string {
+func podIPs(cache *kubecontainer.Cache, uid k8stypes.UID, status *kubecontainer.PodStatus) []string {
 	if len(status.IPs) != 0 {
 		return status.IPs
 	}

@@ -13,14 +13,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func newTestPLEG(rt *fakeRuntime) (*GenericPLEG, *Cache, *clocktesting.FakeClock) {
+func newTestPLEG(rt *fakeRuntime) (*GenericPLEG, *kubecontainer.Cache, *clocktesting.FakeClock) {
 	clk := clocktesting.NewFakeClock(t0)
-	cache := NewCache()
+	cache := kubecontainer.NewCache()
 	return NewGeneric(Options{Runtime: rt, Cache: cache, Clock: clk}), cache, clk
 }
 
@@ -42,71 +42,71 @@ func TestRelist(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		desc        string
-		before      []*types.Pod
-		after       []*types.Pod
+		before      []*kubecontainer.Pod
+		after       []*kubecontainer.Pod
 		wantEvents  []string
 		wantCached  map[k8stypes.UID]int // pod -> number of container statuses; -1: not cached
 		wantReadsOf map[k8stypes.UID]int // GetPodStatus calls in the second relist
 	}{
 		{
 			desc:       "new pod with running container and sandbox",
-			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)), ctr("s1", types.StateRunning))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning)), ctr("s1", kubecontainer.StateRunning))},
 			wantEvents: []string{"a/ContainerStarted/c1", "a/ContainerStarted/s1"},
 			wantCached: map[k8stypes.UID]int{"a": 1},
 		},
 		{
 			desc:        "no change: no events, no status reads",
-			before:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
-			after:       []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
+			before:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning)))},
+			after:       []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning)))},
 			wantCached:  map[k8stypes.UID]int{"a": 1},
 			wantReadsOf: map[k8stypes.UID]int{"a": 0},
 		},
 		{
 			desc:       "container exits",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning)))},
-			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning)))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited)))},
 			wantEvents: []string{"a/ContainerDied/c1"},
 			wantCached: map[k8stypes.UID]int{"a": 1},
 		},
 		{
 			desc:       "exited container restarted as a new one",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)))},
-			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited), ctr("c2", types.StateRunning)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited)))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited), ctr("c2", kubecontainer.StateRunning)))},
 			wantEvents: []string{"a/ContainerStarted/c2"},
 			wantCached: map[k8stypes.UID]int{"a": 2},
 		},
 		{
 			desc:       "exited container removed",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited), ctr("c2", types.StateRunning)))},
-			after:      []*types.Pod{pod("a", ctrs(ctr("c2", types.StateRunning)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited), ctr("c2", kubecontainer.StateRunning)))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c2", kubecontainer.StateRunning)))},
 			wantEvents: []string{"a/ContainerRemoved/c1"},
 			wantCached: map[k8stypes.UID]int{"a": 1},
 		},
 		{
 			desc:       "running container removed",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning), ctr("c2", types.StateRunning)))},
-			after:      []*types.Pod{pod("a", ctrs(ctr("c2", types.StateRunning)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning), ctr("c2", kubecontainer.StateRunning)))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c2", kubecontainer.StateRunning)))},
 			wantEvents: []string{"a/ContainerDied/c1", "a/ContainerRemoved/c1"},
 			wantCached: map[k8stypes.UID]int{"a": 1},
 		},
 		{
 			desc:        "created container: cache refreshed, no event sent",
-			before:      []*types.Pod{pod("a", nil, ctr("s1", types.StateRunning))},
-			after:       []*types.Pod{pod("a", ctrs(ctr("c1", types.StateCreated)), ctr("s1", types.StateRunning))},
+			before:      []*kubecontainer.Pod{pod("a", nil, ctr("s1", kubecontainer.StateRunning))},
+			after:       []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateCreated)), ctr("s1", kubecontainer.StateRunning))},
 			wantCached:  map[k8stypes.UID]int{"a": 1},
 			wantReadsOf: map[k8stypes.UID]int{"a": 1},
 		},
 		{
 			desc:       "pod gone from the runtime",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited)), ctr("s1", types.StateRunning)), pod("b", ctrs(ctr("c9", types.StateRunning)))},
-			after:      []*types.Pod{pod("b", ctrs(ctr("c9", types.StateRunning)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited)), ctr("s1", kubecontainer.StateRunning)), pod("b", ctrs(ctr("c9", kubecontainer.StateRunning)))},
+			after:      []*kubecontainer.Pod{pod("b", ctrs(ctr("c9", kubecontainer.StateRunning)))},
 			wantEvents: []string{"a/ContainerDied/s1", "a/ContainerRemoved/c1", "a/ContainerRemoved/s1"},
 			wantCached: map[k8stypes.UID]int{"a": -1, "b": 1},
 		},
 		{
 			desc:       "two pods change independently",
-			before:     []*types.Pod{pod("a", ctrs(ctr("c1", types.StateRunning))), pod("b", ctrs(ctr("c2", types.StateRunning)))},
-			after:      []*types.Pod{pod("a", ctrs(ctr("c1", types.StateExited))), pod("b", ctrs(ctr("c2", types.StateRunning), ctr("c3", types.StateRunning)))},
+			before:     []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))), pod("b", ctrs(ctr("c2", kubecontainer.StateRunning)))},
+			after:      []*kubecontainer.Pod{pod("a", ctrs(ctr("c1", kubecontainer.StateExited))), pod("b", ctrs(ctr("c2", kubecontainer.StateRunning), ctr("c3", kubecontainer.StateRunning)))},
 			wantEvents: []string{"a/ContainerDied/c1", "b/ContainerStarted/c3"},
 			wantCached: map[k8stypes.UID]int{"a": 1, "b": 2},
 		},
@@ -132,16 +132,13 @@ func TestRelist(t *testing.T) {
 				t.Errorf("events = %v, want %v", got, tc.wantEvents)
 			}
 			for uid, n := range tc.wantCached {
-				cache.mu.Lock()
-				e, ok := cache.pods[uid]
-				cache.mu.Unlock()
+				// An uncached pod reads as an empty status.
+				st, _ := cache.Get(uid)
 				switch {
-				case n < 0 && ok:
+				case n < 0 && len(st.ContainerStatuses) > 0:
 					t.Errorf("pod %s still cached", uid)
-				case n >= 0 && !ok:
-					t.Errorf("pod %s not cached", uid)
-				case n >= 0 && len(e.status.ContainerStatuses) != n:
-					t.Errorf("pod %s: %d container statuses cached, want %d", uid, len(e.status.ContainerStatuses), n)
+				case n >= 0 && len(st.ContainerStatuses) != n:
+					t.Errorf("pod %s: %d container statuses cached, want %d", uid, len(st.ContainerStatuses), n)
 				}
 			}
 			for uid, n := range tc.wantReadsOf {
@@ -149,11 +146,8 @@ func TestRelist(t *testing.T) {
 					t.Errorf("pod %s: %d status reads, want %d", uid, got, n)
 				}
 			}
-			cache.mu.Lock()
-			ts := cache.timestamp
-			cache.mu.Unlock()
-			if !ts.Equal(clk.Now()) {
-				t.Errorf("cache timestamp = %v, want %v", ts, clk.Now())
+			if !globalTimeIs(cache, clk.Now()) {
+				t.Errorf("cache timestamp is not %v", clk.Now())
 			}
 		})
 	}
@@ -166,7 +160,7 @@ func TestRelistRetriesFailedStatus(t *testing.T) {
 	ctx := context.Background()
 	errBoom := errors.New("boom")
 
-	rt.setPods(pod("a", ctrs(ctr("c1", types.StateRunning))))
+	rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))))
 	rt.setStatusErr("a", errBoom)
 	p.Relist(ctx)
 	if got := drain(p); len(got) != 0 {
@@ -237,19 +231,19 @@ func TestPodIPsKeptForStoppedSandbox(t *testing.T) {
 	for _, tc := range []struct {
 		desc   string
 		cached []string
-		status *types.PodStatus
+		status *kubecontainer.PodStatus
 		want   []string
 	}{
-		{desc: "status has IPs", cached: []string{"10.0.0.1"}, status: &types.PodStatus{IPs: []string{"10.0.0.2"}}, want: []string{"10.0.0.2"}},
-		{desc: "sandbox stopped keeps old IPs", cached: []string{"10.0.0.1"}, status: &types.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, want: []string{"10.0.0.1"}},
-		{desc: "ready sandbox without IP", cached: []string{"10.0.0.1"}, status: &types.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}},
-		{desc: "nothing cached", status: &types.PodStatus{}},
+		{desc: "status has IPs", cached: []string{"10.0.0.1"}, status: &kubecontainer.PodStatus{IPs: []string{"10.0.0.2"}}, want: []string{"10.0.0.2"}},
+		{desc: "sandbox stopped keeps old IPs", cached: []string{"10.0.0.1"}, status: &kubecontainer.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{notReady}}, want: []string{"10.0.0.1"}},
+		{desc: "ready sandbox without IP", cached: []string{"10.0.0.1"}, status: &kubecontainer.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{ready}}},
+		{desc: "nothing cached", status: &kubecontainer.PodStatus{}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			c := NewCache()
+			c := kubecontainer.NewCache()
 			if tc.cached != nil {
-				c.Set("a", &types.PodStatus{ID: "a", IPs: tc.cached}, nil, t0)
+				c.Set("a", &kubecontainer.PodStatus{ID: "a", IPs: tc.cached}, nil, t0)
 			}
 			if got := podIPs(c, "a", tc.status); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("podIPs = %v, want %v", got, tc.want)
@@ -296,4 +290,16 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// globalTimeIs reports whether the cache's global timestamp is exactly ts: a
+// waiter on a pod nobody has is answered for ts-1ns but not for ts.
+func globalTimeIs(cache *kubecontainer.Cache, ts time.Time) bool {
+	fresh := func(min time.Time) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err := cache.GetNewerThan(ctx, "nobody", min)
+		return err == nil
+	}
+	return fresh(ts.Add(-time.Nanosecond)) && !fresh(ts)
 }

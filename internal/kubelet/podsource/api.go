@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // nodeSyncPeriod is how often the API source checks Options.NodeSynced before it starts
@@ -56,7 +56,7 @@ func newAPISource(s *Source) *apiSource {
 		client:     s.opts.Client,
 		nodeName:   s.opts.NodeName,
 		nodeSynced: s.opts.NodeSynced,
-		logger:     s.logger.With(zap.String("source", types.APISource)),
+		logger:     s.logger.With(zap.String("source", kubecontainer.APISource)),
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -188,9 +188,9 @@ func (a *apiSource) sendLoop(ctx context.Context) {
 			}
 			out[i], next[pod] = c, c
 		}
-		a.src.markSeen(types.APISource)
+		a.src.markSeen(kubecontainer.APISource)
 		select {
-		case a.src.updates <- types.PodUpdate{Pods: out, Op: types.SET, Source: types.APISource}:
+		case a.src.updates <- kubecontainer.PodUpdate{Pods: out, Op: kubecontainer.SET, Source: kubecontainer.APISource}:
 		case <-ctx.Done():
 			return
 		}
@@ -206,7 +206,7 @@ func annotatedCopy(pod *v1.Pod) *v1.Pod {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[types.ConfigSourceAnnotationKey] = types.APISource
+	p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource
 	return p
 }
 

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
@@ -84,15 +84,15 @@ func runAPISource(t *testing.T, client kubernetes.Interface, node string) *Sourc
 
 // awaitSet reads updates until want accepts one, checking every update with invariant
 // first. It returns the accepted update's pods by name.
-func awaitSet(t *testing.T, s *Source, what string, invariant func(u types.PodUpdate) error, want func(pods map[string]*v1.Pod) bool) map[string]*v1.Pod {
+func awaitSet(t *testing.T, s *Source, what string, invariant func(u kubecontainer.PodUpdate) error, want func(pods map[string]*v1.Pod) bool) map[string]*v1.Pod {
 	t.Helper()
 	deadline := time.After(apiWait)
 	var last []string
 	for {
 		select {
 		case u := <-s.Updates():
-			if u.Op != types.SET || u.Source != types.APISource {
-				t.Fatalf("update %v from %q, want SET from %q", u.Op, u.Source, types.APISource)
+			if u.Op != kubecontainer.SET || u.Source != kubecontainer.APISource {
+				t.Fatalf("update %v from %q, want SET from %q", u.Op, u.Source, kubecontainer.APISource)
 			}
 			if invariant != nil {
 				if err := invariant(u); err != nil {
@@ -101,8 +101,8 @@ func awaitSet(t *testing.T, s *Source, what string, invariant func(u types.PodUp
 			}
 			pods := map[string]*v1.Pod{}
 			for _, p := range u.Pods {
-				if p.Annotations[types.ConfigSourceAnnotationKey] != types.APISource {
-					t.Fatalf("pod %s has config.source %q", p.Name, p.Annotations[types.ConfigSourceAnnotationKey])
+				if p.Annotations[kubecontainer.ConfigSourceAnnotationKey] != kubecontainer.APISource {
+					t.Fatalf("pod %s has config.source %q", p.Name, p.Annotations[kubecontainer.ConfigSourceAnnotationKey])
 				}
 				pods[p.Name] = p
 			}
@@ -131,8 +131,8 @@ func hasPods(names ...string) func(map[string]*v1.Pod) bool {
 }
 
 // onlyNode fails a set that holds a pod bound to another node.
-func onlyNode(node string) func(u types.PodUpdate) error {
-	return func(u types.PodUpdate) error {
+func onlyNode(node string) func(u kubecontainer.PodUpdate) error {
+	return func(u kubecontainer.PodUpdate) error {
 		for _, p := range u.Pods {
 			if p.Spec.NodeName != node {
 				return fmt.Errorf("set %v holds pod %s of node %q", podKeys(u.Pods), p.Name, p.Spec.NodeName)
@@ -169,10 +169,10 @@ func TestIntegrationAPISourceLifecycle(t *testing.T) {
 
 	mirrorName := "static-" + node
 	mirror := createPod(ctx, t, c, mirrorName, node, map[string]string{
-		types.ConfigMirrorAnnotationKey: "0123abcd", types.ConfigHashAnnotationKey: "0123abcd",
+		kubecontainer.ConfigMirrorAnnotationKey: "0123abcd", kubecontainer.ConfigHashAnnotationKey: "0123abcd",
 	})
 	pods = awaitSet(t, s, "the mirror pod", check, hasPods("web", mirrorName))
-	if got := pods[mirrorName]; got.UID != mirror.UID || got.Annotations[types.ConfigMirrorAnnotationKey] != "0123abcd" {
+	if got := pods[mirrorName]; got.UID != mirror.UID || got.Annotations[kubecontainer.ConfigMirrorAnnotationKey] != "0123abcd" {
 		t.Errorf("mirror pod: uid %s annotations %v", got.UID, got.Annotations)
 	}
 
@@ -212,7 +212,7 @@ func TestIntegrationAPISourceSurvivesAPIServerRestart(t *testing.T) {
 	t.Logf("%s API server started", time.Now().Format(time.StampMilli))
 	createPod(ctx, t, c, "after", node, nil)
 
-	keepsBefore := func(u types.PodUpdate) error {
+	keepsBefore := func(u kubecontainer.PodUpdate) error {
 		if !slices.ContainsFunc(u.Pods, func(p *v1.Pod) bool { return p.Name == "before" }) {
 			return fmt.Errorf("spurious removal: set %v lacks pod before", podKeys(u.Pods))
 		}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const apiNode = "node-a"
@@ -115,11 +115,11 @@ func startAPISource(t *testing.T, f *fakeAPI, nodeSynced func() bool) *Source {
 }
 
 // nextAPIUpdate returns the next update, which must be a SET from the API source.
-func nextAPIUpdate(t *testing.T, s *Source) types.PodUpdate {
+func nextAPIUpdate(t *testing.T, s *Source) kubecontainer.PodUpdate {
 	t.Helper()
 	u := nextUpdate(t, s)
-	if u.Source != types.APISource {
-		t.Fatalf("update from %q, want %q", u.Source, types.APISource)
+	if u.Source != kubecontainer.APISource {
+		t.Fatalf("update from %q, want %q", u.Source, kubecontainer.APISource)
 	}
 	return u
 }
@@ -142,7 +142,7 @@ func apiPod(ns, name, node string) *v1.Pod {
 func TestAPISourceFirstList(t *testing.T) {
 	t.Parallel()
 	mirror := apiPod("kube-system", "etcd-"+apiNode, apiNode)
-	mirror.Annotations = map[string]string{types.ConfigMirrorAnnotationKey: "hash-1", types.ConfigHashAnnotationKey: "hash-1"}
+	mirror.Annotations = map[string]string{kubecontainer.ConfigMirrorAnnotationKey: "hash-1", kubecontainer.ConfigHashAnnotationKey: "hash-1"}
 	mirror.Status.Phase = v1.PodRunning
 	tests := []struct {
 		desc string
@@ -187,14 +187,14 @@ func checkAPIPod(t *testing.T, f *fakeAPI, got, want *v1.Pod) {
 	if want == nil {
 		t.Fatalf("pod %s/%s has an unknown UID %q", got.Namespace, got.Name, got.UID)
 	}
-	if src := got.Annotations[types.ConfigSourceAnnotationKey]; src != types.APISource {
-		t.Errorf("%s: config.source %q, want %q", got.Name, src, types.APISource)
+	if src := got.Annotations[kubecontainer.ConfigSourceAnnotationKey]; src != kubecontainer.APISource {
+		t.Errorf("%s: config.source %q, want %q", got.Name, src, kubecontainer.APISource)
 	}
 	wantCopy := want.DeepCopy()
 	if wantCopy.Annotations == nil {
 		wantCopy.Annotations = map[string]string{}
 	}
-	wantCopy.Annotations[types.ConfigSourceAnnotationKey] = types.APISource
+	wantCopy.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource
 	if got.Name != want.Name || got.Spec.NodeName != want.Spec.NodeName || got.Status.Phase != want.Status.Phase ||
 		len(got.Annotations) != len(wantCopy.Annotations) {
 		t.Errorf("pod %+v, want %+v", got.ObjectMeta, wantCopy.ObjectMeta)
@@ -208,7 +208,7 @@ func checkAPIPod(t *testing.T, f *fakeAPI, got, want *v1.Pod) {
 	if err != nil {
 		t.Fatalf("get %s: %v", got.Name, err)
 	}
-	if _, ok := stored.Annotations[types.ConfigSourceAnnotationKey]; ok {
+	if _, ok := stored.Annotations[kubecontainer.ConfigSourceAnnotationKey]; ok {
 		t.Errorf("%s: the API object was annotated", got.Name)
 	}
 }
@@ -372,7 +372,7 @@ func TestAPISourceReusesUnchangedCopies(t *testing.T) {
 	if next.Pods[0] != first.Pods[0] {
 		t.Error("the unchanged pod default/a was copied again")
 	}
-	if next.Pods[1].Annotations[types.ConfigSourceAnnotationKey] != types.APISource {
+	if next.Pods[1].Annotations[kubecontainer.ConfigSourceAnnotationKey] != kubecontainer.APISource {
 		t.Errorf("new pod annotations %v", next.Pods[1].Annotations)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // maxManifestBytes caps one manifest file or URL body (upstream maxConfigLength).
@@ -42,9 +42,9 @@ type manifestSource struct {
 
 func (s manifestSource) name() string {
 	if s.isURL {
-		return types.HTTPSource
+		return kubecontainer.HTTPSource
 	}
-	return types.FileSource
+	return kubecontainer.FileSource
 }
 
 // DecodeManifest decodes one manifest (YAML or JSON) into pods ready to run on nodeName.
@@ -156,9 +156,9 @@ func (s manifestSource) preparePod(pod *v1.Pod) error {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[types.ConfigHashAnnotationKey] = string(pod.UID)
-	pod.Annotations[types.ConfigSourceAnnotationKey] = s.name()
-	pod.Annotations[types.ConfigFirstSeenAnnotationKey] = time.Now().Format(time.RFC3339Nano)
+	pod.Annotations[kubecontainer.ConfigHashAnnotationKey] = string(pod.UID)
+	pod.Annotations[kubecontainer.ConfigSourceAnnotationKey] = s.name()
+	pod.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = time.Now().Format(time.RFC3339Nano)
 	if !s.isURL {
 		// Static pods must not be evicted for node problems.
 		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})

@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const (
@@ -59,13 +59,13 @@ func TestDecodeManifest(t *testing.T) {
 				if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(string(p.UID)) {
 					t.Errorf("UID %q is not 32 hex digits", p.UID)
 				}
-				if got := p.Annotations[types.ConfigHashAnnotationKey]; got != string(p.UID) {
+				if got := p.Annotations[kubecontainer.ConfigHashAnnotationKey]; got != string(p.UID) {
 					t.Errorf("config.hash = %q, want the UID %q", got, p.UID)
 				}
-				if got := p.Annotations[types.ConfigSourceAnnotationKey]; got != types.FileSource {
+				if got := p.Annotations[kubecontainer.ConfigSourceAnnotationKey]; got != kubecontainer.FileSource {
 					t.Errorf("config.source = %q", got)
 				}
-				if _, err := time.Parse(time.RFC3339Nano, p.Annotations[types.ConfigFirstSeenAnnotationKey]); err != nil {
+				if _, err := time.Parse(time.RFC3339Nano, p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey]); err != nil {
 					t.Errorf("config.seen: %v", err)
 				}
 				if p.Labels["app"] != "web" || p.Status.Phase != v1.PodPending {
@@ -104,8 +104,8 @@ func TestDecodeManifest(t *testing.T) {
 			desc: "explicit UID is kept",
 			data: strings.Replace(webYAML, "  name: web\n", "  name: web\n  uid: fixed-uid\n", 1), path: testPath,
 			check: func(t *testing.T, pods []*v1.Pod) {
-				if p := onePod(t, pods); p.UID != "fixed-uid" || p.Annotations[types.ConfigHashAnnotationKey] != "fixed-uid" {
-					t.Errorf("UID %q hash %q", p.UID, p.Annotations[types.ConfigHashAnnotationKey])
+				if p := onePod(t, pods); p.UID != "fixed-uid" || p.Annotations[kubecontainer.ConfigHashAnnotationKey] != "fixed-uid" {
+					t.Errorf("UID %q hash %q", p.UID, p.Annotations[kubecontainer.ConfigHashAnnotationKey])
 				}
 			},
 		},
@@ -116,8 +116,8 @@ func TestDecodeManifest(t *testing.T) {
 				if len(pods) != 2 || pods[0].Name != "a-node-1" || pods[1].Name != "b-node-1" {
 					t.Fatalf("pods = %v", podNames(pods))
 				}
-				if pods[0].Annotations[types.ConfigSourceAnnotationKey] != types.HTTPSource || len(pods[0].Spec.Tolerations) != 0 {
-					t.Errorf("http pod: source %q tolerations %v", pods[0].Annotations[types.ConfigSourceAnnotationKey], pods[0].Spec.Tolerations)
+				if pods[0].Annotations[kubecontainer.ConfigSourceAnnotationKey] != kubecontainer.HTTPSource || len(pods[0].Spec.Tolerations) != 0 {
+					t.Errorf("http pod: source %q tolerations %v", pods[0].Annotations[kubecontainer.ConfigSourceAnnotationKey], pods[0].Spec.Tolerations)
 				}
 			},
 		},

@@ -19,7 +19,7 @@
 // came back replaces the set in one step, so pods never vanish in between.
 //
 // Only the kubelet coordinator (internal/kubelet) and internal/app may import this
-// package; it imports internal/kubelet/types only.
+// package; it imports internal/kubelet/container only.
 //
 // Usage:
 //

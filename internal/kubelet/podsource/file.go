@@ -14,7 +14,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // settleDelay coalesces a burst of inotify events (an editor's write, rename, chmod) into
@@ -40,8 +40,8 @@ func newFileSource(s *Source) *fileSource {
 		path:     filepath.Clean(s.opts.ManifestPath),
 		nodeName: s.opts.NodeName,
 		period:   s.opts.FileCheckFrequency,
-		logger:   s.logger.With(zap.String("source", types.FileSource), zap.String("path", s.opts.ManifestPath)),
-		out:      newEmitter(s, types.FileSource),
+		logger:   s.logger.With(zap.String("source", kubecontainer.FileSource), zap.String("path", s.opts.ManifestPath)),
+		out:      newEmitter(s, kubecontainer.FileSource),
 	}
 }
 

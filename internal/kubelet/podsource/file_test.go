@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func podManifest(name, image string) string {
@@ -47,7 +47,7 @@ func waitPods(t *testing.T, s *Source, want ...string) map[string]*v1.Pod {
 	for {
 		select {
 		case u := <-s.Updates():
-			if u.Op != types.SET {
+			if u.Op != kubecontainer.SET {
 				t.Fatalf("op %v, want SET", u.Op)
 			}
 			last = sortedNames(u.Pods)
@@ -72,7 +72,7 @@ func TestFileSourceDirectory(t *testing.T) {
 	s, events := startSource(t, Options{NodeName: "n1", ManifestPath: dir, FileCheckFrequency: time.Hour})
 
 	u := nextUpdate(t, s)
-	if u.Source != types.FileSource || len(u.Pods) != 0 {
+	if u.Source != kubecontainer.FileSource || len(u.Pods) != 0 {
 		t.Fatalf("first update %s %v, want an empty file state", u.Source, podNames(u.Pods))
 	}
 	if !s.SeenAllSources() {
@@ -87,7 +87,7 @@ func TestFileSourceDirectory(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "b.json"), `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`)
 	pods = waitPods(t, s, "a-n1", "b-n1")
 	events.waitFor(t, "FailedToParseManifest", filepath.Join(dir, "broken.yaml"), "not valid YAML")
-	seenB := pods["b-n1"].Annotations[types.ConfigFirstSeenAnnotationKey]
+	seenB := pods["b-n1"].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey]
 	uidB := pods["b-n1"].UID
 
 	writeAtomic(t, filepath.Join(dir, "a.yaml"), podManifest("a", "busybox:2"))
@@ -95,8 +95,8 @@ func TestFileSourceDirectory(t *testing.T) {
 	for pods["a-n1"].UID == uidA { // a burst may deliver the old content first
 		pods = waitPods(t, s, "a-n1", "b-n1")
 	}
-	if pods["b-n1"].UID != uidB || pods["b-n1"].Annotations[types.ConfigFirstSeenAnnotationKey] != seenB {
-		t.Errorf("unchanged pod b changed: UID %s seen %s", pods["b-n1"].UID, pods["b-n1"].Annotations[types.ConfigFirstSeenAnnotationKey])
+	if pods["b-n1"].UID != uidB || pods["b-n1"].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] != seenB {
+		t.Errorf("unchanged pod b changed: UID %s seen %s", pods["b-n1"].UID, pods["b-n1"].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey])
 	}
 	if got := pods["a-n1"].Spec.Containers[0].Image; got != "busybox:2" {
 		t.Errorf("edited pod image %q", got)

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const (
@@ -44,8 +44,8 @@ func newHTTPSource(s *Source) *httpSource {
 		nodeName: s.opts.NodeName,
 		period:   s.opts.HTTPCheckFrequency,
 		client:   &http.Client{Timeout: httpTimeout},
-		logger:   s.logger.With(zap.String("source", types.HTTPSource), zap.String("url", s.opts.ManifestURL)),
-		out:      newEmitter(s, types.HTTPSource),
+		logger:   s.logger.With(zap.String("source", kubecontainer.HTTPSource), zap.String("url", s.opts.ManifestURL)),
+		out:      newEmitter(s, kubecontainer.HTTPSource),
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // manifestServer serves a body that the test changes, on 127.0.0.1.
@@ -52,10 +52,10 @@ func TestHTTPSource(t *testing.T) {
 	})
 
 	u := nextUpdate(t, s)
-	if u.Source != types.HTTPSource || len(u.Pods) != 1 || u.Pods[0].Name != "single-n1" {
+	if u.Source != kubecontainer.HTTPSource || len(u.Pods) != 1 || u.Pods[0].Name != "single-n1" {
 		t.Fatalf("first update %s %v", u.Source, podNames(u.Pods))
 	}
-	if got := u.Pods[0].Annotations[types.ConfigSourceAnnotationKey]; got != types.HTTPSource {
+	if got := u.Pods[0].Annotations[kubecontainer.ConfigSourceAnnotationKey]; got != kubecontainer.HTTPSource {
 		t.Errorf("config.source = %q", got)
 	}
 	if !s.SeenAllSources() {
@@ -99,14 +99,14 @@ func TestSeenAllSourcesBoth(t *testing.T) {
 		NodeName: "n1", ManifestPath: t.TempDir(), FileCheckFrequency: time.Hour,
 		ManifestURL: ts.URL, HTTPCheckFrequency: 50 * time.Millisecond,
 	})
-	if u := nextUpdate(t, s); u.Source != types.FileSource {
+	if u := nextUpdate(t, s); u.Source != kubecontainer.FileSource {
 		t.Fatalf("first update from %s, want file", u.Source)
 	}
 	if s.SeenAllSources() {
 		t.Fatal("SeenAllSources true while the URL has not answered")
 	}
 	srv.set(http.StatusOK, podManifest("p", "busybox"))
-	if u := nextUpdate(t, s); u.Source != types.HTTPSource {
+	if u := nextUpdate(t, s); u.Source != kubecontainer.HTTPSource {
 		t.Fatalf("update from %s, want http", u.Source)
 	}
 	if !s.SeenAllSources() {

@@ -16,7 +16,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Default check periods (upstream --file-check-frequency and --http-check-frequency).
@@ -61,7 +61,7 @@ type Options struct {
 type Source struct {
 	opts    Options
 	logger  *zap.Logger
-	updates chan types.PodUpdate
+	updates chan kubecontainer.PodUpdate
 
 	mu   sync.Mutex
 	seen map[string]bool // source name -> first state delivered
@@ -90,17 +90,17 @@ func New(opts Options) (*Source, error) {
 	s := &Source{
 		opts:    opts,
 		logger:  opts.Logger.Named("podsource"),
-		updates: make(chan types.PodUpdate, updatesBuffer),
+		updates: make(chan kubecontainer.PodUpdate, updatesBuffer),
 		seen:    map[string]bool{},
 	}
 	if opts.ManifestPath != "" {
-		s.seen[types.FileSource] = false
+		s.seen[kubecontainer.FileSource] = false
 	}
 	if opts.ManifestURL != "" {
-		s.seen[types.HTTPSource] = false
+		s.seen[kubecontainer.HTTPSource] = false
 	}
 	if opts.Client != nil {
-		s.seen[types.APISource] = false
+		s.seen[kubecontainer.APISource] = false
 	}
 	return s, nil
 }
@@ -127,7 +127,7 @@ func (s *Source) Run(ctx context.Context) {
 }
 
 // Updates returns the stream of pod updates.
-func (s *Source) Updates() <-chan types.PodUpdate { return s.updates }
+func (s *Source) Updates() <-chan kubecontainer.PodUpdate { return s.updates }
 
 // SeenAllSources reports whether every configured source has delivered its first state.
 // With no source configured it is true.
@@ -163,7 +163,7 @@ func (s *Source) recordInvalid(source, path, msg string) {
 	stub := &v1.Pod{}
 	stub.Name = path
 	stub.Namespace = "default"
-	stub.Annotations = map[string]string{types.ConfigSourceAnnotationKey: source}
+	stub.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: source}
 	s.opts.Recorder(stub, v1.EventTypeWarning, "FailedToParseManifest", msg)
 }
 
@@ -207,9 +207,9 @@ func (e *emitter) emit(ctx context.Context, entries []entry, problems map[string
 	firstSeen := make(map[k8stypes.UID]string, len(pods))
 	for _, pod := range pods {
 		if t, ok := e.firstSeen[pod.UID]; ok {
-			pod.Annotations[types.ConfigFirstSeenAnnotationKey] = t
+			pod.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = t
 		}
-		firstSeen[pod.UID] = pod.Annotations[types.ConfigFirstSeenAnnotationKey]
+		firstSeen[pod.UID] = pod.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey]
 	}
 	if e.sent && apiequality.Semantic.DeepEqual(e.last, pods) {
 		return
@@ -223,7 +223,7 @@ func (e *emitter) emit(ctx context.Context, entries []entry, problems map[string
 	e.src.seen[e.name] = true
 	e.src.mu.Unlock()
 	select {
-	case e.src.updates <- types.PodUpdate{Pods: out, Op: types.SET, Source: e.name}:
+	case e.src.updates <- kubecontainer.PodUpdate{Pods: out, Op: kubecontainer.SET, Source: e.name}:
 	case <-ctx.Done():
 		return
 	}

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // updateWait bounds how long a test waits for an expected update.
@@ -118,18 +118,18 @@ func startSource(t *testing.T, opts Options) (*Source, *eventLog) {
 }
 
 // nextUpdate returns the next update or fails after updateWait.
-func nextUpdate(t *testing.T, s *Source) types.PodUpdate {
+func nextUpdate(t *testing.T, s *Source) kubecontainer.PodUpdate {
 	t.Helper()
 	select {
 	case u := <-s.Updates():
-		if u.Op != types.SET {
+		if u.Op != kubecontainer.SET {
 			t.Fatalf("update op %v, want SET", u.Op)
 		}
 		return u
 	case <-time.After(updateWait):
 		t.Fatal("no update within", updateWait)
 	}
-	return types.PodUpdate{}
+	return kubecontainer.PodUpdate{}
 }
 
 // noUpdate fails if an update arrives within d.

@@ -3,8 +3,8 @@
 // have running containers.
 //
 // Who may import it: internal/kubelet (the coordinator) and tests. It imports
-// internal/kubelet/types only; the kubelet supplies the sync steps (SyncFuncs)
-// and the pod status cache (StatusCache, satisfied by *pleg.Cache).
+// internal/kubelet/container only; the kubelet supplies the sync steps (SyncFuncs)
+// and the pod status cache (StatusCache, satisfied by *kubecontainer.Cache).
 //
 // # State machine
 //

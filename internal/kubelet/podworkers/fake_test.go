@@ -14,7 +14,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // TestMain fails the package if any goroutine (a pod worker) outlives the tests;
@@ -51,7 +51,7 @@ func (f *fakeSync) hooks() (func(context.Context, *v1.Pod) (bool, error), func(c
 	return f.syncPod, f.terminating, f.terminated
 }
 
-func (f *fakeSync) SyncPod(ctx context.Context, ut UpdateType, pod *v1.Pod, _ *types.PodStatus) (bool, error) {
+func (f *fakeSync) SyncPod(ctx context.Context, ut UpdateType, pod *v1.Pod, _ *kubecontainer.PodStatus) (bool, error) {
 	f.calls <- call{kind: "sync", uid: pod.UID, updateType: ut, version: pod.ResourceVersion, grace: -1}
 	if h, _, _ := f.hooks(); h != nil {
 		return h(ctx, pod)
@@ -59,7 +59,7 @@ func (f *fakeSync) SyncPod(ctx context.Context, ut UpdateType, pod *v1.Pod, _ *t
 	return false, nil
 }
 
-func (f *fakeSync) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *types.PodStatus, gp *int64) error {
+func (f *fakeSync) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.PodStatus, gp *int64) error {
 	g := int64(-1)
 	if gp != nil {
 		g = *gp
@@ -71,7 +71,7 @@ func (f *fakeSync) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, _ *types
 	return nil
 }
 
-func (f *fakeSync) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, _ *types.PodStatus) error {
+func (f *fakeSync) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, _ *kubecontainer.PodStatus) error {
 	f.calls <- call{kind: "terminated", uid: pod.UID, version: pod.ResourceVersion, grace: -1}
 	if _, _, h := f.hooks(); h != nil {
 		return h(ctx, pod)
@@ -87,7 +87,7 @@ type fakeCache struct {
 	block    map[k8stypes.UID]chan struct{}
 }
 
-func (c *fakeCache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*types.PodStatus, error) {
+func (c *fakeCache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*kubecontainer.PodStatus, error) {
 	c.mu.Lock()
 	c.minTimes[uid] = append(c.minTimes[uid], minTime)
 	gate := c.block[uid]
@@ -99,7 +99,7 @@ func (c *fakeCache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime 
 			return nil, ctx.Err()
 		}
 	}
-	return &types.PodStatus{ID: uid}, nil
+	return &kubecontainer.PodStatus{ID: uid}, nil
 }
 
 func (c *fakeCache) asked(uid k8stypes.UID) []time.Time {
@@ -210,7 +210,7 @@ func newPod(uid, version string, mods ...func(*v1.Pod)) *v1.Pod {
 }
 
 func static(p *v1.Pod) {
-	p.Annotations = map[string]string{types.ConfigSourceAnnotationKey: types.FileSource}
+	p.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource}
 	p.Name = "static"
 }
 

@@ -5,7 +5,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // SyncKnownPods reconciles the workers with the pods the kubelet wants
@@ -34,7 +34,7 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[k8stypes.UID]PodWorker
 			if u != nil {
 				if u.Pod != nil {
 					s.HasConfig = true
-					s.Static = types.IsStaticPod(u.Pod)
+					s.Static = kubecontainer.IsStaticPod(u.Pod)
 				}
 				break
 			}
@@ -85,7 +85,7 @@ func (p *PodWorkers) removeTerminatedWorker(uid k8stypes.UID, st *podState, orph
 // (canStart) or ever (canEverStart). Only static pods wait: one pod per full
 // name runs at a time, in arrival order. Caller holds mu.
 func (p *PodWorkers) allowPodStart(uid k8stypes.UID, st *podState, w podWork) (canStart, canEverStart bool) {
-	if !types.IsStaticPod(w.pod) {
+	if !kubecontainer.IsStaticPod(w.pod) {
 		return true, true
 	}
 	if st.terminationRequested() {

@@ -11,7 +11,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // PodWorkers runs one worker goroutine per pod UID; see the package doc for the
@@ -301,7 +301,7 @@ func (p *PodWorkers) runtimePodSpec(st *podState, opts *UpdatePodOptions) *v1.Po
 }
 
 // placeholderPod is the API pod standing in for an orphaned runtime pod.
-func placeholderPod(rp *types.Pod) *v1.Pod {
+func placeholderPod(rp *kubecontainer.Pod) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: rp.ID, Name: rp.Name, Namespace: rp.Namespace}}
 }
 
@@ -330,7 +330,7 @@ func closeKill(k *KillPodOptions) {
 // startWorker starts the goroutine of a new pod. Caller holds mu.
 func (p *PodWorkers) startWorker(uid k8stypes.UID, st *podState, pod *v1.Pod) {
 	st.wake = make(chan struct{}, 1)
-	if types.IsStaticPod(pod) {
+	if kubecontainer.IsStaticPod(pod) {
 		p.waitingStatic[st.fullname] = append(p.waitingStatic[st.fullname], uid)
 	}
 	p.wg.Add(1)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func TestCreateSyncsAndResyncs(t *testing.T) {
@@ -293,7 +293,7 @@ func TestConcurrentPodsAreIndependent(t *testing.T) {
 func TestOrphanedRuntimePod(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	rp := &types.Pod{ID: "orphan", Name: "old", Namespace: "ns"}
+	rp := &kubecontainer.Pod{ID: "orphan", Name: "old", Namespace: "ns"}
 	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodSync, RunningPod: rp})
 	h.quiet(t) // runtime pods can only be killed
 	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: rp})
@@ -311,7 +311,7 @@ func TestRuntimeKillOfKnownPodUsesItsSpec(t *testing.T) {
 	h := newHarness(t)
 	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("a", "7")})
 	h.expect(t, call{kind: "sync", uid: "a"})
-	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &types.Pod{ID: "a", Name: "p-a", Namespace: "ns"}})
+	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, RunningPod: &kubecontainer.Pod{ID: "a", Name: "p-a", Namespace: "ns"}})
 	h.expect(t, call{kind: "terminating", uid: "a", version: "7", grace: 30}, call{kind: "terminated", uid: "a", version: "7"})
 	h.idle(t, "a")
 	if !h.w.ShouldPodContentBeRemoved("a") {

@@ -10,7 +10,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // UpdateType says why an update was sent.
@@ -94,7 +94,7 @@ type KillPodOptions struct {
 type UpdatePodOptions struct {
 	UpdateType     UpdateType
 	Pod            *v1.Pod
-	RunningPod     *types.Pod
+	RunningPod     *kubecontainer.Pod
 	KillPodOptions *KillPodOptions
 }
 
@@ -104,19 +104,19 @@ type UpdatePodOptions struct {
 type SyncFuncs interface {
 	// SyncPod makes the pod run as specified; isTerminal reports that the pod has
 	// finished for good (its restart policy keeps it down).
-	SyncPod(ctx context.Context, updateType UpdateType, pod *v1.Pod, podStatus *types.PodStatus) (isTerminal bool, err error)
+	SyncPod(ctx context.Context, updateType UpdateType, pod *v1.Pod, podStatus *kubecontainer.PodStatus) (isTerminal bool, err error)
 	// SyncTerminatingPod stops every container of the pod within gracePeriod
 	// seconds; it is called again until it returns nil.
-	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus, gracePeriod *int64) error
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus, gracePeriod *int64) error
 	// SyncTerminatedPod releases what the stopped pod still holds (volumes...);
 	// it is called again until it returns nil.
-	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *types.PodStatus) error
+	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus) error
 }
 
 // StatusCache gives the runtime status of a pod once it is newer than minTime;
-// *pleg.Cache satisfies it.
+// *kubecontainer.Cache satisfies it.
 type StatusCache interface {
-	GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*types.PodStatus, error)
+	GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*kubecontainer.PodStatus, error)
 }
 
 // Defaults for Options.

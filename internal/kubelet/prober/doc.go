@@ -15,7 +15,7 @@
 // The behaviour follows the upstream kubelet's pkg/kubelet/prober.
 //
 // Who may import it: internal/kubelet (the coordinator) and internal/app for wiring.
-// It imports only internal/kubelet/types.
+// It imports only internal/kubelet/container.
 //
 // Usage:
 //

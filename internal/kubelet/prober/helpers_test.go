@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // events records what the prober's Recorder got.
@@ -41,12 +41,12 @@ type fakeRunner struct {
 	block  bool
 	calls  int
 	cmd    []string
-	id     types.ContainerID
+	id     kubecontainer.ContainerID
 	tmo    time.Duration
 	hasDDL bool
 }
 
-func (f *fakeRunner) RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
+func (f *fakeRunner) RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
 	f.mu.Lock()
 	f.calls++
 	f.cmd, f.id, f.tmo = cmd, id, timeout
@@ -106,7 +106,7 @@ func newFakeProber(results ...Result) *fakeProber {
 	return &fakeProber{results: results, calls: make(map[ProbeType]int)}
 }
 
-func (f *fakeProber) probe(_ context.Context, t ProbeType, _ *v1.Pod, _ *v1.PodStatus, _ *v1.Container, _ types.ContainerID) (Result, error) {
+func (f *fakeProber) probe(_ context.Context, t ProbeType, _ *v1.Pod, _ *v1.PodStatus, _ *v1.Container, _ kubecontainer.ContainerID) (Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[t]++

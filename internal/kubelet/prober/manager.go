@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Runner runs a command in a container; *kuberuntime.Manager satisfies it. A command
@@ -19,7 +19,7 @@ import (
 // status, an error with Timeout() true, or one saying "timed out" (cri-client's
 // ErrCommandTimedOut). Any other error means the probe could not run.
 type Runner interface {
-	RunInContainer(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
+	RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
 }
 
 // StatusProvider returns a pod's latest API status (container IDs, states, Started,
@@ -49,7 +49,7 @@ type probeKey struct {
 
 // podProber runs a single probe once; *prober implements it and tests fake it.
 type podProber interface {
-	probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id types.ContainerID) (Result, error)
+	probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id kubecontainer.ContainerID) (Result, error)
 }
 
 // Manager owns the probe workers and their cached results.
@@ -117,7 +117,7 @@ func (m *Manager) ReadinessUpdates() <-chan Update { return m.readiness.updates 
 func (m *Manager) StartupUpdates() <-chan Update { return m.startup.updates }
 
 // Result returns the cached result of a probe type for a container.
-func (m *Manager) Result(t ProbeType, id types.ContainerID) (Result, bool) {
+func (m *Manager) Result(t ProbeType, id kubecontainer.ContainerID) (Result, bool) {
 	return m.cacheFor(t).get(id)
 }
 
@@ -291,7 +291,7 @@ func (m *Manager) isStarted(uid k8stypes.UID, c *v1.ContainerStatus) bool {
 	if c.State.Running == nil {
 		return false
 	}
-	if id, err := types.ParseContainerID(c.ContainerID); err == nil {
+	if id, err := kubecontainer.ParseContainerID(c.ContainerID); err == nil {
 		if r, ok := m.startup.get(id); ok {
 			return r == Success
 		}
@@ -305,7 +305,7 @@ func (m *Manager) isReady(uid k8stypes.UID, c *v1.ContainerStatus) bool {
 	if c.State.Running == nil {
 		return false
 	}
-	if id, err := types.ParseContainerID(c.ContainerID); err == nil {
+	if id, err := kubecontainer.ParseContainerID(c.ContainerID); err == nil {
 		if r, ok := m.readiness.get(id); ok && r == Success {
 			return true
 		}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // fastProbe is an exec probe ticking every 5ms (test "seconds" are milliseconds).
@@ -85,14 +85,14 @@ func TestManagerAddPodStartsWorkers(t *testing.T) {
 	eventually(t, "every probe type to run", func() bool {
 		return p.count(Liveness) > 0 && p.count(Readiness) > 1 && p.count(Startup) > 0
 	})
-	u := recvFor(t, m.ReadinessUpdates(), types.ContainerID{Type: "docker", ID: "s"}, Success)
+	u := recvFor(t, m.ReadinessUpdates(), kubecontainer.ContainerID{Type: "docker", ID: "s"}, Success)
 	if u.PodUID != pod.UID {
 		t.Errorf("update pod UID = %q", u.PodUID)
 	}
 }
 
 // recvFor waits for an update of the container with the given result.
-func recvFor(t *testing.T, ch <-chan Update, id types.ContainerID, r Result) Update {
+func recvFor(t *testing.T, ch <-chan Update, id kubecontainer.ContainerID, r Result) Update {
 	t.Helper()
 	deadline := time.After(2 * time.Second)
 	for {
@@ -131,7 +131,7 @@ func TestManagerRemoveAndCleanup(t *testing.T) {
 		status.set(p.UID, runningStatus("a", "docker://"+string(p.UID), time.Hour, boolPtr(true)))
 		m.AddPod(ctx, p)
 	}
-	id1 := types.ContainerID{Type: "docker", ID: "u1"}
+	id1 := kubecontainer.ContainerID{Type: "docker", ID: "u1"}
 	eventually(t, "a readiness result for u1", func() bool { _, ok := m.Result(Readiness, id1); return ok })
 
 	m.RemovePod(p1)
@@ -195,7 +195,7 @@ func TestManagerStartupGatesOtherProbes(t *testing.T) {
 	status.set(pod.UID, runningStatus("c", testCID, time.Hour, nil))
 	m.AddPod(ctx, pod)
 
-	id := types.ContainerID{Type: "docker", ID: "c1"}
+	id := kubecontainer.ContainerID{Type: "docker", ID: "c1"}
 	recvFor(t, m.StartupUpdates(), id, Success)
 	recvFor(t, m.ReadinessUpdates(), id, Success)
 	eventually(t, "liveness probes", func() bool { return p.count(Liveness) > 0 })
@@ -230,7 +230,7 @@ func TestManagerLivenessFailureAndRestart(t *testing.T) {
 	status.set(pod.UID, runningStatus("c", testCID, time.Hour, boolPtr(true)))
 	m.AddPod(ctx, pod)
 
-	old := types.ContainerID{Type: "docker", ID: "c1"}
+	old := kubecontainer.ContainerID{Type: "docker", ID: "c1"}
 	if u := recv(t, m.LivenessUpdates()); u.ContainerID != old || u.Result != Success || u.PodUID != pod.UID {
 		t.Fatalf("first update = %+v, want the initial Success", u)
 	}
@@ -250,7 +250,7 @@ func TestManagerLivenessFailureAndRestart(t *testing.T) {
 	p.results = []Result{Success}
 	p.mu.Unlock()
 	status.set(pod.UID, runningStatus("c", "docker://c2", time.Hour, boolPtr(true)))
-	recvFor(t, m.LivenessUpdates(), types.ContainerID{Type: "docker", ID: "c2"}, Success)
+	recvFor(t, m.LivenessUpdates(), kubecontainer.ContainerID{Type: "docker", ID: "c2"}, Success)
 	eventually(t, "probes of the new container", func() bool { return p.count(Liveness) > calls })
 	if _, ok := m.Result(Liveness, old); ok {
 		t.Error("the old container's result is still cached")
@@ -318,7 +318,7 @@ func TestUpdatePodStatus(t *testing.T) {
 					m.workers[w.key()] = w
 				}
 			}
-			id := types.ContainerID{Type: "docker", ID: "c1"}
+			id := kubecontainer.ContainerID{Type: "docker", ID: "c1"}
 			if tc.startup != nil {
 				m.startup.store(id, *tc.startup)
 			}
@@ -359,7 +359,7 @@ func deref(b *bool) any {
 
 func TestProbeResultsAdapter(t *testing.T) {
 	m := NewManager(Options{})
-	id := types.ContainerID{Type: "docker", ID: "abc"}
+	id := kubecontainer.ContainerID{Type: "docker", ID: "abc"}
 	if m.LivenessFailed(id) || m.StartupFailed(id) || m.StartupSucceeded(id) {
 		t.Fatal("results reported for an unknown container")
 	}

@@ -18,7 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // probeOnce runs one liveness probe of the container against pod IP 127.0.0.1 with
@@ -28,7 +28,7 @@ func probeOnce(t *testing.T, c *v1.Container, podIP string) (Result, error, []st
 	ev := &events{}
 	p := newProber(nil, ev.record, zaptest.NewLogger(t))
 	p.timeoutUnit = 100 * time.Millisecond
-	got, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{PodIP: podIP}, c, types.ContainerID{Type: "docker", ID: "x"})
+	got, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{PodIP: podIP}, c, kubecontainer.ContainerID{Type: "docker", ID: "x"})
 	return got, err, ev.all()
 }
 

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Event reasons (upstream names).
@@ -67,7 +67,7 @@ func newProber(r Runner, rec func(*v1.Pod, string, string, string), logger *zap.
 // probe runs the container's probe of type t once (with retries when it errors),
 // records an event on failure and maps the verdict to a Result. An error means the
 // probe could not run; the worker then ignores the attempt.
-func (p *prober) probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id types.ContainerID) (Result, error) {
+func (p *prober) probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id kubecontainer.ContainerID) (Result, error) {
 	spec := probeSpec(t, c)
 	if spec == nil {
 		return Success, nil
@@ -101,7 +101,7 @@ func (p *prober) event(pod *v1.Pod, eventType, reason, msg string) {
 	}
 }
 
-func (p *prober) runWithRetries(ctx context.Context, spec *v1.Probe, status *v1.PodStatus, c *v1.Container, id types.ContainerID) (outcome, string, error) {
+func (p *prober) runWithRetries(ctx context.Context, spec *v1.Probe, status *v1.PodStatus, c *v1.Container, id kubecontainer.ContainerID) (outcome, string, error) {
 	var (
 		out    outcome
 		output string
@@ -120,7 +120,7 @@ func (p *prober) runWithRetries(ctx context.Context, spec *v1.Probe, status *v1.
 }
 
 // runProbe runs one attempt of whichever handler the probe has.
-func (p *prober) runProbe(ctx context.Context, spec *v1.Probe, status *v1.PodStatus, c *v1.Container, id types.ContainerID) (outcome, string, error) {
+func (p *prober) runProbe(ctx context.Context, spec *v1.Probe, status *v1.PodStatus, c *v1.Container, id kubecontainer.ContainerID) (outcome, string, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * p.timeoutUnit
 	if timeout <= 0 {
 		timeout = defaultTimeoutSeconds * p.timeoutUnit
@@ -166,7 +166,7 @@ func hostOr(host, podIP string) string {
 
 // execProbe runs the command through the Runner: exit 0 is success, any other exit
 // status or a timeout is failure, other errors mean the probe could not run.
-func (p *prober) execProbe(ctx context.Context, id types.ContainerID, cmd []string, timeout time.Duration) (outcome, string, error) {
+func (p *prober) execProbe(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) (outcome, string, error) {
 	if p.runner == nil {
 		return outcomeUnknown, "", ErrNoRunner
 	}
@@ -243,7 +243,7 @@ func expandCommand(cmd []string, env []v1.EnvVar) []string {
 	}
 	out := make([]string, len(cmd))
 	for i, s := range cmd {
-		out[i] = types.Expand(s, func(name string) (string, bool) {
+		out[i] = kubecontainer.Expand(s, func(name string) (string, bool) {
 			v, ok := vars[name]
 			return v, ok
 		})

@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func TestExecProbe(t *testing.T) {
 	t.Parallel()
-	id := types.ContainerID{Type: "docker", ID: "abc"}
+	id := kubecontainer.ContainerID{Type: "docker", ID: "abc"}
 	for _, tc := range []struct {
 		desc       string
 		runner     *fakeRunner
@@ -120,7 +120,7 @@ func TestExecProbeExpandsStaticEnv(t *testing.T) {
 			pr.Exec.Command = []string{"cat", "$(FILE)", "$(FROM)", "$$(FILE)", "$(MISSING)"}
 		}),
 	}
-	if got, err := p.probe(context.Background(), Readiness, testPod("u"), &v1.PodStatus{}, c, types.ContainerID{Type: "docker", ID: "x"}); got != Success || err != nil {
+	if got, err := p.probe(context.Background(), Readiness, testPod("u"), &v1.PodStatus{}, c, kubecontainer.ContainerID{Type: "docker", ID: "x"}); got != Success || err != nil {
 		t.Fatalf("probe = %v, %v", got, err)
 	}
 	want := []string{"cat", "/tmp/healthy", "$(FROM)", "$(FILE)", "$(MISSING)"}
@@ -133,7 +133,7 @@ func TestExecProbeWithoutRunner(t *testing.T) {
 	t.Parallel()
 	p := newProber(nil, nil, zaptest.NewLogger(t))
 	c := &v1.Container{Name: "c", LivenessProbe: execProbe(nil)}
-	_, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, types.ContainerID{Type: "docker", ID: "x"})
+	_, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, kubecontainer.ContainerID{Type: "docker", ID: "x"})
 	if !errors.Is(err, ErrNoRunner) {
 		t.Fatalf("err = %v, want ErrNoRunner", err)
 	}
@@ -143,12 +143,12 @@ func TestProbeWithoutHandler(t *testing.T) {
 	t.Parallel()
 	p := newProber(&fakeRunner{}, nil, zaptest.NewLogger(t))
 	c := &v1.Container{Name: "c", LivenessProbe: &v1.Probe{}}
-	_, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, types.ContainerID{Type: "docker", ID: "x"})
+	_, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, kubecontainer.ContainerID{Type: "docker", ID: "x"})
 	if !errors.Is(err, ErrNoHandler) {
 		t.Fatalf("err = %v, want ErrNoHandler", err)
 	}
 	// A container without the probe type at all passes.
-	if got, err := p.probe(context.Background(), Readiness, testPod("u"), &v1.PodStatus{}, c, types.ContainerID{}); got != Success || err != nil {
+	if got, err := p.probe(context.Background(), Readiness, testPod("u"), &v1.PodStatus{}, c, kubecontainer.ContainerID{}); got != Success || err != nil {
 		t.Fatalf("missing probe = %v, %v; want Success", got, err)
 	}
 }
@@ -200,7 +200,7 @@ func TestExpand(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := types.Expand(tc.in, func(n string) (string, bool) { v, ok := vars[n]; return v, ok }); got != tc.want {
+			if got := kubecontainer.Expand(tc.in, func(n string) (string, bool) { v, ok := vars[n]; return v, ok }); got != tc.want {
 				t.Errorf("Expand(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})

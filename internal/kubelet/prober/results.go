@@ -6,7 +6,7 @@ import (
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Result is the cached outcome of a probe for one container.
@@ -58,7 +58,7 @@ func (t ProbeType) String() string {
 
 // Update is one change of a container's probe result.
 type Update struct {
-	ContainerID types.ContainerID
+	ContainerID kubecontainer.ContainerID
 	Result      Result
 	PodUID      k8stypes.UID
 }
@@ -70,19 +70,19 @@ const updatesBuffer = 20
 // every change on its channel.
 type resultsCache struct {
 	mu      sync.RWMutex
-	cache   map[types.ContainerID]Result
+	cache   map[kubecontainer.ContainerID]Result
 	updates chan Update
 }
 
 func newResultsCache() *resultsCache {
 	return &resultsCache{
-		cache:   make(map[types.ContainerID]Result),
+		cache:   make(map[kubecontainer.ContainerID]Result),
 		updates: make(chan Update, updatesBuffer),
 	}
 }
 
 // get returns the cached result of a container.
-func (c *resultsCache) get(id types.ContainerID) (Result, bool) {
+func (c *resultsCache) get(id kubecontainer.ContainerID) (Result, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	r, ok := c.cache[id]
@@ -92,7 +92,7 @@ func (c *resultsCache) get(id types.ContainerID) (Result, bool) {
 // set stores a result and, when it differs from the cached one, sends an Update. The
 // send blocks while the channel is full until ctx ends. It reports whether the result
 // changed.
-func (c *resultsCache) set(ctx context.Context, id types.ContainerID, r Result, podUID k8stypes.UID) bool {
+func (c *resultsCache) set(ctx context.Context, id kubecontainer.ContainerID, r Result, podUID k8stypes.UID) bool {
 	if !c.store(id, r) {
 		return false
 	}
@@ -103,7 +103,7 @@ func (c *resultsCache) set(ctx context.Context, id types.ContainerID, r Result, 
 	return true
 }
 
-func (c *resultsCache) store(id types.ContainerID, r Result) bool {
+func (c *resultsCache) store(id kubecontainer.ContainerID, r Result) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.cache[id]; ok && prev == r {
@@ -114,7 +114,7 @@ func (c *resultsCache) store(id types.ContainerID, r Result) bool {
 }
 
 // remove forgets a container's result.
-func (c *resultsCache) remove(id types.ContainerID) {
+func (c *resultsCache) remove(id kubecontainer.ContainerID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.cache, id)

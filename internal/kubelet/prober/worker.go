@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Upstream API defaults, used when a probe comes without them.
@@ -45,7 +45,7 @@ type worker struct {
 	logger    *zap.Logger
 
 	// Owned by the worker goroutine.
-	containerID types.ContainerID
+	containerID kubecontainer.ContainerID
 	lastResult  Result
 	resultRun   int
 	onHold      bool
@@ -213,7 +213,7 @@ func (w *worker) observeContainer(ctx context.Context, rawID string) {
 	if w.containerID.String() == rawID {
 		return
 	}
-	id, err := types.ParseContainerID(rawID)
+	id, err := kubecontainer.ParseContainerID(rawID)
 	if err != nil {
 		w.logger.Debug("bad container ID in status", zap.String("containerID", rawID))
 		return

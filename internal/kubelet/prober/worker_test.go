@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const testCID = "docker://c1"
@@ -55,7 +55,7 @@ func (f *workerFixture) step(t *testing.T) bool {
 }
 
 func (f *workerFixture) cached(id string) (Result, bool) {
-	cid, _ := types.ParseContainerID(id)
+	cid, _ := kubecontainer.ParseContainerID(id)
 	return f.w.results.get(cid)
 }
 

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Reasons of the kubelet-owned pod conditions (upstream values).
@@ -149,7 +149,7 @@ func HasAnyRegularContainerStarted(spec *v1.PodSpec, statuses []v1.ContainerStat
 
 // GeneratePodReadyToStartContainersCondition is true when the pod has exactly one
 // ready sandbox with the right network mode and, off the host network, an IP.
-func GeneratePodReadyToStartContainersCondition(pod *v1.Pod, podStatus *types.PodStatus) v1.PodCondition {
+func GeneratePodReadyToStartContainersCondition(pod *v1.Pod, podStatus *kubecontainer.PodStatus) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}
 	if !SandboxNeedsReplacing(pod, podStatus) {
 		cond.Status = v1.ConditionTrue
@@ -160,7 +160,7 @@ func GeneratePodReadyToStartContainersCondition(pod *v1.Pod, podStatus *types.Po
 // SandboxNeedsReplacing reports whether the kubelet would create a new sandbox for
 // the pod: there is none, more than one is ready, the newest is not ready, its
 // network mode differs from the spec, or it has no IP off the host network.
-func SandboxNeedsReplacing(pod *v1.Pod, podStatus *types.PodStatus) bool {
+func SandboxNeedsReplacing(pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
 	if podStatus == nil || len(podStatus.SandboxStatuses) == 0 {
 		return true
 	}

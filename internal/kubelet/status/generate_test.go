@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func readyStatus(name string, ready bool) v1.ContainerStatus {
@@ -128,7 +128,7 @@ func TestGeneratePodReadyToStartContainersCondition(t *testing.T) {
 			t.Parallel()
 			pod := testPod(v1.RestartPolicyAlways, true)
 			pod.Spec.HostNetwork = tc.hostNet
-			c := GeneratePodReadyToStartContainersCondition(pod, &types.PodStatus{SandboxStatuses: tc.sandboxes})
+			c := GeneratePodReadyToStartContainersCondition(pod, &kubecontainer.PodStatus{SandboxStatuses: tc.sandboxes})
 			if c.Status != tc.want || c.Type != v1.PodReadyToStartContainers {
 				t.Errorf("condition = %+v, want %s", c, tc.want)
 			}

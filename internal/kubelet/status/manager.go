@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // ContainerReasonStatusUnknown is the reason of a terminated state the kubelet
@@ -151,7 +151,7 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {
 
 // SetContainerReadiness records a readiness probe result for the container and
 // recomputes the pod's ContainersReady and Ready conditions.
-func (m *Manager) SetContainerReadiness(uid k8stypes.UID, containerID types.ContainerID, ready bool) {
+func (m *Manager) SetContainerReadiness(uid k8stypes.UID, containerID kubecontainer.ContainerID, ready bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.pods[uid]
@@ -177,7 +177,7 @@ func (m *Manager) SetContainerReadiness(uid k8stypes.UID, containerID types.Cont
 }
 
 // SetContainerStartup records a startup probe result for the container.
-func (m *Manager) SetContainerStartup(uid k8stypes.UID, containerID types.ContainerID, started bool) {
+func (m *Manager) SetContainerStartup(uid k8stypes.UID, containerID kubecontainer.ContainerID, started bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.pods[uid]
@@ -219,7 +219,7 @@ func (m *Manager) TerminatePod(pod *v1.Pod) {
 		markUnknownTerminated(&status.InitContainerStatuses[i])
 	}
 	// Upstream leaves static pods in their phase (kubernetes#116484); so do we.
-	if !types.IsStaticPod(pod) && !IsTerminal(status.Phase) {
+	if !kubecontainer.IsStaticPod(pod) && !IsTerminal(status.Phase) {
 		status.Phase = v1.PodFailed
 	}
 	m.updateLocked(pod, status, true, true)

@@ -11,7 +11,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func testPod(policy v1.RestartPolicy, static bool) *v1.Pod {
@@ -23,7 +23,7 @@ func testPod(policy v1.RestartPolicy, static bool) *v1.Pod {
 		},
 	}
 	if static {
-		p.Annotations[types.ConfigSourceAnnotationKey] = types.FileSource
+		p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.FileSource
 	}
 	return p
 }
@@ -142,22 +142,22 @@ func TestSetContainerReadinessAndStartup(t *testing.T) {
 	st := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{running("a", "docker://1"), running("b", "docker://2")}}
 	m.SetPodStatus(pod, st)
 	// unknown pod and unknown container are ignored
-	m.SetContainerReadiness("nope", types.ContainerID{Type: "docker", ID: "1"}, true)
-	m.SetContainerReadiness(pod.UID, types.ContainerID{Type: "docker", ID: "9"}, true)
+	m.SetContainerReadiness("nope", kubecontainer.ContainerID{Type: "docker", ID: "1"}, true)
+	m.SetContainerReadiness(pod.UID, kubecontainer.ContainerID{Type: "docker", ID: "9"}, true)
 
-	m.SetContainerReadiness(pod.UID, types.ContainerID{Type: "docker", ID: "1"}, true)
+	m.SetContainerReadiness(pod.UID, kubecontainer.ContainerID{Type: "docker", ID: "1"}, true)
 	got, _ := m.GetPodStatus(pod.UID)
 	if c := findCondition(got.Conditions, v1.ContainersReady); c == nil || c.Status != v1.ConditionFalse || c.Reason != ContainersNotReady {
 		t.Fatalf("ContainersReady = %+v, want False/ContainersNotReady", c)
 	}
-	m.SetContainerReadiness(pod.UID, types.ContainerID{Type: "docker", ID: "2"}, true)
+	m.SetContainerReadiness(pod.UID, kubecontainer.ContainerID{Type: "docker", ID: "2"}, true)
 	got, _ = m.GetPodStatus(pod.UID)
 	for _, ct := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
 		if c := findCondition(got.Conditions, ct); c == nil || c.Status != v1.ConditionTrue {
 			t.Errorf("%s = %+v, want True", ct, c)
 		}
 	}
-	m.SetContainerStartup(pod.UID, types.ContainerID{Type: "docker", ID: "2"}, true)
+	m.SetContainerStartup(pod.UID, kubecontainer.ContainerID{Type: "docker", ID: "2"}, true)
 	got, _ = m.GetPodStatus(pod.UID)
 	if b := findByName(got.ContainerStatuses, "b"); b.Started == nil || !*b.Started {
 		t.Errorf("started = %v, want true", b.Started)
@@ -269,7 +269,7 @@ func TestConcurrentAccess(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 200; j++ {
 				m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{running("a", "x://1")}})
-				m.SetContainerReadiness(pod.UID, types.ContainerID{Type: "x", ID: "1"}, j%2 == 0)
+				m.SetContainerReadiness(pod.UID, kubecontainer.ContainerID{Type: "x", ID: "1"}, j%2 == 0)
 				st, _ := m.GetPodStatus(pod.UID)
 				st.ContainerStatuses = nil // mutating the copy must not touch the store
 				m.RemoveOrphanedStatuses(map[k8stypes.UID]bool{pod.UID: true})

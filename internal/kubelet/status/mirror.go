@@ -10,7 +10,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // MirrorClient creates and deletes mirror pods: the API server's read-only
@@ -33,10 +33,10 @@ func NewMirrorClient(client kubernetes.Interface, nodeName string) *MirrorClient
 // UID is read from the API: the Node must exist). An existing mirror pod of the
 // same static pod counts as success.
 func (c *MirrorClient) CreateMirrorPod(ctx context.Context, static *v1.Pod) error {
-	hash, ok := static.Annotations[types.ConfigHashAnnotationKey]
+	hash, ok := static.Annotations[kubecontainer.ConfigHashAnnotationKey]
 	if !ok || hash == "" {
 		return fmt.Errorf("create mirror pod of %s/%s: the static pod has no %s annotation",
-			static.Namespace, static.Name, types.ConfigHashAnnotationKey)
+			static.Namespace, static.Name, kubecontainer.ConfigHashAnnotationKey)
 	}
 	node, err := c.client.CoreV1().Nodes().Get(ctx, c.nodeName, metav1.GetOptions{})
 	if err != nil {
@@ -81,7 +81,7 @@ func mirrorOf(static *v1.Pod, hash string, node *v1.Node) *v1.Pod {
 	for k, v := range static.Annotations {
 		mirror.Annotations[k] = v
 	}
-	mirror.Annotations[types.ConfigMirrorAnnotationKey] = hash
+	mirror.Annotations[kubecontainer.ConfigMirrorAnnotationKey] = hash
 	if mirror.Spec.NodeName == "" {
 		mirror.Spec.NodeName = node.Name
 	}
@@ -111,7 +111,7 @@ func IsMirrorPod(p *v1.Pod) bool {
 	if p == nil {
 		return false
 	}
-	_, ok := p.Annotations[types.ConfigMirrorAnnotationKey]
+	_, ok := p.Annotations[kubecontainer.ConfigMirrorAnnotationKey]
 	return ok
 }
 
@@ -122,7 +122,7 @@ func MirrorMatchesStatic(mirror, static *v1.Pod) bool {
 	if mirror == nil || static == nil || mirror.Name != static.Name || mirror.Namespace != static.Namespace {
 		return false
 	}
-	got, ok := mirror.Annotations[types.ConfigMirrorAnnotationKey]
-	want := static.Annotations[types.ConfigHashAnnotationKey]
+	got, ok := mirror.Annotations[kubecontainer.ConfigMirrorAnnotationKey]
+	want := static.Annotations[kubecontainer.ConfigHashAnnotationKey]
 	return ok && want != "" && got == want
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func TestMirrorMatchesStatic(t *testing.T) {
@@ -36,7 +36,7 @@ func TestMirrorMatchesStatic(t *testing.T) {
 			if got := MirrorMatchesStatic(tc.mirror, static); got != tc.want {
 				t.Fatalf("MirrorMatchesStatic = %v", got)
 			}
-			if got := IsMirrorPod(tc.mirror); got != (tc.mirror != nil && tc.mirror.Annotations[types.ConfigMirrorAnnotationKey] != "") {
+			if got := IsMirrorPod(tc.mirror); got != (tc.mirror != nil && tc.mirror.Annotations[kubecontainer.ConfigMirrorAnnotationKey] != "") {
 				t.Fatalf("IsMirrorPod = %v", got)
 			}
 		})
@@ -76,7 +76,7 @@ func TestCreateMirrorPod(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !MirrorMatchesStatic(got, static) || got.Spec.NodeName != testNode || got.Labels["tier"] != "control-plane" ||
-				got.Annotations[types.ConfigSourceAnnotationKey] != types.FileSource {
+				got.Annotations[kubecontainer.ConfigSourceAnnotationKey] != kubecontainer.FileSource {
 				t.Errorf("mirror pod = %+v", got.ObjectMeta)
 			}
 			if len(got.OwnerReferences) != 1 {
@@ -86,7 +86,7 @@ func TestCreateMirrorPod(t *testing.T) {
 			if ref.APIVersion != "v1" || ref.Kind != "Node" || ref.Name != testNode || ref.UID != "node-uid" || ref.Controller == nil || !*ref.Controller {
 				t.Errorf("ownerReference = %+v", ref)
 			}
-			if _, ok := static.Annotations[types.ConfigMirrorAnnotationKey]; ok {
+			if _, ok := static.Annotations[kubecontainer.ConfigMirrorAnnotationKey]; ok {
 				t.Error("the static pod was modified")
 			}
 		})

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const gateCondition = v1.PodConditionType("example.com/gate")
@@ -271,9 +271,9 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	static := testPodOn("static-"+node, node, v1.RestartPolicyAlways, "a")
 	static.UID = "static-uid-" + k8stypes.UID(node)
 	static.Annotations = map[string]string{
-		types.ConfigSourceAnnotationKey:    types.FileSource,
-		types.ConfigHashAnnotationKey:      "hash-1",
-		types.ConfigFirstSeenAnnotationKey: time.Now().Format(time.RFC3339),
+		kubecontainer.ConfigSourceAnnotationKey:    kubecontainer.FileSource,
+		kubecontainer.ConfigHashAnnotationKey:      "hash-1",
+		kubecontainer.ConfigFirstSeenAnnotationKey: time.Now().Format(time.RFC3339),
 	}
 	mc := NewMirrorClient(nc, node)
 	if err := mc.CreateMirrorPod(ctx, static); err == nil {

@@ -12,7 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // requestTimeout bounds each API call of the sync loop, so that a hung API
@@ -40,7 +40,7 @@ type podSync struct {
 	acked bool
 }
 
-func (p podSync) static() bool { return types.IsStaticPod(p.e.pod) }
+func (p podSync) static() bool { return kubecontainer.IsStaticPod(p.e.pod) }
 
 // Run publishes the store to the API server until ctx ends: each status
 // change is patched as soon as the loop is free (changes made meanwhile

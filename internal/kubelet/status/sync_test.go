@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const testNode = "node-a"
@@ -40,8 +40,8 @@ func staticPod(name, hash string) *v1.Pod {
 	p := boundPod(name, k8stypes.UID("static-"+hash))
 	p.Status = v1.PodStatus{}
 	p.Annotations = map[string]string{
-		types.ConfigSourceAnnotationKey: types.FileSource,
-		types.ConfigHashAnnotationKey:   hash,
+		kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource,
+		kubecontainer.ConfigHashAnnotationKey:   hash,
 	}
 	return p
 }
@@ -49,7 +49,7 @@ func staticPod(name, hash string) *v1.Pod {
 func mirrorFor(static *v1.Pod, uid k8stypes.UID, hash string) *v1.Pod {
 	m := static.DeepCopy()
 	m.UID = uid
-	m.Annotations = map[string]string{types.ConfigMirrorAnnotationKey: hash, types.ConfigHashAnnotationKey: hash}
+	m.Annotations = map[string]string{kubecontainer.ConfigMirrorAnnotationKey: hash, kubecontainer.ConfigHashAnnotationKey: hash}
 	return m
 }
 

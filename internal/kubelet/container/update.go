@@ -1,4 +1,4 @@
-package types
+package container
 
 import (
 	v1 "k8s.io/api/core/v1"

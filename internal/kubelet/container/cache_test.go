@@ -1,12 +1,10 @@
-package pleg
+package container
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 func TestCacheGet(t *testing.T) {
@@ -17,12 +15,12 @@ func TestCacheGet(t *testing.T) {
 		t.Errorf("Get of an unknown pod = %+v, %v; want empty status with ID a", st, err)
 	}
 	errBoom := errors.New("boom")
-	c.Set("a", &types.PodStatus{ID: "a", Name: "x"}, errBoom, t0)
+	c.Set("a", &PodStatus{ID: "a", Name: "x"}, errBoom, t0)
 	st, err = c.Get("a")
 	if st.Name != "x" || !errors.Is(err, errBoom) {
 		t.Errorf("Get = %+v, %v; want the stored status and error", st, err)
 	}
-	c.Set("a", &types.PodStatus{ID: "a", Name: "older"}, nil, t0.Add(-time.Second))
+	c.Set("a", &PodStatus{ID: "a", Name: "older"}, nil, t0.Add(-time.Second))
 	if st, _ := c.Get("a"); st.Name != "x" {
 		t.Errorf("an older Set replaced the status: %+v", st)
 	}
@@ -43,13 +41,13 @@ func TestCacheGetNewerThan(t *testing.T) {
 	}{
 		{
 			desc:     "entry already newer",
-			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "fresh"}, nil, t0.Add(time.Second)) },
+			prepare:  func(c *Cache) { c.Set("a", &PodStatus{Name: "fresh"}, nil, t0.Add(time.Second)) },
 			wantName: "fresh",
 		},
 		{
 			desc: "global timestamp already newer",
 			prepare: func(c *Cache) {
-				c.Set("a", &types.PodStatus{Name: "old"}, nil, t0.Add(-time.Second))
+				c.Set("a", &PodStatus{Name: "old"}, nil, t0.Add(-time.Second))
 				c.UpdateTime(t0.Add(time.Second))
 			},
 			wantName: "old",
@@ -61,13 +59,13 @@ func TestCacheGetNewerThan(t *testing.T) {
 		},
 		{
 			desc:     "woken by a newer Set",
-			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "old"}, nil, t0) },
-			wake:     func(c *Cache) { c.Set("a", &types.PodStatus{Name: "new"}, nil, t0.Add(time.Second)) },
+			prepare:  func(c *Cache) { c.Set("a", &PodStatus{Name: "old"}, nil, t0) },
+			wake:     func(c *Cache) { c.Set("a", &PodStatus{Name: "new"}, nil, t0.Add(time.Second)) },
 			wantName: "new",
 		},
 		{
 			desc:     "woken by UpdateTime",
-			prepare:  func(c *Cache) { c.Set("a", &types.PodStatus{Name: "old"}, nil, t0) },
+			prepare:  func(c *Cache) { c.Set("a", &PodStatus{Name: "old"}, nil, t0) },
 			wake:     func(c *Cache) { c.UpdateTime(t0.Add(time.Second)) },
 			wantName: "same-time", // the last write, made while waiting
 		},
@@ -77,7 +75,7 @@ func TestCacheGetNewerThan(t *testing.T) {
 			c := NewCache()
 			tc.prepare(c)
 			type result struct {
-				st  *types.PodStatus
+				st  *PodStatus
 				err error
 			}
 			res := make(chan result, 1)
@@ -88,7 +86,7 @@ func TestCacheGetNewerThan(t *testing.T) {
 			if tc.wake != nil {
 				waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.subscribers["a"]) == 1 })
 				// Writes that are not newer do not answer.
-				c.Set("a", &types.PodStatus{Name: "same-time"}, nil, t0)
+				c.Set("a", &PodStatus{Name: "same-time"}, nil, t0)
 				c.UpdateTime(t0)
 				select {
 				case r := <-res:
@@ -132,5 +130,18 @@ func TestCacheGetNewerThanCancelled(t *testing.T) {
 	defer c.mu.Unlock()
 	if n := len(c.subscribers); n != 0 {
 		t.Errorf("%d subscriber lists left after cancel, want 0", n)
+	}
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

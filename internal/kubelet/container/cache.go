@@ -1,4 +1,4 @@
-package pleg
+package container
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
-
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/types"
 )
 
 // Cache holds the newest runtime status of every pod the PLEG has seen,
@@ -27,7 +25,7 @@ type Cache struct {
 
 // cacheEntry is one pod's status as of modified.
 type cacheEntry struct {
-	status   *types.PodStatus
+	status   *PodStatus
 	err      error
 	modified time.Time
 }
@@ -48,7 +46,7 @@ func NewCache() *Cache {
 
 // Get returns the cached status of the pod and the error its last read had. A
 // pod that is not cached has an empty status (only ID set) and no error.
-func (c *Cache) Get(uid k8stypes.UID) (*types.PodStatus, error) {
+func (c *Cache) Get(uid k8stypes.UID) (*PodStatus, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.get(uid)
@@ -59,7 +57,7 @@ func (c *Cache) Get(uid k8stypes.UID) (*types.PodStatus, error) {
 // than minTime, either because the pod's own entry was written after minTime or
 // because the global timestamp moved past it, and returns it (with the error of
 // that read). It returns ctx's error when ctx ends first.
-func (c *Cache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*types.PodStatus, error) {
+func (c *Cache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time.Time) (*PodStatus, error) {
 	sub := c.subscribe(uid, minTime)
 	select {
 	case e := <-sub.ch:
@@ -74,14 +72,14 @@ func (c *Cache) GetNewerThan(ctx context.Context, uid k8stypes.UID, minTime time
 // Set stores the status of a pod read at ts (err is the error of that read, if
 // any) and wakes the waiters it satisfies. A write older than the entry already
 // cached is ignored, so a slow reader cannot replace a newer status.
-func (c *Cache) Set(uid k8stypes.UID, status *types.PodStatus, err error, ts time.Time) {
+func (c *Cache) Set(uid k8stypes.UID, status *PodStatus, err error, ts time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.pods[uid]; ok && ts.Before(old.modified) {
 		return
 	}
 	if status == nil {
-		status = &types.PodStatus{ID: uid}
+		status = &PodStatus{ID: uid}
 	}
 	c.pods[uid] = &cacheEntry{status: status, err: err, modified: ts}
 	c.notify(uid, ts)
@@ -113,7 +111,7 @@ func (c *Cache) get(uid k8stypes.UID) *cacheEntry {
 	if e, ok := c.pods[uid]; ok {
 		return e
 	}
-	return &cacheEntry{status: &types.PodStatus{ID: uid}}
+	return &cacheEntry{status: &PodStatus{ID: uid}}
 }
 
 // newerThan returns the entry of uid if it is fresh with respect to minTime,
