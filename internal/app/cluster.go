@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"time"
 
@@ -118,21 +117,14 @@ func (r runtimeVersion) Version(ctx context.Context) (string, string, error) {
 	return v.RuntimeName, v.RuntimeVersion, nil
 }
 
-// newNodeStatus builds the node registration, status and Lease controller.
-func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, name string, ips []net.IP, readiness func() error, logger *zap.Logger) (*nodestatus.Controller, error) {
-	sysRes, err := reservations("systemReserved", cfg.Kubelet.SystemReserved)
-	if err != nil {
-		return nil, err
-	}
-	kubeRes, err := reservations("kubeReserved", cfg.Kubelet.KubeReserved)
-	if err != nil {
-		return nil, err
-	}
+// newNodeStatus builds the node registration, status and Lease controller
+// over the node's resources and the runtime's health.
+func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, logger *zap.Logger) (*nodestatus.Controller, error) {
 	return nodestatus.New(nodestatus.Options{
-		Client: conn.client, NodeName: name, Hostname: name, NodeIPs: ips,
-		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode, MaxPods: int(cfg.Kubelet.MaxPods),
-		RootDir: cfg.RootDirectory, SystemReserved: sysRes, KubeReserved: kubeRes, EvictionHard: cfg.Kubelet.EvictionHard,
-		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: readiness, KubeletVersion: Version,
+		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: n.ips,
+		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
+		RootDir: cfg.RootDirectory, Resources: n.resources,
+		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: Version,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,

@@ -26,28 +26,28 @@ type criClients struct {
 
 // runNode runs a kubelet in docker mode (the dockershim started in-process first) or
 // remote mode, in the order of the legacy bootstrap: shim -> its gRPC server -> ready
-// -> CRI clients (Version checked) -> runtime manager -> kubelet. Shutdown runs in
-// reverse; containers keep running.
+// -> CRI clients (Version checked) -> runtime manager -> kubelet. Every part is
+// started through one lifecycle and stopped in reverse; containers keep running.
 func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var stopShim func()
+	lc := newLifecycle(logger)
+	defer lc.shutdown()
 	if cfg.ContainerRuntime == RuntimeDocker {
 		svc, srv, err := startShim(ctx, cfg, reg, logger)
 		if err != nil {
 			return err
 		}
-		stopShim = func() { _ = srv.Close(); _ = svc.Close() }
-		defer stopShim()
+		lc.onStop("dockershim", func() { _ = srv.Close(); _ = svc.Close() })
 	}
 	clients, err := dialCRI(ctx, cfg, reg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() {
+	lc.onStop("CRI clients", func() {
 		_ = clients.runtime.Close(context.Background())
 		_ = clients.images.Close(context.Background())
-	}()
+	})
 	if err := checkCgroupDriver(ctx, cfg, clients.runtime, logger); err != nil {
 		return err
 	}
@@ -59,12 +59,12 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer conn.close()
-	node, err := buildNode(cfg, name, clients, conn, logger)
+	lc.onStop("API connection", conn.close)
+	n, err := buildNode(cfg, name, clients, conn, logger)
 	if err != nil {
 		return err
 	}
-	return node.run(ctx, cfg, reg, logger)
+	return n.run(ctx, cfg, lc, reg, logger)
 }
 
 // dialCRI builds the remote runtime and image clients; each checks Version.

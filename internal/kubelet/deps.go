@@ -19,8 +19,9 @@ import (
 
 // The consumer-side interfaces of the pieces the kubelet drives. The concrete
 // types (*kuberuntime.Manager, *pleg.GenericPLEG, *prober.Manager,
-// *volumes.Manager, *dns.Configurer, *podsource.Source, *podworkers.PodWorkers)
-// satisfy them; the tests use fakes.
+// *volumes.Manager, *runtimehelper.RuntimeHelper, *runtimestate.State,
+// *resources.Node, *podsource.Source, *podworkers.PodWorkers) satisfy them;
+// the tests use fakes.
 
 // Runtime is the runtime manager. The kubelet does not call its Start: the
 // caller runs the manager's own loops (log rotation).
@@ -65,9 +66,26 @@ type VolumeManager interface {
 	CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bool) error
 }
 
-// DNSConfigurer computes a pod's resolv.conf.
-type DNSConfigurer interface {
-	GetPodDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error)
+// RuntimeHelper is the runtime helper's side the kubelet drives
+// (*runtimehelper.RuntimeHelper): the pod directories and the volumes the
+// containers mount.
+type RuntimeHelper interface {
+	GetPodDir(uid k8stypes.UID) string
+	CheckpointsDir() string
+	SetVolumes(uid k8stypes.UID, infos map[string]volumes.VolumeInfo)
+	ForgetVolumes(uid k8stypes.UID)
+}
+
+// RuntimeState is the runtime's health as last checked
+// (*runtimestate.State).
+type RuntimeState interface {
+	RuntimeError() error
+	NetworkError() error
+}
+
+// NodeAllocatable gives the node's current allocatable (*resources.Node).
+type NodeAllocatable interface {
+	Allocatable() v1.ResourceList
 }
 
 // PodWorkers drives each pod through sync, terminating and terminated.
@@ -111,19 +129,4 @@ type MirrorClient interface {
 // SecretGetter reads secrets (image pull secrets) from the API server.
 type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-}
-
-// EnvObjects reads the configMaps and secrets a container's environment
-// refers to (apiobjects.Objects); missing objects are apierrors NotFound.
-type EnvObjects interface {
-	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
-	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
-}
-
-// ServiceLister lists the services of the service environment variables
-// (apiobjects.Objects); the returned services must not be modified.
-type ServiceLister interface {
-	ListServices(namespace string) ([]*v1.Service, error)
-	// HasSynced reports whether the services were listed at least once.
-	HasSynced() bool
 }

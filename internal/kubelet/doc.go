@@ -2,12 +2,17 @@
 // pod sources (static manifest files, a manifest URL), keeps them running through
 // the pod workers and the runtime manager, and keeps their API status.
 //
-// The pieces it drives are built elsewhere and passed in through Options, each
-// behind a small interface declared here (the runtime manager, the PLEG, the
-// prober, the volume manager, the DNS configurer). The package implements the two
-// callbacks those pieces need from the kubelet: the pod workers' SyncFuncs
-// (SyncPod, SyncTerminatingPod, SyncTerminatedPod, see syncer.go) and the runtime
-// manager's kuberuntime.RuntimeHelper (env, mounts, hostname; see RuntimeHelper).
+// The pieces it drives are built before it (internal/app) and passed in
+// through Options.Parts, each behind a small interface declared here (the
+// runtime manager and its streaming side, the runtime helper, the runtime
+// state, the PLEG, the prober, the volume manager, the pod sources). The
+// package implements the pod workers' SyncFuncs (SyncPod, SyncTerminatingPod,
+// SyncTerminatedPod, see syncer.go) and the kubelet API's HostInterface
+// (serverapi.go); its other jobs live in their own packages: the runtime
+// helper (internal/kubelet/runtimehelper: env, mounts, DNS, hostname), pod
+// admission (internal/kubelet/admission), the API pod status
+// (internal/kubelet/apistatus) and the runtime's health
+// (internal/kubelet/runtimestate).
 //
 // Run is the sync loop, following upstream's syncLoopIteration:
 //
@@ -26,26 +31,27 @@
 //     not know (UID reuse) are started, and runtime pods without a config are
 //     killed.
 //
-// Beside the loop, Run runs the PLEG, a runtime health check every 5s (while the
-// runtime is not ready the loop dispatches nothing, and pods off the host network
-// are not synced while its network is not ready) and container garbage
-// collection every GCInterval. The caller runs the pod sources
-// (podsource.Source.Run) and the runtime manager's own loops
+// Beside the loop, Run runs the PLEG and container garbage collection every
+// GCInterval. While the runtime state (runtimestate, run by its owner) says
+// the runtime is not ready, the loop dispatches nothing, and pods off the host
+// network are not synced while its network is not ready. The caller runs the
+// pod sources (podsource.Source.Run) and the runtime manager's own loops
 // (kuberuntime.Manager.Start).
 //
 // When Run's ctx ends, the loop stops and the pod workers are stopped; pods are
 // NOT killed, so containers keep running across kubelet restarts.
 //
-// Wiring (the runtime manager and the kubelet call each other, so the
-// RuntimeHelper is built first; the status manager is shared with the prober):
+// Wiring, in dependency order (nothing is bound late; see internal/app):
 //
+//	results := prober.NewResults()
+//	helper, _ := runtimehelper.New(runtimehelper.Options{RootDir: root, DNS: dnsConfigurer, Node: res, ...})
+//	rt, _ := kuberuntime.New(kuberuntime.Options{Helper: helper, ProbeResults: results, ...})
+//	state, _ := runtimestate.New(runtimestate.Options{Runtime: rt})
 //	st := status.NewManager(status.Options{Logger: logger})
-//	opts := kubelet.Options{NodeName: name, NodeIP: ip, DNS: dnsConfigurer, Status: st, ...}
-//	opts.Helper, _ = kubelet.NewRuntimeHelper(opts)
-//	rt, _ := kuberuntime.New(kuberuntime.Options{Helper: opts.Helper, Recorder: opts.Recorder, ...})
-//	opts.Runtime, opts.PLEG, opts.Cache, opts.Prober, opts.Volumes, opts.Sources = rt, ...
-//	kl, _ := kubelet.New(opts)
-//	go sources.Run(ctx); rt.Start(ctx)
+//	probes := prober.NewManager(prober.Options{Runner: rt, Results: results, Status: st})
+//	kl, _ := kubelet.New(kubelet.Options{Parts: kubelet.Parts{Runtime: rt, Streaming: rt, Helper: helper,
+//		State: state, Status: st, Prober: probes, ...}})
+//	go state.Run(ctx); go sources.Run(ctx); rt.Start(ctx)
 //	err := kl.Run(ctx)
 //
 // Only internal/app may import this package.

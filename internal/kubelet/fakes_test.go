@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -18,9 +17,12 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimehelper"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
 // fakeRuntime records the runtime manager calls.
@@ -284,15 +286,18 @@ func (w *fakeWorkers) take() []podworkers.UpdatePodOptions {
 
 // env bundles a Kubelet built from fakes.
 type env struct {
-	k       *Kubelet
-	runtime *fakeRuntime
-	source  *fakeSource
-	pleg    *fakePLEG
-	prober  *fakeProber
-	volumes *fakeVolumes
-	workers *fakeWorkers
-	events  *eventLog
-	root    string
+	k         *Kubelet
+	runtime   *fakeRuntime
+	streaming *fakeStreamingRuntime
+	helper    *recordingHelper
+	state     *runtimestate.State
+	source    *fakeSource
+	pleg      *fakePLEG
+	prober    *fakeProber
+	volumes   *fakeVolumes
+	workers   *fakeWorkers
+	events    *eventLog
+	root      string
 }
 
 type eventLog struct {
@@ -314,7 +319,6 @@ func (l *eventLog) all() []string {
 
 func newEnv(t *testing.T, mods ...func(*Options)) *env {
 	t.Helper()
-	root := t.TempDir()
 	e := &env{
 		runtime: &fakeRuntime{statuses: map[k8stypes.UID]*kubecontainer.PodStatus{}},
 		source:  &fakeSource{ch: make(chan kubecontainer.PodUpdate, 4), seen: true},
@@ -323,23 +327,27 @@ func newEnv(t *testing.T, mods ...func(*Options)) *env {
 		volumes: &fakeVolumes{base: t.TempDir()},
 		workers: &fakeWorkers{},
 		events:  &eventLog{},
-		root:    root,
+		root:    t.TempDir(),
+	}
+	e.streaming = &fakeStreamingRuntime{fakeRuntime: e.runtime}
+	helper, err := runtimehelper.New(runtimehelper.Options{RootDir: e.root, DNS: fakeDNS{}, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.helper = &recordingHelper{RuntimeHelper: helper, vols: map[k8stypes.UID]map[string]volumes.VolumeInfo{}}
+	if e.state, err = runtimestate.New(runtimestate.Options{Runtime: e.runtime}); err != nil {
+		t.Fatal(err)
 	}
 	opts := Options{
-		NodeName:      "node-1",
-		NodeIP:        []byte{192, 168, 1, 10},
-		RootDir:       root,
-		NodeCapacity:  v1.ResourceList{},
-		Runtime:       e.runtime,
-		Sources:       e.source,
-		PLEG:          e.pleg,
-		Prober:        e.prober,
-		Volumes:       e.volumes,
-		DNS:           fakeDNS{},
-		NewPodWorkers: func(podworkers.SyncFuncs) PodWorkers { return e.workers },
-		Recorder:      e.events.record,
-		Logger:        zaptest.NewLogger(t),
-		Status:        status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
+		Parts: Parts{
+			Runtime: e.runtime, Streaming: e.streaming, Helper: e.helper, State: e.state,
+			Sources: e.source, PLEG: e.pleg, Prober: e.prober, Volumes: e.volumes,
+			NewPodWorkers: func(podworkers.SyncFuncs) PodWorkers { return e.workers },
+			Status:        status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
+		},
+		Config:   Config{NodeIP: []byte{192, 168, 1, 10}},
+		Recorder: e.events.record,
+		Logger:   zaptest.NewLogger(t),
 	}
 	for _, m := range mods {
 		m(&opts)
@@ -352,29 +360,44 @@ func newEnv(t *testing.T, mods ...func(*Options)) *env {
 	return e
 }
 
-// ready marks the runtime ready, as Run's first check does.
-func (e *env) ready() {
-	e.k.updateRuntimeUp(context.Background())
+// recordingHelper is the real runtime helper with the volume records the
+// kubelet hands it kept visible.
+type recordingHelper struct {
+	*runtimehelper.RuntimeHelper
+	mu   sync.Mutex
+	vols map[k8stypes.UID]map[string]volumes.VolumeInfo
 }
 
-func staticPod(name, uid string, mods ...func(*v1.Pod)) *v1.Pod {
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "default", UID: k8stypes.UID(uid),
-			Annotations:       map[string]string{kubecontainer.ConfigSourceAnnotationKey: kubecontainer.FileSource},
-			CreationTimestamp: metav1.NewTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)),
-		},
-		Spec: v1.PodSpec{
-			NodeName:      "node-1",
-			RestartPolicy: v1.RestartPolicyAlways,
-			Containers:    []v1.Container{{Name: "c", Image: "busybox"}},
-		},
-	}
-	for _, m := range mods {
-		m(p)
-	}
-	return p
+func (h *recordingHelper) SetVolumes(uid k8stypes.UID, infos map[string]volumes.VolumeInfo) {
+	h.mu.Lock()
+	h.vols[uid] = infos
+	h.mu.Unlock()
+	h.RuntimeHelper.SetVolumes(uid, infos)
 }
+
+func (h *recordingHelper) ForgetVolumes(uid k8stypes.UID) {
+	h.mu.Lock()
+	delete(h.vols, uid)
+	h.mu.Unlock()
+	h.RuntimeHelper.ForgetVolumes(uid)
+}
+
+// volume reports the recorded volume of the pod, and whether the pod has
+// records at all.
+func (h *recordingHelper) volume(uid k8stypes.UID, name string) (volumes.VolumeInfo, bool, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	infos, known := h.vols[uid]
+	v, ok := infos[name]
+	return v, ok, known
+}
+
+// ready marks the runtime ready, as the runtime state's first check does.
+func (e *env) ready() {
+	e.state.Check(context.Background())
+}
+
+var staticPod = podtest.StaticPod
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -387,4 +410,4 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+func ptr[T any](v T) *T { return podtest.Ptr(v) }

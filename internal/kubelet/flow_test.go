@@ -20,9 +20,9 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 	t.Parallel()
 	cache := kubecontainer.NewCache()
 	e := newEnv(t, func(o *Options) {
-		o.NewPodWorkers = nil
-		o.Cache = cache
-		o.HousekeepingInterval = 20 * time.Millisecond
+		o.Parts.NewPodWorkers = nil
+		o.Parts.Cache = cache
+		o.Config.HousekeepingInterval = 20 * time.Millisecond
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -33,6 +33,7 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 		}
 	}()
 	done := make(chan error, 1)
+	go e.state.Run(ctx)
 	go func() { done <- e.k.Run(ctx) }()
 
 	keep := staticPod("keep", "uid-keep")

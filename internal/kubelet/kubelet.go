@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -24,18 +25,19 @@ const syncLoopStallThreshold = 3 * time.Minute
 type loopConfig struct {
 	housekeeping time.Duration
 	gc           time.Duration
-	runtimeCheck time.Duration
 	gcPolicy     kuberuntime.GCPolicy
 	maxPods      int
 }
 
 // deps are the pieces the kubelet drives.
 type deps struct {
-	runtime Runtime
-	sources PodSource
-	pleg    PLEG
-	prober  Prober
-	volumes VolumeManager
+	runtime   Runtime
+	sources   PodSource
+	pleg      PLEG
+	prober    Prober
+	volumes   VolumeManager
+	resources NodeAllocatable // nil: none
+	node      NodeGetter      // nil: standalone
 }
 
 // Kubelet is the node's coordinator; see the package doc.
@@ -45,15 +47,15 @@ type Kubelet struct {
 	logger   *zap.Logger
 	recorder Recorder
 
-	status  *status.Manager
-	helper  *RuntimeHelper
-	syncer  *podSyncer
-	workers PodWorkers
-	pods    *podStore
-	reasons *reasonCache
-	state   *runtimeState
-	node    NodeGetter
-	mirrors *mirrorKeeper
+	status    *status.Manager
+	helper    RuntimeHelper
+	streaming StreamingRuntime
+	syncer    *podSyncer
+	workers   PodWorkers
+	pods      *podStore
+	reasons   *apistatus.ReasonCache
+	state     RuntimeState
+	mirrors   *mirrorKeeper
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -63,53 +65,36 @@ type Kubelet struct {
 // New wires a Kubelet from opts. It starts nothing and does no I/O.
 func New(opts Options) (*Kubelet, error) {
 	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	p, c := opts.Parts, opts.Config
+	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	helper := opts.Helper
-	if helper == nil {
-		var err error
-		if helper, err = NewRuntimeHelper(opts); err != nil {
-			return nil, err
-		}
-	}
-	st := opts.Status
-	if st == nil {
-		st = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})
+	reasons := apistatus.NewReasonCache()
+	gen, err := apistatus.New(apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons})
+	if err != nil {
+		return nil, err
 	}
 	k := &Kubelet{
 		gcSoon: make(chan struct{}, 1),
-		cfg: loopConfig{
-			housekeeping: opts.HousekeepingInterval,
-			gc:           opts.GCInterval,
-			runtimeCheck: DefaultRuntimeCheckInterval,
-			gcPolicy:     opts.GCPolicy,
-			maxPods:      opts.MaxPods,
-		},
-		deps: deps{runtime: opts.Runtime, sources: opts.Sources, pleg: opts.PLEG,
-			prober: opts.Prober, volumes: opts.Volumes},
-		logger:   opts.Logger.Named("kubelet"),
-		recorder: opts.Recorder,
-		status:   st,
-		helper:   helper,
-		pods:     newPodStore(),
-		reasons:  newReasonCache(),
-		state:    newRuntimeState(),
-		node:     opts.Node,
+		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
+		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
+			resources: p.Resources, node: p.Node},
+		logger:    opts.Logger.Named("kubelet"),
+		recorder:  opts.Recorder,
+		status:    p.Status,
+		helper:    p.Helper,
+		streaming: p.Streaming,
+		pods:      newPodStore(),
+		reasons:   reasons,
+		state:     p.State,
 	}
-	if opts.Mirrors != nil {
-		k.mirrors = &mirrorKeeper{client: opts.Mirrors, pods: k.pods, logger: k.logger}
+	if p.Mirrors != nil {
+		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
 	}
 	k.syncer = &podSyncer{
-		runtime: opts.Runtime, volumes: opts.Volumes, prober: opts.Prober, status: st, helper: helper,
-		gen:      &statusGenerator{nodeIP: opts.NodeIP, status: st, probes: opts.Prober, reasons: k.reasons},
-		reasons:  k.reasons,
-		state:    k.state,
-		recorder: opts.Recorder,
-		mirrors:  k.mirrors,
-		secrets:  opts.Secrets,
-		backOff:  opts.CrashLoopBackOff,
-		logger:   k.logger,
+		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
+		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
+		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:
@@ -117,13 +102,13 @@ func New(opts Options) (*Kubelet, error) {
 			}
 		},
 	}
-	if opts.NewPodWorkers != nil {
-		k.workers = opts.NewPodWorkers(k.syncer)
+	if p.NewPodWorkers != nil {
+		k.workers = p.NewPodWorkers(k.syncer)
 	} else {
 		k.workers = podworkers.New(podworkers.Options{
 			Sync:           k.syncer,
-			Cache:          opts.Cache,
-			ResyncInterval: opts.ResyncInterval,
+			Cache:          p.Cache,
+			ResyncInterval: c.ResyncInterval,
 			BackOffPeriod:  defaultBackOffPeriod,
 			Logger:         opts.Logger,
 		})
@@ -140,11 +125,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 	k.logger.Info("Starting the kubelet sync loop")
 	k.syncer.setProbeContext(ctx)
-	k.updateRuntimeUp(ctx)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { k.deps.pleg.Run(ctx) })
-	wg.Go(func() { k.every(ctx, k.cfg.runtimeCheck, k.updateRuntimeUp) })
 	wg.Go(func() { k.gcLoop(ctx) })
 
 	k.syncLoop(ctx)
@@ -161,7 +144,7 @@ func (k *Kubelet) Healthz() error {
 	if ok, err := k.deps.pleg.Healthy(); !ok {
 		return fmt.Errorf("PLEG is not healthy: %w", err)
 	}
-	if err := k.state.runtimeError(); err != nil {
+	if err := k.state.RuntimeError(); err != nil {
 		return err
 	}
 	if last := k.lastLoop.Load(); last == 0 || time.Since(time.Unix(0, last)) > syncLoopStallThreshold {
@@ -182,18 +165,6 @@ func (k *Kubelet) Pods() []v1.Pod {
 		out = append(out, *c)
 	}
 	return out
-}
-
-// updateRuntimeUp records the runtime's health (upstream updateRuntimeUp).
-func (k *Kubelet) updateRuntimeUp(ctx context.Context) {
-	st, err := k.deps.runtime.Status(ctx)
-	if ctx.Err() != nil {
-		return
-	}
-	k.state.update(st, err, time.Now())
-	if err := k.state.runtimeError(); err != nil {
-		k.logger.Warn("Container runtime is not ready", zap.Error(err))
-	}
 }
 
 // garbageCollect removes dead containers per the GC policy.
@@ -231,32 +202,9 @@ func (k *Kubelet) gcLoop(ctx context.Context) {
 // gcAfterTermination is the delay between a pod's termination and its early GC.
 const gcAfterTermination = 2 * time.Second
 
-// every calls f every period until ctx ends.
-func (k *Kubelet) every(ctx context.Context, period time.Duration, f func(context.Context)) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f(ctx)
-		}
-	}
-}
-
 // PodResourcesAreReclaimed reports whether nothing of the pod is left: its
 // worker finished SyncTerminatedPod (containers stopped, volumes torn down) or
 // it never ran. The status manager deletes a deleted API pod only then.
 func (k *Kubelet) PodResourcesAreReclaimed(pod *v1.Pod) bool {
 	return !k.workers.CouldHaveRunningContainers(pod.UID)
-}
-
-// ReadinessError is nil when the runtime and its network are ready, else the
-// reason the node is not ready (the node's Ready condition message).
-func (k *Kubelet) ReadinessError() error {
-	if err := k.state.runtimeError(); err != nil {
-		return err
-	}
-	return k.state.networkError()
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +27,9 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimehelper"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -86,19 +88,6 @@ func startShim(t *testing.T, dir, suffix string) string {
 	}
 }
 
-// proberResults adapts the prober to kuberuntime.ProbeResults.
-type proberResults struct{ m *prober.Manager }
-
-func (p proberResults) LivenessFailed(id kubecontainer.ContainerID) bool {
-	r, ok := p.m.Result(prober.Liveness, id)
-	return ok && r == prober.Failure
-}
-
-func (p proberResults) StartupFailed(id kubecontainer.ContainerID) bool {
-	r, ok := p.m.Result(prober.Startup, id)
-	return ok && r == prober.Failure
-}
-
 // namespaceRuntime shows the kubelet only the sandboxes and containers of one
 // namespace: the shim lists everything in the shared dockerd, and the kubelet
 // must not kill or collect the pods of other tests as orphans.
@@ -131,15 +120,6 @@ func withNamespace(sel map[string]string, ns string) map[string]string {
 	return out
 }
 
-// lazyRunner breaks the prober <-> runtime manager construction cycle.
-type lazyRunner struct {
-	m atomic.Pointer[kuberuntime.Manager]
-}
-
-func (l *lazyRunner) RunInContainer(ctx context.Context, id kubecontainer.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
-	return l.m.Load().RunInContainer(ctx, id, cmd, timeout)
-}
-
 type integrationKubelet struct {
 	k        *Kubelet
 	rt       internalapi.RuntimeService
@@ -165,39 +145,49 @@ func wireKubelet(t *testing.T, ctx context.Context, dir, endpoint, node, ns stri
 		t.Fatal(err)
 	}
 	st := status.NewManager(status.Options{Logger: logger})
-	runner := &lazyRunner{}
-	pr := prober.NewManager(prober.Options{Runner: runner, Status: st, Logger: logger})
-	opts := Options{
-		NodeName: node, NodeIP: []byte{127, 0, 0, 1}, RootDir: ik.root, Status: st, Prober: pr, Logger: logger,
-		DNS:                  dns.NewConfigurer(dns.Options{ClusterDomain: "cluster.local", ResolvConf: "/etc/resolv.conf"}),
-		HousekeepingInterval: 200 * time.Millisecond,
-		ResyncInterval:       2 * time.Second,
-	}
-	if opts.Helper, err = NewRuntimeHelper(opts); err != nil {
-		t.Fatal(err)
-	}
-	krt, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: img, Helper: opts.Helper, Logger: logger,
-		ProbeResults: proberResults{pr}, PodLogsDir: filepath.Join(dir, "logs"), RuntimeName: "docker",
-		SerializeImagePulls: true, CPUCFSQuota: true, Recorder: opts.Recorder})
+	results := prober.NewResults()
+	machine, err := resources.ReadMachine(ik.root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner.m.Store(krt)
-	opts.Runtime = krt
-	opts.Cache = kubecontainer.NewCache()
-	opts.PLEG = pleg.NewGeneric(pleg.Options{Runtime: krt, Cache: opts.Cache, Logger: logger})
-	if opts.Volumes, err = volumes.New(volumes.Options{PodsDir: filepath.Join(ik.root, "pods"), Logger: logger}); err != nil {
+	helper, err := runtimehelper.New(runtimehelper.Options{RootDir: ik.root, NodeIP: []byte{127, 0, 0, 1}, Logger: logger,
+		DNS: dns.NewConfigurer(dns.Options{ClusterDomain: "cluster.local", ResolvConf: "/etc/resolv.conf"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	krt, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: img, Helper: helper, Logger: logger,
+		ProbeResults: results, PodLogsDir: filepath.Join(dir, "logs"), RuntimeName: "docker",
+		SerializeImagePulls: true, CPUCFSQuota: true, MachineMemoryBytes: machine.MemoryCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := runtimestate.New(runtimestate.Options{Runtime: krt, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := kubecontainer.NewCache()
+	vols, err := volumes.New(volumes.Options{PodsDir: filepath.Join(ik.root, "pods"), Logger: logger})
+	if err != nil {
 		t.Fatal(err)
 	}
 	src, err := podsource.New(podsource.Options{NodeName: node, ManifestPath: ik.manifest, FileCheckFrequency: time.Second, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Sources = src
+	opts := Options{
+		Parts: Parts{
+			Runtime: krt, Streaming: krt, Helper: helper, State: state, Sources: src, Status: st, Volumes: vols,
+			Prober: prober.NewManager(prober.Options{Runner: krt, Results: results, Status: st, Logger: logger}),
+			Cache:  cache, PLEG: pleg.NewGeneric(pleg.Options{Runtime: krt, Cache: cache, Logger: logger}),
+		},
+		Config: Config{NodeIP: []byte{127, 0, 0, 1}, HousekeepingInterval: 200 * time.Millisecond, ResyncInterval: 2 * time.Second},
+		Logger: logger,
+	}
 	if ik.k, err = New(opts); err != nil {
 		t.Fatal(err)
 	}
 	go src.Run(ctx)
+	go state.Run(ctx)
 	krt.Start(ctx)
 	return ik
 }

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/admission"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
@@ -34,7 +34,7 @@ func (k *Kubelet) syncLoop(ctx context.Context) {
 	events := k.deps.pleg.Watch()
 	for {
 		k.lastLoop.Store(time.Now().UnixNano())
-		if err := k.state.runtimeError(); err != nil {
+		if err := k.state.RuntimeError(); err != nil {
 			k.logger.Debug("Skipping pod synchronization", zap.Error(err))
 			select {
 			case <-ctx.Done():
@@ -118,9 +118,10 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 }
 
-// canAdmit checks the node's pod capacity against the admitted active pods,
-// then the node checks (admitAgainstNode) against the node object, when the
-// kubelet has one.
+// canAdmit runs the admission checks (internal/kubelet/admission) against
+// the admitted active pods and the node: its API object when known, else the
+// kubelet's own allocatable (as upstream's getNodeAnyWay falls back to the
+// initial node).
 func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 	var others []*v1.Pod
 	for _, other := range k.pods.all() {
@@ -128,15 +129,17 @@ func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 			others = append(others, other)
 		}
 	}
-	if len(others)+1 > k.cfg.maxPods {
-		return eventOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
-			len(others), k.cfg.maxPods), false
+	target := admission.Target{MaxPods: k.cfg.maxPods}
+	if k.deps.node != nil {
+		target.Node, _ = k.deps.node.Node()
 	}
-	var node *v1.Node
-	if k.node != nil {
-		node, _ = k.node.Node()
+	switch {
+	case target.Node != nil:
+		target.Allocatable = target.Node.Status.Allocatable
+	case k.deps.resources != nil:
+		target.Allocatable = k.deps.resources.Allocatable()
 	}
-	return admitAgainstNode(p, node, others)
+	return admission.Admit(p, target, others)
 }
 
 // reject marks the pod Failed without running it.
@@ -229,7 +232,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	for _, rp := range running {
 		active[rp.ID] = true
 	}
-	k.reasons.retain(known)
+	k.reasons.Retain(known)
 	k.pods.retainAdmitted()
 	if err := k.deps.volumes.CleanupOrphans(ctx, active); err != nil && ctx.Err() == nil {
 		k.logger.Error("Housekeeping: cleaning up orphaned pod directories failed", zap.Error(err))

@@ -3,7 +3,6 @@ package kubelet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/admission"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
@@ -66,14 +66,14 @@ func TestHandleSourceUpdate(t *testing.T) {
 
 func TestAdmissionMaxPods(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(o *Options) { o.MaxPods = 2 })
+	e := newEnv(t, func(o *Options) { o.Config.MaxPods = 2 })
 	pods := []*v1.Pod{staticPod("a", "uid-a"), staticPod("b", "uid-b"), staticPod("c", "uid-c")}
 	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: pods})
 	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-a,create:uid-b" {
 		t.Fatalf("worker updates = %v, want a and b created", got)
 	}
 	st, ok := e.k.status.GetPodStatus("uid-c")
-	if !ok || st.Phase != v1.PodFailed || st.Reason != eventOutOfPods {
+	if !ok || st.Phase != v1.PodFailed || st.Reason != admission.ReasonOutOfPods {
 		t.Fatalf("rejected pod status = %+v", st)
 	}
 	if ev := e.events.all(); len(ev) != 1 || !strings.Contains(ev[0], "OutOfpods") || !strings.Contains(ev[0], "capacity: 2") {
@@ -134,6 +134,7 @@ func TestRunDispatchesAndStopsWithoutKilling(t *testing.T) {
 	e.pleg.ran = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	go e.state.Run(ctx)
 	go func() { done <- e.k.Run(ctx) }()
 	<-e.pleg.ran
 
@@ -183,6 +184,7 @@ func TestRunSkipsWhileRuntimeDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	go e.state.Run(ctx)
 	go func() { done <- e.k.Run(ctx) }()
 	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("a", "uid-a")}}
 	time.Sleep(100 * time.Millisecond)
@@ -222,7 +224,7 @@ func TestHousekeeping(t *testing.T) {
 	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}})
 	e.workers.take()
 	e.k.status.SetPodStatus(staticPod("gone", "uid-gone"), v1.PodStatus{Phase: v1.PodRunning})
-	e.k.reasons.update("uid-gone", kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
+	e.k.reasons.Update("uid-gone", kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{
 		{Action: kubecontainer.StartContainer, Target: "c", Error: kubecontainer.ErrImagePull}}})
 	// a is running in a worker; b was forgotten (UID reuse); "terminating" is
 	// still being killed; "orphan" is only in the runtime.
@@ -262,7 +264,7 @@ func TestHousekeeping(t *testing.T) {
 	if _, ok := e.k.status.GetPodStatus("uid-gone"); ok {
 		t.Error("orphaned status kept")
 	}
-	if _, ok := e.k.reasons.get("uid-gone", "c"); ok {
+	if _, ok := e.k.reasons.Get("uid-gone", "c"); ok {
 		t.Error("orphaned failure reason kept")
 	}
 }
@@ -283,20 +285,20 @@ func TestNewValidates(t *testing.T) {
 		mod  func(*Options)
 		want string
 	}{
-		{"no runtime", func(o *Options) { o.Runtime = nil }, "Runtime"},
-		{"no sources", func(o *Options) { o.Sources = nil }, "Sources"},
-		{"no PLEG", func(o *Options) { o.PLEG = nil }, "PLEG"},
-		{"no prober", func(o *Options) { o.Prober = nil }, "Prober"},
-		{"no volumes", func(o *Options) { o.Volumes = nil }, "Volumes"},
-		{"no DNS", func(o *Options) { o.DNS = nil }, "DNS"},
-		{"no cache without a workers factory", func(o *Options) { o.NewPodWorkers = nil }, "Cache"},
-		{"relative root", func(o *Options) { o.RootDir = "var/lib/kubelet" }, "absolute"},
+		{"no runtime", func(o *Options) { o.Parts.Runtime = nil }, "Runtime"},
+		{"no streaming", func(o *Options) { o.Parts.Streaming = nil }, "Streaming"},
+		{"no helper", func(o *Options) { o.Parts.Helper = nil }, "Helper"},
+		{"no runtime state", func(o *Options) { o.Parts.State = nil }, "State"},
+		{"no sources", func(o *Options) { o.Parts.Sources = nil }, "Sources"},
+		{"no PLEG", func(o *Options) { o.Parts.PLEG = nil }, "PLEG"},
+		{"no prober", func(o *Options) { o.Parts.Prober = nil }, "Prober"},
+		{"no volumes", func(o *Options) { o.Parts.Volumes = nil }, "Volumes"},
+		{"no cache without a workers factory", func(o *Options) { o.Parts.NewPodWorkers = nil }, "Cache"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			opts := Options{RootDir: e.root, Runtime: e.runtime, Sources: e.source, PLEG: e.pleg, Prober: e.prober,
-				Volumes: e.volumes, DNS: fakeDNS{}, NewPodWorkers: func(podworkers.SyncFuncs) PodWorkers { return e.workers }}
+			var opts Options
+			newEnv(t, func(o *Options) { opts = *o })
 			tc.mod(&opts)
 			_, err := New(opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -304,16 +306,4 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
-}
-
-func ExampleNewRuntimeHelper() {
-	helper, err := NewRuntimeHelper(Options{RootDir: "/var/lib/kubelet", DNS: fakeDNS{}, ClusterDomain: "cluster.local"})
-	if err != nil {
-		panic(err)
-	}
-	// The runtime manager is built with this helper, then the kubelet with both:
-	//   rt, _ := kuberuntime.New(kuberuntime.Options{Helper: helper, ...})
-	//   kl, _ := kubelet.New(kubelet.Options{Helper: helper, Runtime: rt, ...})
-	fmt.Println(helper.GetPodDir("1234"))
-	// Output: /var/lib/kubelet/pods/1234
 }

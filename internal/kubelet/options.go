@@ -1,14 +1,11 @@
 package kubelet
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -17,83 +14,78 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
-// Defaults applied to zero-valued Options fields.
+// Defaults applied to zero-valued Config fields.
 const (
-	DefaultRootDir              = "/var/lib/kubelet"
-	DefaultClusterDomain        = "cluster.local"
 	DefaultResyncInterval       = 10 * time.Second
 	DefaultHousekeepingInterval = 2 * time.Second
 	DefaultGCInterval           = time.Minute
-	DefaultRuntimeCheckInterval = 5 * time.Second
 	DefaultMaxPods              = 110
 	defaultBackOffPeriod        = 10 * time.Second
 	crashLoopBackOffInitial     = 10 * time.Second
 	crashLoopBackOffMax         = 300 * time.Second
 )
 
-// Options configures a Kubelet (and its RuntimeHelper, see NewRuntimeHelper).
+// Options configures a Kubelet: the parts it drives (built before it, see
+// internal/app) and its settings.
 type Options struct {
-	// NodeName is the node's name (spec.nodeName of the pods).
-	NodeName string
-	// NodeIP is the node's IP: the pods' hostIP, status.hostIP in the downward API
-	// and the pod IP of host-network pods. nil leaves them empty.
-	NodeIP net.IP
-	// RootDir is the kubelet's directory; pods live in RootDir/pods/<uid>.
-	// Default /var/lib/kubelet.
-	RootDir string
-	// NodeCapacity is the default limit of containers that set none, as the
-	// downward API reports it. nil: the machine's CPUs, memory and RootDir
-	// filesystem size, read once on first use.
-	NodeCapacity v1.ResourceList
-	// ClusterDomain makes a pod's FQDN <subdomain>.<ns>.svc.<domain>; default
-	// cluster.local.
-	ClusterDomain string
-
-	// Runtime is the runtime manager (required for New). Its RuntimeHelper must be
-	// Helper, so build Helper first with NewRuntimeHelper.
-	Runtime Runtime
-	// Helper is the kuberuntime.RuntimeHelper the Runtime was built with. nil:
-	// New builds one (only right when the Runtime does not call back).
-	Helper *RuntimeHelper
-	// Sources delivers pods (required). The caller runs it (podsource.Source.Run).
-	Sources PodSource
-	// PLEG reports container changes (required). Run runs it.
-	PLEG PLEG
-	// Cache is the PLEG's pod status cache, which the pod workers read. Required
-	// unless NewPodWorkers is set.
-	Cache *kubecontainer.Cache
-	// Prober runs probes (required).
-	Prober Prober
-	// Volumes sets up pod volumes (required).
-	Volumes VolumeManager
-	// DNS computes the pods' resolv.conf (required for the RuntimeHelper).
-	DNS DNSConfigurer
-	// Status is the pod status store; share it with the prober (its
-	// StatusProvider). nil: a new one.
-	Status *status.Manager
-	// NewPodWorkers builds the pod workers around the kubelet's sync functions.
-	// nil: podworkers.New with Cache, ResyncInterval and a 10s back-off.
-	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers
-	// Node gives the node object pods are admitted against (node selector,
-	// affinity, allocatable); nil: only the pod count and host ports are checked.
-	Node NodeGetter
-	// Mirrors keeps an API mirror pod for each static pod; nil: none (no API
-	// server).
-	Mirrors MirrorClient
-	// Secrets reads the pods' image pull secrets; nil: pulls carry no
-	// credentials.
-	Secrets SecretGetter
-	// EnvObjects reads the configMaps and secrets of env and envFrom; nil: a
-	// standalone kubelet (required references fail, optional ones are skipped).
-	EnvObjects EnvObjects
-	// Services lists the services of the pods' service environment variables;
-	// nil: none.
-	Services ServiceLister
+	Parts  Parts
+	Config Config
 	// Recorder records pod events; nil records nothing.
 	Recorder Recorder
 	// Logger; nil: no logging.
 	Logger *zap.Logger
+}
 
+// Parts are the pieces the kubelet drives, each behind a small interface of
+// deps.go. All are required unless marked optional.
+type Parts struct {
+	// Runtime is the runtime manager. The kubelet does not run its loops.
+	Runtime Runtime
+	// Streaming is the runtime manager's logs, exec, attach, port-forward and
+	// checkpoint side, which the kubelet API uses.
+	Streaming StreamingRuntime
+	// Helper is the runtime helper the runtime manager was built with.
+	Helper RuntimeHelper
+	// State is the runtime's health (runtimestate.State); its owner runs it.
+	State RuntimeState
+	// Sources delivers pods. The caller runs it.
+	Sources PodSource
+	// PLEG reports container changes; Kubelet.Run runs it.
+	PLEG PLEG
+	// Cache is the PLEG's pod status cache, which the pod workers read.
+	// Required unless NewPodWorkers is set.
+	Cache *kubecontainer.Cache
+	// Prober runs probes; share its results with the runtime manager.
+	Prober Prober
+	// Volumes sets up pod volumes.
+	Volumes VolumeManager
+	// Status is the pod status store; share it with the prober (its
+	// StatusProvider). Optional: nil builds a new one.
+	Status *status.Manager
+	// Resources gives the node's allocatable that pods are admitted against
+	// while no node object is known (resources.Node). Optional: nil admits
+	// requests unchecked then.
+	Resources NodeAllocatable
+	// NewPodWorkers builds the pod workers around the kubelet's sync
+	// functions. Optional: nil is podworkers.New with Cache.
+	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers
+
+	// With an API server (all nil for a standalone kubelet):
+
+	// Node gives the node object pods are admitted against (name, selector,
+	// affinity, allocatable).
+	Node NodeGetter
+	// Mirrors keeps an API mirror pod for each static pod.
+	Mirrors MirrorClient
+	// Secrets reads the pods' image pull secrets.
+	Secrets SecretGetter
+}
+
+// Config are the kubelet's settings; zero values take the defaults.
+type Config struct {
+	// NodeIP is the node's IP: the pods' hostIP and the pod IP of host-network
+	// pods. nil leaves them empty.
+	NodeIP net.IP
 	// ResyncInterval is how often every pod is synced; default 10s.
 	ResyncInterval time.Duration
 	// HousekeepingInterval is how often orphans are cleaned up; default 2s.
@@ -112,65 +104,52 @@ type Options struct {
 
 // withDefaults returns opts with defaults applied.
 func (opts Options) withDefaults() Options {
-	if opts.RootDir == "" {
-		opts.RootDir = DefaultRootDir
-	}
-	if opts.ClusterDomain == "" {
-		opts.ClusterDomain = DefaultClusterDomain
-	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	if opts.ResyncInterval <= 0 {
-		opts.ResyncInterval = DefaultResyncInterval
+	c := &opts.Config
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = DefaultResyncInterval
 	}
-	if opts.HousekeepingInterval <= 0 {
-		opts.HousekeepingInterval = DefaultHousekeepingInterval
+	if c.HousekeepingInterval <= 0 {
+		c.HousekeepingInterval = DefaultHousekeepingInterval
 	}
-	if opts.GCInterval <= 0 {
-		opts.GCInterval = DefaultGCInterval
+	if c.GCInterval <= 0 {
+		c.GCInterval = DefaultGCInterval
 	}
-	if opts.GCPolicy == (kuberuntime.GCPolicy{}) {
-		opts.GCPolicy = kuberuntime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
+	if c.GCPolicy == (kuberuntime.GCPolicy{}) {
+		c.GCPolicy = kuberuntime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
-	if opts.MaxPods <= 0 {
-		opts.MaxPods = DefaultMaxPods
+	if c.MaxPods <= 0 {
+		c.MaxPods = DefaultMaxPods
 	}
-	if opts.CrashLoopBackOff == nil {
-		opts.CrashLoopBackOff = flowcontrol.NewBackOff(crashLoopBackOffInitial, crashLoopBackOffMax)
+	if c.CrashLoopBackOff == nil {
+		c.CrashLoopBackOff = flowcontrol.NewBackOff(crashLoopBackOffInitial, crashLoopBackOffMax)
+	}
+	if opts.Parts.Status == nil {
+		opts.Parts.Status = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})
 	}
 	return opts
 }
 
-// validateHelper checks what the RuntimeHelper needs.
-func (opts Options) validateHelper() error {
-	if !filepath.IsAbs(opts.RootDir) {
-		return fmt.Errorf("kubelet: RootDir %q must be absolute", opts.RootDir)
-	}
-	if opts.DNS == nil {
-		return errors.New("kubelet: Options.DNS is required")
-	}
-	return nil
-}
-
-// validate checks the required dependencies of the Kubelet.
-func (opts Options) validate() error {
-	if err := opts.validateHelper(); err != nil {
-		return err
-	}
+// validate checks the required parts.
+func (p Parts) validate() error {
 	for _, dep := range []struct {
 		name    string
 		missing bool
 	}{
-		{"Runtime", opts.Runtime == nil},
-		{"Sources", opts.Sources == nil},
-		{"PLEG", opts.PLEG == nil},
-		{"Prober", opts.Prober == nil},
-		{"Volumes", opts.Volumes == nil},
-		{"Cache", opts.Cache == nil && opts.NewPodWorkers == nil},
+		{"Runtime", p.Runtime == nil},
+		{"Streaming", p.Streaming == nil},
+		{"Helper", p.Helper == nil},
+		{"State", p.State == nil},
+		{"Sources", p.Sources == nil},
+		{"PLEG", p.PLEG == nil},
+		{"Prober", p.Prober == nil},
+		{"Volumes", p.Volumes == nil},
+		{"Cache", p.Cache == nil && p.NewPodWorkers == nil},
 	} {
 		if dep.missing {
-			return fmt.Errorf("kubelet: Options.%s is required", dep.name)
+			return fmt.Errorf("kubelet: Options.Parts.%s is required", dep.name)
 		}
 	}
 	return nil

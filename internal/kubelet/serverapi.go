@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -29,9 +28,9 @@ import (
 // an API status (apierrors NotFound / BadRequest) so the server can answer
 // 404 or 400; runtime errors keep their gRPC code.
 
-// streamingRuntime is what the API methods need from the runtime manager beyond
-// Runtime (*kuberuntime.Manager implements it).
-type streamingRuntime interface {
+// StreamingRuntime is what the API methods need from the runtime manager
+// beyond Runtime (*kuberuntime.Manager implements it).
+type StreamingRuntime interface {
 	GetExec(ctx context.Context, id kubecontainer.ContainerID, cmd []string, stdin, stdout, stderr, tty bool) (*url.URL, error)
 	GetAttach(ctx context.Context, id kubecontainer.ContainerID, stdin, stdout, stderr, tty bool) (*url.URL, error)
 	GetPortForward(ctx context.Context, podUID k8stypes.UID, ports []int32) (*url.URL, error)
@@ -41,15 +40,6 @@ type streamingRuntime interface {
 }
 
 var podsResource = schema.GroupResource{Resource: "pods"}
-
-// streaming returns the runtime manager's streaming side.
-func (k *Kubelet) streaming() (streamingRuntime, error) {
-	rt, ok := k.deps.runtime.(streamingRuntime)
-	if !ok {
-		return nil, errors.New("the container runtime manager does not support logs and streaming")
-	}
-	return rt, nil
-}
 
 // GetPodByName returns the desired pod namespace/name (a static pod is found
 // under its mirror pod's name, which is the same). The pod is shared: read only.
@@ -85,10 +75,7 @@ func (k *Kubelet) GetRunningPods(ctx context.Context) ([]*v1.Pod, error) {
 // with opts.Previous the one before. A container that never ran is a
 // BadRequest ("is waiting to start").
 func (k *Kubelet) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts *v1.PodLogOptions, stdout, stderr io.Writer) error {
-	rt, err := k.streaming()
-	if err != nil {
-		return err
-	}
+	rt := k.streaming
 	pod, ok := k.GetPodByName(namespace, podName)
 	if !ok {
 		return apierrors.NewNotFound(podsResource, namespace+"/"+podName)
@@ -171,10 +158,7 @@ func findAnyContainerStatus(st *v1.PodStatus, name string) (v1.ContainerStatus, 
 // GetExec returns the runtime's streaming URL for cmd run in a running container
 // of the pod. podUID may be empty; a mirror pod's UID stands for its static pod.
 func (k *Kubelet) GetExec(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string, opts remotecommand.Options) (*url.URL, error) {
-	rt, err := k.streaming()
-	if err != nil {
-		return nil, err
-	}
+	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return nil, err
@@ -186,10 +170,7 @@ func (k *Kubelet) GetExec(ctx context.Context, namespace, podName string, podUID
 // container's main process. The TTY setting comes from the container's spec:
 // it cannot change after the process started.
 func (k *Kubelet) GetAttach(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts remotecommand.Options) (*url.URL, error) {
-	rt, err := k.streaming()
-	if err != nil {
-		return nil, err
-	}
+	rt := k.streaming
 	pod, ok := k.GetPodByName(namespace, podName)
 	if !ok || (podUID != "" && pod.UID != k.translateUID(namespace, podName, podUID)) {
 		return nil, apierrors.NewNotFound(podsResource, namespace+"/"+podName)
@@ -208,10 +189,7 @@ func (k *Kubelet) GetAttach(ctx context.Context, namespace, podName string, podU
 // GetPortForward returns the runtime's streaming URL forwarding ports of the
 // pod's sandbox. The pod must be running on this node.
 func (k *Kubelet) GetPortForward(ctx context.Context, namespace, podName string, podUID k8stypes.UID, opts portforward.V4Options) (*url.URL, error) {
-	rt, err := k.streaming()
-	if err != nil {
-		return nil, err
-	}
+	rt := k.streaming
 	running, err := k.findRunningPod(ctx, namespace, podName, podUID)
 	if err != nil {
 		return nil, err
@@ -222,10 +200,7 @@ func (k *Kubelet) GetPortForward(ctx context.Context, namespace, podName string,
 // RunInContainer runs cmd in a running container and returns its stdout
 // followed by its stderr (upstream /run).
 func (k *Kubelet) RunInContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string) ([]byte, error) {
-	rt, err := k.streaming()
-	if err != nil {
-		return nil, err
-	}
+	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return nil, err
@@ -237,10 +212,7 @@ func (k *Kubelet) RunInContainer(ctx context.Context, namespace, podName string,
 // <root>/checkpoints/checkpoint-<pod>_<namespace>-<container>-<time>.tar and
 // sets opts.Location to that file. opts.Timeout is passed on.
 func (k *Kubelet) CheckpointContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts *runtimeapi.CheckpointContainerRequest) error {
-	rt, err := k.streaming()
-	if err != nil {
-		return err
-	}
+	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return err
@@ -248,7 +220,7 @@ func (k *Kubelet) CheckpointContainer(ctx context.Context, namespace, podName st
 	opts.ContainerId = id.ID
 	if opts.Location == "" {
 		stamp := strings.ReplaceAll(time.Now().UTC().Format(time.RFC3339), ":", "-")
-		opts.Location = filepath.Join(k.helper.rootDir, "checkpoints",
+		opts.Location = filepath.Join(k.helper.CheckpointsDir(),
 			fmt.Sprintf("checkpoint-%s_%s-%s-%s.tar", podName, namespace, containerName, stamp))
 	}
 	return rt.CheckpointContainer(ctx, opts)
@@ -322,4 +294,4 @@ func containerSpec(pod *v1.Pod, name string) *v1.Container {
 	return nil
 }
 
-var _ streamingRuntime = (*kuberuntime.Manager)(nil)
+var _ StreamingRuntime = (*kuberuntime.Manager)(nil)

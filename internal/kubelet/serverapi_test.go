@@ -90,11 +90,8 @@ func flags(stdin, stdout, stderr, tty bool) string {
 // to both the pod store and the runtime, and its mirror pod (uid-mirror).
 func newServerAPIEnv(t *testing.T) (*env, *fakeStreamingRuntime) {
 	t.Helper()
-	var rt *fakeStreamingRuntime
-	e := newEnv(t, func(o *Options) {
-		rt = &fakeStreamingRuntime{fakeRuntime: o.Runtime.(*fakeRuntime)}
-		o.Runtime = rt
-	})
+	e := newEnv(t)
+	rt := e.streaming
 	pod := staticPod("web", "uid-web", func(p *v1.Pod) {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "t", Image: "busybox", TTY: true})
 	})
@@ -301,15 +298,5 @@ func TestLogContainerID(t *testing.T) {
 				t.Fatalf("id %v, err %v; want %s", id, err, tc.want)
 			}
 		})
-	}
-}
-
-func TestServerAPIWithoutStreamingRuntime(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("web", "uid-web")}})
-	_, err := e.k.GetExec(context.Background(), "default", "web", "", "c", nil, remotecommand.Options{Stdout: true})
-	if err == nil || !strings.Contains(err.Error(), "does not support") {
-		t.Fatalf("error = %v; want a clear refusal", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
@@ -24,7 +25,6 @@ const (
 	eventFailedMount     = "FailedMount"
 	eventNetworkNotReady = "NetworkNotReady"
 	eventFailedKillPod   = "FailedKillPod"
-	eventOutOfPods       = "OutOfpods"
 	networkNotReadyMsg   = "network is not ready"
 )
 
@@ -35,10 +35,10 @@ type podSyncer struct {
 	volumes  VolumeManager
 	prober   Prober
 	status   *status.Manager
-	helper   *RuntimeHelper
-	gen      *statusGenerator
-	reasons  *reasonCache
-	state    *runtimeState
+	helper   RuntimeHelper
+	gen      *apistatus.Generator
+	reasons  *apistatus.ReasonCache
+	state    RuntimeState
 	recorder Recorder
 	mirrors  *mirrorKeeper
 	secrets  SecretGetter
@@ -85,12 +85,12 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 	if ps == nil {
 		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
-	apiStatus := s.gen.generate(pod, ps, false)
+	apiStatus := s.gen.Generate(pod, ps, false)
 	s.status.SetPodStatus(pod, apiStatus)
 	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil
 	}
-	if err := s.state.networkError(); err != nil && !pod.Spec.HostNetwork {
+	if err := s.state.NetworkError(); err != nil && !pod.Spec.HostNetwork {
 		s.recorder.Eventf(pod, v1.EventTypeWarning, eventNetworkNotReady, "%s: %v", networkNotReadyMsg, err)
 		return false, fmt.Errorf("%s: %w", networkNotReadyMsg, err)
 	}
@@ -103,11 +103,11 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 		s.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedMount, "Unable to attach or mount volumes: %v", err)
 		return false, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	s.helper.setVolumes(pod.UID, infos)
+	s.helper.SetVolumes(pod.UID, infos)
 	s.prober.AddPod(s.probeContext(ctx), pod)
 
 	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff)
-	s.reasons.update(pod.UID, result)
+	s.reasons.Update(pod.UID, result)
 	err = result.Error()
 	if err == nil {
 		return false, nil
@@ -129,7 +129,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus, gracePeriod *int64) error {
 	orphan := isPlaceholder(pod)
 	if !orphan {
-		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, false))
+		s.status.SetPodStatus(pod, s.gen.Generate(pod, ps, false))
 	}
 	s.prober.RemovePod(pod)
 	if err := s.runtime.KillPod(ctx, pod, nil, gracePeriod); err != nil {
@@ -153,7 +153,7 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kub
 		return fmt.Errorf("detected running containers %v of pod %s/%s after a successful KillPod", running, pod.Namespace, pod.Name)
 	}
 	if !orphan {
-		s.status.SetPodStatus(pod, s.gen.generate(pod, stopped, true))
+		s.status.SetPodStatus(pod, s.gen.Generate(pod, stopped, true))
 	}
 	return nil
 }
@@ -165,12 +165,12 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kub
 func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus) error {
 	orphan := isPlaceholder(pod)
 	if !orphan {
-		s.status.SetPodStatus(pod, s.gen.generate(pod, ps, true))
+		s.status.SetPodStatus(pod, s.gen.Generate(pod, ps, true))
 	}
 	if err := s.volumes.UnmountVolumes(ctx, pod.UID); err != nil {
 		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	s.helper.forgetVolumes(pod.UID)
+	s.helper.ForgetVolumes(pod.UID)
 	if !orphan {
 		s.status.TerminatePod(pod)
 	}

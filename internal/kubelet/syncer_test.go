@@ -55,7 +55,7 @@ func TestSyncPodRunsThePod(t *testing.T) {
 	if len(e.volumes.mounted) != 1 {
 		t.Errorf("volumes mounted %d times", len(e.volumes.mounted))
 	}
-	if _, ok := e.k.helper.vols.get(pod.UID, "data"); !ok {
+	if _, ok, _ := e.helper.volume(pod.UID, "data"); !ok {
 		t.Error("volume info not handed to the runtime helper")
 	}
 	if len(e.prober.added) != 1 || e.prober.addCtx != runCtx {
@@ -281,14 +281,14 @@ func TestSyncTerminatedPod(t *testing.T) {
 	})
 	e.k.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
 		{Name: "c", ContainerID: "docker://c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}})
-	e.k.helper.setVolumes(pod.UID, nil)
+	e.helper.SetVolumes(pod.UID, nil)
 	if err := e.k.syncer.SyncTerminatedPod(context.Background(), pod, &kubecontainer.PodStatus{ID: pod.UID}); err != nil {
 		t.Fatal(err)
 	}
 	if len(e.volumes.unmounted) != 1 || e.volumes.unmounted[0] != pod.UID {
 		t.Errorf("unmounted = %v", e.volumes.unmounted)
 	}
-	if _, ok := e.k.helper.vols.pods[pod.UID]; ok {
+	if _, _, known := e.helper.volume(pod.UID, ""); known {
 		t.Error("volume records kept")
 	}
 	st, _ := e.k.status.GetPodStatus(pod.UID)

@@ -72,7 +72,7 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 		r.CpuPeriod = period
 		r.CpuQuota = MilliCPUToQuota(cpuLimit, period)
 	}
-	r.OomScoreAdj = int64(GetContainerOOMScoreAdjust(pod, container, m.machineMemoryBytes()))
+	r.OomScoreAdj = int64(GetContainerOOMScoreAdjust(pod, container, m.machineMemory))
 	return r
 }
 

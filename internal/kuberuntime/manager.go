@@ -131,8 +131,8 @@ type Options struct {
 	// kubelet's default is true); CPUCFSQuotaPeriod defaults to 100ms.
 	CPUCFSQuota       bool
 	CPUCFSQuotaPeriod time.Duration
-	// MachineMemoryBytes is the node's memory for oom_score_adj; 0 means read
-	// it lazily once.
+	// MachineMemoryBytes is the machine's memory (MemTotal) for the
+	// oom_score_adj of Burstable containers (resources.Machine). Required.
 	MachineMemoryBytes int64
 	// RuntimeName is the runtime's name from Version, e.g. "docker"; it is the
 	// Type of every ContainerID. Required.
@@ -156,7 +156,6 @@ type Manager struct {
 	cpuCFSQuota       bool
 	cpuCFSQuotaPeriod time.Duration
 	machineMemory     int64
-	machineMemoryOnce sync.Once
 	runtimeName       string
 
 	podInfraImage string
@@ -175,6 +174,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.RuntimeName == "" {
 		return nil, errors.New("kuberuntime: Options.RuntimeName is required (the runtime's name from Version)")
+	}
+	if opts.MachineMemoryBytes <= 0 {
+		return nil, errors.New("kuberuntime: Options.MachineMemoryBytes is required (the machine's MemTotal)")
 	}
 	m := &Manager{
 		runtime:           opts.Runtime,

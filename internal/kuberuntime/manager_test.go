@@ -157,10 +157,11 @@ func TestNew(t *testing.T) {
 		opts    Options
 		wantErr string
 	}{
-		{desc: "no runtime", opts: Options{Images: fi, RuntimeName: "docker"}, wantErr: "Runtime is required"},
-		{desc: "no images", opts: Options{Runtime: fr, RuntimeName: "docker"}, wantErr: "Images is required"},
-		{desc: "no runtime name", opts: Options{Runtime: fr, Images: fi}, wantErr: "RuntimeName is required"},
-		{desc: "defaults", opts: Options{Runtime: fr, Images: fi, RuntimeName: "docker"}},
+		{desc: "no runtime", opts: Options{Images: fi, RuntimeName: "docker", MachineMemoryBytes: 1 << 30}, wantErr: "Runtime is required"},
+		{desc: "no images", opts: Options{Runtime: fr, RuntimeName: "docker", MachineMemoryBytes: 1 << 30}, wantErr: "Images is required"},
+		{desc: "no runtime name", opts: Options{Runtime: fr, Images: fi, MachineMemoryBytes: 1 << 30}, wantErr: "RuntimeName is required"},
+		{desc: "no machine memory", opts: Options{Runtime: fr, Images: fi, RuntimeName: "docker"}, wantErr: "MachineMemoryBytes is required"},
+		{desc: "defaults", opts: Options{Runtime: fr, Images: fi, RuntimeName: "docker", MachineMemoryBytes: 1 << 30}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

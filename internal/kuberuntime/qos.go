@@ -1,13 +1,6 @@
 package kuberuntime
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
-	"os"
-	"strconv"
-
-	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -171,48 +164,6 @@ func MilliCPUToQuota(milliCPU, period int64) int64 {
 		quota = minQuotaPeriod
 	}
 	return quota
-}
-
-// machineMemoryBytes returns the machine memory used for Burstable OOM scores: the
-// configured value, or else MemTotal from /proc/meminfo, read once.
-func (m *Manager) machineMemoryBytes() int64 {
-	m.machineMemoryOnce.Do(func() {
-		if m.machineMemory > 0 {
-			return
-		}
-		data, err := os.ReadFile("/proc/meminfo")
-		if err != nil {
-			m.logger.Warn("read machine memory", zap.Error(err))
-			return
-		}
-		total, err := parseMemTotal(data)
-		if err != nil {
-			m.logger.Warn("read machine memory", zap.Error(err))
-			return
-		}
-		m.machineMemory = total
-	})
-	return m.machineMemory
-}
-
-// parseMemTotal returns MemTotal (in bytes) from /proc/meminfo content.
-func parseMemTotal(meminfo []byte) (int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		fields := bytes.Fields(sc.Bytes())
-		if len(fields) < 2 || string(fields[0]) != "MemTotal:" {
-			continue
-		}
-		kb, err := strconv.ParseInt(string(fields[1]), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse MemTotal %q: %w", fields[1], err)
-		}
-		if len(fields) > 2 && string(fields[2]) != "kB" {
-			return 0, fmt.Errorf("unexpected MemTotal unit %q", fields[2])
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("MemTotal not found in meminfo")
 }
 
 // milliValue returns q in milli-units, or 0 for a nil quantity.

@@ -162,34 +162,3 @@ func TestMilliCPUConversions(t *testing.T) {
 		})
 	}
 }
-
-func TestParseMemTotal(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc    string
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{desc: "typical", in: "MemTotal:        8048576 kB\nMemFree:  100 kB\n", want: 8048576 * 1024},
-		{desc: "not first", in: "Foo: 1 kB\nMemTotal: 2 kB\n", want: 2048},
-		{desc: "missing", in: "MemFree: 1 kB\n", wantErr: true},
-		{desc: "garbage", in: "MemTotal: x kB\n", wantErr: true},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			got, err := parseMemTotal([]byte(tc.in))
-			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Errorf("parseMemTotal = %d, %v; want %d, err %v", got, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-}
-
-func TestMachineMemoryBytesFromProc(t *testing.T) {
-	t.Parallel()
-	env := newRCEnv(t, func(o *Options) { o.MachineMemoryBytes = 0 })
-	if got := env.m.machineMemoryBytes(); got <= 0 {
-		t.Fatalf("machineMemoryBytes = %d, want the host's MemTotal", got)
-	}
-}

@@ -58,7 +58,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 	defer cancel()
 	logsDir := filepath.Join(s.Dir, "logs")
 	m, err := New(Options{Runtime: rt, Images: images, Helper: &dirHelper{podsDir: filepath.Join(s.Dir, "pods")},
-		Logger: zaptest.NewLogger(t), PodLogsDir: logsDir, RuntimeName: "docker", SerializeImagePulls: true, CPUCFSQuota: true})
+		Logger: zaptest.NewLogger(t), PodLogsDir: logsDir, RuntimeName: "docker", SerializeImagePulls: true, CPUCFSQuota: true, MachineMemoryBytes: 8 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 // readiness is a settable Readiness func.
@@ -34,8 +36,8 @@ func (r *readiness) get() error {
 func TestConditionsLifecycle(t *testing.T) {
 	t.Parallel()
 	ready := &readiness{}
-	c, _, h, clk, rec := testController(t, Options{Readiness: ready.get,
-		EvictionHard: map[string]string{"memory.available": "1Gi", "pid.available": "1000"}})
+	c, _, h, clk, rec := testController(t, Options{Readiness: ready.get, Resources: testResources(t,
+		resources.Options{EvictionHard: map[string]string{"memory.available": "1Gi", "pid.available": "1000"}})})
 	node := &v1.Node{}
 	ctx := context.Background()
 
@@ -146,8 +148,9 @@ func checkEvents(t *testing.T, rec *record.FakeRecorder, want []string) {
 
 func TestReadyMissingCapacity(t *testing.T) {
 	t.Parallel()
-	c, _, h, _, _ := testController(t, Options{})
-	h.m.fsCapacity = 0 // statfs failed
+	m := testMachine()
+	m.RootFsCapacity = 0 // statfs failed
+	c, _, _, _, _ := testController(t, Options{Resources: testResources(t, resources.Options{Machine: m})})
 	node := &v1.Node{}
 	c.setNodeStatus(context.Background(), node)
 	r := condition(node, v1.NodeReady)

@@ -15,21 +15,24 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	client := fake.NewClientset()
+	res := testResources(t, resources.Options{})
 	for _, test := range []struct {
 		desc string
 		opts Options
 	}{
-		{desc: "no client", opts: Options{NodeName: "n"}},
-		{desc: "no name", opts: Options{Client: client}},
-		{desc: "short lease", opts: Options{Client: client, NodeName: "n", LeaseDuration: time.Millisecond}},
-		{desc: "three node IPs", opts: Options{Client: client, NodeName: "n",
+		{desc: "no client", opts: Options{NodeName: "n", Resources: res}},
+		{desc: "no name", opts: Options{Client: client, Resources: res}},
+		{desc: "short lease", opts: Options{Client: client, NodeName: "n", Resources: res, LeaseDuration: time.Millisecond}},
+		{desc: "three node IPs", opts: Options{Client: client, NodeName: "n", Resources: res,
 			NodeIPs: []net.IP{net.IPv4(10, 0, 0, 1), net.IPv4(10, 0, 0, 2), net.IPv4(10, 0, 0, 3)}}},
-		{desc: "bad eviction", opts: Options{Client: client, NodeName: "n", EvictionHard: map[string]string{"x": "1"}}},
+		{desc: "no resources", opts: Options{Client: client, NodeName: "n"}},
 	} {
 		t.Run(test.desc, func(t *testing.T) {
 			t.Parallel()
@@ -38,11 +41,11 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
-	c, err := New(Options{Client: client, NodeName: "n"})
+	c, err := New(Options{Client: client, NodeName: "n", Resources: res})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.opts.Hostname != "n" || c.opts.MaxPods != 110 || c.opts.KubeletPort != 10250 ||
+	if c.opts.Hostname != "n" || c.opts.KubeletPort != 10250 ||
 		c.opts.LeaseDuration != 40*time.Second || c.opts.StatusUpdateFrequency != 10*time.Second ||
 		c.opts.StatusReportFrequency != 5*time.Minute || c.opts.RootDir != "/var/lib/kubelet" {
 		t.Errorf("defaults = %+v", c.opts)

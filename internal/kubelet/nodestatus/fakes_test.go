@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 const (
@@ -19,19 +21,11 @@ const (
 	mi = int64(1) << 20
 )
 
-// fakeHost is a machine with fixed numbers; usage can be changed under mu.
+// fakeHost is a machine's usage; it can be changed under mu.
 type fakeHost struct {
 	mu   sync.Mutex
-	m    machineInfo
 	u    usage
-	merr error
 	uerr error
-}
-
-func (h *fakeHost) machine(string) (machineInfo, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m, h.merr
 }
 
 func (h *fakeHost) usage(string) (usage, error) {
@@ -46,20 +40,38 @@ func (h *fakeHost) setUsage(u usage) {
 	h.u = u
 }
 
-// newFakeHost is a 4-CPU, 8Gi, 100Gi-disk machine with plenty free.
+// newFakeHost has plenty free on the testMachine.
 func newFakeHost() *fakeHost {
 	return &fakeHost{
-		m: machineInfo{
-			numCPU: 4, memoryCapacity: 8 * gi, fsCapacity: 100 * gi,
-			kernelVersion: "6.1.0-test", osImage: "Debian GNU/Linux 12 (bookworm)",
-			machineID: "machine-id", systemUUID: "system-uuid", bootID: "boot-1",
-		},
 		u: usage{
 			memoryCapacity: 8 * gi, memoryAvailable: 6 * gi,
 			fsCapacity: 100 * gi, fsAvailable: 50 * gi, inodes: 1000000, inodesFree: 900000,
 			maxPID: 32768, processes: 300,
 		},
 	}
+}
+
+// testMachine is a 4-CPU, 8Gi, 100Gi-disk machine.
+func testMachine() resources.Machine {
+	return resources.Machine{
+		NumCPU: 4, MemoryCapacity: 8 * gi, RootFsCapacity: 100 * gi,
+		KernelVersion: "6.1.0-test", OSImage: "Debian GNU/Linux 12 (bookworm)",
+		MachineID: "machine-id", SystemUUID: "system-uuid", BootID: "boot-1",
+	}
+}
+
+// testResources builds the node's resources from opts (the testMachine when
+// opts.Machine is unset).
+func testResources(t *testing.T, opts resources.Options) *resources.Node {
+	t.Helper()
+	if opts.Machine.NumCPU == 0 {
+		opts.Machine = testMachine()
+	}
+	n, err := resources.New(opts)
+	if err != nil {
+		t.Fatalf("resources.New: %v", err)
+	}
+	return n
 }
 
 // fakeRuntime answers Version with fixed values or err.
@@ -91,6 +103,9 @@ func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *
 	}
 	if opts.KubeletVersion == "" {
 		opts.KubeletVersion = "v1.37.1"
+	}
+	if opts.Resources == nil {
+		opts.Resources = testResources(t, resources.Options{})
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	rec := record.NewFakeRecorder(100)

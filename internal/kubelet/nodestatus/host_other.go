@@ -2,21 +2,13 @@
 
 package nodestatus
 
-import (
-	"errors"
-	"runtime"
-)
+import "errors"
 
-// errUnsupported is returned by the host readers outside Linux.
-var errUnsupported = errors.New("reading the machine is only supported on linux")
-
-// otherHost reports the CPU count only.
+// otherHost reads nothing.
 type otherHost struct{}
 
 func newHost() host { return otherHost{} }
 
-func (otherHost) machine(string) (machineInfo, error) {
-	return machineInfo{numCPU: runtime.NumCPU()}, errUnsupported
+func (otherHost) usage(string) (usage, error) {
+	return usage{}, errors.New("reading the machine is only supported on linux")
 }
-
-func (otherHost) usage(string) (usage, error) { return usage{}, errUnsupported }

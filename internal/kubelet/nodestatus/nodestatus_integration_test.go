@@ -23,6 +23,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
@@ -72,6 +73,9 @@ func startControllerWith(t *testing.T, c *controlplane.Cluster, client kubernete
 	}
 	if opts.RootDir == "" {
 		opts.RootDir = t.TempDir()
+	}
+	if opts.Resources == nil {
+		opts.Resources = machineResources(t, opts.RootDir, resources.Options{})
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = time.Second
@@ -132,15 +136,17 @@ func TestIntegrationRegisterStatusLease(t *testing.T) {
 	taint := v1.Taint{Key: "example.com/dedicated", Value: "it", Effect: v1.TaintEffectNoSchedule}
 	rootDir := t.TempDir()
 	ctl := startController(t, c, Options{
-		NodeName:              name,
-		Hostname:              "it-register-host",
-		Labels:                map[string]string{"example.com/role": "it", "node.kubernetes.io/pool": "a"},
-		Taints:                []v1.Taint{taint},
-		MaxPods:               42,
-		RootDir:               rootDir,
-		SystemReserved:        v1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("100Mi")},
-		KubeReserved:          v1.ResourceList{"memory": resource.MustParse("50Mi")},
-		EvictionHard:          map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		NodeName: name,
+		Hostname: "it-register-host",
+		Labels:   map[string]string{"example.com/role": "it", "node.kubernetes.io/pool": "a"},
+		Taints:   []v1.Taint{taint},
+		RootDir:  rootDir,
+		Resources: machineResources(t, rootDir, resources.Options{
+			MaxPods:        42,
+			SystemReserved: v1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("100Mi")},
+			KubeReserved:   v1.ResourceList{"memory": resource.MustParse("50Mi")},
+			EvictionHard:   map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+		}),
 		StatusReportFrequency: 3 * time.Second,
 	})
 	node := waitNode(t, c, name, 30*time.Second, "Ready=True", readyIs(v1.ConditionTrue))
@@ -192,17 +198,17 @@ func checkAddressesAndInfo(t *testing.T, node *v1.Node) {
 	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddrs) {
 		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddrs)
 	}
-	m, err := newHost().machine("/")
+	m, err := resources.ReadMachine("/")
 	if err != nil {
 		t.Fatalf("read machine: %v", err)
 	}
 	info := node.Status.NodeInfo
 	for _, f := range []struct{ field, got, want string }{
-		{"kernelVersion", info.KernelVersion, m.kernelVersion},
-		{"osImage", info.OSImage, m.osImage},
-		{"machineID", info.MachineID, m.machineID},
-		{"systemUUID", info.SystemUUID, m.systemUUID},
-		{"bootID", info.BootID, m.bootID},
+		{"kernelVersion", info.KernelVersion, m.KernelVersion},
+		{"osImage", info.OSImage, m.OSImage},
+		{"machineID", info.MachineID, m.MachineID},
+		{"systemUUID", info.SystemUUID, m.SystemUUID},
+		{"bootID", info.BootID, m.BootID},
 		{"operatingSystem", info.OperatingSystem, runtime.GOOS},
 		{"architecture", info.Architecture, runtime.GOARCH},
 		{"containerRuntimeVersion", info.ContainerRuntimeVersion, "docker://20.10.24"},
@@ -224,24 +230,24 @@ func checkAddressesAndInfo(t *testing.T, node *v1.Node) {
 // capacity minus the reservations of the test's options.
 func checkResources(t *testing.T, node *v1.Node, rootDir string) {
 	t.Helper()
-	m, err := newHost().machine(rootDir)
+	m, err := resources.ReadMachine(rootDir)
 	if err != nil {
 		t.Fatalf("read machine: %v", err)
 	}
 	capacity, alloc := node.Status.Capacity, node.Status.Allocatable
-	fsEviction := int64(float64(m.fsCapacity) * float64(float32(10)/100))
+	fsEviction := int64(float64(m.RootFsCapacity) * float64(float32(10)/100))
 	var hugeTotal int64
-	for _, v := range m.hugePages {
+	for _, v := range m.HugePages {
 		hugeTotal += v
 	}
 	for _, r := range []struct {
 		name               v1.ResourceName
 		wantCap, wantAlloc int64 // milli for cpu
 	}{
-		{v1.ResourceCPU, int64(m.numCPU) * 1000, int64(m.numCPU)*1000 - 100},
-		{v1.ResourceMemory, m.memoryCapacity, m.memoryCapacity - 250*mi - hugeTotal},
+		{v1.ResourceCPU, int64(m.NumCPU) * 1000, int64(m.NumCPU)*1000 - 100},
+		{v1.ResourceMemory, m.MemoryCapacity, m.MemoryCapacity - 250*mi - hugeTotal},
 		{v1.ResourcePods, 42, 42},
-		{v1.ResourceEphemeralStorage, m.fsCapacity, m.fsCapacity - fsEviction},
+		{v1.ResourceEphemeralStorage, m.RootFsCapacity, m.RootFsCapacity - fsEviction},
 	} {
 		c, a := capacity[r.name], alloc[r.name]
 		gotCap, gotAlloc := c.Value(), a.Value()
@@ -426,4 +432,20 @@ func TestIntegrationExistingNode(t *testing.T) {
 	if !ctl.Registered() {
 		t.Error("not Registered()")
 	}
+}
+
+// machineResources is this machine's resources (read as the kubelet reads
+// them for rootDir) with opts' reservations.
+func machineResources(t *testing.T, rootDir string, opts resources.Options) *resources.Node {
+	t.Helper()
+	m, err := resources.ReadMachine(rootDir)
+	if err != nil {
+		t.Fatalf("read machine: %v", err)
+	}
+	opts.Machine = m
+	n, err := resources.New(opts)
+	if err != nil {
+		t.Fatalf("resources.New: %v", err)
+	}
+	return n
 }

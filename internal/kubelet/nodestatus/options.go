@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 // Defaults, as in the upstream KubeletConfiguration.
@@ -21,7 +23,6 @@ const (
 	DefaultStatusReportFrequency    = 5 * time.Minute
 	DefaultLeaseDuration            = 40 * time.Second
 	DefaultPressureTransitionPeriod = 5 * time.Minute
-	DefaultMaxPods                  = 110
 	DefaultKubeletPort              = 10250
 	DefaultRootDir                  = "/var/lib/kubelet"
 )
@@ -32,7 +33,16 @@ type RuntimeInfo interface {
 	Version(ctx context.Context) (runtimeName, runtimeVersion string, err error)
 }
 
-// Options configures a Controller. Client and NodeName are required.
+// NodeResources is the node's machine (read once), capacity and allocatable
+// (resources.Node).
+type NodeResources interface {
+	Machine() resources.Machine
+	Capacity() v1.ResourceList
+	AllocatableOf(capacity v1.ResourceList) v1.ResourceList
+	HardEvictionThresholds() []resources.Threshold
+}
+
+// Options configures a Controller. Client, NodeName and Resources are required.
 type Options struct {
 	// Client talks to the API server with the node's credentials.
 	Client kubernetes.Interface
@@ -51,21 +61,15 @@ type Options struct {
 	// Taints (--register-with-taints) are set when the node is created; an existing
 	// node's taints are left alone.
 	Taints []v1.Taint
-	// MaxPods is the pods capacity; 0 = 110.
-	MaxPods int
-	// RootDir is the kubelet root dir: ephemeral-storage capacity and the nodefs
-	// signals are the filesystem holding it (or its nearest existing parent).
-	// "" = /var/lib/kubelet.
+	// RootDir is the kubelet root dir: the nodefs signals are the filesystem
+	// holding it (or its nearest existing parent). "" = /var/lib/kubelet.
 	RootDir string
-	// SystemReserved and KubeReserved are subtracted from capacity to get allocatable.
-	SystemReserved, KubeReserved v1.ResourceList
-	// EvictionHard maps eviction signals to thresholds, e.g.
-	// {"memory.available":"100Mi","nodefs.available":"10%"}. memory.available and
-	// nodefs.available are subtracted from allocatable (memory, ephemeral-storage);
-	// memory.available, nodefs.available, nodefs.inodesFree and pid.available drive
-	// the pressure conditions. imagefs.*, containerfs.* and allocatableMemory.available
-	// are accepted and ignored (the image filesystem is the runtime's). nil = none.
-	EvictionHard map[string]string
+	// Resources is the node's machine, capacity, allocatable and hard eviction
+	// thresholds (required; resources.Node). memory.available,
+	// nodefs.available, nodefs.inodesFree and pid.available drive the pressure
+	// conditions; imagefs.*, containerfs.* and allocatableMemory.available are
+	// accepted and ignored (the image filesystem is the runtime's).
+	Resources NodeResources
 	// PressureTransitionPeriod is how long a pressure condition stays True after the
 	// pressure was last observed (evictionPressureTransitionPeriod); 0 = 5m.
 	PressureTransitionPeriod time.Duration
@@ -106,11 +110,10 @@ type Options struct {
 // Controller registers the node and keeps its status and Lease current. Create it
 // with New and start it with Run.
 type Controller struct {
-	opts       Options
-	log        *zap.Logger
-	clock      clock.Clock
-	thresholds []threshold
-	host       host
+	opts  Options
+	log   *zap.Logger
+	clock clock.Clock
+	host  host
 	// lookupIP and defaultRouteIP detect the node IP (replaced in tests).
 	lookupIP       func(name string) ([]net.IP, error)
 	defaultRouteIP func(family net.IP) (net.IP, error)
@@ -137,6 +140,9 @@ func New(opts Options) (*Controller, error) {
 	if opts.NodeName == "" {
 		return nil, errors.New("nodestatus: NodeName is required")
 	}
+	if opts.Resources == nil {
+		return nil, errors.New("nodestatus: Resources is required")
+	}
 	applyDefaults(&opts)
 	if opts.LeaseDuration < time.Second {
 		return nil, fmt.Errorf("nodestatus: LeaseDuration %s is shorter than 1s", opts.LeaseDuration)
@@ -144,15 +150,10 @@ func New(opts Options) (*Controller, error) {
 	if len(opts.NodeIPs) > 2 {
 		return nil, fmt.Errorf("nodestatus: at most two NodeIPs (one per family), got %d", len(opts.NodeIPs))
 	}
-	thresholds, err := parseThresholds(opts.EvictionHard)
-	if err != nil {
-		return nil, fmt.Errorf("nodestatus: EvictionHard: %w", err)
-	}
 	return &Controller{
 		opts:           opts,
 		log:            opts.Logger,
 		clock:          opts.Clock,
-		thresholds:     thresholds,
 		host:           newHost(),
 		lookupIP:       net.LookupIP,
 		defaultRouteIP: defaultRouteIP,
@@ -164,9 +165,6 @@ func New(opts Options) (*Controller, error) {
 func applyDefaults(opts *Options) {
 	if opts.Hostname == "" {
 		opts.Hostname = opts.NodeName
-	}
-	if opts.MaxPods <= 0 {
-		opts.MaxPods = DefaultMaxPods
 	}
 	if opts.RootDir == "" {
 		opts.RootDir = DefaultRootDir

@@ -38,6 +38,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Recorder records pod events ("Unhealthy", "ProbeWarning"); nil means none.
 	Recorder func(pod *v1.Pod, eventType, reason, message string)
+	// Results receives the probe results. Build it first and share it with
+	// the runtime manager, which reads the failures (so neither needs the
+	// other to be built first); nil means a new one.
+	Results *Results
 }
 
 // probeKey names one worker.
@@ -52,16 +56,15 @@ type podProber interface {
 	probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id kubecontainer.ContainerID) (Result, error)
 }
 
-// Manager owns the probe workers and their cached results.
+// Manager owns the probe workers; they write their results to its Results
+// (whose methods it has).
 type Manager struct {
+	*Results
+
 	status  StatusProvider
 	logger  *zap.Logger
 	prober  podProber
 	metrics *probeMetrics
-
-	liveness  *resultsCache
-	readiness *resultsCache
-	startup   *resultsCache
 
 	// start is when the manager was built: workers started soon after it spread their
 	// first probe over one period (as upstream does after a kubelet restart).
@@ -87,49 +90,26 @@ func NewManager(opts Options) *Manager {
 	if status == nil {
 		status = noStatus{}
 	}
+	results := opts.Results
+	if results == nil {
+		results = NewResults()
+	}
 	return &Manager{
-		status:    status,
-		logger:    logger,
-		prober:    newProber(opts.Runner, opts.Recorder, logger),
-		metrics:   newProbeMetrics(),
-		liveness:  newResultsCache(),
-		readiness: newResultsCache(),
-		startup:   newResultsCache(),
-		start:     time.Now(),
-		second:    time.Second,
-		workers:   make(map[probeKey]*worker),
-		pods:      make(map[k8stypes.UID]*v1.Pod),
+		Results: results,
+		status:  status,
+		logger:  logger,
+		prober:  newProber(opts.Runner, opts.Recorder, logger),
+		metrics: newProbeMetrics(),
+		start:   time.Now(),
+		second:  time.Second,
+		workers: make(map[probeKey]*worker),
+		pods:    make(map[k8stypes.UID]*v1.Pod),
 	}
 }
 
 type noStatus struct{}
 
 func (noStatus) GetPodStatus(k8stypes.UID) (v1.PodStatus, bool) { return v1.PodStatus{}, false }
-
-// LivenessUpdates delivers every change of a liveness result; the kubelet restarts the
-// container on Failure.
-func (m *Manager) LivenessUpdates() <-chan Update { return m.liveness.updates }
-
-// ReadinessUpdates delivers every change of a readiness result.
-func (m *Manager) ReadinessUpdates() <-chan Update { return m.readiness.updates }
-
-// StartupUpdates delivers every change of a startup result.
-func (m *Manager) StartupUpdates() <-chan Update { return m.startup.updates }
-
-// Result returns the cached result of a probe type for a container.
-func (m *Manager) Result(t ProbeType, id kubecontainer.ContainerID) (Result, bool) {
-	return m.cacheFor(t).get(id)
-}
-
-func (m *Manager) cacheFor(t ProbeType) *resultsCache {
-	switch t {
-	case Liveness:
-		return m.liveness
-	case Readiness:
-		return m.readiness
-	}
-	return m.startup
-}
 
 // AddPod starts a worker for each probe of each container (and of each restartable
 // init container) of the pod that has none yet; it is idempotent. ctx bounds the

@@ -119,3 +119,41 @@ func (c *resultsCache) remove(id kubecontainer.ContainerID) {
 	defer c.mu.Unlock()
 	delete(c.cache, id)
 }
+
+// Results holds the latest liveness, readiness and startup result of every
+// probed container and publishes each change. The prober's workers write it;
+// the runtime manager reads the failures (kuberuntime.ProbeResults) and the
+// kubelet the updates. It is safe for concurrent use.
+type Results struct {
+	liveness, readiness, startup *resultsCache
+}
+
+// NewResults returns empty results.
+func NewResults() *Results {
+	return &Results{liveness: newResultsCache(), readiness: newResultsCache(), startup: newResultsCache()}
+}
+
+// LivenessUpdates delivers every change of a liveness result; the kubelet restarts the
+// container on Failure.
+func (r *Results) LivenessUpdates() <-chan Update { return r.liveness.updates }
+
+// ReadinessUpdates delivers every change of a readiness result.
+func (r *Results) ReadinessUpdates() <-chan Update { return r.readiness.updates }
+
+// StartupUpdates delivers every change of a startup result.
+func (r *Results) StartupUpdates() <-chan Update { return r.startup.updates }
+
+// Result returns the cached result of a probe type for a container.
+func (r *Results) Result(t ProbeType, id kubecontainer.ContainerID) (Result, bool) {
+	return r.cacheFor(t).get(id)
+}
+
+func (r *Results) cacheFor(t ProbeType) *resultsCache {
+	switch t {
+	case Liveness:
+		return r.liveness
+	case Readiness:
+		return r.readiness
+	}
+	return r.startup
+}

@@ -45,6 +45,10 @@ type Options struct {
 	RootDir string
 	// PodLogsDir holds the pods' log directories; "" = /var/log/pods.
 	PodLogsDir string
+	// MemoryCapacity is the machine's memory (resources.Machine), the node's
+	// memory limit: availableBytes = capacity - working set. 0 = MemTotal of
+	// each sample.
+	MemoryCapacity int64
 	// Logger; nil = no logging.
 	Logger *zap.Logger
 }
@@ -57,6 +61,7 @@ type Provider struct {
 	nodeName   string
 	rootDir    string
 	podLogsDir string
+	memory     uint64 // the machine's memory; 0 = MemTotal of each sample
 	logger     *zap.Logger
 
 	host  *hostReader
@@ -102,6 +107,7 @@ func New(opts Options) (*Provider, error) {
 		podLogsDir: logsDir,
 		logger:     logger,
 		host:       newHostReader(),
+		memory:     uint64(max(opts.MemoryCapacity, 0)),
 		now:        time.Now,
 		rates:      newRateCache(),
 		du:         newDuCache(),
@@ -169,9 +175,13 @@ func (p *Provider) nodeStats(ctx context.Context, full bool) (statsapi.NodeStats
 			Time: at, UsageBytes: &s.memUsage, WorkingSetBytes: &s.workingSet, RSSBytes: &s.rss,
 			PageFaults: &s.pageFaults, MajorPageFaults: &s.majorPageFaults,
 		}
-		if s.memTotal > 0 {
+		limit := p.memory
+		if limit == 0 {
+			limit = s.memTotal
+		}
+		if limit > 0 {
 			// The root container's limit is the machine's memory (cAdvisor).
-			avail := subFloor(s.memTotal, s.workingSet)
+			avail := subFloor(limit, s.workingSet)
 			ns.Memory.AvailableBytes = &avail
 		}
 	}

@@ -473,3 +473,18 @@ func TestRateCache(t *testing.T) {
 		t.Errorf("prune left %d entries", len(c.entries))
 	}
 }
+
+// The node's memory limit is the machine's memory handed in, not each
+// sample's MemTotal.
+func TestSummaryNodeMemoryCapacity(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.p.memory = 2000 * 1024
+	s, err := e.p.Summary(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Node.Memory; m == nil || *m.AvailableBytes != 2000*1024-512000 {
+		t.Errorf("node memory = %+v, want available = 2000Ki - working set", m)
+	}
+}

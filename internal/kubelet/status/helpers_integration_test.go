@@ -97,7 +97,7 @@ func waitPod(t *testing.T, client kubernetes.Interface, namespace, name string, 
 }
 
 // runManager starts m.Run until the end of the test.
-func runManager(t *testing.T, m *Manager) {
+func runManager(t *testing.T, m syncedManager) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()

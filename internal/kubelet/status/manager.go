@@ -8,12 +8,11 @@
 // transition times only move when a condition's status changes, and the start
 // time is set once.
 //
-// With a client (Options.Client), Run publishes the store to the API server
-// (sync.go): every change is patched soon after it happens, a resync every 10 s
+// A Syncer (sync.go) publishes the store to the API server: every change is patched soon after it happens, a resync every 10 s
 // patches what was not acknowledged, static pods' statuses go to their mirror
 // pods (mirror.go), and pods being deleted are removed once their status is
-// final and their resources are reclaimed. Without a client the store is only
-// read locally (the kubelet's pods endpoint).
+// final and their resources are reclaimed. Without one (a standalone kubelet)
+// the store is only read locally (the kubelet's pods endpoint).
 //
 // Only internal/kubelet (the coordinator) and internal/app may import it.
 package status
@@ -28,7 +27,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -38,7 +36,7 @@ import (
 // synthesises for a container whose runtime status went missing.
 const ContainerReasonStatusUnknown = "ContainerStatusUnknown"
 
-// DefaultSyncPeriod is how often Run re-checks every status against the API
+// DefaultSyncPeriod is how often Syncer.Run re-checks every status against the API
 // server (upstream's syncPeriod).
 const DefaultSyncPeriod = 10 * time.Second
 
@@ -53,25 +51,12 @@ type Options struct {
 	Logger *zap.Logger
 	// Clock stamps condition transitions and start times; nil = the real clock.
 	Clock clock.PassiveClock
-	// Client publishes statuses to the API server; nil = local store only.
-	Client kubernetes.Interface
-	// NodeName is this node; API pods bound elsewhere are never patched.
-	NodeName string
-	// PodDeletionSafety gates the final DELETE of pods being deleted; nil =
-	// resources count as reclaimed once the pod's status is final.
-	PodDeletionSafety PodDeletionSafetyProvider
-	// SyncPeriod is the full resync period; 0 = DefaultSyncPeriod.
-	SyncPeriod time.Duration
 }
 
 // Manager is the thread-safe local pod status store.
 type Manager struct {
-	logger     *zap.Logger
-	clock      clock.PassiveClock
-	client     kubernetes.Interface
-	nodeName   string
-	safety     PodDeletionSafetyProvider
-	syncPeriod time.Duration
+	logger *zap.Logger
+	clock  clock.PassiveClock
 	// changed wakes the sync loop (capacity 1: pending wake-ups coalesce).
 	changed chan struct{}
 
@@ -100,19 +85,12 @@ func NewManager(opts Options) *Manager {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.SyncPeriod <= 0 {
-		opts.SyncPeriod = DefaultSyncPeriod
-	}
 	return &Manager{
-		logger:     opts.Logger,
-		clock:      opts.Clock,
-		client:     opts.Client,
-		nodeName:   opts.NodeName,
-		safety:     opts.PodDeletionSafety,
-		syncPeriod: opts.SyncPeriod,
-		changed:    make(chan struct{}, 1),
-		pods:       map[k8stypes.UID]*entry{},
-		acked:      map[k8stypes.UID]ack{},
+		logger:  opts.Logger,
+		clock:   opts.Clock,
+		changed: make(chan struct{}, 1),
+		pods:    map[k8stypes.UID]*entry{},
+		acked:   map[k8stypes.UID]ack{},
 	}
 }
 

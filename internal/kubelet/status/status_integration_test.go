@@ -22,11 +22,9 @@ import (
 
 const gateCondition = v1.PodConditionType("example.com/gate")
 
-func newAPIManager(t *testing.T, client kubernetes.Interface, node string, safety PodDeletionSafetyProvider) *Manager {
-	return NewManager(Options{
-		Logger: zaptest.NewLogger(t), Client: client, NodeName: node,
-		PodDeletionSafety: safety, SyncPeriod: 300 * time.Millisecond,
-	})
+func newAPIManager(t *testing.T, client kubernetes.Interface, node string, safety PodDeletionSafetyProvider) syncedManager {
+	return newSynced(t, NewManager(Options{Logger: zaptest.NewLogger(t)}),
+		SyncOptions{Client: client, NodeName: node, PodDeletionSafety: safety, SyncPeriod: 300 * time.Millisecond})
 }
 
 // A pod placed by the real scheduler gets the kubelet's status; the

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -42,42 +44,80 @@ type podSync struct {
 
 func (p podSync) static() bool { return kubecontainer.IsStaticPod(p.e.pod) }
 
+// SyncOptions configures a Syncer. Client is required.
+type SyncOptions struct {
+	// Client publishes statuses to the API server.
+	Client kubernetes.Interface
+	// NodeName is this node; API pods bound elsewhere are never patched.
+	NodeName string
+	// PodDeletionSafety gates the final DELETE of pods being deleted; nil =
+	// resources count as reclaimed once the pod's status is final.
+	PodDeletionSafety PodDeletionSafetyProvider
+	// SyncPeriod is the full resync period; 0 = DefaultSyncPeriod.
+	SyncPeriod time.Duration
+	// Logger; nil = no logging.
+	Logger *zap.Logger
+}
+
+// Syncer publishes a status store to the API server (Run). It is built
+// after the store and after what tells it that a pod's resources are
+// reclaimed (the kubelet), so that the store itself needs neither.
+type Syncer struct {
+	store      *Manager
+	client     kubernetes.Interface
+	nodeName   string
+	safety     PodDeletionSafetyProvider
+	syncPeriod time.Duration
+	logger     *zap.Logger
+}
+
+// NewSyncer wires a Syncer of store; it starts nothing.
+func NewSyncer(store *Manager, opts SyncOptions) (*Syncer, error) {
+	if store == nil || opts.Client == nil {
+		return nil, errors.New("status: NewSyncer needs a store and Options.Client")
+	}
+	if opts.SyncPeriod <= 0 {
+		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Syncer{store: store, client: opts.Client, nodeName: opts.NodeName, safety: opts.PodDeletionSafety,
+		syncPeriod: opts.SyncPeriod, logger: opts.Logger}, nil
+}
+
 // Run publishes the store to the API server until ctx ends: each status
 // change is patched as soon as the loop is free (changes made meanwhile
 // coalesce, the latest version wins), and every SyncPeriod all statuses are
 // checked again, so that failed writes are retried, static pods' statuses
 // reach mirror pods created later, and pods being deleted are removed once
-// their status is final and their resources are reclaimed. It returns at once
-// without a client. Call it once, in its own goroutine.
-func (m *Manager) Run(ctx context.Context) {
-	if m.client == nil {
-		m.logger.Info("no API client: pod statuses stay local")
-		return
-	}
-	m.logger.Info("syncing pod statuses with the API server", zap.Duration("period", m.syncPeriod))
-	ticker := time.NewTicker(m.syncPeriod)
+// their status is final and their resources are reclaimed. Call it once, in
+// its own goroutine.
+func (s *Syncer) Run(ctx context.Context) {
+	s.logger.Info("syncing pod statuses with the API server", zap.Duration("period", s.syncPeriod))
+	ticker := time.NewTicker(s.syncPeriod)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.changed:
-			m.syncBatch(ctx, false)
+		case <-s.store.changed:
+			s.syncBatch(ctx, false)
 		case <-ticker.C:
-			m.syncBatch(ctx, true)
+			s.syncBatch(ctx, true)
 		}
 	}
 }
 
 // syncBatch syncs the statuses that need it (all: the full resync) and
 // returns how many it tried.
-func (m *Manager) syncBatch(ctx context.Context, all bool) int {
-	batch := m.pending(all)
+func (s *Syncer) syncBatch(ctx context.Context, all bool) int {
+	batch := s.pending(all)
 	for _, p := range batch {
 		if ctx.Err() != nil {
 			break
 		}
-		m.syncPod(ctx, p)
+		s.syncPod(ctx, p)
 	}
 	return len(batch)
 }
@@ -85,17 +125,17 @@ func (m *Manager) syncBatch(ctx context.Context, all bool) int {
 // pending picks the pods to sync. The store is only read under the lock; the
 // deletion-safety provider is asked outside it (it may call back into the
 // store).
-func (m *Manager) pending(all bool) []podSync {
-	m.mu.RLock()
-	snap := make([]podSync, 0, len(m.pods))
-	for uid, e := range m.pods {
-		a, ok := m.acked[uid]
+func (s *Syncer) pending(all bool) []podSync {
+	s.store.mu.RLock()
+	snap := make([]podSync, 0, len(s.store.pods))
+	for uid, e := range s.store.pods {
+		a, ok := s.store.acked[uid]
 		snap = append(snap, podSync{uid: uid, e: e, ack: a, acked: ok})
 	}
-	m.mu.RUnlock()
+	s.store.mu.RUnlock()
 	out := snap[:0]
 	for _, p := range snap {
-		if m.needsSync(p, all) {
+		if s.needsSync(p, all) {
 			out = append(out, p)
 		}
 	}
@@ -106,7 +146,7 @@ func (m *Manager) pending(all bool) []podSync {
 // resync also static pods (their mirror pod may be new), pods ready for their
 // final deletion, and pods whose API status (as last seen by the kubelet)
 // differs from what the kubelet would write.
-func (m *Manager) needsSync(p podSync, all bool) bool {
+func (s *Syncer) needsSync(p podSync, all bool) bool {
 	switch {
 	case p.ack.gone:
 		return false
@@ -116,16 +156,16 @@ func (m *Manager) needsSync(p podSync, all bool) bool {
 		return false
 	case p.static():
 		return true
-	case m.mayDelete(p.e.pod, p.e.status.Phase, p):
+	case s.mayDelete(p.e.pod, p.e.status.Phase, p):
 		return true
 	}
-	return m.needsReconcile(p.e)
+	return s.needsReconcile(p.e)
 }
 
 // needsReconcile reports whether patching the pod's API status, as carried by
 // the pod object the kubelet last passed in, would change it.
-func (m *Manager) needsReconcile(e *entry) bool {
-	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(m.clock.Now()))
+func (s *Syncer) needsReconcile(e *entry) bool {
+	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(s.store.clock.Now()))
 	_, unchanged, err := statusPatch(e.pod.UID, e.pod.Status, merged)
 	return err != nil || !unchanged
 }
@@ -134,24 +174,24 @@ func (m *Manager) needsReconcile(e *entry) bool {
 // being deleted, it is not a mirror pod (those belong to the kubelet's mirror
 // pod logic), its phase is terminal (the API's after a patch), the kubelet's
 // status is final (TerminatePod ran) and its resources are reclaimed.
-func (m *Manager) mayDelete(pod *v1.Pod, phase v1.PodPhase, p podSync) bool {
+func (s *Syncer) mayDelete(pod *v1.Pod, phase v1.PodPhase, p podSync) bool {
 	if pod.DeletionTimestamp == nil || p.static() || IsMirrorPod(pod) {
 		return false
 	}
 	if !IsTerminal(phase) || !p.e.finished {
 		return false
 	}
-	return m.safety == nil || m.safety.PodResourcesAreReclaimed(pod)
+	return s.safety == nil || s.safety.PodResourcesAreReclaimed(pod)
 }
 
 // syncPod writes one status, retrying at once on conflicts (a concurrent
 // writer, or the pod replaced under the UID precondition); other errors wait
 // for the next pass.
-func (m *Manager) syncPod(ctx context.Context, p podSync) {
-	log := m.logger.With(zap.String("pod", p.e.pod.Namespace+"/"+p.e.pod.Name),
+func (s *Syncer) syncPod(ctx context.Context, p podSync) {
+	log := s.logger.With(zap.String("pod", p.e.pod.Namespace+"/"+p.e.pod.Name),
 		zap.String("podUID", string(p.uid)), zap.Uint64("version", p.e.version))
 	err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
-		return m.syncPodOnce(ctx, p, log)
+		return s.syncPodOnce(ctx, p, log)
 	})
 	if err != nil {
 		log.Info("pod status not synced; retrying at the next pass", zap.Error(err))
@@ -161,10 +201,10 @@ func (m *Manager) syncPod(ctx context.Context, p podSync) {
 // syncPodOnce: GET the API pod, check it is the one this status belongs to,
 // merge, patch when different, record the acknowledgement, then delete the pod
 // when its time has come.
-func (m *Manager) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) error {
+func (s *Syncer) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	pods := m.client.CoreV1().Pods(p.e.pod.Namespace)
+	pods := s.client.CoreV1().Pods(p.e.pod.Namespace)
 	apiPod, err := pods.Get(ctx, p.e.pod.Name, metav1.GetOptions{})
 	switch {
 	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && p.static():
@@ -174,19 +214,19 @@ func (m *Manager) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) e
 		return nil
 	case apierrors.IsNotFound(err):
 		log.Debug("pod no longer exists in the API")
-		m.recordAck(p, ack{version: p.e.version, gone: true})
+		s.recordAck(p, ack{version: p.e.version, gone: true})
 		return nil
 	case err != nil:
 		return fmt.Errorf("get pod: %w", err)
 	}
-	if ok, gone := m.isTarget(p, apiPod, log); !ok {
+	if ok, gone := s.isTarget(p, apiPod, log); !ok {
 		if gone {
-			m.recordAck(p, ack{version: p.e.version, gone: true})
+			s.recordAck(p, ack{version: p.e.version, gone: true})
 		}
 		return nil
 	}
-	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(m.clock.Now()))
-	updated, unchanged, err := patchPodStatus(ctx, m.client, apiPod, merged)
+	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(s.store.clock.Now()))
+	updated, unchanged, err := patchPodStatus(ctx, s.client, apiPod, merged)
 	if err != nil {
 		return err
 	}
@@ -194,8 +234,8 @@ func (m *Manager) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) e
 		log.Debug("pod status patched", zap.String("phase", string(updated.Status.Phase)))
 		apiPod = updated
 	}
-	m.recordAck(p, ack{version: p.e.version, apiUID: apiPod.UID})
-	if !m.mayDelete(apiPod, apiPod.Status.Phase, p) {
+	s.recordAck(p, ack{version: p.e.version, apiUID: apiPod.UID})
+	if !s.mayDelete(apiPod, apiPod.Status.Phase, p) {
 		return nil
 	}
 	grace := int64(0)
@@ -207,14 +247,14 @@ func (m *Manager) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) e
 		return fmt.Errorf("delete terminated pod: %w", err)
 	}
 	log.Info("pod terminated and removed from the API server")
-	m.recordAck(p, ack{version: p.e.version, apiUID: apiPod.UID, gone: true})
+	s.recordAck(p, ack{version: p.e.version, apiUID: apiPod.UID, gone: true})
 	return nil
 }
 
 // isTarget reports whether apiPod is where p's status goes: the pod itself
 // (same UID, bound to this node) or, for a static pod, its mirror pod. gone
 // says the API object belongs to another pod for good.
-func (m *Manager) isTarget(p podSync, apiPod *v1.Pod, log *zap.Logger) (ok, gone bool) {
+func (s *Syncer) isTarget(p podSync, apiPod *v1.Pod, log *zap.Logger) (ok, gone bool) {
 	if p.static() {
 		if !MirrorMatchesStatic(apiPod, p.e.pod) {
 			log.Debug("API pod is not the static pod's mirror pod (yet)", zap.String("apiUID", string(apiPod.UID)))
@@ -226,7 +266,7 @@ func (m *Manager) isTarget(p podSync, apiPod *v1.Pod, log *zap.Logger) (ok, gone
 		log.Info("pod was deleted and recreated; not writing the old pod's status", zap.String("apiUID", string(apiPod.UID)))
 		return false, true
 	}
-	if m.nodeName != "" && apiPod.Spec.NodeName != m.nodeName {
+	if s.nodeName != "" && apiPod.Spec.NodeName != s.nodeName {
 		log.Warn("pod is bound to another node; not writing its status", zap.String("node", apiPod.Spec.NodeName))
 		return false, true
 	}
@@ -234,14 +274,14 @@ func (m *Manager) isTarget(p podSync, apiPod *v1.Pod, log *zap.Logger) (ok, gone
 }
 
 // recordAck stores a unless the pod was forgotten meanwhile.
-func (m *Manager) recordAck(p podSync, a ack) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.pods[p.uid]; !ok {
+func (s *Syncer) recordAck(p podSync, a ack) {
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	if _, ok := s.store.pods[p.uid]; !ok {
 		return
 	}
-	if prev, ok := m.acked[p.uid]; ok && prev.version > a.version {
+	if prev, ok := s.store.acked[p.uid]; ok && prev.version > a.version {
 		return
 	}
-	m.acked[p.uid] = a
+	s.store.acked[p.uid] = a
 }

@@ -63,9 +63,31 @@ func runningStatus(restarts int32) v1.PodStatus {
 	}
 }
 
-func newSyncManager(t *testing.T, safety PodDeletionSafetyProvider, objs ...runtime.Object) (*Manager, *fake.Clientset) {
+// syncedManager is a store with its API syncer.
+type syncedManager struct {
+	*Manager
+	syncer *Syncer
+}
+
+func (m syncedManager) syncBatch(ctx context.Context, all bool) int {
+	return m.syncer.syncBatch(ctx, all)
+}
+
+func (m syncedManager) Run(ctx context.Context) { m.syncer.Run(ctx) }
+
+func newSynced(t *testing.T, m *Manager, opts SyncOptions) syncedManager {
+	t.Helper()
+	opts.Logger = zaptest.NewLogger(t)
+	s, err := NewSyncer(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syncedManager{Manager: m, syncer: s}
+}
+
+func newSyncManager(t *testing.T, safety PodDeletionSafetyProvider, objs ...runtime.Object) (syncedManager, *fake.Clientset) {
 	client := fake.NewClientset(objs...)
-	m := NewManager(Options{Logger: zaptest.NewLogger(t), Client: client, NodeName: testNode, PodDeletionSafety: safety})
+	m := newSynced(t, NewManager(Options{Logger: zaptest.NewLogger(t)}), SyncOptions{Client: client, NodeName: testNode, PodDeletionSafety: safety})
 	return m, client
 }
 
@@ -255,11 +277,13 @@ func TestNeedsSync(t *testing.T) {
 	mk := func(p *v1.Pod, version uint64, finished bool) *entry {
 		return &entry{pod: p, status: *p.Status.DeepCopy(), version: version, finished: finished}
 	}
-	m := NewManager(Options{})
-	notReclaimed := NewManager(Options{PodDeletionSafety: safetyFunc(func(*v1.Pod) bool { return false })})
+	client := fake.NewClientset()
+	m := newSynced(t, NewManager(Options{}), SyncOptions{Client: client})
+	notReclaimed := newSynced(t, NewManager(Options{}), SyncOptions{Client: client,
+		PodDeletionSafety: safetyFunc(func(*v1.Pod) bool { return false })})
 	for _, tc := range []struct {
 		desc string
-		m    *Manager
+		m    *syncedManager
 		p    podSync
 		all  bool
 		want bool
@@ -274,15 +298,15 @@ func TestNeedsSync(t *testing.T) {
 		{desc: "deleting, final", p: podSync{e: mk(deleting, 2, true), acked: true, ack: ack{version: 2}}, all: true, want: true},
 		{desc: "deleting, final, changes only", p: podSync{e: mk(deleting, 2, true), acked: true, ack: ack{version: 2}}, want: false},
 		{desc: "deleting, not final", p: podSync{e: mk(deleting, 2, false), acked: true, ack: ack{version: 2}}, all: true, want: false},
-		{desc: "deleting, final, not reclaimed", m: notReclaimed, p: podSync{e: mk(deleting, 2, true), acked: true, ack: ack{version: 2}}, all: true, want: false},
+		{desc: "deleting, final, not reclaimed", m: &notReclaimed, p: podSync{e: mk(deleting, 2, true), acked: true, ack: ack{version: 2}}, all: true, want: false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			mgr := m
 			if tc.m != nil {
-				mgr = tc.m
+				mgr = *tc.m
 			}
-			if got := mgr.needsSync(tc.p, tc.all); got != tc.want {
+			if got := mgr.syncer.needsSync(tc.p, tc.all); got != tc.want {
 				t.Fatalf("needsSync = %v, want %v", got, tc.want)
 			}
 		})
@@ -306,14 +330,13 @@ func TestRemoveOrphanedStatusesForgetsSyncState(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	t.Run("no client returns at once", func(t *testing.T) {
+	t.Run("a syncer needs a store and a client", func(t *testing.T) {
 		t.Parallel()
-		done := make(chan struct{})
-		go func() { NewManager(Options{}).Run(context.Background()); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Run without a client did not return")
+		if _, err := NewSyncer(NewManager(Options{}), SyncOptions{}); err == nil {
+			t.Error("NewSyncer without a client: no error")
+		}
+		if _, err := NewSyncer(nil, SyncOptions{Client: fake.NewClientset()}); err == nil {
+			t.Error("NewSyncer without a store: no error")
 		}
 	})
 	t.Run("changes are patched promptly and Run stops with ctx", func(t *testing.T) {

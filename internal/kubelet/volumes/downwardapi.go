@@ -3,14 +3,14 @@ package volumes
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 // defaultDownwardAPIMode is the file mode when neither the item nor the volume sets one.
@@ -67,7 +67,7 @@ func (m *Manager) collectDownwardAPI(pod *v1.Pod, src *v1.DownwardAPIVolumeSourc
 		case item.FieldRef != nil:
 			value, err = podFieldValue(pod, item.FieldRef.FieldPath)
 		case item.ResourceFieldRef != nil:
-			value, err = m.resourceFieldValue(pod, item.ResourceFieldRef)
+			value, err = resources.ResolveFieldRef(item.ResourceFieldRef, pod, nil, m.allocatable())
 		default:
 			err = errors.New("neither fieldRef nor resourceFieldRef is set")
 		}
@@ -140,70 +140,4 @@ func FormatMap(m map[string]string) string {
 		lines = append(lines, k+"="+strconv.Quote(m[k]))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// resourceFieldValue returns a container's limit or request divided by the divisor
-// (default 1) and rounded up. Unset (or zero) limits of cpu, memory and
-// ephemeral-storage are the node's allocatable, as upstream.
-func (m *Manager) resourceFieldValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (string, error) {
-	if ref.ContainerName == "" {
-		return "", fmt.Errorf("resourceFieldRef %s needs a containerName", ref.Resource)
-	}
-	c := findContainer(pod, ref.ContainerName)
-	if c == nil {
-		return "", fmt.Errorf("container %s not found", ref.ContainerName)
-	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported container resource : %s", ref.Resource)
-	}
-	res := v1.ResourceName(name)
-	switch {
-	case res == v1.ResourceCPU, res == v1.ResourceMemory, res == v1.ResourceEphemeralStorage:
-	case strings.HasPrefix(name, v1.ResourceHugePagesPrefix):
-	default:
-		return "", fmt.Errorf("unsupported container resource : %s", ref.Resource)
-	}
-	list := c.Resources.Requests
-	if kind == "limits" {
-		list = c.Resources.Limits
-	}
-	q := list[res]
-	if kind == "limits" && q.IsZero() && !strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
-		alloc, err := m.allocatableList()
-		if err != nil {
-			return "", fmt.Errorf("node allocatable for %s: %w", ref.Resource, err)
-		}
-		q = alloc[res]
-	}
-	return divideCeil(res, q, ref.Divisor), nil
-}
-
-// divideCeil divides q by divisor (1 when zero) rounding up; CPU is compared in
-// millicores so "250m" with divisor "1m" gives 250.
-func divideCeil(res v1.ResourceName, q, divisor resource.Quantity) string {
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	var v float64
-	if res == v1.ResourceCPU {
-		v = math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue()))
-	} else {
-		v = math.Ceil(float64(q.Value()) / float64(divisor.Value()))
-	}
-	return strconv.FormatInt(int64(v), 10)
-}
-
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }

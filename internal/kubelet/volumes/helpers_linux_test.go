@@ -29,7 +29,7 @@ func newTestManager(t *testing.T) *Manager {
 	t.Helper()
 	root := t.TempDir()
 	t.Cleanup(func() { detachAll(t, root) })
-	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: testAllocatable, Logger: zaptest.NewLogger(t)})
+	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: fixedAllocatable(testAllocatable), Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

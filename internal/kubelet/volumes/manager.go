@@ -45,11 +45,11 @@ var ErrStillMounted = errors.New("still mounted")
 type Options struct {
 	// PodsDir is <root-dir>/pods (e.g. /var/lib/kubelet/pods). Required, absolute.
 	PodsDir string
-	// Allocatable is the node allocatable used for limits a container leaves unset
-	// (downwardAPI resourceFieldRef, the default size of memory-backed volumes).
-	// nil: the machine's capacity (CPUs, MemTotal, the PodsDir filesystem size),
-	// read once on first use.
-	Allocatable v1.ResourceList
+	// Allocatable gives the node's current allocatable, used for limits a
+	// container leaves unset (downwardAPI resourceFieldRef, the default size of
+	// memory-backed volumes); resources.Node. nil: none (those limits are 0 and
+	// memory-backed volumes get the kernel's default size).
+	Allocatable NodeAllocatable
 	// Objects reads configMaps and secrets and creates service account tokens for
 	// configMap, secret and projected volumes. nil (standalone): those volumes are
 	// refused.
@@ -75,17 +75,18 @@ type VolumeInfo struct {
 // Manager sets up and tears down pod volumes. Its methods are safe for concurrent use;
 // they are serialised internally.
 type Manager struct {
-	podsDir     string
-	allocatable v1.ResourceList
-	objects     APIObjects // nil: no API-backed volumes
-	tokens      *tokenCache
-	logger      *zap.Logger
+	podsDir string
+	node    NodeAllocatable // nil: none
+	objects APIObjects      // nil: no API-backed volumes
+	tokens  *tokenCache
+	logger  *zap.Logger
 
 	mu sync.Mutex // serialises mounts, unmounts and removals
+}
 
-	capacityOnce sync.Once
-	capacity     v1.ResourceList
-	capacityErr  error
+// NodeAllocatable gives the node's current allocatable (resources.Node).
+type NodeAllocatable interface {
+	Allocatable() v1.ResourceList
 }
 
 // New returns a Manager. It checks opts and does no I/O.
@@ -106,11 +107,11 @@ func New(opts Options) (*Manager, error) {
 		clk = clock.RealClock{}
 	}
 	return &Manager{
-		podsDir:     filepath.Clean(opts.PodsDir),
-		allocatable: opts.Allocatable,
-		objects:     opts.Objects,
-		tokens:      newTokenCache(opts.Objects, clk, logger),
-		logger:      logger,
+		podsDir: filepath.Clean(opts.PodsDir),
+		node:    opts.Allocatable,
+		objects: opts.Objects,
+		tokens:  newTokenCache(opts.Objects, clk, logger),
+		logger:  logger,
 	}, nil
 }
 

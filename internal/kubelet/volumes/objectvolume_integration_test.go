@@ -49,7 +49,7 @@ func TestIntegrationObjectVolumes(t *testing.T) {
 
 	root := t.TempDir()
 	t.Cleanup(func() { detachAll(t, root) })
-	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: testAllocatable,
+	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: fixedAllocatable(testAllocatable),
 		Objects: clientObjects{c.NodeClient(t, nodeName)}, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func newObjectsTestManager(t *testing.T) (*Manager, *fakeObjects, *clocktesting.
 	t.Cleanup(func() { detachAll(t, root) })
 	clk := clocktesting.NewFakeClock(time.Now())
 	objs := newFakeObjects(clk)
-	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: testAllocatable,
+	m, err := New(Options{PodsDir: filepath.Join(root, "pods"), Allocatable: fixedAllocatable(testAllocatable),
 		Objects: objs, Clock: clk, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -29,7 +29,7 @@ func newObjectsManager(t *testing.T) (*Manager, *fakeObjects, *clocktesting.Fake
 	objs := newFakeObjects(clk)
 	m, err := New(Options{
 		PodsDir: "/nonexistent/pods", Objects: objs, Clock: clk, Logger: zaptest.NewLogger(t),
-		Allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
+		Allocatable: fixedAllocatable{v1.ResourceMemory: resource.MustParse("1Gi")},
 	})
 	if err != nil {
 		t.Fatal(err)

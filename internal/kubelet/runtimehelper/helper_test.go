@@ -1,4 +1,4 @@
-package kubelet
+package runtimehelper
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
@@ -19,7 +18,7 @@ import (
 
 func newHelper(t *testing.T) *RuntimeHelper {
 	t.Helper()
-	h, err := NewRuntimeHelper(Options{RootDir: t.TempDir(), DNS: fakeDNS{}, ClusterDomain: "example.local",
+	h, err := New(Options{RootDir: t.TempDir(), DNS: fakeDNS{}, ClusterDomain: "example.local",
 		NodeIP: []byte{192, 168, 1, 10}, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +90,7 @@ func TestGenerateRunContainerOptions(t *testing.T) {
 			{Name: "ro", MountPath: "/ro"},
 		}
 	})
-	h.setVolumes(pod.UID, map[string]volumes.VolumeInfo{
+	h.SetVolumes(pod.UID, map[string]volumes.VolumeInfo{
 		"data": {HostPath: volDir, Managed: true},
 		"host": {HostPath: hostDir},
 		"ro":   {HostPath: hostDir, ReadOnly: true},
@@ -178,7 +177,7 @@ func TestHostsMountRules(t *testing.T) {
 			pod := staticPod("web", "uid-web", func(p *v1.Pod) { p.Spec.HostNetwork = tc.hostNet })
 			if tc.ownMount {
 				pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "h", MountPath: "/etc/hosts"}}
-				h.setVolumes(pod.UID, map[string]volumes.VolumeInfo{"h": {HostPath: t.TempDir()}})
+				h.SetVolumes(pod.UID, map[string]volumes.VolumeInfo{"h": {HostPath: t.TempDir()}})
 			}
 			opts, _, err := h.GenerateRunContainerOptions(context.Background(), pod, &pod.Spec.Containers[0], "", tc.podIPs)
 			if err != nil {
@@ -223,7 +222,7 @@ func TestMountErrors(t *testing.T) {
 				p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "UP", Value: ".."}}
 				p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{tc.vm}
 			})
-			h.setVolumes(pod.UID, map[string]volumes.VolumeInfo{"data": {HostPath: volDir}})
+			h.SetVolumes(pod.UID, map[string]volumes.VolumeInfo{"data": {HostPath: volDir}})
 			_, _, err := h.GenerateRunContainerOptions(context.Background(), pod, &pod.Spec.Containers[0], "", nil)
 			if err == nil || (tc.is != nil && !errors.Is(err, tc.is)) || (tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("error = %v, want %q %v", err, tc.wantErr, tc.is)
@@ -264,11 +263,13 @@ func TestHelperMisc(t *testing.T) {
 	if dns, err := h.GetPodDNS(pod); err != nil || dns.Servers[0] != "10.96.0.10" {
 		t.Errorf("GetPodDNS = %v, %v", dns, err)
 	}
-	capacity := h.nodeCapacity()
-	if q, ok := capacity[v1.ResourceCPU]; !ok || q.Cmp(resource.MustParse("1")) < 0 {
-		t.Errorf("machine capacity = %v", capacity)
+	if got, want := h.CheckpointsDir(), filepath.Join(h.rootDir, "checkpoints"); got != want {
+		t.Errorf("CheckpointsDir = %q, want %q", got, want)
 	}
-	if _, ok := capacity[v1.ResourceMemory]; !ok {
-		t.Errorf("machine capacity lacks memory: %v", capacity)
+	if _, err := New(Options{RootDir: "relative", DNS: fakeDNS{}}); err == nil {
+		t.Error("New with a relative RootDir: no error")
+	}
+	if _, err := New(Options{RootDir: t.TempDir()}); err == nil {
+		t.Error("New without DNS: no error")
 	}
 }

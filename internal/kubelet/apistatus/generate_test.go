@@ -1,4 +1,4 @@
-package kubelet
+package apistatus
 
 import (
 	"net"
@@ -7,18 +7,39 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
 
-func newGenerator(t *testing.T) *statusGenerator {
-	return &statusGenerator{
-		nodeIP:  net.ParseIP("192.168.1.10"),
-		status:  status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
-		probes:  newFakeProber(),
-		reasons: newReasonCache(),
+func newGenerator(t *testing.T) *Generator {
+	g, err := New(Options{
+		NodeIP:  net.ParseIP("192.168.1.10"),
+		Status:  status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
+		Probes:  fakeProbes{},
+		Reasons: NewReasonCache(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// fakeProbes marks running containers started and ready, and init containers
+// that exited 0 ready.
+type fakeProbes struct{}
+
+func (fakeProbes) UpdatePodStatus(_ k8stypes.UID, st *v1.PodStatus) {
+	for i := range st.ContainerStatuses {
+		c := &st.ContainerStatuses[i]
+		running := c.State.Running != nil
+		c.Started, c.Ready = &running, running
+	}
+	for i := range st.InitContainerStatuses {
+		c := &st.InitContainerStatuses[i]
+		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
 	}
 }
 
@@ -45,7 +66,7 @@ func TestContainerStatusConversion(t *testing.T) {
 			rtStatus("c", "new", kubecontainer.StateRunning, 200, 0),
 			rtStatus("c", "older", kubecontainer.StateExited, 50, 2), // only the two newest count
 		}}
-	s := g.generate(pod, ps, false)
+	s := g.Generate(pod, ps, false)
 	if len(s.ContainerStatuses) != 1 {
 		t.Fatalf("statuses = %+v", s.ContainerStatuses)
 	}
@@ -115,9 +136,9 @@ func TestWaitingReasons(t *testing.T) {
 				pod.Spec.InitContainers = []v1.Container{{Name: "i"}}
 			}
 			if tc.reason != nil {
-				g.reasons.update(pod.UID, kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{tc.reason}})
+				g.reasons.Update(pod.UID, kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{tc.reason}})
 			}
-			s := g.generate(pod, &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: tc.runtime}, false)
+			s := g.Generate(pod, &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: tc.runtime}, false)
 			c := s.ContainerStatuses[0]
 			if tc.wantReason == "" && tc.runtime != nil && tc.runtime[0].State == kubecontainer.StateExited {
 				if c.State.Terminated == nil {
@@ -149,7 +170,7 @@ func TestInitContainerStatuses(t *testing.T) {
 			rtStatus("z-init", "1", kubecontainer.StateExited, 100, 0),
 			rtStatus("a-init", "2", kubecontainer.StateRunning, 200, 0),
 		}}
-	s := g.generate(pod, ps, false)
+	s := g.Generate(pod, ps, false)
 	if len(s.InitContainerStatuses) != 2 || s.InitContainerStatuses[0].Name != "z-init" {
 		t.Fatalf("init statuses = %+v, want spec order", s.InitContainerStatuses)
 	}
@@ -169,7 +190,7 @@ func TestInitContainerStatuses(t *testing.T) {
 	}
 	// The init containers were removed after the regular container was created.
 	ps2 := &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "3", kubecontainer.StateRunning, 300, 0)}}
-	s2 := newGenerator(t).generate(pod, ps2, false)
+	s2 := newGenerator(t).Generate(pod, ps2, false)
 	for _, ic := range s2.InitContainerStatuses {
 		if ic.State.Terminated == nil || ic.State.Terminated.Reason != "Completed" {
 			t.Errorf("%s = %+v, want Completed", ic.Name, ic.State)
@@ -182,9 +203,9 @@ func TestVanishedContainerAndTerminalPhaseKept(t *testing.T) {
 	g := newGenerator(t)
 	pod := staticPod("p", "uid-p")
 	ps := &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateRunning, 100, 0)}}
-	g.status.SetPodStatus(pod, g.generate(pod, ps, false))
+	g.status.(*status.Manager).SetPodStatus(pod, g.Generate(pod, ps, false))
 	// the runtime lost the container
-	s := g.generate(pod, &kubecontainer.PodStatus{ID: pod.UID}, false)
+	s := g.Generate(pod, &kubecontainer.PodStatus{ID: pod.UID}, false)
 	c := s.ContainerStatuses[0]
 	lt := c.LastTerminationState.Terminated
 	if lt == nil || lt.ExitCode != 137 || lt.Reason != status.ContainerReasonStatusUnknown || c.RestartCount != 2 {
@@ -194,8 +215,8 @@ func TestVanishedContainerAndTerminalPhaseKept(t *testing.T) {
 		t.Errorf("phase = %s, want Running (not back to Pending)", s.Phase)
 	}
 	// a terminal phase in the store sticks
-	g.status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "gone"})
-	s = g.generate(pod, ps, false)
+	g.status.(*status.Manager).SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "gone"})
+	s = g.Generate(pod, ps, false)
 	if s.Phase != v1.PodFailed || s.Reason != "Evicted" {
 		t.Errorf("phase = %s (%s), want the stored Failed", s.Phase, s.Reason)
 	}
@@ -205,7 +226,7 @@ func TestHostNetworkPodIP(t *testing.T) {
 	t.Parallel()
 	g := newGenerator(t)
 	pod := staticPod("p", "uid-p", func(p *v1.Pod) { p.Spec.HostNetwork = true })
-	s := g.generate(pod, nil, false)
+	s := g.Generate(pod, nil, false)
 	if s.PodIP != "192.168.1.10" || len(s.PodIPs) != 1 {
 		t.Errorf("host network pod IP = %q %v", s.PodIP, s.PodIPs)
 	}

@@ -1,17 +1,15 @@
-package kubelet
+package runtimehelper
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -26,7 +24,8 @@ const hostnameMaxLen = 63
 
 // RuntimeHelper is the kubelet's side of the runtime manager
 // (kuberuntime.RuntimeHelper): it resolves a container's environment, mounts and
-// hostname, and the pod's DNS and directories.
+// hostname, and the pod's DNS and directories. The kubelet records each pod's
+// set-up volumes in it (SetVolumes) before the pod's containers start.
 type RuntimeHelper struct {
 	rootDir       string
 	clusterDomain string
@@ -36,19 +35,15 @@ type RuntimeHelper struct {
 	logger        *zap.Logger
 	// writeHosts writes the pod's managed /etc/hosts (hostsfile.Write).
 	writeHosts func(path string, pod *v1.Pod, podIPs []string, hostname, domain string) error
-
-	capacityOnce sync.Once
-	capacity     v1.ResourceList
 }
 
 var _ kuberuntime.RuntimeHelper = (*RuntimeHelper)(nil)
 
-// NewRuntimeHelper builds the RuntimeHelper from opts (RootDir, NodeIP,
-// NodeCapacity, ClusterDomain, DNS, Logger). Pass the same helper as the
-// runtime manager's Helper and as Options.Helper to New.
-func NewRuntimeHelper(opts Options) (*RuntimeHelper, error) {
-	opts = opts.withDefaults()
-	if err := opts.validateHelper(); err != nil {
+// New builds the RuntimeHelper from opts. Build it before the runtime
+// manager, which calls it, and hand the same helper to the kubelet.
+func New(opts Options) (*RuntimeHelper, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	h := &RuntimeHelper{
@@ -58,9 +53,8 @@ func NewRuntimeHelper(opts Options) (*RuntimeHelper, error) {
 		vols:          newVolumeStore(),
 		logger:        opts.Logger.Named("runtime-helper"),
 		writeHosts:    hostsfile.Write,
-		capacity:      opts.NodeCapacity,
 	}
-	h.env = envResolver{nodeIP: opts.NodeIP, capacity: h.nodeCapacity, objects: opts.EnvObjects,
+	h.env = envResolver{nodeIP: opts.NodeIP, node: opts.Node, objects: opts.EnvObjects,
 		services: opts.Services, recorder: opts.Recorder, logger: opts.Logger}
 	return h, nil
 }
@@ -155,6 +149,9 @@ func truncateHostname(podName, hostname string) (string, error) {
 	return t, nil
 }
 
+// CheckpointsDir is RootDir/checkpoints, where container checkpoints go.
+func (h *RuntimeHelper) CheckpointsDir() string { return filepath.Join(h.rootDir, "checkpoints") }
+
 func (h *RuntimeHelper) podsDir() string { return filepath.Join(h.rootDir, "pods") }
 
 func (h *RuntimeHelper) podContainerDir(uid k8stypes.UID, name string) string {
@@ -166,30 +163,13 @@ func (h *RuntimeHelper) etcHostsPath(uid k8stypes.UID) string {
 	return filepath.Join(h.GetPodDir(uid), "etc-hosts")
 }
 
-// nodeCapacity returns the configured capacity or, once, the machine's.
-func (h *RuntimeHelper) nodeCapacity() v1.ResourceList {
-	h.capacityOnce.Do(func() {
-		if h.capacity != nil {
-			return
-		}
-		h.capacity = v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI)}
-		if mem, ok := machineMemory(); ok {
-			h.capacity[v1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
-		}
-		if size, ok := filesystemSize(h.rootDir); ok {
-			h.capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(size, resource.BinarySI)
-		}
-	})
-	return h.capacity
-}
-
-// setVolumes records the pod's set-up volumes for its container mounts.
-func (h *RuntimeHelper) setVolumes(uid k8stypes.UID, infos map[string]volumes.VolumeInfo) {
+// SetVolumes records the pod's set-up volumes for its container mounts.
+func (h *RuntimeHelper) SetVolumes(uid k8stypes.UID, infos map[string]volumes.VolumeInfo) {
 	h.vols.set(uid, infos)
 }
 
-// forgetVolumes drops the pod's volume records (volumes torn down).
-func (h *RuntimeHelper) forgetVolumes(uid k8stypes.UID) { h.vols.remove(uid) }
+// ForgetVolumes drops the pod's volume records (volumes torn down).
+func (h *RuntimeHelper) ForgetVolumes(uid k8stypes.UID) { h.vols.remove(uid) }
 
 // volumeStore holds each pod's set-up volumes and which managed volumes were
 // already relabelled for SELinux (only the first container mount relabels).

@@ -1,8 +1,9 @@
-package kubelet
+package runtimehelper
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func resourceEnv(res, container, divisor string) v1.EnvVar {
 func TestEnvResolution(t *testing.T) {
 	t.Parallel()
 	optional := true
-	capacity := v1.ResourceList{
+	allocatable := fixedAllocatable{
 		v1.ResourceCPU:              resource.MustParse("4"),
 		v1.ResourceMemory:           resource.MustParse("8Gi"),
 		v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
@@ -91,8 +92,8 @@ func TestEnvResolution(t *testing.T) {
 		{desc: "requests.cpu rounds up to cores", env: []v1.EnvVar{resourceEnv("requests.cpu", "", "")}, want: "V=1"},
 		{desc: "requests.memory in Mi", env: []v1.EnvVar{resourceEnv("requests.memory", "", "1Mi")}, want: "V=64"},
 		{desc: "limits.memory", env: []v1.EnvVar{resourceEnv("limits.memory", "", "")}, want: "V=134217728"},
-		{desc: "unset limits.cpu defaults to node capacity", env: []v1.EnvVar{resourceEnv("limits.cpu", "", "")}, want: "V=4"},
-		{desc: "unset limits.ephemeral-storage defaults to capacity", env: []v1.EnvVar{resourceEnv("limits.ephemeral-storage", "", "1Gi")}, want: "V=100"},
+		{desc: "unset limits.cpu defaults to node allocatable", env: []v1.EnvVar{resourceEnv("limits.cpu", "", "")}, want: "V=4"},
+		{desc: "unset limits.ephemeral-storage defaults to allocatable", env: []v1.EnvVar{resourceEnv("limits.ephemeral-storage", "", "1Gi")}, want: "V=100"},
 		{desc: "unset request is zero", env: []v1.EnvVar{resourceEnv("requests.ephemeral-storage", "", "")}, want: "V=0"},
 		{desc: "other container", env: []v1.EnvVar{resourceEnv("limits.cpu", "side", "1m")}, want: "V=1500"},
 		{desc: "unknown container", env: []v1.EnvVar{resourceEnv("limits.cpu", "nope", "")}, wantErr: errors.New("not found")},
@@ -113,7 +114,7 @@ func TestEnvResolution(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), capacity: func() v1.ResourceList { return capacity }}
+			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), node: allocatable}
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
 			c.Env, c.EnvFrom = tc.env, tc.envFrom
@@ -140,28 +141,6 @@ func joinEnv(envs []kuberuntime.EnvVar) string {
 		parts = append(parts, e.Name+"="+e.Value)
 	}
 	return strings.Join(parts, ",")
-}
-
-func TestSortPodIPs(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc   string
-		nodeIP string
-		ips    []string
-		want   string
-	}{
-		{desc: "v4 node", nodeIP: "10.0.0.1", ips: []string{"fd00::1", "10.1.0.1", "10.1.0.2"}, want: "10.1.0.1,fd00::1"},
-		{desc: "v6 node", nodeIP: "fd00::10", ips: []string{"10.1.0.1", "fd00::1"}, want: "fd00::1,10.1.0.1"},
-		{desc: "no node IP", ips: []string{"fd00::1"}, want: "fd00::1"},
-		{desc: "garbage dropped", ips: []string{"nope", "10.1.0.1"}, want: "10.1.0.1"},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			if got := strings.Join(sortPodIPs(net.ParseIP(tc.nodeIP), tc.ips), ","); got != tc.want {
-				t.Errorf("sortPodIPs = %s, want %s", got, tc.want)
-			}
-		})
-	}
 }
 
 // fakeEnvObjects serves configMaps and secrets from maps and counts the reads.
@@ -219,8 +198,8 @@ func (f *fakeServices) HasSynced() bool { return !f.unsynced }
 // fakeEnvRecorder keeps "reason: message" of each event.
 type fakeEnvRecorder struct{ events []string }
 
-func (f *fakeEnvRecorder) record(_ *v1.Pod, eventType, reason, message string) {
-	f.events = append(f.events, eventType+" "+reason+": "+message)
+func (f *fakeEnvRecorder) Eventf(_ *v1.Pod, eventType, reason, format string, args ...any) {
+	f.events = append(f.events, eventType+" "+reason+": "+fmt.Sprintf(format, args...))
 }
 
 func TestEnvFromAPIObjects(t *testing.T) {
@@ -314,7 +293,7 @@ func TestEnvFromAPIObjects(t *testing.T) {
 				err:     tc.readErr,
 			}
 			recorder := &fakeEnvRecorder{}
-			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder.record, logger: zaptest.NewLogger(t)}
+			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder, logger: zaptest.NewLogger(t)}
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
 			c.Env, c.EnvFrom = tc.env, tc.envFrom

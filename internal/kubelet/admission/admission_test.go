@@ -1,4 +1,4 @@
-package kubelet
+package admission
 
 import (
 	"testing"
@@ -42,18 +42,26 @@ func hostPortOn(ip string, port int32, proto v1.Protocol) func(*v1.Pod) {
 	}
 }
 
-func TestAdmitAgainstNode(t *testing.T) {
+func TestAdmit(t *testing.T) {
 	for _, tc := range []struct {
 		desc       string
 		pod        *v1.Pod
 		node       *v1.Node
+		own        v1.ResourceList // the kubelet's allocatable without a node object
+		maxPods    int
 		others     []*v1.Pod
 		wantReason string
 		wantMsg    string
 	}{
 		{desc: "fits", pod: admissionPod("a", requests("1", "512Mi")), node: admissionNode(),
 			others: []*v1.Pod{admissionPod("b", requests("500m", "256Mi"))}},
-		{desc: "no node: only host ports", pod: admissionPod("a", requests("100", "100Gi")), node: nil},
+		{desc: "no node, no allocatable: only host ports", pod: admissionPod("a", requests("100", "100Gi")), node: nil},
+		{desc: "no node: requests against the kubelet's own allocatable", pod: admissionPod("a", requests("3", "1Mi")),
+			own: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}, wantReason: "OutOfcpu",
+			wantMsg: "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000"},
+		{desc: "node full", pod: admissionPod("a", nil), node: admissionNode(), maxPods: 1,
+			others: []*v1.Pod{admissionPod("b", nil)}, wantReason: "OutOfpods",
+			wantMsg: "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"},
 		{desc: "other node name", pod: admissionPod("a", func(p *v1.Pod) { p.Spec.NodeName = "n2" }), node: admissionNode(),
 			wantReason: "NodeName", wantMsg: "Predicate NodeName failed: node(s) didn't match the requested node name"},
 		{desc: "node selector matches", pod: admissionPod("a", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }),
@@ -81,7 +89,11 @@ func TestAdmitAgainstNode(t *testing.T) {
 			others: []*v1.Pod{admissionPod("b", hostPortOn("127.0.0.1", 8080, ""))}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			reason, msg, ok := admitAgainstNode(tc.pod, tc.node, tc.others)
+			target := Target{Node: tc.node, Allocatable: tc.own, MaxPods: tc.maxPods}
+			if tc.node != nil {
+				target.Allocatable = tc.node.Status.Allocatable
+			}
+			reason, msg, ok := Admit(tc.pod, target, tc.others)
 			if ok != (tc.wantReason == "") || reason != tc.wantReason {
 				t.Fatalf("admit = %q %q %v, want reason %q", reason, msg, ok, tc.wantReason)
 			}

@@ -1,4 +1,4 @@
-package kubelet
+package apistatus
 
 import (
 	"sync"
@@ -15,21 +15,21 @@ type reason struct {
 	message string
 }
 
-// reasonCache remembers, per pod and container, why the last start failed; the
+// ReasonCache remembers, per pod and container, why the last start failed; the
 // status generator turns it into the container's waiting reason (upstream's
 // ReasonCache).
-type reasonCache struct {
+type ReasonCache struct {
 	mu sync.Mutex
 	m  map[k8stypes.UID]map[string]reason
 }
 
-func newReasonCache() *reasonCache {
-	return &reasonCache{m: map[k8stypes.UID]map[string]reason{}}
+func NewReasonCache() *ReasonCache {
+	return &ReasonCache{m: map[k8stypes.UID]map[string]reason{}}
 }
 
 // update records the StartContainer results of one sync: a failure is remembered,
 // a success forgets the container's previous failure.
-func (c *reasonCache) update(uid k8stypes.UID, result kubecontainer.PodSyncResult) {
+func (c *ReasonCache) Update(uid k8stypes.UID, result kubecontainer.PodSyncResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range result.SyncResults {
@@ -50,7 +50,7 @@ func (c *reasonCache) update(uid k8stypes.UID, result kubecontainer.PodSyncResul
 	}
 }
 
-func (c *reasonCache) get(uid k8stypes.UID, name string) (reason, bool) {
+func (c *ReasonCache) Get(uid k8stypes.UID, name string) (reason, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.m[uid][name]
@@ -58,7 +58,7 @@ func (c *reasonCache) get(uid k8stypes.UID, name string) (reason, bool) {
 }
 
 // retain forgets every pod not in keep.
-func (c *reasonCache) retain(keep map[k8stypes.UID]bool) {
+func (c *ReasonCache) Retain(keep map[k8stypes.UID]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for uid := range c.m {

@@ -1,4 +1,10 @@
-package kubelet
+// Package admission decides whether the kubelet admits a pod, with the
+// checks and the reasons and messages of upstream's predicate admit handler:
+// the node's pod capacity, node name, node selector and required node
+// affinity, host ports, and requests that fit the node's allocatable.
+//
+// It is pure logic over its arguments (no I/O); the kubelet root calls it.
+package admission
 
 import (
 	"fmt"
@@ -19,30 +25,45 @@ const (
 	predicateNodeNameDesc     = "node(s) didn't match the requested node name"
 )
 
-// admitAgainstNode runs the node checks of upstream's predicate admit handler on
-// a pod against the active admitted pods: node name, node selector and required
-// node affinity, host ports, and requests that fit the node's allocatable. It
-// returns the upstream reason and message of the first failure. node may be nil
-// (no API server): only the host ports are checked.
-func admitAgainstNode(pod *v1.Pod, node *v1.Node, others []*v1.Pod) (reason, message string, ok bool) {
+// ReasonOutOfPods is the rejection reason when the node is full.
+const ReasonOutOfPods = "OutOfpods"
+
+// Target is what a pod is admitted against.
+type Target struct {
+	// Node is the API node object; nil (standalone, or not registered yet):
+	// the node name, selector and affinity are not checked.
+	Node *v1.Node
+	// Allocatable is the node's allocatable the requests must fit (the node
+	// object's when there is one, else the kubelet's own); nil: not checked.
+	Allocatable v1.ResourceList
+	// MaxPods is the node's pod capacity; 0: not checked.
+	MaxPods int
+}
+
+// Admit runs upstream's predicate admit checks of pod against the target and
+// the other active admitted pods, in upstream's order. It returns the reason
+// and message of the first failure.
+func Admit(pod *v1.Pod, t Target, others []*v1.Pod) (reason, message string, ok bool) {
+	if t.MaxPods > 0 && len(others)+1 > t.MaxPods {
+		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
+			len(others), t.MaxPods), false
+	}
 	predicateFailed := func(name, desc string) (string, string, bool) {
 		return name, fmt.Sprintf("Predicate %s failed: %s", name, desc), false
 	}
-	if node != nil {
-		if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+	if t.Node != nil {
+		if pod.Spec.NodeName != "" && pod.Spec.NodeName != t.Node.Name {
 			return predicateFailed(predicateNodeName, predicateNodeNameDesc)
 		}
-		if match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !match {
+		if match, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(t.Node); !match {
 			return predicateFailed(predicateNodeAffinity, predicateNodeAffinityDesc)
 		}
 	}
 	if portsConflict(pod, others) {
 		return predicateFailed(predicateNodePorts, predicateNodePortsDesc)
 	}
-	if node != nil {
-		if r, m, fits := resourcesFit(pod, node.Status.Allocatable, others); !fits {
-			return r, m, false
-		}
+	if r, m, fits := resourcesFit(pod, t.Allocatable, others); !fits {
+		return r, m, false
 	}
 	return "", "", true
 }

@@ -1,11 +1,10 @@
-package kubelet
+package runtimehelper
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -14,11 +13,11 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -35,9 +34,9 @@ const reasonInvalidEnvVarNames = "InvalidEnvironmentVariableNames"
 // makeEnvironmentVariables).
 type envResolver struct {
 	nodeIP net.IP
-	// capacity gives the node capacity used as the default limit of containers
-	// that set none (downward API resourceFieldRef).
-	capacity func() v1.ResourceList
+	// node gives the node's allocatable, the default limit of containers that
+	// set none (downward API resourceFieldRef); nil: none.
+	node NodeAllocatable
 	// objects reads configMaps and secrets; nil = standalone: required
 	// references fail with ErrNeedsAPIServer, optional ones are skipped.
 	objects EnvObjects
@@ -46,7 +45,7 @@ type envResolver struct {
 	services ServiceLister
 	// recorder receives InvalidEnvironmentVariableNames warnings; nil = they
 	// are only logged.
-	recorder Recorder
+	recorder kuberuntime.EventRecorder
 	// logger; nil = nothing is logged.
 	logger *zap.Logger
 }
@@ -356,7 +355,7 @@ func (r *envResolver) fieldRef(pod *v1.Pod, fs *v1.ObjectFieldSelector, podIP st
 	if fs.APIVersion != "" && fs.APIVersion != "v1" {
 		return "", fmt.Errorf("unsupported fieldRef apiVersion %q", fs.APIVersion)
 	}
-	podIPs = sortPodIPs(r.nodeIP, podIPs)
+	podIPs = kubecontainer.SortPodIPs(r.nodeIP, podIPs)
 	if len(podIPs) > 0 {
 		podIP = podIPs[0]
 	}
@@ -404,64 +403,14 @@ func subscript(path, prefix string) (string, bool) {
 	return strings.CutSuffix(rest, "']")
 }
 
-// resourceFieldRef resolves requests/limits of this or another container of the
-// pod; unset limits default to the node capacity.
+// resourceFieldRef resolves requests/limits of this or another container of
+// the pod (resources.ResolveFieldRef).
 func (r *envResolver) resourceFieldRef(pod *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSelector) (string, error) {
-	target := c
-	if fs.ContainerName != "" {
-		target = findContainer(pod, fs.ContainerName)
-		if target == nil {
-			return "", fmt.Errorf("container %q referenced by resourceFieldRef not found", fs.ContainerName)
-		}
+	var allocatable v1.ResourceList
+	if r.node != nil {
+		allocatable = r.node.Allocatable()
 	}
-	divisor := fs.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	kind, name, ok := strings.Cut(fs.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("unsupported container resource %q", fs.Resource)
-	}
-	res := v1.ResourceName(name)
-	if res != v1.ResourceCPU && res != v1.ResourceMemory && res != v1.ResourceEphemeralStorage &&
-		!strings.HasPrefix(name, v1.ResourceHugePagesPrefix) {
-		return "", fmt.Errorf("unsupported container resource %q", fs.Resource)
-	}
-	q := r.quantity(target, kind, res)
-	if res == v1.ResourceCPU {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-}
-
-// quantity returns the container's request or limit; a missing cpu, memory or
-// ephemeral-storage limit is the node capacity (as upstream's
-// defaultPodLimitsForDownwardAPI), a missing request is zero.
-func (r *envResolver) quantity(c *v1.Container, kind string, res v1.ResourceName) resource.Quantity {
-	list := c.Resources.Requests
-	if kind == "limits" {
-		list = c.Resources.Limits
-	}
-	if q, ok := list[res]; ok {
-		return q
-	}
-	if kind == "limits" && r.capacity != nil {
-		if q, ok := r.capacity()[res]; ok {
-			return q
-		}
-	}
-	return resource.Quantity{}
-}
-
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for i := range list {
-			if list[i].Name == name {
-				return &list[i]
-			}
-		}
-	}
-	return nil
+	return resources.ResolveFieldRef(fs, pod, c, allocatable)
 }
 
 // orderedEnv keeps variables in first-definition order; redefinition replaces.

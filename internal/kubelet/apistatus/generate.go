@@ -1,6 +1,7 @@
-package kubelet
+package apistatus
 
 import (
+	"errors"
 	"net"
 	"sort"
 
@@ -19,24 +20,52 @@ const (
 	reasonPodInitializing   = "PodInitializing"
 )
 
-// statusUpdater sets the probe-derived Ready and Started of container statuses.
-type statusUpdater interface {
+// ProbeUpdater sets the probe-derived Ready and Started of container statuses
+// (the prober).
+type ProbeUpdater interface {
 	UpdatePodStatus(uid k8stypes.UID, status *v1.PodStatus)
 }
 
-// statusGenerator builds a pod's API status from the runtime's view of it, the
-// previous status and the last sync's failure reasons (upstream
-// generateAPIPodStatus and its helpers).
-type statusGenerator struct {
-	nodeIP  net.IP
-	status  *status.Manager
-	probes  statusUpdater
-	reasons *reasonCache
+// StatusReader gives the status the kubelet last set for a pod (the status
+// manager).
+type StatusReader interface {
+	GetPodStatus(uid k8stypes.UID) (v1.PodStatus, bool)
 }
 
-// generate returns the pod's API status. podIsTerminal says the pod's
+// Options configures a Generator.
+type Options struct {
+	// NodeIP is the node's IP: the pods' hostIP and the pod IP of host-network
+	// pods; nil leaves them empty.
+	NodeIP net.IP
+	// Status gives each pod's previous status (required).
+	Status StatusReader
+	// Probes sets the probe-derived fields; nil: none.
+	Probes ProbeUpdater
+	// Reasons are the last sync's start failures (required).
+	Reasons *ReasonCache
+}
+
+// Generator builds a pod's API status from the runtime's view of it, the
+// previous status and the last sync's failure reasons (upstream
+// generateAPIPodStatus and its helpers).
+type Generator struct {
+	nodeIP  net.IP
+	status  StatusReader
+	probes  ProbeUpdater
+	reasons *ReasonCache
+}
+
+// New returns a Generator; Status and Reasons are required.
+func New(opts Options) (*Generator, error) {
+	if opts.Status == nil || opts.Reasons == nil {
+		return nil, errors.New("apistatus: Options.Status and Options.Reasons are required")
+	}
+	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons}, nil
+}
+
+// Generate returns the pod's API status. podIsTerminal says the pod's
 // containers are stopped for good (the terminating and terminated paths).
-func (g *statusGenerator) generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerminal bool) v1.PodStatus {
+func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerminal bool) v1.PodStatus {
 	if ps == nil {
 		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -78,7 +107,7 @@ func (g *statusGenerator) generate(pod *v1.Pod, ps *kubecontainer.PodStatus, pod
 
 // conditions keeps the conditions the kubelet does not own and computes the
 // ones it owns.
-func (g *statusGenerator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
+func (g *Generator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
 	conds := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
 	for _, c := range pod.Status.Conditions {
 		if !isKubeletCondition(c.Type) {
@@ -99,7 +128,7 @@ func (g *statusGenerator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s
 }
 
 // setIPs fills the host IPs and, for host-network pods, the pod IPs.
-func (g *statusGenerator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
+func (g *Generator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
 	if g.nodeIP == nil {
 		return
 	}
@@ -112,9 +141,9 @@ func (g *statusGenerator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
 }
 
 // convert builds the pod IPs, QoS class and container statuses.
-func (g *statusGenerator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus) *v1.PodStatus {
+func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus) *v1.PodStatus {
 	var s v1.PodStatus
-	for _, ip := range sortPodIPs(g.nodeIP, ps.IPs) {
+	for _, ip := range kubecontainer.SortPodIPs(g.nodeIP, ps.IPs) {
 		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 	}
 	if len(s.PodIPs) > 0 {
@@ -138,7 +167,7 @@ func (g *statusGenerator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old 
 //  3. the newest runtime status gives the state, the one before the last state;
 //  4. a container the next sync will (re)start shows the last sync's failure as
 //     its waiting reason (ErrImagePull, CrashLoopBackOff, ...).
-func (g *statusGenerator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
+func (g *Generator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
 	oldByName := make(map[string]v1.ContainerStatus, len(previous))
 	for _, s := range previous {
 		oldByName[s.Name] = s
@@ -154,7 +183,7 @@ func (g *statusGenerator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodSt
 		if !shouldContainerBeRestarted(c, pod, ps) {
 			continue
 		}
-		r, ok := g.reasons.get(pod.UID, c.Name)
+		r, ok := g.reasons.Get(pod.UID, c.Name)
 		if !ok {
 			continue
 		}
@@ -316,23 +345,6 @@ func anyRegularContainerCreated(pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
 		}
 	}
 	return false
-}
-
-// sortPodIPs returns the first pod IP of the node IP's family and then the first
-// of the other family (upstream sortPodIPs); IPv4 is primary without a node IP.
-func sortPodIPs(nodeIP net.IP, ips []string) []string {
-	primaryV4 := nodeIP == nil || nodeIP.To4() != nil
-	var out []string
-	for _, wantV4 := range []bool{primaryV4, !primaryV4} {
-		for _, s := range ips {
-			ip := net.ParseIP(s)
-			if ip != nil && (ip.To4() != nil) == wantV4 {
-				out = append(out, ip.String())
-				break
-			}
-		}
-	}
-	return out
 }
 
 func isKubeletCondition(t v1.PodConditionType) bool {

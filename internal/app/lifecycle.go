@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// readyTimeout bounds the wait for a component to report ready.
+const readyTimeout = time.Minute
+
+// lifecycle runs the node's components: each is started when it is added,
+// in dependency order (a component is added after everything it uses), and
+// shutdown stops them in the reverse order, each stopped before the one it
+// uses. Components are either loops (run until their context ends) or
+// servers (started, then closed).
+type lifecycle struct {
+	logger *zap.Logger
+
+	mu    sync.Mutex
+	stops []stopStep
+}
+
+// stopStep stops one component.
+type stopStep struct {
+	name string
+	stop func()
+}
+
+func newLifecycle(logger *zap.Logger) *lifecycle {
+	return &lifecycle{logger: logger.Named("lifecycle")}
+}
+
+// run starts loop in its own goroutine under a child of ctx; at shutdown the
+// child is cancelled and loop waited for. A panic in loop is not recovered:
+// it ends the process with its stack, as upstream's crash handler does.
+func (l *lifecycle) run(ctx context.Context, name string, loop func(context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	l.push(name, func() { cancel(); <-done })
+}
+
+// start calls start (which must not block) and, when it succeeds, registers
+// stop for shutdown (nil: nothing to stop).
+func (l *lifecycle) start(name string, start func() error, stop func()) error {
+	if err := start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	if stop != nil {
+		l.push(name, stop)
+	}
+	return nil
+}
+
+// onStop registers a step that only runs at shutdown (closing a client).
+func (l *lifecycle) onStop(name string, stop func()) { l.push(name, stop) }
+
+// waitReady waits until ready reports nil, for at most readyTimeout.
+func (l *lifecycle) waitReady(ctx context.Context, name string, ready func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w", name, errors.Join(err, context.Cause(ctx)))
+		case <-t.C:
+		}
+	}
+}
+
+func (l *lifecycle) push(name string, stop func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stops = append(l.stops, stopStep{name: name, stop: stop})
+}
+
+// shutdown stops every component, the last started first. It may be called
+// more than once; later calls stop what was added since.
+func (l *lifecycle) shutdown() {
+	l.mu.Lock()
+	stops := l.stops
+	l.stops = nil
+	l.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		l.logger.Debug("stopping", zap.String("component", stops[i].name))
+		stops[i].stop()
+	}
+}

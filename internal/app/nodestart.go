@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
+)
+
+// run starts the node's components through lc in dependency order, runs the
+// kubelet's sync loop until ctx ends, and leaves the ordered shutdown to lc
+// (pods keep running). The order: the runtime state, the runtime manager's
+// loops, with an API server its object getters, the node status and the
+// status sync, then the pod sources, the local endpoint and the kubelet API.
+func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg prometheus.Gatherer, logger *zap.Logger) error {
+	if err := os.MkdirAll(podsDir(cfg), 0o750); err != nil {
+		return fmt.Errorf("--root-dir: %w", err)
+	}
+	lc.run(ctx, "runtime state", n.state.Run)
+	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
+	if n.conn != nil {
+		lc.run(ctx, "API objects", n.conn.objects.Run)
+		lc.run(ctx, "node status", n.nodeStatus.Run)
+		lc.run(ctx, "pod status sync", n.statusSync.Run)
+	}
+	lc.run(ctx, "pod sources", n.sources.Run)
+	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
+		return err
+	}
+	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)))
+	notifyReady(logger)
+	err := n.kubelet.Run(ctx)
+	lc.shutdown()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	logger.Info("kubelet stopped; pods keep running")
+	return err
+}
+
+// startServers starts the local endpoint (/healthz, /pods, /metrics) and the
+// kubelet API.
+func (n *node) startServers(ctx context.Context, cfg *Config, lc *lifecycle, reg prometheus.Gatherer, logger *zap.Logger) error {
+	var local *kubeletserver.Server
+	err := lc.start("local endpoint", func() error {
+		var err error
+		local, err = startLocalServer(ctx, cfg, n.kubelet, n.kubelet, reg, logger)
+		return err
+	}, func() {
+		if local != nil {
+			_ = local.Close()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	var stopAPI func()
+	return lc.start("kubelet API", func() error {
+		var err error
+		stopAPI, err = startAPIServers(ctx, cfg, apiServerDeps{host: n.kubelet, health: n.kubelet, gatherer: reg,
+			stats: n.stats, probeMetrics: n.probes.Metrics(), nodeName: n.name, nodeIPs: n.ips, conn: n.conn, logger: logger})
+		if err != nil {
+			stopAPI()
+		}
+		return err
+	}, func() { stopAPI() })
+}
