@@ -96,7 +96,10 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 // the missing capacity).
 func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
 	machine, err := resources.ReadMachine(cfg.RootDirectory)
-	if err != nil {
+	switch {
+	case machine.MemoryCapacity <= 0:
+		return nil, fmt.Errorf("read the machine's memory: %w", err)
+	case err != nil:
 		logger.Warn("Error reading machine info", zap.Error(err))
 	}
 	sysRes, err := reservations("systemReserved", cfg.Kubelet.SystemReserved)

@@ -14,14 +14,23 @@ import (
 
 // run starts the node's components through lc in dependency order, runs the
 // kubelet's sync loop until ctx ends, and leaves the ordered shutdown to lc
-// (pods keep running). The order: the runtime state, the runtime manager's
-// loops, with an API server its object getters, the node status and the
-// status sync, then the pod sources, the local endpoint and the kubelet API.
+// (pods keep running). The order: the runtime state (checked once before
+// anything reads it), the local endpoint and the kubelet API, the runtime
+// manager's loops, with an API server its object getters, the node status and
+// the status sync, then the pod sources.
 func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg prometheus.Gatherer, logger *zap.Logger) error {
 	if err := os.MkdirAll(podsDir(cfg), 0o750); err != nil {
 		return fmt.Errorf("--root-dir: %w", err)
 	}
+	// Whatever the servers start under ctx (authentication caches, serving
+	// certificate rotation) ends with the node, after every component.
+	ctx, cancel := context.WithCancel(ctx)
+	lc.onStop("node context", cancel)
+	n.state.Check(ctx)
 	lc.run(ctx, "runtime state", n.state.Run)
+	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
+		return err
+	}
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
 	if n.conn != nil {
 		lc.run(ctx, "API objects", n.conn.objects.Run)
@@ -29,9 +38,6 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		lc.run(ctx, "pod status sync", n.statusSync.Run)
 	}
 	lc.run(ctx, "pod sources", n.sources.Run)
-	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
-		return err
-	}
 	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)))
 	notifyReady(logger)
 	err := n.kubelet.Run(ctx)

@@ -175,15 +175,7 @@ func (p *fakeProber) CleanupPods(desired map[k8stypes.UID]struct{}) {
 }
 
 func (p *fakeProber) UpdatePodStatus(_ k8stypes.UID, st *v1.PodStatus) {
-	for i := range st.ContainerStatuses {
-		c := &st.ContainerStatuses[i]
-		running := c.State.Running != nil
-		c.Started, c.Ready = &running, running
-	}
-	for i := range st.InitContainerStatuses {
-		c := &st.InitContainerStatuses[i]
-		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
-	}
+	podtest.MarkProbed(st)
 }
 
 func (p *fakeProber) LivenessUpdates() <-chan prober.Update  { return p.liveness }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/admission"
@@ -303,6 +305,56 @@ func TestNewValidates(t *testing.T) {
 			_, err := New(opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New error = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// fixedNode is a node getter with a fixed node object (nil: not known yet).
+type fixedNode struct{ node *v1.Node }
+
+func (f fixedNode) Node() (*v1.Node, bool) { return f.node, f.node != nil }
+
+// fixedAllocatable is the kubelet's own allocatable, never changing.
+type fixedAllocatable v1.ResourceList
+
+func (a fixedAllocatable) Allocatable() v1.ResourceList { return v1.ResourceList(a) }
+
+// Requests are admitted against the node object's allocatable when the
+// kubelet has one, else against its own (upstream's getNodeAnyWay).
+func TestAdmissionAllocatable(t *testing.T) {
+	t.Parallel()
+	needs2CPU := func(name string) *v1.Pod {
+		return staticPod(name, "uid-"+name, func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
+		})
+	}
+	own := fixedAllocatable{v1.ResourceCPU: resource.MustParse("1")}
+	bigNode := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+		Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}}
+	for _, tc := range []struct {
+		desc       string
+		node       *v1.Node
+		wantReason string
+	}{
+		{desc: "no node object: the kubelet's own allocatable", wantReason: "OutOfcpu"},
+		{desc: "the node object's allocatable", node: bigNode},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(o *Options) { o.Parts.Resources, o.Parts.Node = own, fixedNode{tc.node} })
+			pod := needs2CPU("p")
+			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
+			st, _ := e.k.status.GetPodStatus(pod.UID)
+			if tc.wantReason == "" {
+				if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-p" || st.Phase == v1.PodFailed {
+					t.Errorf("worker updates = %v, status %+v; want the pod admitted", got, st)
+				}
+				return
+			}
+			if st.Phase != v1.PodFailed || st.Reason != tc.wantReason ||
+				st.Message != "Pod was rejected: Node didn't have enough resource: cpu, requested: 2000, used: 0, capacity: 1000" {
+				t.Errorf("status = %+v, want rejected with %s", st, tc.wantReason)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
 func newGenerator(t *testing.T) *Generator {
@@ -32,15 +33,7 @@ func newGenerator(t *testing.T) *Generator {
 type fakeProbes struct{}
 
 func (fakeProbes) UpdatePodStatus(_ k8stypes.UID, st *v1.PodStatus) {
-	for i := range st.ContainerStatuses {
-		c := &st.ContainerStatuses[i]
-		running := c.State.Running != nil
-		c.Started, c.Ready = &running, running
-	}
-	for i := range st.InitContainerStatuses {
-		c := &st.InitContainerStatuses[i]
-		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
-	}
+	podtest.MarkProbed(st)
 }
 
 func rtStatus(name, id string, state kubecontainer.State, created int64, code int) *kubecontainer.ContainerStatus {

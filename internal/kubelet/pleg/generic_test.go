@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -281,16 +282,7 @@ func TestRunRelistsEveryPeriodUntilCancelled(t *testing.T) {
 }
 
 // waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+var waitFor = waitfor.Condition
 
 // globalTimeIs reports whether the cache's global timestamp is exactly ts: a
 // waiter on a pod nobody has is answered for ts-1ns but not for ts.

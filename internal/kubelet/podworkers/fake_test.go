@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 // TestMain fails the package if any goroutine (a pod worker) outlives the tests;
@@ -184,16 +185,7 @@ func (h *harness) step(t *testing.T, d time.Duration) {
 	h.clk.Step(d)
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+var waitFor = waitfor.Condition
 
 func ptr[T any](v T) *T { return &v }
 

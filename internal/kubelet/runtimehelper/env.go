@@ -350,7 +350,8 @@ func serviceEnvVars(s *v1.Service) []kuberuntime.EnvVar {
 	return vars
 }
 
-// fieldRef resolves a downward API field of the pod.
+// fieldRef resolves a downward API field of the pod: the spec and status
+// fields env variables may use, and the metadata fields (volumes.PodFieldValue).
 func (r *envResolver) fieldRef(pod *v1.Pod, fs *v1.ObjectFieldSelector, podIP string, podIPs []string) (string, error) {
 	if fs.APIVersion != "" && fs.APIVersion != "v1" {
 		return "", fmt.Errorf("unsupported fieldRef apiVersion %q", fs.APIVersion)
@@ -360,16 +361,6 @@ func (r *envResolver) fieldRef(pod *v1.Pod, fs *v1.ObjectFieldSelector, podIP st
 		podIP = podIPs[0]
 	}
 	switch path := fs.FieldPath; path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return volumes.FormatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return volumes.FormatMap(pod.Annotations), nil
 	case "spec.nodeName":
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
@@ -384,23 +375,9 @@ func (r *envResolver) fieldRef(pod *v1.Pod, fs *v1.ObjectFieldSelector, podIP st
 	case "status.podIPs":
 		return strings.Join(podIPs, ","), nil
 	default:
-		if key, ok := subscript(path, "metadata.labels"); ok {
-			return pod.Labels[key], nil
-		}
-		if key, ok := subscript(path, "metadata.annotations"); ok {
-			return pod.Annotations[key], nil
-		}
-		return "", fmt.Errorf("unsupported fieldPath %q", path)
+		// metadata.* as the downwardAPI volume resolves it.
+		return volumes.PodFieldValue(pod, path)
 	}
-}
-
-// subscript parses prefix['key'].
-func subscript(path, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, prefix+"['")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "']")
 }
 
 // resourceFieldRef resolves requests/limits of this or another container of

@@ -14,7 +14,8 @@
 // final and their resources are reclaimed. Without one (a standalone kubelet)
 // the store is only read locally (the kubelet's pods endpoint).
 //
-// Only internal/kubelet (the coordinator) and internal/app may import it.
+// Only internal/kubelet (the coordinator, and its apistatus) and internal/app may
+// import it.
 package status
 
 import (

@@ -65,7 +65,7 @@ func (m *Manager) collectDownwardAPI(pod *v1.Pod, src *v1.DownwardAPIVolumeSourc
 		var err error
 		switch {
 		case item.FieldRef != nil:
-			value, err = podFieldValue(pod, item.FieldRef.FieldPath)
+			value, err = PodFieldValue(pod, item.FieldRef.FieldPath)
 		case item.ResourceFieldRef != nil:
 			value, err = resources.ResolveFieldRef(item.ResourceFieldRef, pod, nil, m.allocatable())
 		default:
@@ -84,11 +84,12 @@ func (m *Manager) collectDownwardAPI(pod *v1.Pod, src *v1.DownwardAPIVolumeSourc
 	return payload, nil
 }
 
-// podFieldValue returns the value of a downwardAPI volume fieldRef: metadata.name,
+// PodFieldValue returns the value of a downward API metadata fieldRef (a
+// downwardAPI volume item or an env variable): metadata.name,
 // metadata.namespace, metadata.uid, metadata.labels, metadata.annotations (as sorted
 // key="value" lines, values quoted Go-style, no trailing newline) and single
 // metadata.labels['key'] / metadata.annotations['key'].
-func podFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
+func PodFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
 	if path, key, ok := splitSubscript(fieldPath); ok {
 		switch path {
 		case "metadata.labels":

@@ -10,8 +10,10 @@
 // that know the kubelet's tree keep working. Other volume types (and the
 // API-backed ones without Objects) are refused with an error naming the volume.
 //
-// Only the kubelet coordinator (internal/kubelet) may import it. Of this project it
-// imports only the leaf internal/cgroupfs (its mountinfo unescaping).
+// Only the kubelet coordinator (internal/kubelet), its runtime helper and
+// internal/app may import it. Of this project it imports only the leaves
+// internal/cgroupfs (its mountinfo unescaping) and internal/kubelet/resources
+// (the downward API's resourceFieldRef).
 package volumes
 
 import (

@@ -34,3 +34,17 @@ func StaticPod(name, uid string, mods ...func(*v1.Pod)) *v1.Pod {
 
 // Ptr returns a pointer to v.
 func Ptr[T any](v T) *T { return &v }
+
+// MarkProbed sets what a prober with every probe passing would: running
+// containers started and ready, init containers that exited 0 ready.
+func MarkProbed(st *v1.PodStatus) {
+	for i := range st.ContainerStatuses {
+		c := &st.ContainerStatuses[i]
+		running := c.State.Running != nil
+		c.Started, c.Ready = &running, running
+	}
+	for i := range st.InitContainerStatuses {
+		c := &st.InitContainerStatuses[i]
+		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
+	}
+}
