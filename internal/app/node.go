@@ -34,11 +34,9 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	lc := newLifecycle(logger)
 	defer lc.shutdown()
 	if cfg.ContainerRuntime == RuntimeDocker {
-		svc, srv, err := startShim(ctx, cfg, reg, logger)
-		if err != nil {
+		if _, err := startShim(ctx, cfg, reg, lc, logger); err != nil {
 			return err
 		}
-		lc.onStop("dockershim", func() { _ = srv.Close(); _ = svc.Close() })
 	}
 	clients, err := dialCRI(ctx, cfg, reg, logger)
 	if err != nil {

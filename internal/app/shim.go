@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -36,13 +37,14 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 	}, nil
 }
 
-// startShim builds the dockershim, waits for Docker, and starts its gRPC server on
-// --container-runtime-endpoint. With reg, its operation metrics join the
-// kubelet's registry. The caller closes both, server first.
-func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger *zap.Logger) (*dockershim.Service, *server.Server, error) {
+// startShim builds the dockershim, waits for Docker, starts its gRPC server on
+// --container-runtime-endpoint and waits until it serves. With reg, its
+// operation metrics join the kubelet's registry. lc closes both at shutdown,
+// the server first.
+func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, lc *lifecycle, logger *zap.Logger) (*server.Server, error) {
 	opts, err := shimOptions(cfg, logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	unary := []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()}
 	stream := []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()}
@@ -50,56 +52,65 @@ func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, logg
 		// Outside the error mapping, so the metrics see the codes clients see.
 		m, err := server.NewMetrics(reg)
 		if err != nil {
-			return nil, nil, fmt.Errorf("dockershim metrics: %w", err)
+			return nil, fmt.Errorf("dockershim metrics: %w", err)
 		}
 		unary = append([]grpc.UnaryServerInterceptor{m.Unary()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{m.Stream()}, stream...)
 	}
 	svc, err := dockershim.New(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := svc.Start(ctx); err != nil {
+	if err := lc.start("dockershim", func() error { return svc.Start(ctx) }, func() {
+		if err := svc.Close(); err != nil {
+			logger.Warn("close dockershim", zap.Error(err))
+		}
+	}); err != nil {
 		_ = svc.Close()
-		return nil, nil, fmt.Errorf("start dockershim: %w", err)
+		return nil, err
 	}
-	srv, err := server.Start(context.WithoutCancel(ctx), server.Options{
-		Endpoint:           cfg.Kubelet.ContainerRuntimeEndpoint,
-		Runtime:            svc,
-		Image:              svc,
-		Logger:             logger.Named("cri-server"),
-		UnaryInterceptors:  unary,
-		StreamInterceptors: stream,
+	var srv *server.Server
+	err = lc.start("CRI server", func() error {
+		srv, err = server.Start(context.WithoutCancel(ctx), server.Options{
+			Endpoint: cfg.Kubelet.ContainerRuntimeEndpoint, Runtime: svc, Image: svc, Logger: logger.Named("cri-server"),
+			UnaryInterceptors: unary, StreamInterceptors: stream,
+		})
+		return err
+	}, func() {
+		if err := srv.Close(); err != nil {
+			logger.Warn("close CRI server", zap.Error(err))
+		}
 	})
 	if err != nil {
-		_ = svc.Close()
-		return nil, nil, fmt.Errorf("start CRI server: %w", err)
+		return nil, err
 	}
-	<-srv.Ready()
-	return svc, srv, nil
+	return srv, lc.waitReady(ctx, "CRI server", func() error {
+		select {
+		case <-srv.Ready():
+			return nil
+		default:
+			return errors.New("not serving yet")
+		}
+	})
 }
 
 // runShimOnly serves the dockershim CRI endpoint until ctx is cancelled (SIGTERM or
 // SIGINT) or the server fails, then stops in reverse order.
 func runShimOnly(ctx context.Context, cfg *Config, logger *zap.Logger) error {
-	svc, srv, err := startShim(ctx, cfg, nil, logger)
+	lc := newLifecycle(logger)
+	defer lc.shutdown()
+	srv, err := startShim(ctx, cfg, nil, lc, logger)
 	if err != nil {
 		return err
 	}
 	logger.Info("dockershim serving", zap.String("endpoint", cfg.Kubelet.ContainerRuntimeEndpoint))
 	notifyReady(logger)
-	var runErr error
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down", zap.Error(context.Cause(ctx)))
-	case runErr = <-srv.Err():
-		logger.Error("CRI server failed", zap.Error(runErr))
+		return nil
+	case err := <-srv.Err():
+		logger.Error("CRI server failed", zap.Error(err))
+		return err
 	}
-	if err := srv.Close(); err != nil {
-		logger.Warn("close CRI server", zap.Error(err))
-	}
-	if err := svc.Close(); err != nil {
-		logger.Warn("close dockershim", zap.Error(err))
-	}
-	return runErr
 }

@@ -354,7 +354,7 @@ func startRuntimeEnv(t *testing.T) *runtimeEnv {
 	s := kubelet.Start(t, shim.Options{})
 	rt, images := s.Dial(t, 30*time.Second)
 	m, err := kuberuntime.New(kuberuntime.Options{Runtime: rt, Images: images, Helper: &podsHelper{dir: filepath.Join(s.Dir, "pods")},
-		Logger: zaptest.NewLogger(t), PodLogsDir: filepath.Join(s.Dir, "podlogs"), RuntimeName: "docker", SerializeImagePulls: true})
+		Logger: zaptest.NewLogger(t), PodLogsDir: filepath.Join(s.Dir, "podlogs"), RuntimeName: "docker", SerializeImagePulls: true, MachineMemoryBytes: 8 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,9 @@
 //	m, err := kuberuntime.New(kuberuntime.Options{
 //		Runtime:     runtimeService, // internalapi.RuntimeService
 //		Images:      imageService,   // internalapi.ImageManagerService
-//		Helper:      kubelet,        // kuberuntime.RuntimeHelper
+//		Helper:      runtimeHelper,  // kuberuntime.RuntimeHelper
 //		RuntimeName: "docker",
+//		MachineMemoryBytes: machine.MemoryCapacity, // resources.Machine
 //		Logger:      logger,
 //	})
 //	if err != nil {
