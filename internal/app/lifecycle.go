@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -63,22 +62,23 @@ func (l *lifecycle) start(name string, start func() error, stop func()) error {
 // onStop registers a step that only runs at shutdown (closing a client).
 func (l *lifecycle) onStop(name string, stop func()) { l.push(name, stop) }
 
-// waitReady waits until ready reports nil, for at most readyTimeout.
-func (l *lifecycle) waitReady(ctx context.Context, name string, ready func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	t := time.NewTicker(50 * time.Millisecond)
+// waitReady waits until ready is closed, for at most readyTimeout. A
+// component that is ready counts as ready even when ctx has ended meanwhile.
+func (l *lifecycle) waitReady(ctx context.Context, name string, ready <-chan struct{}) error {
+	t := time.NewTimer(readyTimeout)
 	defer t.Stop()
-	for {
-		err := ready()
-		if err == nil {
-			return nil
-		}
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
 		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w", name, errors.Join(err, context.Cause(ctx)))
-		case <-t.C:
+		case <-ready:
+			return nil
+		default:
 		}
+		return fmt.Errorf("%s not ready: %w", name, context.Cause(ctx))
+	case <-t.C:
+		return fmt.Errorf("%s not ready after %s", name, readyTimeout)
 	}
 }
 

@@ -46,20 +46,21 @@ func TestLifecycleStopsInReverseOrder(t *testing.T) {
 func TestLifecycleWaitReady(t *testing.T) {
 	t.Parallel()
 	lc := newLifecycle(zaptest.NewLogger(t))
-	calls := 0
-	if err := lc.waitReady(context.Background(), "x", func() error {
-		calls++
-		if calls < 3 {
-			return errors.New("not yet")
-		}
-		return nil
-	}); err != nil || calls != 3 {
-		t.Errorf("waitReady = %v after %d calls", err, calls)
+	ready := make(chan struct{})
+	time.AfterFunc(20*time.Millisecond, func() { close(ready) })
+	if err := lc.waitReady(context.Background(), "x", ready); err != nil {
+		t.Errorf("waitReady = %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err := lc.waitReady(ctx, "never", func() error { return errors.New("still starting") })
-	if err == nil || !strings.Contains(err.Error(), "never not ready") || !strings.Contains(err.Error(), "still starting") {
+	// Ready wins over an ended context.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lc.waitReady(ended, "x", ready); err != nil {
+		t.Errorf("waitReady of a ready component with an ended ctx = %v", err)
+	}
+	ctx, cancel2 := context.WithCancelCause(context.Background())
+	time.AfterFunc(20*time.Millisecond, func() { cancel2(errors.New("terminated")) })
+	err := lc.waitReady(ctx, "never", make(chan struct{}))
+	if err == nil || !strings.Contains(err.Error(), "never not ready: terminated") {
 		t.Errorf("waitReady = %v", err)
 	}
 }

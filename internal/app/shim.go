@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -84,14 +83,7 @@ func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, lc *
 	if err != nil {
 		return nil, err
 	}
-	return srv, lc.waitReady(ctx, "CRI server", func() error {
-		select {
-		case <-srv.Ready():
-			return nil
-		default:
-			return errors.New("not serving yet")
-		}
-	})
+	return srv, lc.waitReady(ctx, "CRI server", srv.Ready())
 }
 
 // runShimOnly serves the dockershim CRI endpoint until ctx is cancelled (SIGTERM or

@@ -99,7 +99,7 @@ func TestIntegrationStatusNeverGoesBackwards(t *testing.T) {
 			Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: finished, FinishedAt: finished}}
 		m1 := newAPIManager(t, nc, node, nil)
 		m1.SetPodStatus(pod, first)
-		m1.syncBatch(context.Background(), false)
+		syncUntilAcked(t, m1, pod.UID)
 
 		// A new kubelet with a stale pod copy: a's restart count went down, b
 		// (the same container) is running again, and the pod became ready.
@@ -134,7 +134,7 @@ func TestIntegrationStatusNeverGoesBackwards(t *testing.T) {
 			ExitCode: 0, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
 		m1 := newAPIManager(t, nc, node, nil)
 		m1.SetPodStatus(pod, done)
-		m1.syncBatch(context.Background(), false)
+		syncUntilAcked(t, m1, pod.UID)
 
 		stale := pod.DeepCopy()
 		stale.Status = v1.PodStatus{}
@@ -330,4 +330,26 @@ func waitGone(t *testing.T, client kubernetes.Interface, namespace, name string)
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("pod %s/%s still exists", namespace, name)
+}
+
+// syncUntilAcked syncs m until the API server acknowledged the pod's latest
+// status, as the real resync would: right after a pod is created the Node
+// authorizer may not know it is bound to the node yet (403 on the GET).
+func syncUntilAcked(t *testing.T, m syncedManager, uid k8stypes.UID) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.syncBatch(context.Background(), false)
+		m.mu.RLock()
+		a, ok := m.acked[uid]
+		acked := ok && a.version == m.pods[uid].version
+		m.mu.RUnlock()
+		if acked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of pod %s not acknowledged within 10s (ack %+v)", uid, a)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
