@@ -45,8 +45,8 @@ func startShim(ctx context.Context, cfg *Config, reg prometheus.Registerer, lc *
 	if err != nil {
 		return nil, err
 	}
-	unary := []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()}
-	stream := []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()}
+	unary := []grpc.UnaryServerInterceptor{dockershim.EdgeInterceptor()}
+	stream := []grpc.StreamServerInterceptor{dockershim.StreamEdgeInterceptor()}
 	if reg != nil {
 		// Outside the error mapping, so the metrics see the codes clients see.
 		m, err := server.NewMetrics(reg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -44,7 +43,7 @@ func (s *Service) StopContainer(ctx context.Context, req *runtimeapi.StopContain
 	if j.State != nil && !j.State.Running {
 		return &runtimeapi.StopContainerResponse{}, nil
 	}
-	grace := time.Duration(req.GetTimeout()) * time.Second
+	grace := seconds(req.GetTimeout())
 	if err := s.docker.StopContainer(ctx, j.ID, grace); err != nil && !errors.Is(err, libdocker.ErrNotFound) {
 		return nil, fmt.Errorf("stop container %s: %w", j.ID, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -67,19 +66,4 @@ func ToGRPC(err error) error {
 		}
 	}
 	return status.Error(codes.Unknown, err.Error())
-}
-
-// ErrorInterceptor converts handler errors to gRPC codes at the edge.
-func ErrorInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		resp, err := h(ctx, req)
-		return resp, ToGRPC(err)
-	}
-}
-
-// StreamErrorInterceptor converts streaming handler errors to gRPC codes at the edge.
-func StreamErrorInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return ToGRPC(h(srv, ss))
-	}
 }

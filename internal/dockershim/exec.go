@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -29,7 +28,7 @@ func (s *Service) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 	stdout, stderr := &cappedBuffer{max: maxExecSyncOutput}, &cappedBuffer{max: maxExecSyncOutput}
 	code, err := streaming.Exec(ctx, s.docker, streaming.ExecParams{
 		ContainerID: j.ID, Cmd: req.GetCmd(), Stdout: stdout, Stderr: stderr,
-		Timeout: time.Duration(req.GetTimeout()) * time.Second,
+		Timeout: seconds(req.GetTimeout()),
 	})
 	if err != nil {
 		if errors.Is(err, streaming.ErrExecTimeout) {

@@ -163,8 +163,8 @@ func startShim(t testing.TB, e *shimEnv) *shim {
 	sock := filepath.Join(filepath.Dir(e.root), "cri.sock")
 	srv, err := server.Start(ctx, server.Options{
 		Endpoint: "unix://" + sock, Runtime: svc, Image: svc, Logger: logger,
-		UnaryInterceptors:  []grpc.UnaryServerInterceptor{dockershim.ErrorInterceptor()},
-		StreamInterceptors: []grpc.StreamServerInterceptor{dockershim.StreamErrorInterceptor()},
+		UnaryInterceptors:  []grpc.UnaryServerInterceptor{dockershim.EdgeInterceptor()},
+		StreamInterceptors: []grpc.StreamServerInterceptor{dockershim.StreamEdgeInterceptor()},
 	})
 	if err != nil {
 		t.Fatal(err)

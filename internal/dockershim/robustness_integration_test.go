@@ -209,7 +209,7 @@ func TestIntegrationBadInput(t *testing.T) {
 			return err
 		}, codes.NotFound, "container_id"},
 		{"checkpoint", func() error {
-			_, err := s.rt.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: "x"})
+			_, err := s.rt.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: "ffffffffffff"})
 			return err
 		}, codes.Unimplemented, "CRIU"},
 	} {

@@ -1,0 +1,242 @@
+package dockershim
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/distribution/reference"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The one check of what a CRI client sends, run at the shim's gRPC edge
+// (EdgeInterceptor) before any handler, so that nothing unchecked reaches the
+// Docker API (whose paths embed IDs and image references) or a path on disk:
+//
+//   - container and sandbox IDs are Docker's hex form: 64 lowercase hex digits
+//     or a prefix of them (Docker resolves a unique prefix);
+//   - an image is, in this order, an image ID (sha256:<64 hex> or 64 hex), a
+//     digest reference, or a name that parses under the reference grammar
+//     (so no ".." segments, "?", "#", spaces or control characters);
+//   - required messages and sub-messages are present;
+//   - a container's log_path stays inside its sandbox's log_directory;
+//   - DNS servers are IP addresses, and DNS searches and options hold no
+//     white space or control characters (each becomes one resolv.conf line).
+//
+// Every refusal is InvalidArgument naming the field.
+
+// dockerID matches a Docker container ID or a prefix of one.
+var dockerID = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
+
+// imageID matches an image ID without (64 hex) or with its algorithm.
+var imageID = regexp.MustCompile(`^(sha256:)?[0-9a-f]{64}$`)
+
+// checkID checks a required container or sandbox ID.
+func checkID(field, id string) error {
+	if id == "" {
+		return invalidArg(field, "must not be empty")
+	}
+	return checkOptionalID(field, id)
+}
+
+// checkOptionalID checks an ID that may be empty (a list filter).
+func checkOptionalID(field, id string) error {
+	if id != "" && !dockerID.MatchString(id) {
+		return invalidArg(field, "%q is not a container ID (1 to 64 lowercase hex digits)", id)
+	}
+	return nil
+}
+
+// checkImage checks a required image reference.
+func checkImage(field string, img *runtimeapi.ImageSpec) error {
+	if img.GetImage() == "" { // a missing image spec included
+		return invalidArg(field+".image", "must not be empty")
+	}
+	return checkImageRef(field+".image", img.GetImage())
+}
+
+// checkImageRef checks an image ID, a digest reference or a named reference,
+// in that order.
+func checkImageRef(field, ref string) error {
+	if imageID.MatchString(ref) {
+		return nil
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return invalidArg(field, "%q is neither an image ID nor a valid image reference: %v", ref, err)
+	}
+	if strings.Contains(ref, "@") {
+		if _, ok := named.(reference.Canonical); !ok {
+			return invalidArg(field, "%q: the digest does not parse", ref)
+		}
+	}
+	return nil
+}
+
+// checkLogPath keeps a container's log path (relative to the sandbox's log
+// directory) inside that directory.
+func checkLogPath(field, p string) error {
+	if p == "" {
+		return nil
+	}
+	if filepath.IsAbs(p) || !filepath.IsLocal(p) || hasControl(p) {
+		return invalidArg(field, "%q must be a relative path inside the sandbox's log_directory", p)
+	}
+	return nil
+}
+
+// checkDNS checks what becomes resolv.conf lines.
+func checkDNS(field string, dns *runtimeapi.DNSConfig) error {
+	for _, s := range dns.GetServers() {
+		if _, err := netip.ParseAddr(s); err != nil {
+			return invalidArg(field+".servers", "%q is not an IP address", s)
+		}
+	}
+	for _, list := range []struct {
+		name   string
+		values []string
+	}{{"searches", dns.GetSearches()}, {"options", dns.GetOptions()}} {
+		for _, v := range list.values {
+			if v == "" || strings.IndexFunc(v, unicode.IsSpace) >= 0 || hasControl(v) {
+				return invalidArg(field+"."+list.name, "%q must be one word without white space or control characters", v)
+			}
+		}
+	}
+	return nil
+}
+
+func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
+
+// checkSandboxConfig checks a sandbox configuration's required parts.
+func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
+	if cfg == nil {
+		return invalidArg(field, "must be set")
+	}
+	if cfg.GetMetadata() == nil {
+		return invalidArg(field+".metadata", "must be set")
+	}
+	return checkDNS(field+".dns_config", cfg.GetDnsConfig())
+}
+
+// checkCreateContainer checks a CreateContainer request.
+func checkCreateContainer(r *runtimeapi.CreateContainerRequest) error {
+	if err := checkID("pod_sandbox_id", r.GetPodSandboxId()); err != nil {
+		return err
+	}
+	cfg := r.GetConfig()
+	if cfg == nil {
+		return invalidArg("config", "must be set")
+	}
+	if cfg.GetMetadata() == nil {
+		return invalidArg("config.metadata", "must be set")
+	}
+	if err := checkImage("config.image", cfg.GetImage()); err != nil {
+		return err
+	}
+	if err := checkLogPath("config.log_path", cfg.GetLogPath()); err != nil {
+		return err
+	}
+	return checkSandboxConfig("sandbox_config", r.GetSandboxConfig())
+}
+
+// validateRequest checks one CRI request; see the comment at the top.
+func validateRequest(req any) error {
+	switch r := req.(type) {
+	case *runtimeapi.RunPodSandboxRequest:
+		return checkSandboxConfig("config", r.GetConfig())
+	case *runtimeapi.CreateContainerRequest:
+		return checkCreateContainer(r)
+	case interface{ GetPodSandboxId() string }:
+		// Stop/Remove/Status/Stats of a sandbox, PortForward,
+		// UpdatePodSandboxResources, CheckpointPod.
+		return checkID("pod_sandbox_id", r.GetPodSandboxId())
+	case interface{ GetContainerId() string }:
+		// Start/Stop/Remove/Status/Stats/UpdateResources/ReopenLog of a
+		// container, ExecSync, Exec, Attach, CheckpointContainer.
+		return checkID("container_id", r.GetContainerId())
+	case interface{ GetImage() *runtimeapi.ImageSpec }:
+		// PullImage, ImageStatus, RemoveImage.
+		return checkImage("image", r.GetImage())
+	case interface {
+		GetFilter() *runtimeapi.PodSandboxFilter
+	}:
+		return checkOptionalID("filter.id", r.GetFilter().GetId())
+	case interface {
+		GetFilter() *runtimeapi.PodSandboxStatsFilter
+	}:
+		return checkOptionalID("filter.id", r.GetFilter().GetId())
+	case interface {
+		GetFilter() *runtimeapi.ContainerFilter
+	}:
+		return checkFilterIDs(r.GetFilter().GetId(), r.GetFilter().GetPodSandboxId())
+	case interface {
+		GetFilter() *runtimeapi.ContainerStatsFilter
+	}:
+		return checkFilterIDs(r.GetFilter().GetId(), r.GetFilter().GetPodSandboxId())
+	case interface {
+		GetFilter() *runtimeapi.ImageFilter
+	}:
+		if img := r.GetFilter().GetImage().GetImage(); img != "" {
+			return checkImageRef("filter.image.image", img)
+		}
+	}
+	return nil
+}
+
+func checkFilterIDs(id, sandboxID string) error {
+	if err := checkOptionalID("filter.id", id); err != nil {
+		return err
+	}
+	return checkOptionalID("filter.pod_sandbox_id", sandboxID)
+}
+
+// EdgeInterceptor is the shim's gRPC edge for unary calls: it validates the
+// request (validateRequest) before the handler runs and converts the
+// handler's errors to gRPC codes (ToGRPC).
+func EdgeInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if err := validateRequest(req); err != nil {
+			return nil, ToGRPC(err)
+		}
+		resp, err := h(ctx, req)
+		return resp, ToGRPC(err)
+	}
+}
+
+// StreamEdgeInterceptor is EdgeInterceptor for server-streaming calls: the
+// request is validated as the handler receives it.
+func StreamEdgeInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return ToGRPC(h(srv, validatingStream{ss}))
+	}
+}
+
+// validatingStream validates every message a streaming handler receives.
+type validatingStream struct{ grpc.ServerStream }
+
+func (s validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return validateRequest(m)
+}
+
+// seconds converts a CRI timeout in seconds to a duration, clamped to what a
+// time.Duration holds (a huge timeout must not overflow into a negative one,
+// which would mean an immediate kill); negative is 0.
+func seconds(n int64) time.Duration {
+	const maxSeconds = int64(math.MaxInt64 / int64(time.Second))
+	switch {
+	case n <= 0:
+		return 0
+	case n > maxSeconds:
+		return time.Duration(maxSeconds) * time.Second
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,186 @@
+//go:build linux
+
+package dockershim_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// wantInvalid fails unless err is InvalidArgument naming field.
+func wantInvalid(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), field) {
+		t.Errorf("%s: got %v, want InvalidArgument naming %s", what, err, field)
+	}
+}
+
+// An image reference that is a path reaches neither Docker's API path nor a
+// container of someone else: RemoveImage of "../containers/<id>" used to delete
+// that (non-Kubernetes) container.
+func TestIntegrationHostileImageReferences(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	out, err := exec.Command("docker", "create", "--label", testLabel+"="+e.runID, busyboxImage, "true").Output()
+	if err != nil {
+		t.Fatalf("docker create: %v", err)
+	}
+	victim := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", victim).Run() })
+
+	for _, ref := range []string{"../containers/" + victim, "../containers/" + victim + "?force=1", "busybox#x", "busy box", "busybox\nx"} {
+		_, err := s.img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		wantInvalid(t, "RemoveImage "+ref, err, "image.image")
+		_, err = s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		wantInvalid(t, "ImageStatus "+ref, err, "image.image")
+		_, err = s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		wantInvalid(t, "PullImage "+ref, err, "image.image")
+	}
+	if err := exec.Command("docker", "inspect", victim).Run(); err != nil {
+		t.Fatalf("the non-Kubernetes container %s is gone: %v", victim, err)
+	}
+	for _, id := range []string{"../" + victim, victim + "/json", strings.ToUpper(victim)} {
+		_, err := s.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+		wantInvalid(t, "RemoveContainer "+id, err, "container_id")
+		_, err = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		wantInvalid(t, "StopPodSandbox "+id, err, "pod_sandbox_id")
+	}
+	// A real image still works by name and by ID.
+	st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage}})
+	if err != nil || st.GetImage() == nil {
+		t.Fatalf("ImageStatus %s: %v %v", busyboxImage, st, err)
+	}
+	if st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: st.Image.Id}}); err != nil || st.GetImage() == nil {
+		t.Fatalf("ImageStatus by ID: %v %v", st, err)
+	}
+}
+
+// A container's log path cannot leave its sandbox's log directory: a
+// CreateContainer with log_path "../../x.log" used to write outside it.
+func TestIntegrationLogPathConfined(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	cfg := s.sandboxConfig("logs")
+	cfg.LogDirectory = filepath.Join(e.logDir, "ns_logs_uid")
+	sbID := s.runSandbox(cfg)
+	escape := "escape-" + e.runID + ".log"
+	for _, p := range []string{"../../" + escape, filepath.Join(e.logDir, escape)} {
+		c := containerConfig("esc", "echo", "hello")
+		c.LogPath = p
+		_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: cfg})
+		wantInvalid(t, "CreateContainer log_path "+p, err, "config.log_path")
+	}
+	for _, p := range []string{filepath.Join(filepath.Dir(e.logDir), escape), filepath.Join(e.logDir, escape)} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a log file was written outside the sandbox's log directory: %s", p)
+		}
+	}
+}
+
+// DNS servers, searches and options become resolv.conf lines: a newline in
+// one used to add lines of the client's choosing.
+func TestIntegrationDNSInjection(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		field string
+		dns   *runtimeapi.DNSConfig
+	}{
+		{"dns_config.servers", &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10\nnameserver 6.6.6.6"}}},
+		{"dns_config.searches", &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}, Searches: []string{"svc.local\nnameserver 6.6.6.6"}}},
+		{"dns_config.options", &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}, Options: []string{"ndots:5 rotate"}}},
+	} {
+		cfg := s.sandboxConfig("dns")
+		cfg.DnsConfig = tc.dns
+		resp, err := s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+		if err == nil {
+			removeSandboxDirect(resp.PodSandboxId)
+		}
+		wantInvalid(t, "RunPodSandbox "+tc.field, err, tc.field)
+	}
+}
+
+// Every RPC with an empty request (nil sub-messages) answers with a status
+// (InvalidArgument, NotFound, Unimplemented or OK), never a panic, and the
+// server keeps serving.
+func TestIntegrationEmptyRequests(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	rt, img := s.rt, s.img
+	calls := map[string]func() error{
+		"RunPodSandbox":    func() error { _, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{}); return err },
+		"StopPodSandbox":   func() error { _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{}); return err },
+		"RemovePodSandbox": func() error { _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{}); return err },
+		"PodSandboxStatus": func() error { _, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{}); return err },
+		"ListPodSandbox":   func() error { _, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); return err },
+		"CreateContainer":  func() error { _, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{}); return err },
+		"CreateContainerNoLinux": func() error {
+			_, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: "ffffffffffff",
+				Config:        &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: busyboxImage}},
+				SandboxConfig: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p"}}})
+			return err
+		},
+		"StartContainer":  func() error { _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{}); return err },
+		"StopContainer":   func() error { _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{}); return err },
+		"RemoveContainer": func() error { _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{}); return err },
+		"ListContainers":  func() error { _, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); return err },
+		"ContainerStatus": func() error { _, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{}); return err },
+		"UpdateResources": func() error {
+			_, err := rt.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{})
+			return err
+		},
+		"ReopenLog": func() error {
+			_, err := rt.ReopenContainerLog(ctx, &runtimeapi.ReopenContainerLogRequest{})
+			return err
+		},
+		"ExecSync":       func() error { _, err := rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{}); return err },
+		"Exec":           func() error { _, err := rt.Exec(ctx, &runtimeapi.ExecRequest{}); return err },
+		"Attach":         func() error { _, err := rt.Attach(ctx, &runtimeapi.AttachRequest{}); return err },
+		"PortForward":    func() error { _, err := rt.PortForward(ctx, &runtimeapi.PortForwardRequest{}); return err },
+		"ContainerStats": func() error { _, err := rt.ContainerStats(ctx, &runtimeapi.ContainerStatsRequest{}); return err },
+		"ListStats": func() error {
+			_, err := rt.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{})
+			return err
+		},
+		"PodSandboxStats": func() error { _, err := rt.PodSandboxStats(ctx, &runtimeapi.PodSandboxStatsRequest{}); return err },
+		"ListSandboxStats": func() error {
+			_, err := rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+			return err
+		},
+		"UpdateRuntimeConfig": func() error {
+			_, err := rt.UpdateRuntimeConfig(ctx, &runtimeapi.UpdateRuntimeConfigRequest{})
+			return err
+		},
+		"Status": func() error { _, err := rt.Status(ctx, &runtimeapi.StatusRequest{}); return err },
+		"Checkpoint": func() error {
+			_, err := rt.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{})
+			return err
+		},
+		"RuntimeConfig": func() error { _, err := rt.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{}); return err },
+		"ListImages":    func() error { _, err := img.ListImages(ctx, &runtimeapi.ListImagesRequest{}); return err },
+		"ImageStatus":   func() error { _, err := img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{}); return err },
+		"PullImage":     func() error { _, err := img.PullImage(ctx, &runtimeapi.PullImageRequest{}); return err },
+		"RemoveImage":   func() error { _, err := img.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{}); return err },
+		"ImageFsInfo":   func() error { _, err := img.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{}); return err },
+	}
+	allowed := map[codes.Code]bool{codes.OK: true, codes.InvalidArgument: true, codes.NotFound: true, codes.Unimplemented: true}
+	for name, call := range calls {
+		if err := call(); !allowed[status.Code(err)] {
+			t.Errorf("%s with an empty request: %v", name, err)
+		}
+	}
+	if _, err := rt.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatalf("the server stopped answering: %v", err)
+	}
+}
