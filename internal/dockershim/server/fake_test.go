@@ -57,3 +57,13 @@ func (fakeImage) ListImages(_ context.Context, req *runtimeapi.ListImagesRequest
 	}
 	return &runtimeapi.ListImagesResponse{Images: images}, nil
 }
+
+// ContainerStatus panics, as a handler bug would.
+func (f *fakeRuntime) ContainerStatus(context.Context, *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
+	panic("boom")
+}
+
+// GetContainerEvents panics, as a streaming handler bug would.
+func (f *fakeRuntime) GetContainerEvents(*runtimeapi.GetEventsRequest, runtimeapi.RuntimeService_GetContainerEventsServer) error {
+	panic("stream boom")
+}

@@ -120,11 +120,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// newGRPCServer builds the gRPC server with the logging interceptors first
-// and registers both CRI services.
+// newGRPCServer builds the gRPC server with the logging interceptors first,
+// then Options', then the panic recovery (recover.go), and registers both CRI
+// services.
 func newGRPCServer(logger *zap.Logger, opts Options) *grpc.Server {
 	unary := append([]grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(logger)}, opts.UnaryInterceptors...)
+	unary = append(unary, recoverUnary(logger))
 	stream := append([]grpc.StreamServerInterceptor{logging.StreamServerInterceptor(logger)}, opts.StreamInterceptors...)
+	stream = append(stream, recoverStream(logger))
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
