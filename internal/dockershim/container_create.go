@@ -14,7 +14,8 @@ import (
 
 // CreateContainer creates a container in a sandbox, in these steps:
 //  1. validate the request and refuse features Docker cannot do;
-//  2. resolve the sandbox (full ID, its namespaces) and the image;
+//  2. resolve the sandbox (full ID, its namespaces), a PID namespace target
+//     (a container of the same sandbox) and the image;
 //  3. build the Docker config (command, env, mounts, security, resources, namespaces);
 //  4. create it under the legacy k8s_ name, with labels that rebuild all state.
 func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
@@ -24,6 +25,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	}
 	sb, err := s.inspect(ctx, "pod_sandbox_id", req.GetPodSandboxId(), typeSandbox)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkPIDTarget(ctx, cfg, sb.ID); err != nil {
 		return nil, err
 	}
 	if _, err := s.docker.InspectImage(ctx, cfg.Image.Image); err != nil {
@@ -44,6 +48,28 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// checkPIDTarget lets a container join the PID namespace of a target (pid
+// mode TARGET, as kubectl debug --target does) only when the target is a
+// container of the same sandbox: Docker would join any container's.
+func (s *Service) checkPIDTarget(ctx context.Context, cfg *runtimeapi.ContainerConfig, sandboxID string) error {
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if ns.GetPid() != runtimeapi.NamespaceMode_TARGET {
+		return nil
+	}
+	const field = "config.linux.security_context.namespace_options.target_id"
+	if ns.GetTargetId() == "" {
+		return invalidArg(field, "must be set with pid mode TARGET")
+	}
+	target, err := s.inspect(ctx, field, ns.GetTargetId(), typeContainer)
+	if err != nil {
+		return err
+	}
+	if target.Config.Labels[labelSandboxID] != sandboxID {
+		return invalidArg(field, "%q is not a container of sandbox %s", ns.GetTargetId(), sandboxID)
+	}
+	return nil
 }
 
 // validateContainerRequest checks required fields and unsupported features.

@@ -142,6 +142,10 @@ func checkCreateContainer(r *runtimeapi.CreateContainerRequest) error {
 	if err := checkLogPath("config.log_path", cfg.GetLogPath()); err != nil {
 		return err
 	}
+	if err := checkOptionalID("config.linux.security_context.namespace_options.target_id",
+		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId()); err != nil {
+		return err
+	}
 	return checkSandboxConfig("sandbox_config", r.GetSandboxConfig())
 }
 

@@ -184,3 +184,38 @@ func TestIntegrationEmptyRequests(t *testing.T) {
 		t.Fatalf("the server stopped answering: %v", err)
 	}
 }
+
+// A container joins the PID namespace of a target only when the target is a
+// container of its own sandbox (Docker would join any container's).
+func TestIntegrationPIDTargetSamePod(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	cfgA, cfgB := s.sandboxConfig("pida"), s.sandboxConfig("pidb")
+	sbA, sbB := s.runSandbox(cfgA), s.runSandbox(cfgB)
+	target := s.createStart(sbA, cfgA, containerConfig("target", "sleep", "60"))
+	out, err := exec.Command("docker", "create", "--label", testLabel+"="+e.runID, busyboxImage, "sleep", "60").Output()
+	if err != nil {
+		t.Fatalf("docker create: %v", err)
+	}
+	outsider := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", outsider).Run() })
+	debug := func(name, targetID string) *runtimeapi.ContainerConfig {
+		c := containerConfig(name, "sleep", "60")
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_TARGET, TargetId: targetID}}}
+		return c
+	}
+	const field = "namespace_options.target_id"
+	_, err = s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbB, Config: debug("other", target), SandboxConfig: cfgB})
+	wantInvalid(t, "target in another sandbox", err, field)
+	_, err = s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbA, Config: debug("outsider", outsider), SandboxConfig: cfgA})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), field) {
+		t.Errorf("target outside Kubernetes: got %v, want NotFound naming %s", err, field)
+	}
+	_, err = s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbA, Config: debug("bad", "../"+target), SandboxConfig: cfgA})
+	wantInvalid(t, "target that is not an ID", err, field)
+	if _, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbA, Config: debug("same", target), SandboxConfig: cfgA}); err != nil {
+		t.Errorf("target in the same sandbox: %v", err)
+	}
+}
