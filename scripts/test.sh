@@ -15,6 +15,8 @@
 #                  with integration tests)
 #      TESTFLAGS   extra go test flags, e.g. TESTFLAGS='-run TestFoo -v'
 #      PKGS        packages to test (default ./...)
+#      FUZZTIME    how long each fuzz target runs after the tests (default 10s;
+#                  0 skips them, e.g. when PKGS narrows the run)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -57,6 +59,21 @@ step "gofmt -l" kds_gofmt_check
 step "go vet ./..." go vet ./...
 step "go build ./..." go build ./...
 step "go test${RACE:+ (RACE=$RACE)}" go_test
+
+# fuzz_short runs every fuzz target of the module for FUZZTIME on top of its
+# committed seed corpus (go test -fuzz takes one target per run).
+fuzz_short() {
+	local pkg target rc=0
+	while read -r pkg target; do
+		printf 'fuzz %s %s\n' "$pkg" "$target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-10s}" "$pkg" || rc=1
+	done < <(grep -rho --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' --with-filename internal |
+		sed -E 's#^(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]*)$#./\1 \2#' | sort -u)
+	return "$rc"
+}
+if [[ ${FUZZTIME:-10s} != 0 ]]; then
+	step "fuzz (${FUZZTIME:-10s} per target)" fuzz_short
+fi
 
 printf '\n=== summary\n'
 printf '%s\n' "${RESULTS[@]}"

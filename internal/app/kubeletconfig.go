@@ -28,12 +28,21 @@ func loadKubeletConfigFile(path string) (*kubeletv1beta1.KubeletConfiguration, e
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	var cfg kubeletv1beta1.KubeletConfiguration
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+	cfg, err := decodeKubeletConfig(data)
+	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
+	return cfg, nil
+}
+
+// decodeKubeletConfig decodes a KubeletConfiguration file's content strictly.
+func decodeKubeletConfig(data []byte) (*kubeletv1beta1.KubeletConfiguration, error) {
+	var cfg kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, err
+	}
 	if cfg.APIVersion != kubeletConfigAPIVersion || cfg.Kind != kubeletConfigKind {
-		return nil, fmt.Errorf("--config %s: apiVersion/kind is %q/%q, want %s/%s", path, cfg.APIVersion, cfg.Kind, kubeletConfigAPIVersion, kubeletConfigKind)
+		return nil, fmt.Errorf("apiVersion/kind is %q/%q, want %s/%s", cfg.APIVersion, cfg.Kind, kubeletConfigAPIVersion, kubeletConfigKind)
 	}
 	return &cfg, nil
 }
