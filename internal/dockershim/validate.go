@@ -2,6 +2,8 @@ package dockershim
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"path/filepath"
@@ -27,12 +29,28 @@ import (
 //   - required messages and sub-messages are present;
 //   - a container's log_path stays inside its sandbox's log_directory;
 //   - DNS servers are IP addresses, and DNS searches and options hold no
-//     white space or control characters (each becomes one resolv.conf line).
+//     white space or control characters (each becomes one resolv.conf line);
+//   - a sandbox's hostname is an RFC 1123 host name of at most 64 characters,
+//     its sysctl names follow upstream's grammar (no path: they become files
+//     under /proc/sys) with values free of control characters;
+//   - CRI label keys are neither the shim's own Docker labels nor in its
+//     annotation space, and hold no ',' (the shim lists them in one label),
+//     white space or control characters.
 //
-// Every refusal is InvalidArgument naming the field.
+// Every refusal is InvalidArgument naming the field, but for the idempotent
+// deletes: StopPodSandbox, RemovePodSandbox, StopContainer and RemoveContainer
+// of an ID that is not in Docker's hex form succeed without reaching Docker,
+// as for any ID that names nothing (the CRI contract; critest's Idempotence
+// specs stop and remove random UUIDs).
 
 // dockerID matches a Docker container ID or a prefix of one.
 var dockerID = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
+
+// hostname matches an RFC 1123 host name (labels of letters, digits and '-').
+var hostname = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$`)
+
+// sysctlName is upstream's sysctl name grammar (dots or slashes between parts).
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
 // imageID matches an image ID without (64 hex) or with its algorithm.
 var imageID = regexp.MustCompile(`^(sha256:)?[0-9a-f]{64}$`)
@@ -45,12 +63,35 @@ func checkID(field, id string) error {
 	return checkOptionalID(field, id)
 }
 
+// errMalformedID marks an ID that cannot name any container.
+var errMalformedID = errors.New("not a container ID (1 to 64 lowercase hex digits)")
+
 // checkOptionalID checks an ID that may be empty (a list filter).
 func checkOptionalID(field, id string) error {
 	if id != "" && !dockerID.MatchString(id) {
-		return invalidArg(field, "%q is not a container ID (1 to 64 lowercase hex digits)", id)
+		return fmt.Errorf("%w: %s: %q is %w", ErrInvalidArgument, field, id, errMalformedID)
 	}
 	return nil
+}
+
+// idempotentNoop returns the empty response of a stop or remove whose ID is
+// malformed (it names nothing, so there is nothing to do), and false for
+// every other refusal.
+func idempotentNoop(req any, err error) (any, bool) {
+	if !errors.Is(err, errMalformedID) {
+		return nil, false
+	}
+	switch req.(type) {
+	case *runtimeapi.StopPodSandboxRequest:
+		return &runtimeapi.StopPodSandboxResponse{}, true
+	case *runtimeapi.RemovePodSandboxRequest:
+		return &runtimeapi.RemovePodSandboxResponse{}, true
+	case *runtimeapi.StopContainerRequest:
+		return &runtimeapi.StopContainerResponse{}, true
+	case *runtimeapi.RemoveContainerRequest:
+		return &runtimeapi.RemoveContainerResponse{}, true
+	}
+	return nil, false
 }
 
 // checkImage checks a required image reference.
@@ -113,7 +154,7 @@ func checkDNS(field string, dns *runtimeapi.DNSConfig) error {
 
 func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
 
-// checkSandboxConfig checks a sandbox configuration's required parts.
+// checkSandboxConfig checks a sandbox configuration.
 func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
 	if cfg == nil {
 		return invalidArg(field, "must be set")
@@ -121,7 +162,29 @@ func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
 	if cfg.GetMetadata() == nil {
 		return invalidArg(field+".metadata", "must be set")
 	}
+	if h := cfg.GetHostname(); h != "" && (len(h) > 64 || !hostname.MatchString(h)) {
+		return invalidArg(field+".hostname", "%q is not a host name (RFC 1123, at most 64 characters)", h)
+	}
+	for name, value := range cfg.GetLinux().GetSysctls() {
+		if len(name) > 253 || !sysctlName.MatchString(name) || hasControl(value) {
+			return invalidArg(field+".linux.sysctls", "%q=%q is not a sysctl setting", name, value)
+		}
+	}
+	if err := checkLabelKeys(field+".labels", cfg.GetLabels()); err != nil {
+		return err
+	}
 	return checkDNS(field+".dns_config", cfg.GetDnsConfig())
+}
+
+// checkLabelKeys keeps CRI label keys out of the shim's own Docker labels.
+func checkLabelKeys(field string, labels map[string]string) error {
+	for k := range labels {
+		if k == "" || internalLabel(k) || strings.HasPrefix(k, annotationPrefix) ||
+			strings.ContainsRune(k, ',') || strings.IndexFunc(k, unicode.IsSpace) >= 0 || hasControl(k) {
+			return invalidArg(field, "key %q is reserved by the shim or holds ',', white space or control characters", k)
+		}
+	}
+	return nil
 }
 
 // checkCreateContainer checks a CreateContainer request.
@@ -137,6 +200,9 @@ func checkCreateContainer(r *runtimeapi.CreateContainerRequest) error {
 		return invalidArg("config.metadata", "must be set")
 	}
 	if err := checkImage("config.image", cfg.GetImage()); err != nil {
+		return err
+	}
+	if err := checkLabelKeys("config.labels", cfg.GetLabels()); err != nil {
 		return err
 	}
 	if err := checkLogPath("config.log_path", cfg.GetLogPath()); err != nil {
@@ -206,6 +272,9 @@ func checkFilterIDs(id, sandboxID string) error {
 func EdgeInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if err := validateRequest(req); err != nil {
+			if resp, ok := idempotentNoop(req, err); ok {
+				return resp, nil
+			}
 			return nil, ToGRPC(err)
 		}
 		resp, err := h(ctx, req)

@@ -44,14 +44,23 @@ func TestIntegrationHostileImageReferences(t *testing.T) {
 		_, err = s.img.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
 		wantInvalid(t, "PullImage "+ref, err, "image.image")
 	}
+	// A path-like ID names nothing: a status is InvalidArgument, a stop or
+	// remove succeeds (idempotent, as for any unknown ID) without reaching
+	// Docker.
+	for _, id := range []string{"../" + victim, victim + "/json", strings.ToUpper(victim)} {
+		_, err := s.rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		wantInvalid(t, "ContainerStatus "+id, err, "container_id")
+		_, err = s.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+		wantInvalid(t, "PodSandboxStatus "+id, err, "pod_sandbox_id")
+		if _, err := s.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
+			t.Errorf("RemoveContainer %s: %v, want an idempotent success", id, err)
+		}
+		if _, err := s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+			t.Errorf("StopPodSandbox %s: %v, want an idempotent success", id, err)
+		}
+	}
 	if err := exec.Command("docker", "inspect", victim).Run(); err != nil {
 		t.Fatalf("the non-Kubernetes container %s is gone: %v", victim, err)
-	}
-	for _, id := range []string{"../" + victim, victim + "/json", strings.ToUpper(victim)} {
-		_, err := s.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-		wantInvalid(t, "RemoveContainer "+id, err, "container_id")
-		_, err = s.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-		wantInvalid(t, "StopPodSandbox "+id, err, "pod_sandbox_id")
 	}
 	// A real image still works by name and by ID.
 	st, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage}})

@@ -74,6 +74,34 @@ func TestValidateRequest(t *testing.T) {
 		{desc: "dns option with a newline", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
 			c.DnsConfig.Options = []string{"ndots:5\nnameserver"}
 		})}, wantField: "config.dns_config.options"},
+		{desc: "hostname", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "web-0.db" })}},
+		{desc: "hostname with a newline", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Hostname = "web\nx"
+		})}, wantField: "config.hostname"},
+		{desc: "hostname too long", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Hostname = strings.Repeat("a", 65)
+		})}, wantField: "config.hostname"},
+		{desc: "sysctls", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{Sysctls: map[string]string{"net.ipv4.ip_forward": "1", "kernel/shm_rmid_forced": "1"}}
+		})}},
+		{desc: "sysctl name with a path", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{Sysctls: map[string]string{"../../etc/passwd": "x"}}
+		})}, wantField: "config.linux.sysctls"},
+		{desc: "sysctl value with a newline", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{Sysctls: map[string]string{"kernel.msgmax": "1\n2"}}
+		})}, wantField: "config.linux.sysctls"},
+		{desc: "sandbox label of the shim's", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Labels = map[string]string{"io.kubernetes.docker.type": "container"}
+		})}, wantField: "config.labels"},
+		{desc: "sandbox label in the annotation space", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Labels = map[string]string{"annotation.x": "y"}
+		})}, wantField: "config.labels"},
+		{desc: "kubelet's labels", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Labels = map[string]string{"io.kubernetes.pod.name": "web", "io.kubernetes.pod.uid": "u", "app": "web"}
+		})}},
+		{desc: "container label with a comma", req: create(func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Labels = map[string]string{"a,io.kubelet-dockershim.managed": "x"}
+		}), wantField: "config.labels"},
 		{desc: "container", req: create(nil)},
 		{desc: "container without sandbox id", req: create(func(r *runtimeapi.CreateContainerRequest) { r.PodSandboxId = "" }), wantField: "pod_sandbox_id"},
 		{desc: "container without config", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config = nil }), wantField: "config"},
@@ -115,6 +143,38 @@ func TestSeconds(t *testing.T) {
 	} {
 		if got := seconds(tc.in); got != tc.want || got < 0 {
 			t.Errorf("seconds(%d) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Stopping or removing what a malformed ID names is a no-op success (it
+// names nothing); every other refusal stays InvalidArgument.
+func TestIdempotentNoop(t *testing.T) {
+	t.Parallel()
+	const uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
+	for _, tc := range []struct {
+		req    any
+		noop   bool
+		reason string
+	}{
+		{&runtimeapi.StopPodSandboxRequest{PodSandboxId: uuid}, true, "stop sandbox"},
+		{&runtimeapi.RemovePodSandboxRequest{PodSandboxId: uuid}, true, "remove sandbox"},
+		{&runtimeapi.StopContainerRequest{ContainerId: uuid}, true, "stop container"},
+		{&runtimeapi.RemoveContainerRequest{ContainerId: "../x"}, true, "remove container"},
+		{&runtimeapi.RemoveContainerRequest{}, false, "an empty ID is still refused"},
+		{&runtimeapi.ContainerStatusRequest{ContainerId: uuid}, false, "status is not a delete"},
+		{&runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: "../x"}}, false, "images keep their refusal"},
+	} {
+		err := validateRequest(tc.req)
+		if err == nil {
+			t.Fatalf("%s: validateRequest accepted %v", tc.reason, tc.req)
+		}
+		resp, ok := idempotentNoop(tc.req, err)
+		if ok != tc.noop || (ok && resp == nil) {
+			t.Errorf("%s: idempotentNoop = %v, %v; want no-op %v", tc.reason, resp, ok, tc.noop)
+		}
+		if !strings.Contains(err.Error(), "invalid argument: ") {
+			t.Errorf("%s: error %v is not InvalidArgument", tc.reason, err)
 		}
 	}
 }
