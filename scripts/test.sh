@@ -16,7 +16,7 @@
 #      TESTFLAGS   extra go test flags, e.g. TESTFLAGS='-run TestFoo -v'
 #      PKGS        packages to test (default ./...)
 #      FUZZTIME    how long each fuzz target runs after the tests (default 10s;
-#                  0 skips them, e.g. when PKGS narrows the run)
+#                  0, 0s or 0x skips them, e.g. when PKGS narrows the run)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -71,7 +71,7 @@ fuzz_short() {
 		sed -E 's#^(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]*)$#./\1 \2#' | sort -u)
 	return "$rc"
 }
-if [[ ${FUZZTIME:-10s} != 0 ]]; then
+if ! [[ ${FUZZTIME:-10s} =~ ^0[sx]?$ ]]; then
 	step "fuzz (${FUZZTIME:-10s} per target)" fuzz_short
 fi
 

@@ -9,6 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/containerlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
@@ -27,7 +28,8 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkPIDTarget(ctx, cfg, sb.ID); err != nil {
+	pidTarget, err := s.checkPIDTarget(ctx, cfg, sb.ID)
+	if err != nil {
 		return nil, err
 	}
 	if _, err := s.docker.InspectImage(ctx, cfg.Image.Image); err != nil {
@@ -39,6 +41,9 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	cc, hc, err := s.containerConfig(cfg, sbCfg, &sb)
 	if err != nil {
 		return nil, err
+	}
+	if pidTarget != "" { // the container checked, not whatever Docker resolves the ID to later
+		hc.PidMode = libdocker.PidMode("container:" + pidTarget)
 	}
 	id, err := s.docker.CreateContainer(ctx, containerName(cfg.Metadata, sbCfg.Metadata), cc, hc)
 	if err != nil {
@@ -52,24 +57,25 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 
 // checkPIDTarget lets a container join the PID namespace of a target (pid
 // mode TARGET, as kubectl debug --target does) only when the target is a
-// container of the same sandbox: Docker would join any container's.
-func (s *Service) checkPIDTarget(ctx context.Context, cfg *runtimeapi.ContainerConfig, sandboxID string) error {
+// container of the same sandbox (Docker would join any container's). It
+// returns the target's full ID ("" without pid mode TARGET).
+func (s *Service) checkPIDTarget(ctx context.Context, cfg *runtimeapi.ContainerConfig, sandboxID string) (string, error) {
 	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if ns.GetPid() != runtimeapi.NamespaceMode_TARGET {
-		return nil
+		return "", nil
 	}
 	const field = "config.linux.security_context.namespace_options.target_id"
 	if ns.GetTargetId() == "" {
-		return invalidArg(field, "must be set with pid mode TARGET")
+		return "", invalidArg(field, "must be set with pid mode TARGET")
 	}
 	target, err := s.inspect(ctx, field, ns.GetTargetId(), typeContainer)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if target.Config.Labels[labelSandboxID] != sandboxID {
-		return invalidArg(field, "%q is not a container of sandbox %s", ns.GetTargetId(), sandboxID)
+		return "", invalidArg(field, "%q is not a container of sandbox %s", ns.GetTargetId(), sandboxID)
 	}
-	return nil
+	return target.ID, nil
 }
 
 // validateContainerRequest checks required fields and unsupported features.
@@ -202,7 +208,7 @@ func ensureLogFile(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create log directory for %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
 	if err != nil {
 		return fmt.Errorf("create log file %s: %w", path, err)
 	}

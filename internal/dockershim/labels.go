@@ -85,6 +85,8 @@ func splitLabels(docker map[string]string) (labels, annotations map[string]strin
 	for k, v := range docker {
 		switch {
 		case internalLabel(k):
+		case haveKeys && clientKey(k): // a client label, even one named annotation.*
+			labels[k] = v
 		case strings.HasPrefix(k, annotationPrefix):
 			annotations[strings.TrimPrefix(k, annotationPrefix)] = v
 		case clientKey(k):

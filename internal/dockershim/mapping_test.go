@@ -283,3 +283,17 @@ func TestToGRPC(t *testing.T) {
 		t.Error("ToGRPC(nil) != nil")
 	}
 }
+
+// A client label named annotation.* stays a label when the shim's key list
+// says it is one.
+func TestSplitLabelsClientAnnotationPrefix(t *testing.T) {
+	t.Parallel()
+	docker := makeLabels(map[string]string{"annotation.example.com/foo": "l"}, map[string]string{"note": "a"}, nil)
+	labels, annotations := splitLabels(docker)
+	if labels["annotation.example.com/foo"] != "l" || len(labels) != 1 {
+		t.Errorf("labels = %v", labels)
+	}
+	if annotations["note"] != "a" || len(annotations) != 1 {
+		t.Errorf("annotations = %v", annotations)
+	}
+}

@@ -33,9 +33,9 @@ import (
 //   - a sandbox's hostname is an RFC 1123 host name of at most 64 characters,
 //     its sysctl names follow upstream's grammar (no path: they become files
 //     under /proc/sys) with values free of control characters;
-//   - CRI label keys are neither the shim's own Docker labels nor in its
-//     annotation space, and hold no ',' (the shim lists them in one label),
-//     white space or control characters.
+//   - CRI label keys are not the shim's own Docker labels, do not collide with
+//     an annotation as stored (annotation.<key>), and hold no ',' (the shim
+//     lists them in one label), white space or control characters.
 //
 // Every refusal is InvalidArgument naming the field, but for the idempotent
 // deletes: StopPodSandbox, RemovePodSandbox, StopContainer and RemoveContainer
@@ -126,7 +126,7 @@ func checkLogPath(field, p string) error {
 	if p == "" {
 		return nil
 	}
-	if filepath.IsAbs(p) || !filepath.IsLocal(p) || hasControl(p) {
+	if !filepath.IsLocal(p) || filepath.Clean(p) == "." || hasControl(p) {
 		return invalidArg(field, "%q must be a relative path inside the sandbox's log_directory", p)
 	}
 	return nil
@@ -170,18 +170,24 @@ func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
 			return invalidArg(field+".linux.sysctls", "%q=%q is not a sysctl setting", name, value)
 		}
 	}
-	if err := checkLabelKeys(field+".labels", cfg.GetLabels()); err != nil {
+	if err := checkLabelKeys(field+".labels", cfg.GetLabels(), cfg.GetAnnotations()); err != nil {
 		return err
 	}
 	return checkDNS(field+".dns_config", cfg.GetDnsConfig())
 }
 
-// checkLabelKeys keeps CRI label keys out of the shim's own Docker labels.
-func checkLabelKeys(field string, labels map[string]string) error {
+// checkLabelKeys keeps CRI label keys out of the shim's own Docker labels and
+// apart from the annotations stored beside them (annotation.<key>).
+func checkLabelKeys(field string, labels, annotations map[string]string) error {
 	for k := range labels {
-		if k == "" || internalLabel(k) || strings.HasPrefix(k, annotationPrefix) ||
-			strings.ContainsRune(k, ',') || strings.IndexFunc(k, unicode.IsSpace) >= 0 || hasControl(k) {
+		if k == "" || internalLabel(k) || strings.ContainsRune(k, ',') ||
+			strings.IndexFunc(k, unicode.IsSpace) >= 0 || hasControl(k) {
 			return invalidArg(field, "key %q is reserved by the shim or holds ',', white space or control characters", k)
+		}
+		if a, ok := strings.CutPrefix(k, annotationPrefix); ok {
+			if _, clash := annotations[a]; clash {
+				return invalidArg(field, "key %q collides with the annotation %q as the shim stores it", k, a)
+			}
 		}
 	}
 	return nil
@@ -202,7 +208,7 @@ func checkCreateContainer(r *runtimeapi.CreateContainerRequest) error {
 	if err := checkImage("config.image", cfg.GetImage()); err != nil {
 		return err
 	}
-	if err := checkLabelKeys("config.labels", cfg.GetLabels()); err != nil {
+	if err := checkLabelKeys("config.labels", cfg.GetLabels(), cfg.GetAnnotations()); err != nil {
 		return err
 	}
 	if err := checkLogPath("config.log_path", cfg.GetLogPath()); err != nil {

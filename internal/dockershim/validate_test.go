@@ -93,9 +93,12 @@ func TestValidateRequest(t *testing.T) {
 		{desc: "sandbox label of the shim's", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
 			c.Labels = map[string]string{"io.kubernetes.docker.type": "container"}
 		})}, wantField: "config.labels"},
-		{desc: "sandbox label in the annotation space", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
-			c.Labels = map[string]string{"annotation.x": "y"}
+		{desc: "sandbox label colliding with a stored annotation", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Labels, c.Annotations = map[string]string{"annotation.x": "y"}, map[string]string{"x": "z"}
 		})}, wantField: "config.labels"},
+		{desc: "a pod label named annotation.*", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Labels = map[string]string{"annotation.example.com/foo": "y"}
+		})}},
 		{desc: "kubelet's labels", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
 			c.Labels = map[string]string{"io.kubernetes.pod.name": "web", "io.kubernetes.pod.uid": "u", "app": "web"}
 		})}},
@@ -113,6 +116,7 @@ func TestValidateRequest(t *testing.T) {
 		{desc: "absolute log path", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "/tmp/x.log" }), wantField: "config.log_path"},
 		{desc: "log path with dot segments inside", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "c/../d/0.log" })},
 		{desc: "no log path", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "" })},
+		{desc: "log path of the directory itself", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "c/.." }), wantField: "config.log_path"},
 		{desc: "requests without input", req: &runtimeapi.VersionRequest{}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

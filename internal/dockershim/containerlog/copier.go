@@ -129,7 +129,7 @@ func (c *copier) open() error {
 // openLog opens path for appending, creating it 0640 if needed; a symbolic
 // link at path is refused.
 func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY|noFollow, 0o640)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY|NoFollow, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("open log file: %w", err)
 	}
@@ -139,7 +139,7 @@ func openLog(path string) (*os.File, error) {
 // truncateIncomplete cuts a trailing unterminated line (a write cut short by a crash)
 // so that the next entry starts on a line of its own.
 func truncateIncomplete(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|NoFollow, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -2,5 +2,5 @@
 
 package containerlog
 
-// noFollow is not available here; log paths are followed.
-const noFollow = 0
+// NoFollow is not available here; log paths are followed.
+const NoFollow = 0
