@@ -75,7 +75,6 @@ func (k *Kubelet) GetRunningPods(ctx context.Context) ([]*v1.Pod, error) {
 // with opts.Previous the one before. A container that never ran is a
 // BadRequest ("is waiting to start").
 func (k *Kubelet) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts *v1.PodLogOptions, stdout, stderr io.Writer) error {
-	rt := k.streaming
 	pod, ok := k.GetPodByName(namespace, podName)
 	if !ok {
 		return apierrors.NewNotFound(podsResource, namespace+"/"+podName)
@@ -94,7 +93,7 @@ func (k *Kubelet) GetContainerLogs(ctx context.Context, namespace, podName, cont
 			return err
 		}
 	}
-	return rt.GetContainerLogs(ctx, id, opts, stdout, stderr)
+	return k.streaming.GetContainerLogs(ctx, id, opts, stdout, stderr)
 }
 
 // logContainerID picks the container instance whose log to read
@@ -158,19 +157,17 @@ func findAnyContainerStatus(st *v1.PodStatus, name string) (v1.ContainerStatus, 
 // GetExec returns the runtime's streaming URL for cmd run in a running container
 // of the pod. podUID may be empty; a mirror pod's UID stands for its static pod.
 func (k *Kubelet) GetExec(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string, opts remotecommand.Options) (*url.URL, error) {
-	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return nil, err
 	}
-	return rt.GetExec(ctx, id, cmd, opts.Stdin, opts.Stdout, opts.Stderr, opts.TTY)
+	return k.streaming.GetExec(ctx, id, cmd, opts.Stdin, opts.Stdout, opts.Stderr, opts.TTY)
 }
 
 // GetAttach returns the runtime's streaming URL attached to a running
 // container's main process. The TTY setting comes from the container's spec:
 // it cannot change after the process started.
 func (k *Kubelet) GetAttach(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts remotecommand.Options) (*url.URL, error) {
-	rt := k.streaming
 	pod, ok := k.GetPodByName(namespace, podName)
 	if !ok || (podUID != "" && pod.UID != k.translateUID(namespace, podName, podUID)) {
 		return nil, apierrors.NewNotFound(podsResource, namespace+"/"+podName)
@@ -183,36 +180,33 @@ func (k *Kubelet) GetAttach(ctx context.Context, namespace, podName string, podU
 	if err != nil {
 		return nil, err
 	}
-	return rt.GetAttach(ctx, id, opts.Stdin, opts.Stdout, opts.Stderr, spec.TTY)
+	return k.streaming.GetAttach(ctx, id, opts.Stdin, opts.Stdout, opts.Stderr, spec.TTY)
 }
 
 // GetPortForward returns the runtime's streaming URL forwarding ports of the
 // pod's sandbox. The pod must be running on this node.
 func (k *Kubelet) GetPortForward(ctx context.Context, namespace, podName string, podUID k8stypes.UID, opts portforward.V4Options) (*url.URL, error) {
-	rt := k.streaming
 	running, err := k.findRunningPod(ctx, namespace, podName, podUID)
 	if err != nil {
 		return nil, err
 	}
-	return rt.GetPortForward(ctx, running.ID, opts.Ports)
+	return k.streaming.GetPortForward(ctx, running.ID, opts.Ports)
 }
 
 // RunInContainer runs cmd in a running container and returns its stdout
 // followed by its stderr (upstream /run).
 func (k *Kubelet) RunInContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, cmd []string) ([]byte, error) {
-	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return nil, err
 	}
-	return rt.RunInContainer(ctx, id, cmd, 0)
+	return k.streaming.RunInContainer(ctx, id, cmd, 0)
 }
 
 // CheckpointContainer checkpoints a running container into
 // <root>/checkpoints/checkpoint-<pod>_<namespace>-<container>-<time>.tar and
 // sets opts.Location to that file. opts.Timeout is passed on.
 func (k *Kubelet) CheckpointContainer(ctx context.Context, namespace, podName string, podUID k8stypes.UID, containerName string, opts *runtimeapi.CheckpointContainerRequest) error {
-	rt := k.streaming
 	id, err := k.findRunningContainer(ctx, namespace, podName, podUID, containerName)
 	if err != nil {
 		return err
@@ -223,7 +217,7 @@ func (k *Kubelet) CheckpointContainer(ctx context.Context, namespace, podName st
 		opts.Location = filepath.Join(k.helper.CheckpointsDir(),
 			fmt.Sprintf("checkpoint-%s_%s-%s-%s.tar", podName, namespace, containerName, stamp))
 	}
-	return rt.CheckpointContainer(ctx, opts)
+	return k.streaming.CheckpointContainer(ctx, opts)
 }
 
 // findRunningPod finds the pod among those the runtime runs. An empty podUID

@@ -19,7 +19,6 @@ const runtimeVersionTimeout = 5 * time.Second
 // sample is what one status computation reads from the machine.
 type sample struct {
 	now      metav1.Time
-	machine  resources.Machine
 	pressure pressure
 }
 
@@ -34,8 +33,9 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	} else {
 		node.Status.Addresses = addrs
 	}
-	c.setMachineInfo(node, s.machine)
-	c.setVersionInfo(ctx, node, s.machine)
+	machine := c.opts.Resources.Machine()
+	c.setMachineInfo(node, machine)
+	c.setVersionInfo(ctx, node, machine)
 	node.Status.DaemonEndpoints = v1.NodeDaemonEndpoints{
 		KubeletEndpoint: v1.DaemonEndpoint{Port: int32(c.opts.KubeletPort)},
 	}
@@ -48,8 +48,7 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	c.recordSchedulableEvent(node)
 }
 
-// takeSample evaluates the eviction thresholds against a fresh usage sample;
-// the machine is the one read at start.
+// takeSample evaluates the eviction thresholds against a fresh usage sample.
 func (c *Controller) takeSample() sample {
 	now := c.clock.Now()
 	observed := pressure{}
@@ -58,7 +57,7 @@ func (c *Controller) takeSample() sample {
 	} else {
 		observed = observePressure(c.opts.Resources.HardEvictionThresholds(), u)
 	}
-	return sample{now: metav1.NewTime(now), machine: c.opts.Resources.Machine(), pressure: c.pressure.update(observed, now)}
+	return sample{now: metav1.NewTime(now), pressure: c.pressure.update(observed, now)}
 }
 
 // setMachineInfo sets the machine identifiers, the node's capacity (cpu,

@@ -56,6 +56,7 @@ func (m *Manager) collectDownwardAPI(pod *v1.Pod, src *v1.DownwardAPIVolumeSourc
 	}
 	payload := make(map[string]fileProjection, len(src.Items))
 	var errs []error
+	var alloc v1.ResourceList // the node's allocatable, copied once per payload
 	for _, item := range src.Items {
 		fp := fileProjection{Mode: defaultMode}
 		if item.Mode != nil {
@@ -67,7 +68,10 @@ func (m *Manager) collectDownwardAPI(pod *v1.Pod, src *v1.DownwardAPIVolumeSourc
 		case item.FieldRef != nil:
 			value, err = PodFieldValue(pod, item.FieldRef.FieldPath)
 		case item.ResourceFieldRef != nil:
-			value, err = resources.ResolveFieldRef(item.ResourceFieldRef, pod, nil, m.allocatable())
+			if alloc == nil {
+				alloc = m.allocatable()
+			}
+			value, err = resources.ResolveFieldRef(item.ResourceFieldRef, pod, nil, alloc)
 		default:
 			err = errors.New("neither fieldRef nor resourceFieldRef is set")
 		}
