@@ -5,7 +5,7 @@
 # when the directory is empty), configs/kubelet-config.yaml as --config. Run as root.
 # Stop it with Ctrl-C: the pods keep running in Docker, as with any kubelet.
 #
-# Then: curl -s 127.0.0.1:10248/healthz; curl -s 127.0.0.1:10248/pods; docker ps
+# Then: curl -s 127.0.0.1:10248/healthz; curl -s --unix-socket /var/lib/kubelet/kubelet-local.sock http://local/pods; docker ps
 # Extra arguments are passed to the kubelet, e.g. --v=4.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh

@@ -161,13 +161,27 @@ func healthzAddr(cfg *Config) string {
 	return net.JoinHostPort(cfg.Kubelet.HealthzBindAddress, fmt.Sprint(*cfg.Kubelet.HealthzPort))
 }
 
-// startLocalServer serves /healthz, /pods and /metrics on the healthz address.
-func startLocalServer(ctx context.Context, cfg *Config, health kubeletserver.HealthChecker, pods kubeletserver.PodLister, reg prometheus.Gatherer, logger *zap.Logger) (*kubeletserver.Server, error) {
+// startHealthzServer serves /healthz on the healthz address (nil when the
+// port is 0).
+func startHealthzServer(ctx context.Context, cfg *Config, health kubeletserver.HealthChecker, logger *zap.Logger) (*kubeletserver.Server, error) {
 	addr := healthzAddr(cfg)
 	if addr == "" {
 		return nil, nil
 	}
-	return kubeletserver.Start(ctx, kubeletserver.Options{Addr: addr, Health: health, Pods: pods, Gatherer: reg, Logger: logger.Named("healthz")})
+	return kubeletserver.Start(ctx, kubeletserver.Options{Addr: addr, Health: health, Logger: logger})
+}
+
+// localSocketName is the root-only socket under --root-dir that serves
+// /healthz, /pods and /metrics to the node's administrator.
+const localSocketName = "kubelet-local.sock"
+
+// localSocketPath is <root-dir>/kubelet-local.sock.
+func localSocketPath(cfg *Config) string { return filepath.Join(cfg.RootDirectory, localSocketName) }
+
+// startLocalSocket serves /healthz, /pods and /metrics on the root-only local
+// socket.
+func startLocalSocket(ctx context.Context, cfg *Config, health kubeletserver.HealthChecker, pods kubeletserver.PodLister, reg prometheus.Gatherer, logger *zap.Logger) (*kubeletserver.Server, error) {
+	return kubeletserver.StartLocal(ctx, kubeletserver.LocalOptions{Path: localSocketPath(cfg), Health: health, Pods: pods, Gatherer: reg, Logger: logger})
 }
 
 // podsDir is <root-dir>/pods.

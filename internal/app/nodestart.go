@@ -38,7 +38,7 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		lc.run(ctx, "pod status sync", n.statusSync.Run)
 	}
 	lc.run(ctx, "pod sources", n.sources.Run)
-	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)))
+	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)), zap.String("local-socket", localSocketPath(cfg)))
 	notifyReady(logger)
 	err := n.kubelet.Run(ctx)
 	lc.shutdown()
@@ -49,13 +49,25 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	return err
 }
 
-// startServers starts the local endpoint (/healthz, /pods, /metrics) and the
-// kubelet API.
+// startServers starts the healthz endpoint (/healthz), the root-only local
+// socket (/healthz, /pods, /metrics) and the kubelet API.
 func (n *node) startServers(ctx context.Context, cfg *Config, lc *lifecycle, reg prometheus.Gatherer, logger *zap.Logger) error {
-	var local *kubeletserver.Server
-	err := lc.start("local endpoint", func() error {
+	var healthz, local *kubeletserver.Server
+	err := lc.start("healthz endpoint", func() error {
 		var err error
-		local, err = startLocalServer(ctx, cfg, n.kubelet, n.kubelet, reg, logger)
+		healthz, err = startHealthzServer(ctx, cfg, n.kubelet, logger)
+		return err
+	}, func() {
+		if healthz != nil {
+			_ = healthz.Close()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	err = lc.start("local socket", func() error {
+		var err error
+		local, err = startLocalSocket(ctx, cfg, n.kubelet, n.kubelet, reg, logger)
 		return err
 	}, func() {
 		if local != nil {

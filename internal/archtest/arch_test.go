@@ -120,8 +120,8 @@ func boundaryRules(module string) []rule {
 		{
 			// The neutral leaf both halves may import (so it cannot lead either
 			// half into the other).
-			name:        "internal/cgroupfs must not import any package of this module",
-			appliesTo:   anyUnder(module + "/internal/cgroupfs"),
+			name:        "internal/cgroupfs and internal/unixsock must not import any package of this module",
+			appliesTo:   anyUnder(module+"/internal/cgroupfs", module+"/internal/unixsock"),
 			forbidden:   anyUnder(module),
 			productOnly: true,
 		},

@@ -213,10 +213,20 @@ func (n *node) waitHealthy(timeout time.Duration) {
 	}
 }
 
-// get fetches a path of the local endpoint.
+// get fetches a path of the kubelet's local endpoints: /healthz from the
+// healthz port, every other path from the root-only local socket under
+// --root-dir (the healthz port serves nothing else, as upstream's).
 func (n *node) get(path string) (string, int, error) {
+	url := fmt.Sprintf("http://127.0.0.1:%d%s", n.healthz, path)
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d%s", n.healthz, path))
+	if path != "/healthz" {
+		url = "http://local" + path
+		c.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", n.localSocket())
+		}}
+	}
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", 0, err
 	}
@@ -224,6 +234,9 @@ func (n *node) get(path string) (string, int, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode, err
 }
+
+// localSocket is the kubelet's root-only socket (/healthz, /pods, /metrics).
+func (n *node) localSocket() string { return filepath.Join(n.rootDir, "kubelet-local.sock") }
 
 // pods returns the node's pods from /pods.
 func (n *node) pods() ([]v1.Pod, error) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +170,37 @@ func TestIntegrationDockerModePodRuns(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %s", want)
 		}
+	}
+	checkExposure(t, n)
+}
+
+// checkExposure checks what each local endpoint serves: the healthz port
+// /healthz only (the pod list and metrics answer 404 there, as upstream's), the
+// pod list and metrics on the local socket, which only root can connect to.
+func checkExposure(t *testing.T, n *node) {
+	t.Helper()
+	for _, path := range []string{"/pods", "/metrics", "/stats/summary"} {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", n.healthz, path))
+		if err != nil {
+			t.Fatalf("GET %s on the healthz port: %v", path, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s on the healthz port: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	fi, err := os.Stat(n.localSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("local socket mode %v, want a socket 0600", fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
+		t.Errorf("local socket owner: %+v, want root", fi.Sys())
+	}
+	if _, code, err := n.get("/pods"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /pods on the local socket: %d %v", code, err)
 	}
 }
 

@@ -384,7 +384,7 @@ func TestStartAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if code, body := get(t, "http://"+ro.Addr()+"/healthz"); code != 200 || body != "ok" {
+	if code, body := get(t, http.DefaultClient, "http://"+ro.Addr()+"/healthz"); code != 200 || body != "ok" {
 		t.Fatalf("read-only healthz: %d %q", code, body)
 	}
 }

@@ -1,7 +1,10 @@
 // Package kubeletserver serves the kubelet's HTTP endpoints:
 //
-//   - the local server (Start) on --healthz-bind-address:--healthz-port
-//     (127.0.0.1:10248): /healthz, /pods (loopback clients only) and /metrics;
+//   - the healthz endpoint (Start) on --healthz-bind-address:--healthz-port
+//     (127.0.0.1:10248): /healthz only, as upstream's;
+//   - the local socket (StartLocal) <root-dir>/kubelet-local.sock, mode 0600:
+//     /healthz, /pods and /metrics for root on the node (a standalone node's
+//     administrator), with no other authentication;
 //   - the kubelet API (StartAPI) on --address:--port (0.0.0.0:10250): HTTPS,
 //     every path behind APIOptions.Filter (authentication and authorization from
 //     internal/kubeletserver/auth), with the upstream paths and query parameters:
@@ -18,8 +21,8 @@
 // pod names DNS subdomains (400); unknown pods and containers are 404.
 //
 // The kubelet reaches the handlers through HostInterface, which
-// *kubelet.Kubelet implements. The package imports no other internal package;
-// internal/app wires it.
+// *kubelet.Kubelet implements. The package imports only internal/unixsock of
+// this module; internal/app wires it.
 //
 // Usage:
 //

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/unixsock"
 )
 
 // HealthChecker says whether the kubelet is healthy (runtime answers, PLEG fresh).
@@ -27,17 +29,27 @@ type PodLister interface {
 	Pods() []v1.Pod
 }
 
-// Options configures the local server. Addr and Health are required.
+// Options configures the healthz endpoint (Start). Addr and Health are
+// required.
 type Options struct {
-	Addr     string // host:port, e.g. 127.0.0.1:10248
+	Addr   string // host:port, e.g. 127.0.0.1:10248
+	Health HealthChecker
+	Logger *zap.Logger
+}
+
+// LocalOptions configures the root-only local socket (StartLocal). Path and
+// Health are required.
+type LocalOptions struct {
+	Path     string // the unix socket, e.g. /var/lib/kubelet/kubelet-local.sock
 	Health   HealthChecker
 	Pods     PodLister           // nil: /pods answers 404
 	Gatherer prometheus.Gatherer // nil: /metrics answers 404
 	Logger   *zap.Logger
 }
 
-// Server is a running server: the local one (Start), the kubelet API
-// (StartAPI) or the read-only one (StartReadOnly).
+// Server is a running server: the healthz endpoint (Start), the local socket
+// (StartLocal), the kubelet API (StartAPI) or the read-only one
+// (StartReadOnly).
 type Server struct {
 	srv       *http.Server
 	ln        net.Listener
@@ -49,21 +61,62 @@ type Server struct {
 	cancel context.CancelFunc
 }
 
-// Start listens on opts.Addr and serves until Close or ctx ends.
+// Start listens on opts.Addr and serves /healthz only, as upstream's healthz
+// port does, until Close or ctx ends.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Addr == "" || opts.Health == nil {
 		return nil, errors.New("kubeletserver: Addr and Health are required")
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = zap.NewNop()
 	}
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on healthz address %s: %w", opts.Addr, err)
 	}
-	srv := &http.Server{Handler: NewHandler(opts), ReadHeaderTimeout: 10 * time.Second}
-	return serve(ctx, srv, ln, false, logger.Named("healthz")), nil
+	srv := &http.Server{Handler: NewHealthzHandler(opts.Health), ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, srv, ln, false, nopIfNil(opts.Logger).Named("healthz")), nil
+}
+
+// NewHealthzHandler is the mux of the healthz endpoint: /healthz and nothing
+// else.
+func NewHealthzHandler(h HealthChecker) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", healthzHandler(h))
+	return mux
+}
+
+// StartLocal listens on the unix socket opts.Path, mode 0600 (its directory
+// 0700 when created), so that only root connects, and serves /healthz, /pods
+// and /metrics until Close or ctx ends. A stale socket file (nobody answers)
+// is replaced; a live one is an error.
+func StartLocal(ctx context.Context, opts LocalOptions) (*Server, error) {
+	if opts.Path == "" || opts.Health == nil {
+		return nil, errors.New("kubeletserver: Path and Health are required")
+	}
+	ln, err := unixsock.Listen(ctx, opts.Path, 0o600, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("local socket: %w", err)
+	}
+	srv := &http.Server{Handler: NewLocalHandler(opts), ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, srv, ln, false, nopIfNil(opts.Logger).Named("local")), nil
+}
+
+// NewLocalHandler is the mux of the local socket.
+func NewLocalHandler(opts LocalOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", healthzHandler(opts.Health))
+	if opts.Pods != nil {
+		mux.HandleFunc("/pods", podsHandler(opts.Pods))
+	}
+	if opts.Gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+func nopIfNil(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l
 }
 
 // serve runs srv on ln (with srv.TLSConfig when useTLS) until Close or ctx
@@ -113,26 +166,6 @@ func (s *Server) Close() error {
 	return s.err
 }
 
-// NewHandler builds the mux of the local endpoints.
-func NewHandler(opts Options) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", healthzHandler(opts.Health))
-	if opts.Pods != nil {
-		pods := podsHandler(opts.Pods)
-		mux.HandleFunc("/pods", func(w http.ResponseWriter, r *http.Request) {
-			if !fromLoopback(r) {
-				http.Error(w, "forbidden: /pods answers loopback clients only", http.StatusForbidden)
-				return
-			}
-			pods(w, r)
-		})
-	}
-	if opts.Gatherer != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
-	}
-	return mux
-}
-
 // healthzHandler answers "ok" while h is healthy, 500 with the reason else
 // (/healthz of the local endpoint and of the kubelet API).
 func healthzHandler(h HealthChecker) http.HandlerFunc {
@@ -162,14 +195,4 @@ func writeJSON(w http.ResponseWriter, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
-}
-
-// fromLoopback reports whether the client connected from a loopback address.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
+	"github.com/kubelet-dockershim/kubelet/internal/unixsock"
 )
 
 const (
@@ -23,6 +24,10 @@ const (
 	MaxMessageSize = 16 << 20
 	// DefaultShutdownTimeout bounds the graceful part of Close.
 	DefaultShutdownTimeout = 10 * time.Second
+	// socketMode lets root and the socket's group use the CRI.
+	socketMode fs.FileMode = 0o660
+	// socketDirMode is used when the socket's directory does not exist.
+	socketDirMode fs.FileMode = 0o755
 )
 
 // ErrInvalidOptions is wrapped by Start when Options are incomplete.
@@ -96,10 +101,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		timeout = DefaultShutdownTimeout
 	}
 
-	if err := removeStaleSocket(ctx, path); err != nil {
-		return nil, err
-	}
-	lis, err := listenUnix(path)
+	lis, err := unixsock.Listen(ctx, path, socketMode, socketDirMode)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
+	"github.com/kubelet-dockershim/kubelet/internal/unixsock"
 )
 
 // testTimeout bounds every blocking step of a test.
@@ -174,8 +175,8 @@ func TestStartRefusesLiveSocket(t *testing.T) {
 		_ = srv.Close()
 		t.Fatal("Start succeeded on a socket another listener serves")
 	}
-	if !errors.Is(err, ErrSocketInUse) || !strings.Contains(err.Error(), "another process serves it") {
-		t.Fatalf("Start error = %v, want ErrSocketInUse", err)
+	if !errors.Is(err, unixsock.ErrSocketInUse) || !strings.Contains(err.Error(), "another process serves it") {
+		t.Fatalf("Start error = %v, want unixsock.ErrSocketInUse", err)
 	}
 	// The other listener must be untouched: its file is there and it accepts.
 	conn, err := net.DialTimeout("unix", path, testTimeout)
@@ -191,8 +192,8 @@ func TestStartRefusesNonSocketFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
 		t.Fatalf("WriteFile: %v", err)
 	}
-	if _, err := Start(context.Background(), testOptions(t, path)); !errors.Is(err, ErrNotSocket) {
-		t.Fatalf("Start error = %v, want ErrNotSocket", err)
+	if _, err := Start(context.Background(), testOptions(t, path)); !errors.Is(err, unixsock.ErrNotSocket) {
+		t.Fatalf("Start error = %v, want unixsock.ErrNotSocket", err)
 	}
 	if data, err := os.ReadFile(path); err != nil || string(data) != "keep me" {
 		t.Fatalf("regular file was modified: %q, %v", data, err)

@@ -1,4 +1,8 @@
-package server
+// Package unixsock listens on unix sockets for both halves (the shim's CRI
+// socket, the kubelet's root-only local socket): a stale socket file nobody
+// answers on is replaced, a live socket or a non-socket file is an error and is
+// left untouched, and the socket gets its mode before Listen returns.
+package unixsock
 
 import (
 	"context"
@@ -12,14 +16,8 @@ import (
 	"time"
 )
 
-const (
-	// socketMode lets root and the socket's group use the CRI.
-	socketMode fs.FileMode = 0o660
-	// parentDirMode is used when the socket's directory does not exist.
-	parentDirMode fs.FileMode = 0o755
-	// probeTimeout bounds the dial that tells a stale socket from a live one.
-	probeTimeout = 2 * time.Second
-)
+// probeTimeout bounds the dial that tells a stale socket from a live one.
+const probeTimeout = 2 * time.Second
 
 var (
 	// ErrSocketInUse means another process answers on the socket path.
@@ -27,6 +25,16 @@ var (
 	// ErrNotSocket means the socket path exists and is not a socket.
 	ErrNotSocket = errors.New("path exists and is not a socket")
 )
+
+// Listen removes a stale socket at path, creates its parent directory (with
+// dirMode) when missing, listens on path and sets the socket's mode. On error
+// nothing it created is left listening.
+func Listen(ctx context.Context, path string, mode, dirMode fs.FileMode) (net.Listener, error) {
+	if err := removeStaleSocket(ctx, path); err != nil {
+		return nil, err
+	}
+	return listenUnix(path, mode, dirMode)
+}
 
 // removeStaleSocket removes path if it is a socket nobody listens on.
 // A missing path is fine; a live socket or a non-socket file is an error and
@@ -40,8 +48,7 @@ func removeStaleSocket(ctx context.Context, path string) error {
 		return fmt.Errorf("checking socket %s: %w", path, err)
 	}
 	if info.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("socket %s: %w (mode %v); remove it or choose another --container-runtime-endpoint",
-			path, ErrNotSocket, info.Mode())
+		return fmt.Errorf("socket %s: %w (mode %v); remove it or choose another path", path, ErrNotSocket, info.Mode())
 	}
 	live, err := socketAnswers(ctx, path)
 	if err != nil {
@@ -74,9 +81,9 @@ func socketAnswers(ctx context.Context, path string) (bool, error) {
 }
 
 // listenUnix creates the parent directory, listens on path and sets the
-// socket's mode. On error nothing it created is left listening.
-func listenUnix(path string) (_ net.Listener, retErr error) {
-	if err := os.MkdirAll(filepath.Dir(path), parentDirMode); err != nil {
+// socket's mode.
+func listenUnix(path string, mode, dirMode fs.FileMode) (_ net.Listener, retErr error) {
+	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 		return nil, fmt.Errorf("creating socket directory: %w", err)
 	}
 	lis, err := net.Listen("unix", path)
@@ -88,7 +95,7 @@ func listenUnix(path string) (_ net.Listener, retErr error) {
 			_ = lis.Close() // also unlinks the socket file
 		}
 	}()
-	if err := os.Chmod(path, socketMode); err != nil {
+	if err := os.Chmod(path, mode); err != nil {
 		return nil, fmt.Errorf("setting mode of socket %s: %w", path, err)
 	}
 	return lis, nil
