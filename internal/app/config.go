@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,12 +24,15 @@ const (
 type Config struct {
 	Kubelet kubeletv1beta1.KubeletConfiguration
 
-	ConfigFile                string
-	ContainerRuntime          string
-	ExperimentalDockershim    bool
-	DockerEndpoint            string
-	PodInfraContainerImage    string
-	DockershimRootDirectory   string
+	ConfigFile              string
+	ContainerRuntime        string
+	ExperimentalDockershim  bool
+	DockerEndpoint          string
+	PodInfraContainerImage  string
+	DockershimRootDirectory string
+	// SeccompProfileRoot is where the shim reads Localhost seccomp profiles
+	// from; empty means <root-dir>/seccomp.
+	SeccompProfileRoot        string
 	NetworkPlugin             string
 	CNIBinDir                 string
 	CNIConfDir                string
@@ -96,6 +100,9 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(f.v) == "" {
 			errs = append(errs, fmt.Errorf("%s must not be empty", f.flag))
 		}
+	}
+	if c.SeccompProfileRoot != "" && !filepath.IsAbs(c.SeccompProfileRoot) {
+		errs = append(errs, fmt.Errorf("--experimental-dockershim-seccomp-profile-root=%q must be an absolute path", c.SeccompProfileRoot))
 	}
 	if c.NodeIP != "" {
 		for _, ip := range strings.Split(c.NodeIP, ",") {
@@ -170,4 +177,13 @@ func parseTaints(spec string) ([]v1.Taint, error) {
 		out = append(out, v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)})
 	}
 	return out, nil
+}
+
+// seccompProfileRoot is --experimental-dockershim-seccomp-profile-root, or
+// <root-dir>/seccomp, where the kubelet resolves Localhost profiles.
+func (c *Config) seccompProfileRoot() string {
+	if c.SeccompProfileRoot != "" {
+		return c.SeccompProfileRoot
+	}
+	return filepath.Join(c.RootDirectory, "seccomp")
 }

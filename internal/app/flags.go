@@ -53,6 +53,7 @@ func addRuntimeFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.DockerEndpoint, "docker-endpoint", cfg.DockerEndpoint, "The Docker daemon endpoint.")
 	fs.StringVar(&cfg.PodInfraContainerImage, "pod-infra-container-image", cfg.PodInfraContainerImage, "The image of each pod's sandbox (pause) container.")
 	fs.StringVar(&cfg.DockershimRootDirectory, "experimental-dockershim-root-directory", cfg.DockershimRootDirectory, "The dockershim's state directory (sandbox checkpoints).")
+	fs.StringVar(&cfg.SeccompProfileRoot, "experimental-dockershim-seccomp-profile-root", cfg.SeccompProfileRoot, "The only directory the dockershim reads Localhost seccomp profiles from (default <root-dir>/seccomp, where the kubelet resolves them).")
 	fs.StringVar(&cfg.NetworkPlugin, "network-plugin", cfg.NetworkPlugin, "The network plugin: cni.")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "Comma-separated directories holding CNI plugin binaries.")
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", cfg.CNIConfDir, "The directory holding CNI network configs; the first in lexical order is the pod network.")

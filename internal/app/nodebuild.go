@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -141,7 +142,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 	}
 	return kuberuntime.New(kuberuntime.Options{
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
-		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, PodInfraImage: cfg.PodInfraContainerImage,
+		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,

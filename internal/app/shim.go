@@ -26,6 +26,7 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 		DockerEndpoint:       cfg.DockerEndpoint,
 		PullProgressDeadline: cfg.ImagePullProgressDeadline,
 		RootDirectory:        cfg.DockershimRootDirectory,
+		SeccompProfileRoot:   cfg.seccompProfileRoot(),
 		PodInfraImage:        cfg.PodInfraContainerImage,
 		NetworkPlugin:        cfg.NetworkPlugin,
 		CNIConfDir:           cfg.CNIConfDir,

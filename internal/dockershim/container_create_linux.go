@@ -18,7 +18,7 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 	}
 	hc.CgroupParent = sbCfg.GetLinux().GetCgroupParent()
 	opts, err := securityOpts(securityInput{
-		field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
+		seccompRoot: s.seccompRoot, field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
 		apparmor: sc.GetApparmor(), aaName: sc.GetApparmorProfile(), selinux: sc.GetSelinuxOptions(),
 		noNewPrivs: sc.GetNoNewPrivs(), privileged: sc.GetPrivileged(),
 	})

@@ -2,16 +2,19 @@ package dockershim
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // seccompOpt maps the CRI seccomp profile (or the deprecated path string) to a Docker
 // security option. An unset profile means unconfined, as the CRI defines.
-func seccompOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
+func seccompOpt(root, field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
 	if p == nil && deprecated != "" {
 		switch {
 		case deprecated == "unconfined":
@@ -33,9 +36,9 @@ func seccompOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) 
 	case runtimeapi.SecurityProfile_RuntimeDefault:
 		return "", nil // Docker applies its default profile
 	case runtimeapi.SecurityProfile_Localhost:
-		b, err := os.ReadFile(p.GetLocalhostRef())
+		b, err := readSeccompProfile(root, p.GetLocalhostRef())
 		if err != nil {
-			return "", invalidArg(field, "read localhost seccomp profile: %v", err)
+			return "", invalidArg(field+".localhost_ref", "%v", err)
 		}
 		return "seccomp=" + string(b), nil
 	}
@@ -87,8 +90,48 @@ func selinuxOpts(o *runtimeapi.SELinuxOption) []string {
 	return out
 }
 
+// maxSeccompProfileSize caps a Localhost seccomp profile (Docker's own
+// profile is ~20 KiB).
+const maxSeccompProfileSize = 1 << 20
+
+// readSeccompProfile reads the Localhost profile ref, which must be an
+// absolute path to a regular file below root (symlinks followed only while
+// they stay below root), at most maxSeccompProfileSize bytes.
+func readSeccompProfile(root, ref string) ([]byte, error) {
+	rel, err := filepath.Rel(root, ref)
+	if err != nil || !filepath.IsAbs(ref) || !filepath.IsLocal(rel) || rel == "." || filepath.Clean(ref) != ref {
+		return nil, fmt.Errorf("profile %q: must be a clean absolute path under the seccomp profile root %s", ref, root)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("open the seccomp profile root: %w", err)
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO must not block the call
+	if err != nil {
+		return nil, fmt.Errorf("open profile %q: %w", ref, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat profile %q: %w", ref, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("profile %q: not a regular file (%v)", ref, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSeccompProfileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read profile %q: %w", ref, err)
+	}
+	if len(b) > maxSeccompProfileSize {
+		return nil, fmt.Errorf("profile %q: larger than %d bytes", ref, maxSeccompProfileSize)
+	}
+	return b, nil
+}
+
 // securityInput is what both sandbox and container security contexts provide.
 type securityInput struct {
+	seccompRoot         string // Localhost profiles only from here
 	field               string
 	seccomp, apparmor   *runtimeapi.SecurityProfile
 	seccompPath, aaName string
@@ -104,7 +147,7 @@ type securityInput struct {
 func securityOpts(in securityInput) ([]string, error) {
 	var opts []string
 	if !in.privileged {
-		sc, err := seccompOpt(in.field+".seccomp", in.seccomp, in.seccompPath)
+		sc, err := seccompOpt(in.seccompRoot, in.field+".seccomp", in.seccomp, in.seccompPath)
 		if err != nil {
 			return nil, err
 		}

@@ -81,6 +81,9 @@ type Options struct {
 	RootDirectory string
 	// PodInfraImage is the sandbox (pause) image.
 	PodInfraImage string
+	// SeccompProfileRoot is the only directory Localhost seccomp profiles are
+	// read from (the kubelet's <root-dir>/seccomp); required, absolute.
+	SeccompProfileRoot string
 	// NetworkPlugin is "cni" (or empty, meaning cni); kubenet is not supported.
 	NetworkPlugin string
 	CNIConfDir    string
@@ -98,6 +101,7 @@ type Service struct {
 
 	podInfraImage string
 	rootDir       string
+	seccompRoot   string // Localhost seccomp profiles only from here
 	logger        *zap.Logger
 
 	docker      dockerClient
@@ -125,6 +129,8 @@ func (o *Options) Validate() error {
 		return errors.New("--docker-endpoint must not be empty")
 	case o.RootDirectory == "":
 		return errors.New("--experimental-dockershim-root-directory must not be empty")
+	case !filepath.IsAbs(o.SeccompProfileRoot):
+		return fmt.Errorf("--experimental-dockershim-seccomp-profile-root=%q must be an absolute path", o.SeccompProfileRoot)
 	case o.PodInfraImage == "":
 		return errors.New("--pod-infra-container-image must not be empty")
 	case o.NetworkPlugin == "kubenet":
@@ -188,6 +194,7 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 	s := &Service{
 		podInfraImage: opts.PodInfraImage,
 		rootDir:       opts.RootDirectory,
+		seccompRoot:   opts.SeccompProfileRoot,
 		logger:        logger,
 		docker:        p.docker,
 		network:       p.network,

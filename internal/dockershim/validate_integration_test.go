@@ -228,3 +228,55 @@ func TestIntegrationPIDTargetSamePod(t *testing.T) {
 		t.Errorf("target in the same sandbox: %v", err)
 	}
 }
+
+// A Localhost seccomp profile is read only from the profile root: a ref
+// naming any other file used to be read and handed to Docker.
+func TestIntegrationSeccompProfileConfined(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	ctx := ctxT(t)
+	root := e.seccompRoot()
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const profile = `{"defaultAction":"SCMP_ACT_ALLOW"}`
+	outside := filepath.Join(filepath.Dir(root), "outside.json")
+	for _, p := range []string{outside, filepath.Join(root, "allow.json")} {
+		if err := os.WriteFile(p, []byte(profile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "dir.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	localhost := func(ref string) *runtimeapi.SecurityProfile {
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
+	}
+	sbCfg := s.sandboxConfig("seccomp")
+	sbID := s.runSandbox(sbCfg)
+	for _, ref := range []string{outside, root + "/../outside.json", filepath.Join(root, "link.json"), filepath.Join(root, "dir.json"), "allow.json"} {
+		c := containerConfig("sc", "true")
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Seccomp: localhost(ref)}}
+		_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg})
+		wantInvalid(t, "CreateContainer seccomp "+ref, err, "config.linux.security_context.seccomp.localhost_ref")
+	}
+	c := containerConfig("sc", "true")
+	c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{SeccompProfilePath: "localhost/" + outside}}
+	_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg})
+	wantInvalid(t, "CreateContainer deprecated seccomp path", err, "config.linux.security_context.seccomp.localhost_ref")
+
+	bad := s.sandboxConfig("seccomp-sb")
+	bad.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Seccomp: localhost(outside)}
+	_, err = s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: bad})
+	wantInvalid(t, "RunPodSandbox seccomp outside the root", err, "config.linux.security_context.seccomp.localhost_ref")
+
+	// A profile under the root is applied.
+	c = containerConfig("sc", "true")
+	c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Seccomp: localhost(filepath.Join(root, "allow.json"))}}
+	if _, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg}); err != nil {
+		t.Fatalf("CreateContainer with a profile under the root: %v", err)
+	}
+}

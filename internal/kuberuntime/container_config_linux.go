@@ -13,8 +13,6 @@ import (
 )
 
 const (
-	// seccompProfileRoot is where Localhost seccomp profiles live (<root-dir>/seccomp).
-	seccompProfileRoot = "/var/lib/kubelet/seccomp"
 	// appArmorAnnotationPrefix is the deprecated per-container AppArmor annotation.
 	appArmorAnnotationPrefix = "container.apparmor.security.beta.kubernetes.io/"
 	// selinuxMagic is the filesystem type of a mounted selinuxfs.
@@ -103,7 +101,7 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, container *v1.Container,
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *eff.RunAsGroup}
 	}
 
-	seccomp, err := seccompProfile(eff.SeccompProfile)
+	seccomp, err := seccompProfile(m.seccompRoot, eff.SeccompProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +142,10 @@ func toRuntimeCapabilities(c *v1.Capabilities) *runtimeapi.Capability {
 	return out
 }
 
-// seccompProfile maps the effective seccomp profile. Without one the container is
+// seccompProfile maps the effective seccomp profile; a Localhost profile is
+// relative to root (<root-dir>/seccomp). Without one the container is
 // Unconfined (the upstream default while the SeccompDefault kubelet option is off).
-func seccompProfile(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
+func seccompProfile(root string, p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
 	if p == nil {
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 	}
@@ -161,7 +160,7 @@ func seccompProfile(p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
 		}
 		return &runtimeapi.SecurityProfile{
 			ProfileType:  runtimeapi.SecurityProfile_Localhost,
-			LocalhostRef: filepath.Join(seccompProfileRoot, *p.LocalhostProfile),
+			LocalhostRef: filepath.Join(root, *p.LocalhostProfile),
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown seccomp profile type %q", p.Type)

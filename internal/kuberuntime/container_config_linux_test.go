@@ -259,3 +259,14 @@ func TestContainerResources(t *testing.T) {
 		})
 	}
 }
+
+// A Localhost profile is resolved under the kubelet's <root-dir>/seccomp, not a
+// fixed /var/lib/kubelet.
+func TestSeccompLocalhostUnderRootDir(t *testing.T) {
+	t.Parallel()
+	name := "profiles/audit.json"
+	got, err := seccompProfile("/srv/kubelet/seccomp", &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &name})
+	if err != nil || got.GetLocalhostRef() != "/srv/kubelet/seccomp/profiles/audit.json" {
+		t.Fatalf("seccompProfile = %v, %v", got, err)
+	}
+}

@@ -21,7 +21,9 @@ import (
 
 // Defaults applied by New to zero-valued Options fields.
 const (
-	DefaultPodLogsDir           = "/var/log/pods"
+	DefaultPodLogsDir = "/var/log/pods"
+	// DefaultSeccompProfileRoot is <root-dir>/seccomp for the default --root-dir.
+	DefaultSeccompProfileRoot   = "/var/lib/kubelet/seccomp"
 	DefaultContainerLogMaxSize  = 10 * 1024 * 1024
 	DefaultContainerLogMaxFiles = 5
 	DefaultCPUCFSQuotaPeriod    = 100 * time.Millisecond
@@ -116,6 +118,9 @@ type Options struct {
 	ProbeResults ProbeResults
 	// PodLogsDir is where container logs live; default /var/log/pods.
 	PodLogsDir string
+	// SeccompProfileRoot is where Localhost seccomp profiles live
+	// (<root-dir>/seccomp); default /var/lib/kubelet/seccomp.
+	SeccompProfileRoot string
 	// PodInfraImage is only used for image GC pinning; the sandbox image is the
 	// runtime's choice.
 	PodInfraImage string
@@ -148,6 +153,7 @@ type Manager struct {
 	logger            *zap.Logger
 	recorder          EventRecorder
 	podLogsDir        string
+	seccompRoot       string // Localhost seccomp profiles are relative to it
 	imagePullBackOff  *flowcontrol.Backoff
 	pullLock          sync.Mutex
 	serializePulls    bool
@@ -185,6 +191,7 @@ func New(opts Options) (*Manager, error) {
 		logger:            opts.Logger,
 		recorder:          opts.Recorder,
 		podLogsDir:        opts.PodLogsDir,
+		seccompRoot:       opts.SeccompProfileRoot,
 		imagePullBackOff:  opts.ImagePullBackOff,
 		serializePulls:    opts.SerializeImagePulls,
 		logMaxSize:        opts.ContainerLogMaxSize,
@@ -205,6 +212,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if m.podLogsDir == "" {
 		m.podLogsDir = DefaultPodLogsDir
+	}
+	if m.seccompRoot == "" {
+		m.seccompRoot = DefaultSeccompProfileRoot
 	}
 	if m.imagePullBackOff == nil {
 		m.imagePullBackOff = flowcontrol.NewBackOff(defaultImageBackOffInitial, defaultImageBackOffMax)
