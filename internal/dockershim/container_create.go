@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -116,6 +117,11 @@ func validateMount(field string, m *runtimeapi.Mount) error {
 		return invalidArg(field+".container_path", "must not be empty")
 	case m.HostPath == "":
 		return invalidArg(field+".host_path", "must not be empty")
+	case !filepath.IsAbs(m.HostPath):
+		// Docker would take a relative bind source for a named volume.
+		return invalidArg(field+".host_path", "%q must be an absolute path", m.HostPath)
+	case !filepath.IsAbs(m.ContainerPath):
+		return invalidArg(field+".container_path", "%q must be an absolute path", m.ContainerPath)
 	}
 	return nil
 }
@@ -148,8 +154,13 @@ func (s *Service) containerConfig(cfg *runtimeapi.ContainerConfig, sbCfg *runtim
 		AttachStdout: true,
 		AttachStderr: true,
 	}
+	binds, apiMounts, err := hostMounts(cfg.Mounts)
+	if err != nil {
+		return nil, nil, err
+	}
 	hc := &libdocker.HostConfig{
-		Binds:   bindsFor(cfg.Mounts),
+		Binds:   binds,
+		Mounts:  apiMounts,
 		Runtime: sb.HostConfig.Runtime,
 	}
 	if err := s.applyContainerLinux(cfg, sbCfg, sb, cc, hc); err != nil {
@@ -167,35 +178,72 @@ func envList(envs []*runtimeapi.KeyValue) []string {
 	return out
 }
 
-// bindsFor renders mounts as Docker binds ("host:container:opts"). Docker creates a
-// missing host directory, as the legacy dockershim relied on.
-func bindsFor(mounts []*runtimeapi.Mount) []string {
-	out := make([]string, 0, len(mounts))
+// hostMounts renders the CRI mounts for Docker: as binds
+// ("host:container:opts", where Docker creates a missing host directory, as
+// the legacy dockershim relied on), except mounts whose paths hold ':' or ','
+// (which the bind string cannot carry): those go through Docker's Mounts API,
+// their missing source created as a directory first, as containerd's CRI does.
+func hostMounts(mounts []*runtimeapi.Mount) (binds []string, apiMounts []libdocker.Mount, err error) {
 	for _, m := range mounts {
-		var opts []string
-		if m.Readonly {
-			opts = append(opts, "ro")
+		if !strings.ContainsAny(m.HostPath+m.ContainerPath, ":,") {
+			binds = append(binds, bindString(m))
+			continue
 		}
-		if m.SelinuxRelabel {
-			opts = append(opts, "Z")
+		am, err := apiMount(m)
+		if err != nil {
+			return nil, nil, err
 		}
-		switch m.Propagation {
-		case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
-			opts = append(opts, "rslave")
-		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
-			opts = append(opts, "rshared")
-		}
-		b := m.HostPath + ":" + m.ContainerPath
-		for i, o := range opts {
-			if i == 0 {
-				b += ":" + o
-			} else {
-				b += "," + o
-			}
-		}
-		out = append(out, b)
+		apiMounts = append(apiMounts, am)
 	}
-	return out
+	return binds, apiMounts, nil
+}
+
+// bindString renders one mount as a Docker bind.
+func bindString(m *runtimeapi.Mount) string {
+	var opts []string
+	if m.Readonly {
+		opts = append(opts, "ro")
+	}
+	if m.SelinuxRelabel {
+		opts = append(opts, "Z")
+	}
+	switch m.Propagation {
+	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		opts = append(opts, "rslave")
+	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		opts = append(opts, "rshared")
+	}
+	b := m.HostPath + ":" + m.ContainerPath
+	if len(opts) > 0 {
+		b += ":" + strings.Join(opts, ",")
+	}
+	return b
+}
+
+// apiMount renders one mount for Docker's Mounts API, creating a missing
+// source directory. The Mounts API has no SELinux relabel option: on a host
+// with SELinux enabled a relabel request is refused rather than dropped.
+func apiMount(m *runtimeapi.Mount) (libdocker.Mount, error) {
+	if m.SelinuxRelabel && selinuxEnabled() {
+		return libdocker.Mount{}, unimplemented("mount %q: SELinux relabeling of a path with ':' or ',' is not supported by the Docker engine", m.HostPath)
+	}
+	if err := os.MkdirAll(m.HostPath, 0o755); err != nil {
+		return libdocker.Mount{}, fmt.Errorf("create mount source %s: %w", m.HostPath, err)
+	}
+	am := libdocker.Mount{Type: libdocker.MountTypeBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.Readonly}
+	switch m.Propagation {
+	case runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+		am.BindOptions = &libdocker.BindOptions{Propagation: libdocker.PropagationRSlave}
+	case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+		am.BindOptions = &libdocker.BindOptions{Propagation: libdocker.PropagationRShared}
+	}
+	return am, nil
+}
+
+// selinuxEnabled reports whether the host has SELinux mounted.
+func selinuxEnabled() bool {
+	_, err := os.Stat("/sys/fs/selinux/enforce")
+	return err == nil
 }
 
 // ensureLogFile creates a container's CRI log file (and its directory) before the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -196,14 +198,33 @@ func TestUserAndResources(t *testing.T) {
 
 func TestBindsAndMounts(t *testing.T) {
 	t.Parallel()
-	got := bindsFor([]*runtimeapi.Mount{
+	dir := t.TempDir()
+	colon, comma := filepath.Join(dir, "a:b"), filepath.Join(dir, "x,y")
+	got, apiMounts, err := hostMounts([]*runtimeapi.Mount{
 		{HostPath: "/h", ContainerPath: "/c"},
 		{HostPath: "/h2", ContainerPath: "/c2", Readonly: true, SelinuxRelabel: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
 		{HostPath: "/h3", ContainerPath: "/c3", Propagation: runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL},
+		{HostPath: colon, ContainerPath: "/c4", Readonly: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+		{HostPath: comma, ContainerPath: "/c:5"},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"/h:/c", "/h2:/c2:ro,Z,rslave", "/h3:/c3:rshared"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("binds = %q", got)
+	}
+	wantMounts := []libdocker.Mount{
+		{Type: libdocker.MountTypeBind, Source: colon, Target: "/c4", ReadOnly: true, BindOptions: &libdocker.BindOptions{Propagation: libdocker.PropagationRSlave}},
+		{Type: libdocker.MountTypeBind, Source: comma, Target: "/c:5"},
+	}
+	if !reflect.DeepEqual(apiMounts, wantMounts) {
+		t.Fatalf("mounts = %+v", apiMounts)
+	}
+	for _, p := range []string{colon, comma} {
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			t.Errorf("missing mount source %s not created as a directory: %v", p, err)
+		}
 	}
 	for _, tc := range []struct {
 		desc string
@@ -214,6 +235,8 @@ func TestBindsAndMounts(t *testing.T) {
 		{"rro", &runtimeapi.Mount{ContainerPath: "/c", HostPath: "/h", RecursiveReadOnly: true}, ErrUnimplemented},
 		{"idmap", &runtimeapi.Mount{ContainerPath: "/c", HostPath: "/h", UidMappings: []*runtimeapi.IDMapping{{}}}, ErrUnimplemented},
 		{"no path", &runtimeapi.Mount{HostPath: "/h"}, ErrInvalidArgument},
+		{"relative host path (a named volume for Docker)", &runtimeapi.Mount{HostPath: "vol", ContainerPath: "/c"}, ErrInvalidArgument},
+		{"relative container path", &runtimeapi.Mount{HostPath: "/h", ContainerPath: "c"}, ErrInvalidArgument},
 	} {
 		if err := validateMount("m", tc.m); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.desc, err, tc.want)

@@ -280,3 +280,37 @@ func TestIntegrationSeccompProfileConfined(t *testing.T) {
 		t.Fatalf("CreateContainer with a profile under the root: %v", err)
 	}
 }
+
+// Host paths with ':' or ',' cannot be carried by Docker's bind string (the
+// container used to fail to be created, or to mount the wrong path): they go
+// through the Mounts API, a missing source created first.
+func TestIntegrationMountPathsWithSeparators(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	base := filepath.Join(filepath.Dir(e.root), "vol:a,b")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "f"), []byte("from-colon-dir\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(filepath.Dir(e.root), "new:dir")
+	sbCfg := s.sandboxConfig("mounts")
+	sbID := s.runSandbox(sbCfg)
+	c := containerConfig("m", "sh", "-c", "cat /data/f && touch /out/written")
+	c.Mounts = []*runtimeapi.Mount{
+		{HostPath: base, ContainerPath: "/data", Readonly: true},
+		{HostPath: missing, ContainerPath: "/out"},
+	}
+	id := s.createStart(sbID, sbCfg, c)
+	if st := s.waitState(id, runtimeapi.ContainerState_CONTAINER_EXITED); st.ExitCode != 0 {
+		t.Fatalf("container exited %d (%s)", st.ExitCode, st.Message)
+	}
+	if _, err := os.Stat(filepath.Join(missing, "written")); err != nil {
+		t.Errorf("the missing mount source was not created and mounted: %v", err)
+	}
+	logs, err := readFile(filepath.Join(sbCfg.LogDirectory, "m.log"))
+	if err != nil || !strings.Contains(logs, "from-colon-dir") {
+		t.Errorf("container log %q (%v): the host directory with ':' was not mounted", logs, err)
+	}
+}
