@@ -29,6 +29,11 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
+	// The log directory is the sandbox's own, given at RunPodSandbox (a
+	// sandbox another shim created carries no record of it).
+	if dir, ok := sb.Config.Labels[labelLogDirectory]; ok && dir != sbCfg.GetLogDirectory() {
+		return nil, invalidArg("sandbox_config.log_directory", "%q is not the log directory of sandbox %s", sbCfg.GetLogDirectory(), sb.ID)
+	}
 	pidTarget, err := s.checkPIDTarget(ctx, cfg, sb.ID)
 	if err != nil {
 		return nil, err
@@ -140,6 +145,9 @@ func (s *Service) containerConfig(cfg *runtimeapi.ContainerConfig, sbCfg *runtim
 		labelType: typeContainer, labelSandboxID: sb.ID, labelLogPath: logPath,
 		labelMetadata: meta, labelImage: cfg.Image.Image,
 	}
+	if logPath != "" {
+		internal[labelLogDirectory] = sbCfg.LogDirectory
+	}
 	cc := &libdocker.ContainerConfig{
 		Image:        cfg.Image.Image,
 		Entrypoint:   cfg.Command,
@@ -248,15 +256,38 @@ func selinuxEnabled() bool {
 
 // ensureLogFile creates a container's CRI log file (and its directory) before the
 // container starts, as containerd does: a reader may open it as soon as
-// StartContainer returns, before the log copier wrote a line.
-func ensureLogFile(path string) error {
+// StartContainer returns, before the log copier wrote a line. With the
+// sandbox's log directory dir known, everything below it is created and
+// opened through an os.Root, so that a symbolic link planted in the path (a
+// pod that can write the log directory) cannot lead the file elsewhere.
+func ensureLogFile(dir, path string) error {
 	if path == "" {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	rel, err := filepath.Rel(dir, path)
+	if dir == "" || err != nil || !filepath.IsLocal(rel) {
+		// A container another shim created: its log path as recorded.
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("create log directory for %s: %w", path, err)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
+		if err != nil {
+			return fmt.Errorf("create log file %s: %w", path, err)
+		}
+		return f.Close()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create log directory %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open log directory %s: %w", dir, err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
 		return fmt.Errorf("create log directory for %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
+	f, err := root.OpenFile(rel, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
 	if err != nil {
 		return fmt.Errorf("create log file %s: %w", path, err)
 	}

@@ -20,6 +20,9 @@ const (
 	labelImage         = "io.kubelet-dockershim.image"
 	labelNamespaceOpts = "io.kubelet-dockershim.namespace-options"
 	labelHostNetwork   = "io.kubelet-dockershim.host-network"
+	// labelLogDirectory is the sandbox's log_directory, the only one its
+	// containers' log paths may be under.
+	labelLogDirectory = "io.kubelet-dockershim.log-directory"
 	// labelKeys lists the client's CRI label keys (comma separated), so that labels
 	// Docker copies from the image are not reported as the client's.
 	labelKeys = "io.kubelet-dockershim.label-keys"
@@ -37,7 +40,7 @@ const (
 func internalLabel(k string) bool {
 	switch k {
 	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage,
-		labelNamespaceOpts, labelHostNetwork, labelManaged, labelKeys:
+		labelNamespaceOpts, labelHostNetwork, labelLogDirectory, labelManaged, labelKeys:
 		return true
 	}
 	return false

@@ -151,6 +151,7 @@ func sandboxInternalLabels(cfg *runtimeapi.PodSandboxConfig, handler string) (ma
 		labelHandler:       handler,
 		labelNamespaceOpts: nsOpts,
 		labelHostNetwork:   fmt.Sprint(isHostNetwork(cfg)),
+		labelLogDirectory:  cfg.GetLogDirectory(),
 	}, nil
 }
 

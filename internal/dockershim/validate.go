@@ -157,6 +157,9 @@ func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
 	if cfg.GetMetadata() == nil {
 		return invalidArg(field+".metadata", "must be set")
 	}
+	if d := cfg.GetLogDirectory(); d != "" && (!filepath.IsAbs(d) || filepath.Clean(d) != d || hasControl(d)) {
+		return invalidArg(field+".log_directory", "%q must be a clean absolute path", d)
+	}
 	if h := cfg.GetHostname(); h != "" && (len(h) > 64 || !hostname.MatchString(h)) {
 		return invalidArg(field+".hostname", "%q is not a host name (RFC 1123, at most 64 characters)", h)
 	}

@@ -93,6 +93,43 @@ func TestIntegrationLogPathConfined(t *testing.T) {
 			t.Errorf("a log file was written outside the sandbox's log directory: %s", p)
 		}
 	}
+
+	// The log directory is the one the sandbox was run with: a
+	// CreateContainer naming another one is refused.
+	other := *cfg
+	other.LogDirectory = filepath.Join(e.logDir, "elsewhere")
+	c := containerConfig("other", "echo", "hello")
+	_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: &other})
+	wantInvalid(t, "CreateContainer with another log_directory", err, "sandbox_config.log_directory")
+	bad := s.sandboxConfig("logs-rel")
+	bad.LogDirectory = "relative/dir"
+	_, err = s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: bad})
+	wantInvalid(t, "RunPodSandbox with a relative log_directory", err, "config.log_directory")
+
+	// A directory of the log path swapped for a symbolic link to elsewhere
+	// (by a pod that can write the log directory) does not lead the log file
+	// there.
+	outside := filepath.Join(filepath.Dir(e.logDir), "outside-"+e.runID)
+	for _, d := range []string{outside, cfg.LogDirectory} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(cfg.LogDirectory, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	c = containerConfig("linked", "echo", "hello")
+	c.LogPath = "linked/0.log"
+	resp, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: cfg})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	if _, err := s.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err == nil {
+		t.Errorf("StartContainer with a log path through a symbolic link out of the log directory succeeded")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) > 0 {
+		t.Errorf("a log file was created through the symbolic link: %v", entries)
+	}
 }
 
 // DNS servers, searches and options become resolv.conf lines: a newline in
