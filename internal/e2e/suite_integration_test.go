@@ -44,6 +44,9 @@ type suite struct {
 var theSuite = &suite{}
 
 func TestMain(m *testing.M) {
+	if invokedAsFaultPlugin() { // run by libcni as a test's CNI plugin
+		os.Exit(runFaultPlugin())
+	}
 	s := setupSuite()
 	theSuite = s
 	code := m.Run()
