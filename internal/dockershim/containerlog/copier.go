@@ -48,8 +48,15 @@ type copier struct {
 	last time.Time // timestamp of the last entry written or found in the file
 }
 
-// run opens the file and copies the stream until EOF (then catches up), ctx
-// cancellation, a write error, a failed first Source call, or too many retries.
+// run opens the file and copies the stream until the container has exited (then
+// catches up), ctx cancellation, a write error, a failed first Source call, the
+// container's removal, or too many retries while the container runs.
+//
+// Docker's follow stream also ends, with EOF or an error, when the daemon stops: with
+// live-restore the container keeps running and its output keeps coming after the
+// daemon is back. So the end of a stream is not taken as the end of the container:
+// the copier asks Docker for the container's state, waiting for as long as the daemon
+// does not answer, and follows again (after the last line copied) while it runs.
 func (c *copier) run(ctx context.Context) {
 	if err := c.open(); err != nil {
 		c.log.Error("open container log file", zap.Error(err))
@@ -63,14 +70,22 @@ func (c *copier) run(ctx context.Context) {
 		err := c.copyOnce(ctx, before, true)
 		var srcErr *sourceError
 		switch {
-		case err == nil:
-			c.catchUp(ctx)
-			return
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errWrite), errors.Is(err, libdocker.ErrNotFound),
 			first && errors.As(err, &srcErr):
 			c.log.Error("container log copier stopped", zap.Error(err))
+			return
+		}
+		running, serr := c.waitState(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case serr != nil:
+			c.log.Error("container log copier stopped", zap.NamedError("stream", err), zap.Error(serr))
+			return
+		case !running:
+			c.catchUp(ctx)
 			return
 		}
 		if c.lastWritten().After(before) {
@@ -81,10 +96,37 @@ func (c *copier) run(ctx context.Context) {
 			c.log.Error("container log copier gave up", zap.Int("attempts", failures), zap.Error(err))
 			return
 		}
-		c.log.Warn("container log stream broke; resuming", zap.Duration("backoff", backoff), zap.Error(err))
+		c.log.Warn("container log stream ended while the container runs; resuming", zap.Duration("backoff", backoff), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, c.policy.maxBackoff)
+	}
+}
+
+// waitState reports whether the container runs. While Docker does not answer (it is
+// restarting) it retries with backoff until ctx ends; a removed container is an error.
+func (c *copier) waitState(ctx context.Context) (running bool, err error) {
+	backoff := c.policy.backoff
+	for attempt := 1; ; attempt++ {
+		j, err := c.src.InspectContainer(ctx, c.id)
+		switch {
+		case err == nil:
+			return j.State != nil && j.State.Running, nil
+		case errors.Is(err, libdocker.ErrNotFound):
+			return false, err
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			c.log.Info("docker does not answer; waiting for it to resume the container log",
+				zap.Int("attempt", attempt), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, c.policy.maxBackoff)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -119,11 +121,47 @@ func rawStream(msgs ...message) []byte {
 }
 
 // fakeSource answers ContainerLogs with canned results, one per call; the last one
-// repeats. It records the options of every call.
+// repeats. It records the options of every call. InspectContainer answers with
+// states the same way; without states the container has exited.
 type fakeSource struct {
-	mu      sync.Mutex
-	calls   []libdocker.LogsOptions
-	results []func(ctx context.Context) (io.ReadCloser, error)
+	mu       sync.Mutex
+	calls    []libdocker.LogsOptions
+	results  []func(ctx context.Context) (io.ReadCloser, error)
+	states   []func() (libdocker.ContainerJSON, error)
+	inspects int
+}
+
+func (f *fakeSource) InspectContainer(_ context.Context, id string) (libdocker.ContainerJSON, error) {
+	f.mu.Lock()
+	n := f.inspects
+	f.inspects++
+	f.mu.Unlock()
+	if len(f.states) == 0 {
+		return exited()
+	}
+	return f.states[min(n, len(f.states)-1)]()
+}
+
+func (f *fakeSource) Inspects() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inspects
+}
+
+func running() (libdocker.ContainerJSON, error) { return stateJSON(true), nil }
+func exited() (libdocker.ContainerJSON, error)  { return stateJSON(false), nil }
+
+func stateJSON(running bool) libdocker.ContainerJSON {
+	var j libdocker.ContainerJSON
+	if err := json.Unmarshal(fmt.Appendf(nil, `{"State":{"Running":%t}}`, running), &j); err != nil {
+		panic(err)
+	}
+	return j
+}
+
+// unreachable is the daemon being down.
+func unreachable() (libdocker.ContainerJSON, error) {
+	return libdocker.ContainerJSON{}, errors.New("Cannot connect to the Docker daemon: connection refused")
 }
 
 func (f *fakeSource) ContainerLogs(ctx context.Context, id string, opts libdocker.LogsOptions) (io.ReadCloser, error) {

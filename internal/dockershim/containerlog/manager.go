@@ -13,9 +13,12 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
-// Source is the Docker call this package needs; *libdocker.Client satisfies it.
+// Source is the Docker calls this package needs; *libdocker.Client satisfies it.
 type Source interface {
 	ContainerLogs(ctx context.Context, id string, opts libdocker.LogsOptions) (io.ReadCloser, error)
+	// InspectContainer tells, when a log stream ended, whether the container still
+	// runs (the stream ended because the daemon stopped) or has exited.
+	InspectContainer(ctx context.Context, id string) (libdocker.ContainerJSON, error)
 }
 
 // Options configures a Manager.
@@ -70,11 +73,13 @@ func NewManager(opts Options) (*Manager, error) {
 // Follow starts copying the log stream of containerID into the CRI log file at path,
 // resuming after the last timestamp already in path (LastTimestamp). A second call for
 // the same container while its copier runs is a no-op. tty=true means Docker's stream is
-// raw (not multiplexed) and everything is stdout. The copier stops at EOF (the container
-// exited; a last non-following read then picks up any message Docker's follow stream
-// missed) or when ctx is cancelled; pass the manager's run context, not a request
-// context. A stream broken by an error is resumed a bounded number of times with
-// backoff. Errors are logged.
+// raw (not multiplexed) and everything is stdout. The copier stops when the stream ends
+// and Docker reports the container exited (a last non-following read then picks up any
+// message Docker's follow stream missed), when the container is removed, or when ctx is
+// cancelled; pass the manager's run context, not a request context. A stream that ends
+// while the container runs (the daemon restarted with live-restore, or the stream broke)
+// is resumed after the last line copied, a bounded number of times in a row without
+// progress; while the daemon does not answer the copier waits for it. Errors are logged.
 func (m *Manager) Follow(ctx context.Context, containerID, path string, tty bool) {
 	if containerID == "" || path == "" {
 		m.log.Error("follow: container ID and log path are required",

@@ -377,7 +377,7 @@ func TestRetryAfterBrokenStream(t *testing.T) {
 			message{stderrID, ms(2), "two\n"},
 			message{stdoutID, ms(3), "three\n"},
 		)),
-	}}
+	}, states: []func() (libdocker.ContainerJSON, error){running, running, exited}}
 	m := newManager(t, src)
 	path := logPath(t)
 	followToEnd(t, m, path, false)
@@ -412,6 +412,69 @@ func TestCatchUpAfterFollowEnds(t *testing.T) {
 	}
 }
 
+// TestFollowAcrossDaemonRestart: Docker's follow stream ends when the daemon stops;
+// with live-restore the container keeps running. The copier waits for the daemon
+// (longer than its retry budget), sees the container running, and follows again after
+// the last line copied: nothing is lost or repeated.
+func TestFollowAcrossDaemonRestart(t *testing.T) {
+	ms := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+	states := []func() (libdocker.ContainerJSON, error){}
+	for range 3 * defaultMaxRetries {
+		states = append(states, unreachable)
+	}
+	states = append(states, running, exited)
+	src := &fakeSource{results: []func(context.Context) (io.ReadCloser, error){
+		canned(muxStream(message{stdoutID, ms(1), "1\n"}, message{stdoutID, ms(2), "2\n"})), // EOF: dockerd stops
+		canned(muxStream(
+			message{stdoutID, ms(2), "2\n"}, // since is inclusive: repeated
+			message{stdoutID, ms(3), "3\n"}, // printed while the daemon was down
+			message{stdoutID, ms(4), "4\n"},
+		)),
+		canned(nil), // the catch-up after the container exited
+	}, states: states}
+	m := newManager(t, src)
+	path := logPath(t)
+	followToEnd(t, m, path, false)
+	if got, want := joinLines(readCRIFile(t, path))["stdout"], []string{"1", "2", "3", "4"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("lines = %q, want %q", got, want)
+	}
+	if n := followCalls(src); n != 2 {
+		t.Fatalf("follow calls = %d, want 2 (the second after the daemon came back)", n)
+	}
+	if n, want := src.Inspects(), len(states); n != want {
+		t.Fatalf("InspectContainer calls = %d, want %d", n, want)
+	}
+}
+
+// TestFollowEndsWhenContainerExits: a stream ending with the container exited is
+// caught up once and not followed again; a removed container stops the copier.
+func TestFollowEndsWhenContainerExits(t *testing.T) {
+	for _, tc := range []struct {
+		desc    string
+		state   func() (libdocker.ContainerJSON, error)
+		catchUp bool
+	}{
+		{desc: "exited", state: exited, catchUp: true},
+		{desc: "removed", state: func() (libdocker.ContainerJSON, error) {
+			return libdocker.ContainerJSON{}, fmt.Errorf("fake: %w", libdocker.ErrNotFound)
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			src := &fakeSource{results: []func(context.Context) (io.ReadCloser, error){canned(nil)},
+				states: []func() (libdocker.ContainerJSON, error){tc.state}}
+			m := newManager(t, src)
+			followToEnd(t, m, logPath(t), false)
+			calls := src.Calls()
+			if n := followCalls(src); n != 1 {
+				t.Fatalf("follow calls = %d, want 1", n)
+			}
+			if got := len(calls) == 2 && !calls[1].Follow; got != tc.catchUp {
+				t.Fatalf("calls %+v: catch-up %v, want %v", calls, got, tc.catchUp)
+			}
+		})
+	}
+}
+
 func followCalls(src *fakeSource) int {
 	n := 0
 	for _, c := range src.Calls() {
@@ -423,7 +486,8 @@ func followCalls(src *fakeSource) int {
 }
 
 func TestRetryBounded(t *testing.T) {
-	src := &fakeSource{results: []func(context.Context) (io.ReadCloser, error){broken(nil)}}
+	src := &fakeSource{results: []func(context.Context) (io.ReadCloser, error){broken(nil)},
+		states: []func() (libdocker.ContainerJSON, error){running}}
 	m := newManager(t, src)
 	followToEnd(t, m, logPath(t), false)
 	if n, want := len(src.Calls()), m.maxRetries+1; n != want {

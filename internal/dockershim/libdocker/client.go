@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -38,7 +39,8 @@ func New(opts Options) (*Client, error) {
 	if opts.Endpoint == "" {
 		return nil, errors.New("libdocker: endpoint is required")
 	}
-	c, err := client.NewClientWithOpts(client.WithHost(opts.Endpoint), client.WithAPIVersionNegotiation())
+	c, err := client.NewClientWithOpts(client.WithHTTPClient(newHTTPClient()), client.WithHost(opts.Endpoint),
+		client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("libdocker: client for %q: %w", opts.Endpoint, err)
 	}
@@ -47,6 +49,18 @@ func New(opts Options) (*Client, error) {
 		d = time.Minute
 	}
 	return &Client{c: c, pullProgressDeadline: d}, nil
+}
+
+// newHTTPClient is the HTTP client of every Docker call: one connection per request.
+// When dockerd stops it closes its listener first and then, for up to the containers'
+// stop timeouts, stops them while still serving requests on connections that are
+// already open. Over a kept-alive connection the shim would go on creating sandboxes and
+// containers in a daemon that is about to exit: they die with it (a second restart of
+// every pod) or are killed when it starts again (holding up its start). A fresh
+// connection is refused by a stopping daemon, as by a stopped one. WithHost sets the
+// transport's dialer for the endpoint.
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, CheckRedirect: client.CheckRedirect}
 }
 
 // Close releases the client's idle connections.

@@ -1,0 +1,404 @@
+// Package dockerd runs a private Docker daemon for integration tests that stop
+// and restart dockerd: the host's dockerd is shared by every test and must never
+// be stopped. A Daemon has its own unix socket, --data-root, --exec-root (where
+// dockerd runs its own containerd), --pidfile, config file and log, and runs
+// without iptables. It is stopped and started again by its PID only, on the
+// same directories, so that its containers are restored (--live-restore) or
+// found dead, as after a restart of the real daemon.
+//
+// It gets a Linux bridge of its own (on a free private /24) rather than
+// --bridge=none: with the bridge disabled dockerd deletes the host's docker0,
+// which belongs to the host's dockerd. Pods get their network from CNI anyway.
+//
+// It is test support: only _test.go files (and other internal/testutil
+// packages) may import it.
+//
+//	d := dockerd.Start(t, dockerd.Options{Images: []string{"registry.k8s.io/pause:3.10"}})
+//	// point the code under test at d.Endpoint
+//	d.Stop(t)  // SIGTERM to its PID, wait for the exit
+//	d.Launch(t) // the same daemon again
+package dockerd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// readyTimeout bounds the wait for the daemon to answer after a start.
+	readyTimeout = 90 * time.Second
+	// stopTimeout bounds the wait for the daemon to exit after SIGTERM (it
+	// stops its containers first unless live-restore is on: busybox as PID 1
+	// ignores SIGTERM, so each one takes its stop timeout).
+	stopTimeout = 90 * time.Second
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// Images are copied from the host's dockerd (docker save | docker load)
+	// after the first start.
+	Images []string
+	// LiveRestore keeps containers running while the daemon is down.
+	LiveRestore bool
+}
+
+// Daemon is a private dockerd. Its methods are not safe for concurrent use.
+type Daemon struct {
+	// Endpoint is the daemon's address, unix://<Dir>/d.sock.
+	Endpoint string
+	// Dir holds all of the daemon's state; it is removed when the test ends.
+	Dir string
+	// Bridge is the daemon's default bridge, deleted when the test ends.
+	Bridge string
+
+	sock, logPath, confPath string
+	liveRestore             bool
+	cmd                     *exec.Cmd
+	exited                  chan struct{}
+	waitErr                 error // set before exited closes
+}
+
+// Start checks the host, creates the daemon's directories and bridge, starts it,
+// waits until it answers and loads opts.Images into it. When the test ends every
+// container of the daemon is removed, the daemon stopped, its mounts, bridge and
+// directory removed; its log's tail is logged if the test failed.
+func Start(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	if _, err := exec.LookPath("dockerd"); err != nil {
+		t.Fatalf("dockerd is required (scripts/prepare-host.sh installs it): %v", err)
+	}
+	dir, err := os.MkdirTemp("", "dkd") // short: a socket path has a length limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
+		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore}
+	d.Endpoint = "unix://" + d.sock
+	t.Cleanup(func() { d.cleanup(t) })
+	if err := d.createBridge(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	d.Launch(t)
+	if len(opts.Images) > 0 {
+		if err := d.loadImages(opts.Images); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// createBridge creates the daemon's bridge on a free private /24.
+func (d *Daemon) createBridge() error {
+	subnet, err := freeSubnet()
+	if err != nil {
+		return err
+	}
+	d.Bridge = fmt.Sprintf("kdd%dx%d", subnet.IP[1], subnet.IP[2])
+	gw := net.IPv4(subnet.IP[0], subnet.IP[1], subnet.IP[2], 1)
+	for _, args := range [][]string{
+		{"link", "add", d.Bridge, "type", "bridge"},
+		{"addr", "add", gw.String() + "/24", "dev", d.Bridge},
+		{"link", "set", d.Bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("dockerd: ip %v: %w: %s", args, err, out)
+		}
+	}
+	return nil
+}
+
+// writeConfig writes daemon.json (the reloadable part of the configuration).
+func (d *Daemon) writeConfig() error {
+	b, err := json.Marshal(map[string]any{"live-restore": d.liveRestore})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(d.confPath, append(b, '\n'), 0o644)
+}
+
+// args are dockerd's flags: everything in Dir, no iptables, no proxy.
+func (d *Daemon) args() []string {
+	return []string{"--config-file=" + d.confPath, "-H", d.Endpoint,
+		"--data-root=" + filepath.Join(d.Dir, "data"), "--exec-root=" + filepath.Join(d.Dir, "x"),
+		"--pidfile=" + filepath.Join(d.Dir, "d.pid"), "--bridge=" + d.Bridge,
+		"--iptables=false", "--ip-masq=false", "--userland-proxy=false"}
+}
+
+// Launch starts the daemon (again, on the same directories) and waits until it
+// answers. The test fails if it is running already or does not come up.
+func (d *Daemon) Launch(t testing.TB) {
+	t.Helper()
+	if d.Running() {
+		t.Fatalf("dockerd (pid %d) is running already", d.PID())
+	}
+	f, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "=== dockerd test helper: start at %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command("dockerd", d.args()...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// If the test binary dies, do not leave the daemon running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dockerd: %v", err)
+	}
+	exited := make(chan struct{})
+	d.cmd, d.exited = cmd, exited
+	go func() {
+		d.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if _, err := d.CLI(context.Background(), "info", "--format", "{{.ServerVersion}}"); err == nil {
+			return
+		}
+		if !d.Running() || time.Now().After(deadline) {
+			t.Fatalf("private dockerd did not come up (exit %v); its log:\n%s", d.waitErr, d.LogTail(30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Running reports whether the daemon process is running.
+func (d *Daemon) Running() bool {
+	if d.cmd == nil {
+		return false
+	}
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID is the daemon's process ID (of the last start).
+func (d *Daemon) PID() int { return d.cmd.Process.Pid }
+
+// Stop sends SIGTERM to the daemon's PID and waits for it to exit. The test
+// fails if it is not running, does not exit within 90 s (it is then killed)
+// or exits with an error.
+func (d *Daemon) Stop(t testing.TB) {
+	t.Helper()
+	if !d.Running() {
+		t.Fatal("dockerd is not running")
+	}
+	if err := d.stop(stopTimeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *Daemon) stop(grace time.Duration) error {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+		if d.waitErr != nil {
+			return fmt.Errorf("dockerd exit after SIGTERM: %w", d.waitErr)
+		}
+		return nil
+	case <-time.After(grace):
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+	return fmt.Errorf("dockerd (pid %d) did not exit within %s of SIGTERM: killed", d.PID(), grace)
+}
+
+// SetLiveRestore rewrites the configuration file and makes the running daemon
+// reload it (SIGHUP); live-restore is one of dockerd's reloadable options.
+func (d *Daemon) SetLiveRestore(t testing.TB, on bool) {
+	t.Helper()
+	d.liveRestore = on
+	if err := d.writeConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("reload dockerd: %v", err)
+	}
+	want := fmt.Sprint(on)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := d.CLI(context.Background(), "info", "--format", "{{.LiveRestoreEnabled}}")
+		if err == nil && strings.TrimSpace(out) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dockerd live-restore is %q (err %v) 10s after the reload, want %s", out, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// CLI runs the docker CLI against the daemon (with a one-minute cap) and
+// returns its combined output.
+func (d *Daemon) CLI(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	args = append([]string{"-H", d.Endpoint}, args...)
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("docker %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// Containers returns the full IDs of the daemon's containers that carry every
+// label (k=v), running ones only unless all.
+func (d *Daemon) Containers(t testing.TB, all bool, labels ...string) []string {
+	t.Helper()
+	args := []string{"ps", "-q", "--no-trunc"}
+	if all {
+		args = append(args, "-a")
+	}
+	for _, l := range labels {
+		args = append(args, "--filter", "label="+l)
+	}
+	out, err := d.CLI(context.Background(), args...)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return strings.Fields(out)
+}
+
+// LogPath is the daemon's log file.
+func (d *Daemon) LogPath() string { return d.logPath }
+
+// LogTail returns the last n lines of the daemon's log.
+func (d *Daemon) LogTail(n int) string {
+	data, err := os.ReadFile(d.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", d.logPath, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// loadImages copies images from the host's dockerd into the daemon.
+func (d *Daemon) loadImages(images []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, images...)...)
+	load := exec.CommandContext(ctx, "docker", "-H", d.Endpoint, "load")
+	pipe, err := save.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	load.Stdin = pipe
+	var saveErr, loadOut strings.Builder
+	save.Stderr = &saveErr
+	load.Stdout, load.Stderr = &loadOut, &loadOut
+	if err := save.Start(); err != nil {
+		return err
+	}
+	if err := load.Run(); err != nil {
+		_ = save.Wait()
+		return fmt.Errorf("docker load into the private dockerd: %w: %s", err, loadOut.String())
+	}
+	if err := save.Wait(); err != nil {
+		return fmt.Errorf("docker save %v from the host's dockerd (scripts/build-images.sh builds them): %w: %s",
+			images, err, saveErr.String())
+	}
+	return nil
+}
+
+// cleanup removes the daemon's containers, stops it, and removes its mounts,
+// bridge and directory.
+func (d *Daemon) cleanup(t testing.TB) {
+	if t.Failed() && d.cmd != nil {
+		t.Logf("--- tail of the private dockerd's log (%s):\n%s", d.logPath, d.LogTail(40))
+	}
+	if d.Running() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if out, err := d.CLI(ctx, "ps", "-aq"); err == nil && strings.TrimSpace(out) != "" {
+			if out, err := d.CLI(ctx, append([]string{"rm", "-f"}, strings.Fields(out)...)...); err != nil {
+				t.Logf("cleanup: %v: %s", err, out)
+			}
+		}
+		cancel()
+		if err := d.stop(30 * time.Second); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	}
+	if d.Bridge != "" {
+		if _, err := net.InterfaceByName(d.Bridge); err == nil {
+			if out, err := exec.Command("ip", "link", "del", d.Bridge).CombinedOutput(); err != nil {
+				t.Logf("cleanup: delete bridge %s: %v: %s", d.Bridge, err, out)
+			}
+		}
+	}
+	unmountUnder(t, d.Dir)
+	if err := os.RemoveAll(d.Dir); err != nil {
+		t.Logf("cleanup: remove %s: %v", d.Dir, err)
+	}
+}
+
+// unmountUnder lazily unmounts every mount point below dir, deepest first.
+func unmountUnder(t testing.TB, dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	var mps []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		if mp := strings.ReplaceAll(fields[4], `\040`, " "); strings.HasPrefix(mp, prefix) {
+			mps = append(mps, mp)
+		}
+	}
+	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+	for _, mp := range mps {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			t.Logf("cleanup: unmount %s: %v", mp, err)
+		}
+	}
+}
+
+// freeSubnet picks a random 10.17x.y.0/24 that no address of the host is in.
+func freeSubnet() (*net.IPNet, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("dockerd: host addresses: %w", err)
+	}
+	for range 100 {
+		_, subnet, _ := net.ParseCIDR(fmt.Sprintf("10.%d.%d.0/24", 170+rand.IntN(10), rand.IntN(256)))
+		if !inUse(subnet, addrs) {
+			return subnet, nil
+		}
+	}
+	return nil, errors.New("dockerd: no free 10.17x.y.0/24")
+}
+
+func inUse(subnet *net.IPNet, addrs []net.Addr) bool {
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && (subnet.Contains(ipn.IP) || ipn.Contains(subnet.IP)) {
+			return true
+		}
+	}
+	return false
+}
