@@ -24,6 +24,7 @@ type fakeRuntime struct {
 	statuses    map[k8stypes.UID]*kubecontainer.PodStatus
 	statusErr   map[k8stypes.UID]error
 	statusCalls map[k8stypes.UID]int
+	hang        map[k8stypes.UID]bool // GetPodStatus blocks until its ctx ends
 	listCalls   int
 }
 
@@ -32,7 +33,14 @@ func newFakeRuntime() *fakeRuntime {
 		statuses:    map[k8stypes.UID]*kubecontainer.PodStatus{},
 		statusErr:   map[k8stypes.UID]error{},
 		statusCalls: map[k8stypes.UID]int{},
+		hang:        map[k8stypes.UID]bool{},
 	}
+}
+
+func (f *fakeRuntime) setHang(uid k8stypes.UID, hang bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hang[uid] = hang
 }
 
 func (f *fakeRuntime) setPods(pods ...*kubecontainer.Pod) {
@@ -76,10 +84,16 @@ func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*kubecontainer.Pod
 }
 
 // GetPodStatus returns the preset status or one built from the current pod list.
-func (f *fakeRuntime) GetPodStatus(_ context.Context, uid k8stypes.UID, name, ns string) (*kubecontainer.PodStatus, error) {
+func (f *fakeRuntime) GetPodStatus(ctx context.Context, uid k8stypes.UID, name, ns string) (*kubecontainer.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statusCalls[uid]++
+	if f.hang[uid] {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, ctx.Err()
+	}
 	if err := f.statusErr[uid]; err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,13 @@ const (
 	// eventChannelCapacity bounds the Watch channel; events beyond it are dropped
 	// with a warning (the next relist or resync catches up).
 	eventChannelCapacity = 1000
+	// DefaultStatusReadTimeout bounds the read of one pod's status in a
+	// relist, so that one container whose runtime calls hang cannot hold
+	// every other pod's sync back (they wait for the relist's cache time).
+	DefaultStatusReadTimeout = 20 * time.Second
+	// maxStatusBackoff caps the pause before a pod whose status read timed
+	// out is read again (the pause starts at the timeout and doubles).
+	maxStatusBackoff = 2 * time.Minute
 )
 
 // Options configures a GenericPLEG.
@@ -68,6 +76,8 @@ type Options struct {
 	Cache *kubecontainer.Cache
 	// RelistPeriod is the pause between relists; 0: DefaultRelistPeriod.
 	RelistPeriod time.Duration
+	// StatusReadTimeout bounds one pod's status read; 0: DefaultStatusReadTimeout.
+	StatusReadTimeout time.Duration
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 	// Clock; nil: the real clock.
@@ -87,9 +97,20 @@ type GenericPLEG struct {
 	lastRelist      atomic.Pointer[time.Time]
 	kick            chan struct{} // buffered (1): relist now
 
+	statusTimeout time.Duration
+
 	relistMu        sync.Mutex // one relist at a time; guards the fields below
 	records         podRecords
 	podsToReinspect map[k8stypes.UID]*kubecontainer.Pod
+	// slow holds the pods whose last status read timed out: they are read
+	// again only after their back-off, their cache entry meanwhile the error.
+	slow map[k8stypes.UID]statusBackoff
+}
+
+// statusBackoff is when a pod whose status read timed out is read again.
+type statusBackoff struct {
+	next    time.Time
+	backoff time.Duration
 }
 
 // NewGeneric wires a GenericPLEG; Run starts it. It panics without a Runtime.
@@ -102,6 +123,9 @@ func NewGeneric(opts Options) *GenericPLEG {
 	}
 	if opts.RelistPeriod <= 0 {
 		opts.RelistPeriod = DefaultRelistPeriod
+	}
+	if opts.StatusReadTimeout <= 0 {
+		opts.StatusReadTimeout = DefaultStatusReadTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -118,6 +142,8 @@ func NewGeneric(opts Options) *GenericPLEG {
 		kick:            make(chan struct{}, 1),
 		records:         podRecords{},
 		podsToReinspect: map[k8stypes.UID]*kubecontainer.Pod{},
+		statusTimeout:   opts.StatusReadTimeout,
+		slow:            map[k8stypes.UID]statusBackoff{},
 	}
 	p.relistPeriod.Store(int64(opts.RelistPeriod))
 	p.relistThreshold.Store(int64(RelistThreshold))
@@ -200,7 +226,11 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 		if len(events) == 0 && !retry {
 			continue
 		}
-		if err := p.updateCache(ctx, uid, rec.current); err != nil {
+		if b, ok := p.slow[uid]; ok && rec.current != nil && p.clock.Now().Before(b.next) {
+			reinspect[uid] = rec.current // its cache entry stays the timeout error
+			continue
+		}
+		if err := p.readStatus(ctx, uid, rec.current); err != nil {
 			// Keep the old record so the events come again with the retry.
 			reinspect[uid] = rec.current
 			continue
@@ -212,6 +242,29 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 	// others did not change.
 	p.cache.UpdateTime(timestamp)
 	p.podsToReinspect = reinspect
+}
+
+// readStatus is updateCache bounded by the status read timeout. A read that
+// times out leaves its error in the pod's cache entry (the pod's worker sees
+// it, the other pods' workers do not wait for it) and puts the pod in
+// back-off: it is read again after the timeout, doubling up to
+// maxStatusBackoff, and at once after a read that succeeds.
+func (p *GenericPLEG) readStatus(ctx context.Context, uid k8stypes.UID, pod *kubecontainer.Pod) error {
+	readCtx, cancel := context.WithTimeout(ctx, p.statusTimeout)
+	defer cancel()
+	err := p.updateCache(readCtx, uid, pod)
+	switch {
+	case err == nil:
+		delete(p.slow, uid)
+	case ctx.Err() == nil && errors.Is(readCtx.Err(), context.DeadlineExceeded):
+		b := p.slow[uid]
+		b.backoff = min(max(2*b.backoff, p.statusTimeout), maxStatusBackoff)
+		b.next = p.clock.Now().Add(b.backoff)
+		p.slow[uid] = b
+		p.logger.Warn("relist: pod status read timed out; the pod is read again after a back-off",
+			zap.String("podUID", string(uid)), zap.Duration("timeout", p.statusTimeout), zap.Duration("backoff", b.backoff))
+	}
+	return err
 }
 
 // updateCache reads the status of a pod into the cache; a pod gone from the

@@ -194,6 +194,62 @@ func TestRelistRetriesFailedStatus(t *testing.T) {
 	}
 }
 
+// A pod whose status read hangs (one container whose runtime calls stall)
+// holds a relist back for the status read timeout only: the other pods'
+// statuses and the cache time advance, the hung pod's entry is the error, and
+// it is read again only after its back-off.
+func TestRelistBoundsAHangingStatusRead(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	clk := clocktesting.NewFakeClock(t0)
+	cache := kubecontainer.NewCache()
+	const timeout = 50 * time.Millisecond
+	p := NewGeneric(Options{Runtime: rt, Cache: cache, Clock: clk, StatusReadTimeout: timeout})
+	ctx := context.Background()
+	rt.setPods(pod("stuck", ctrs(ctr("c1", kubecontainer.StateRunning))), pod("ok", ctrs(ctr("c2", kubecontainer.StateRunning))))
+	rt.setHang("stuck", true)
+
+	start := time.Now()
+	p.Relist(ctx)
+	if took := time.Since(start); took > 10*timeout {
+		t.Fatalf("relist took %s with one hanging status read (timeout %s)", took, timeout)
+	}
+	if got, want := drain(p), []string{"ok/ContainerStarted/c2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events = %v, want %v (the other pod's, not the stuck one's)", got, want)
+	}
+	if _, err := cache.Get("stuck"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("stuck pod's cache entry error = %v, want the deadline", err)
+	}
+	// The cache time advanced: a worker waiting for a status newer than the
+	// relist's start gets one.
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := cache.GetNewerThan(wctx, "ok", t0.Add(-time.Nanosecond)); err != nil {
+		t.Errorf("other pod's status newer than the relist: %v", err)
+	}
+
+	// Within the back-off (the timeout, doubling) the stuck pod is not read
+	// again.
+	clk.Step(timeout / 2)
+	p.Relist(ctx)
+	if n := rt.calls("stuck"); n != 1 {
+		t.Errorf("status reads of the stuck pod within its back-off = %d, want 1", n)
+	}
+	// After it, it is; once the stall ends its events come.
+	rt.setHang("stuck", false)
+	clk.Step(timeout)
+	p.Relist(ctx)
+	if n := rt.calls("stuck"); n != 2 {
+		t.Errorf("status reads of the stuck pod after its back-off = %d, want 2", n)
+	}
+	if got, want := drain(p), []string{"stuck/ContainerStarted/c1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events after the stall = %v, want %v", got, want)
+	}
+	if st, err := cache.Get("stuck"); err != nil || len(st.ContainerStatuses) != 1 {
+		t.Errorf("stuck pod's cache after the stall = %+v, %v", st, err)
+	}
+}
+
 func TestHealthy(t *testing.T) {
 	t.Parallel()
 	rt := newFakeRuntime()
