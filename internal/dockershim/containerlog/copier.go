@@ -14,8 +14,10 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
-// errWrite marks a failure to write the log file (as opposed to a broken stream);
-// retrying the stream does not help, so the copier stops.
+// errWrite marks a failure to write the log file (as opposed to a broken
+// stream), a full disk most often: Docker keeps the output, so the copier
+// repairs the file and copies again from the last entry written, with
+// back-off, for as long as the container runs.
 var errWrite = errors.New("write log file")
 
 // sourceError is a failure of the Source call itself (as opposed to the stream).
@@ -49,8 +51,9 @@ type copier struct {
 }
 
 // run opens the file and copies the stream until the container has exited (then
-// catches up), ctx cancellation, a write error, a failed first Source call, the
-// container's removal, or too many retries while the container runs.
+// catches up), ctx cancellation, a failed first Source call, the container's
+// removal, or too many retries of a broken stream while the container runs. A
+// file that cannot be written (ENOSPC) is retried without a budget.
 //
 // Docker's follow stream also ends, with EOF or an error, when the daemon stops: with
 // live-restore the container keeps running and its output keeps coming after the
@@ -69,13 +72,15 @@ func (c *copier) run(ctx context.Context) {
 		before := c.lastWritten()
 		err := c.copyOnce(ctx, before, true)
 		var srcErr *sourceError
+		writeErr := errors.Is(err, errWrite)
 		switch {
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, errWrite), errors.Is(err, libdocker.ErrNotFound),
-			first && errors.As(err, &srcErr):
+		case errors.Is(err, libdocker.ErrNotFound), first && errors.As(err, &srcErr):
 			c.log.Error("container log copier stopped", zap.Error(err))
 			return
+		case writeErr:
+			c.repair()
 		}
 		running, serr := c.waitState(ctx)
 		switch {
@@ -91,12 +96,17 @@ func (c *copier) run(ctx context.Context) {
 		if c.lastWritten().After(before) {
 			failures, backoff = 0, c.policy.backoff // progress: a fresh budget
 		}
-		failures++
-		if failures > c.policy.max {
-			c.log.Error("container log copier gave up", zap.Int("attempts", failures), zap.Error(err))
-			return
+		if writeErr {
+			c.log.Warn("cannot write the container log; copying again from the last entry written",
+				zap.Duration("backoff", backoff), zap.Error(err))
+		} else {
+			failures++
+			if failures > c.policy.max {
+				c.log.Error("container log copier gave up", zap.Int("attempts", failures), zap.Error(err))
+				return
+			}
+			c.log.Warn("container log stream ended while the container runs; resuming", zap.Duration("backoff", backoff), zap.Error(err))
 		}
-		c.log.Warn("container log stream ended while the container runs; resuming", zap.Duration("backoff", backoff), zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return
@@ -222,6 +232,29 @@ func (c *copier) reopen() error {
 	}
 	c.f, c.w = f, NewWriter(f)
 	return nil
+}
+
+// repair reopens the file after a failed write: an entry cut short is
+// truncated so that the next one starts on a line of its own. While that
+// fails too (no room for the file) the copier has no file and its writes fail
+// until a later repair succeeds.
+func (c *copier) repair() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f != nil {
+		_ = c.f.Close()
+		c.f, c.w = nil, nil
+	}
+	if err := truncateIncomplete(c.path); err != nil {
+		c.log.Debug("repair container log", zap.Error(err))
+		return
+	}
+	f, err := openLog(c.path)
+	if err != nil {
+		c.log.Debug("repair container log", zap.Error(err))
+		return
+	}
+	c.f, c.w = f, NewWriter(f)
 }
 
 func (c *copier) close() {
