@@ -5,6 +5,8 @@
 # Env: BENCHTIME  go test -benchtime (default 1s; e.g. 100x)
 #      BENCH      go test -bench regexp (default .)
 #      PKGS       packages (default ./internal/...)
+#      CHURN_CYCLES  pod create/delete cycles of BenchmarkChurn (default 1000):
+#                 BENCH=Churn CHURN_CYCLES=1000 PKGS=./internal/e2e ./scripts/bench.sh
 # Extra arguments are passed to go test.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
