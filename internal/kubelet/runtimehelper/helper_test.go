@@ -10,20 +10,50 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
+// newHelper returns a helper on a fresh root dir. The subPath bind mounts a
+// test leaves are torn down the kubelet's way (volumes.Manager.UnmountVolumes)
+// before the directory is removed, and must be gone from mountinfo then.
 func newHelper(t *testing.T) *RuntimeHelper {
 	t.Helper()
-	h, err := New(Options{RootDir: t.TempDir(), DNS: fakeDNS{}, ClusterDomain: "example.local",
+	root := t.TempDir()
+	h, err := New(Options{RootDir: root, DNS: fakeDNS{}, ClusterDomain: "example.local",
 		NodeIP: []byte{192, 168, 1, 10}, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cleanSubPaths(t, h) })
 	return h
+}
+
+func cleanSubPaths(t *testing.T, h *RuntimeHelper) {
+	t.Helper()
+	vm, err := volumes.New(volumes.Options{PodsDir: h.podsDir(), Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(h.podsDir())
+	for _, e := range entries {
+		if err := vm.UnmountVolumes(context.Background(), k8stypes.UID(e.Name())); err != nil {
+			t.Errorf("unmount volumes of %s: %v", e.Name(), err)
+		}
+		if _, err := os.Lstat(filepath.Join(h.podsDir(), e.Name(), "volume-subpaths")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("volume-subpaths of %s left: %v", e.Name(), err)
+		}
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), h.rootDir+"/") {
+		t.Errorf("mounts left under %s:\n%s", h.rootDir, data)
+	}
 }
 
 func TestGeneratePodHostNameAndDomain(t *testing.T) {
@@ -126,15 +156,22 @@ func TestGenerateRunContainerOptions(t *testing.T) {
 	if m := mountByPath(opts.Mounts, "/ro"); m == nil || !m.ReadOnly {
 		t.Errorf("/ro = %+v, want read-only from the volume", m)
 	}
-	for path, want := range map[string]string{"/sub": "a/b", "/expr": "logs/x"} {
+	// A subPath reaches the runtime as its bind mount under volume-subpaths
+	// (<volume>/<container>/<volumeMount index>), never as a path in the volume.
+	for path, want := range map[string]struct {
+		sub string
+		idx string
+	}{"/sub": {"a/b", "3"}, "/expr": {"logs/x", "4"}} {
 		m := mountByPath(opts.Mounts, path)
-		realVol, _ := filepath.EvalSymlinks(volDir)
-		if m == nil || m.HostPath != filepath.Join(realVol, want) {
-			t.Errorf("%s = %+v, want subPath %s", path, m, want)
+		wantHost := filepath.Join(h.GetPodDir(pod.UID), "volume-subpaths", "data", "c", want.idx)
+		if m == nil || m.HostPath != wantHost {
+			t.Errorf("%s = %+v, want HostPath %s", path, m, wantHost)
 			continue
 		}
-		if st, err := os.Stat(m.HostPath); err != nil || !st.IsDir() {
-			t.Errorf("subPath %s not created: %v", want, err)
+		created, err1 := os.Stat(filepath.Join(volDir, want.sub))
+		mounted, err2 := os.Stat(m.HostPath)
+		if err1 != nil || err2 != nil || !created.IsDir() || !os.SameFile(created, mounted) {
+			t.Errorf("subPath %s not created and mounted: %v %v", want.sub, err1, err2)
 		}
 	}
 	hosts := mountByPath(opts.Mounts, "/etc/hosts")
@@ -234,8 +271,11 @@ func TestMountErrors(t *testing.T) {
 	}
 }
 
+// A symlink inside the volume that stays inside is followed; the runtime gets
+// the bind mount of its target, so swapping the link later changes nothing.
 func TestSubPathSymlinkInsideVolume(t *testing.T) {
 	t.Parallel()
+	h := newHelper(t)
 	vol := t.TempDir()
 	if err := os.Mkdir(filepath.Join(vol, "real"), 0o755); err != nil {
 		t.Fatal(err)
@@ -243,13 +283,28 @@ func TestSubPathSymlinkInsideVolume(t *testing.T) {
 	if err := os.Symlink("real", filepath.Join(vol, "link")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := safeSubPath(vol, "link/new")
+	pod := staticPod("web", "uid-web", func(p *v1.Pod) {
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "link/new"}}
+	})
+	h.SetVolumes(pod.UID, map[string]volumes.VolumeInfo{"data": {HostPath: vol}})
+	opts, _, err := h.GenerateRunContainerOptions(context.Background(), pod, &pod.Spec.Containers[0], "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	realVol, _ := filepath.EvalSymlinks(vol)
-	if got != filepath.Join(realVol, "real", "new") {
-		t.Errorf("path = %s", got)
+	m := mountByPath(opts.Mounts, "/x")
+	if m == nil {
+		t.Fatalf("no mount at /x: %+v", opts.Mounts)
+	}
+	if err := os.Remove(filepath.Join(vol, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(vol, "link")); err != nil {
+		t.Fatal(err)
+	}
+	created, err1 := os.Stat(filepath.Join(vol, "real", "new"))
+	mounted, err2 := os.Stat(m.HostPath)
+	if err1 != nil || err2 != nil || !os.SameFile(created, mounted) {
+		t.Errorf("mount %s does not show real/new: %v %v", m.HostPath, err1, err2)
 	}
 }
 

@@ -1,7 +1,6 @@
 package runtimehelper
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -20,8 +20,8 @@ const (
 )
 
 // ErrSubPathEscapes is returned (wrapped) when a volumeMount's subPath leads
-// outside its volume.
-var ErrSubPathEscapes = errors.New("subPath escapes the volume")
+// outside its volume (volumes.ErrSubPathEscapes).
+var ErrSubPathEscapes = volumes.ErrSubPathEscapes
 
 // makeMounts returns the container's mounts: one per volumeMount (with subPath
 // resolved inside the volume), plus the managed /etc/hosts when the pod has an IP
@@ -29,11 +29,11 @@ var ErrSubPathEscapes = errors.New("subPath escapes the volume")
 func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domain string, podIPs []string, envs []kuberuntime.EnvVar) ([]kuberuntime.Mount, error) {
 	mountHosts := len(podIPs) > 0 || pod.Spec.HostNetwork
 	mounts := make([]kuberuntime.Mount, 0, len(c.VolumeMounts)+1)
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		if filepath.Clean(vm.MountPath) == etcHostsPath {
 			mountHosts = false
 		}
-		m, err := h.volumeMount(pod, c, vm, envs)
+		m, err := h.volumeMount(pod, c, i, vm, envs)
 		if err != nil {
 			return nil, err
 		}
@@ -57,21 +57,14 @@ func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domai
 	}), nil
 }
 
-// volumeMount converts one volumeMount.
-func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, vm v1.VolumeMount, envs []kuberuntime.EnvVar) (kuberuntime.Mount, error) {
+// volumeMount converts the volumeMount at index idx of the container. A subPath
+// is resolved inside the volume and pinned with a bind mount under the pod's
+// volume-subpaths directory (volumes.BindSubPath); that mount, not the
+// user-controlled path, is what the runtime gets.
+func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, idx int, vm v1.VolumeMount, envs []kuberuntime.EnvVar) (kuberuntime.Mount, error) {
 	info, ok := h.vols.get(pod.UID, vm.Name)
 	if !ok {
 		return kuberuntime.Mount{}, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
-	}
-	hostPath := info.HostPath
-	sub, err := subPathOf(vm, envs)
-	if err != nil {
-		return kuberuntime.Mount{}, err
-	}
-	if sub != "" {
-		if hostPath, err = safeSubPath(info.HostPath, sub); err != nil {
-			return kuberuntime.Mount{}, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
-		}
 	}
 	prop, err := translatePropagation(vm.MountPropagation)
 	if err != nil {
@@ -79,6 +72,18 @@ func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, vm v1.VolumeMo
 	}
 	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
 		return kuberuntime.Mount{}, fmt.Errorf("volume %q requested recursive read-only mode, which is not supported", vm.Name)
+	}
+	hostPath := info.HostPath
+	sub, err := subPathOf(vm, envs)
+	if err != nil {
+		return kuberuntime.Mount{}, err
+	}
+	if sub != "" {
+		hostPath, err = volumes.BindSubPath(volumes.SubPath{VolumePath: info.HostPath, Path: sub,
+			PodDir: h.GetPodDir(pod.UID), VolumeName: vm.Name, ContainerName: c.Name, MountIndex: idx})
+		if err != nil {
+			return kuberuntime.Mount{}, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+		}
 	}
 	containerPath := vm.MountPath
 	if !filepath.IsAbs(containerPath) {
@@ -117,54 +122,6 @@ func subPathOf(vm v1.VolumeMount, envs []kuberuntime.EnvVar) (string, error) {
 		}
 	}
 	return sub, nil
-}
-
-// safeSubPath walks sub below the volume root, creating missing directories
-// (with the root's mode) and following symlinks only while they stay inside the
-// volume; it returns the resolved host path. A concurrent change of the volume
-// between this check and the container start is not guarded against (upstream
-// pins the path with a bind mount).
-func safeSubPath(root, sub string) (string, error) {
-	rootReal, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", fmt.Errorf("resolve volume path: %w", err)
-	}
-	fi, err := os.Stat(rootReal)
-	if err != nil {
-		return "", fmt.Errorf("volume path: %w", err)
-	}
-	cur := rootReal
-	for _, part := range strings.Split(filepath.Clean(sub), "/") {
-		if part == "" || part == "." {
-			continue
-		}
-		next := filepath.Join(cur, part)
-		st, err := os.Lstat(next)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if err := os.Mkdir(next, fi.Mode().Perm()); err != nil && !errors.Is(err, os.ErrExist) {
-				return "", fmt.Errorf("create subPath directory: %w", err)
-			}
-		case err != nil:
-			return "", fmt.Errorf("subPath: %w", err)
-		case st.Mode()&os.ModeSymlink != 0:
-			real, err := filepath.EvalSymlinks(next)
-			if err != nil {
-				return "", fmt.Errorf("subPath %q: %w", sub, err)
-			}
-			if !within(rootReal, real) {
-				return "", fmt.Errorf("subPath %q: %w", sub, ErrSubPathEscapes)
-			}
-			next = real
-		}
-		cur = next
-	}
-	return cur, nil
-}
-
-func within(root, path string) bool {
-	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // translatePropagation maps the API mount propagation (nil = private).

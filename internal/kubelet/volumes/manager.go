@@ -9,6 +9,9 @@
 // <PodsDir>/<pod-uid>/volumes/kubernetes.io~<plugin>/<volume-name>, so node tools
 // that know the kubelet's tree keep working. Other volume types (and the
 // API-backed ones without Objects) are refused with an error naming the volume.
+// A volumeMount's subPath is resolved inside its volume with openat2 and pinned
+// with a bind mount under <pod>/volume-subpaths (BindSubPath), torn down with the
+// pod's volumes.
 //
 // Only the kubelet coordinator (internal/kubelet), its runtime helper and
 // internal/app may import it. Of this project it imports only the leaves
@@ -196,11 +199,12 @@ func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume) (Vo
 	return VolumeInfo{}, &UnsupportedVolumeError{Volume: vol.Name, Type: typ}
 }
 
-// UnmountVolumes tears down every volume of the pod: tmpfs (and any other) mounts
-// under <pod>/volumes are unmounted, deepest first, then <pod>/volumes is removed.
-// The rest of the pod directory (etc-hosts, containers/) is left to CleanupOrphans.
-// The pod's cached service account tokens are dropped. A pod without volumes is not
-// an error.
+// UnmountVolumes tears down every volume of the pod: first the subPath bind mounts
+// under <pod>/volume-subpaths (BindSubPath; upstream's CleanSubPaths), then tmpfs
+// (and any other) mounts under <pod>/volumes, deepest first; each tree is removed
+// once nothing is mounted in it. The rest of the pod directory (etc-hosts,
+// containers/) is left to CleanupOrphans. The pod's cached service account tokens
+// are dropped. A pod without volumes is not an error.
 func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error {
 	if err := checkUID(podUID); err != nil {
 		return err
@@ -208,6 +212,9 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	m.tokens.forgetPod(podUID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.removeTree(ctx, m.subPathsDir(podUID)); err != nil {
+		return fmt.Errorf("clean up subPath mounts: %w", err)
+	}
 	return m.removeTree(ctx, m.volumesDir(podUID))
 }
 
@@ -235,7 +242,13 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 			return errors.Join(append(errs, fmt.Errorf("clean up orphaned pods: %w", err))...)
 		}
 		m.tokens.forgetPod(uid)
-		if err := m.removeTree(ctx, m.podDir(uid)); err != nil {
+		// The subPath bind mounts go first (they may pin files of the volumes);
+		// removeTree would find them too, deepest first.
+		err := m.removeTree(ctx, m.subPathsDir(uid))
+		if err == nil {
+			err = m.removeTree(ctx, m.podDir(uid))
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("orphaned pod %s: %w", uid, err))
 			continue
 		}
