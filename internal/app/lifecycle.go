@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // readyTimeout bounds the wait for a component to report ready.
@@ -35,13 +37,15 @@ func newLifecycle(logger *zap.Logger) *lifecycle {
 }
 
 // run starts loop in its own goroutine under a child of ctx; at shutdown the
-// child is cancelled and loop waited for. A panic in loop is not recovered:
-// it ends the process with its stack, as upstream's crash handler does.
+// child is cancelled and loop waited for. A panic in loop goes through the
+// crash handler: logged with its stack, then the process ends (exit status 2),
+// as upstream's crash handler does.
 func (l *lifecycle) run(ctx context.Context, name string, loop func(context.Context)) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer logging.HandleCrash(l.logger, name)
 		loop(ctx)
 	}()
 	l.push(name, func() { cancel(); <-done })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver/auth"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // apiServerDeps are what the kubelet API serves from.
@@ -117,7 +118,10 @@ func apiSecurity(ctx context.Context, cfg *Config, d apiServerDeps) (func(http.H
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubelet API authentication/authorization: %w", err)
 	}
-	go authn.Run(ctx)
+	go func() {
+		defer logging.HandleCrash(d.logger, "kubelet API authentication")
+		authn.Run(ctx)
+	}()
 	tlsCfg, err := auth.ServingTLSConfig(ctx, serving)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubelet API serving certificate: %w", err)

@@ -12,6 +12,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // The event broker holds the shim's single Docker event subscription (container events
@@ -77,6 +79,7 @@ func (b *eventBroker) Start(ctx context.Context) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
+		defer logging.HandleCrash(b.logger, "docker event broker")
 		b.run(ctx)
 	}()
 }
@@ -121,6 +124,7 @@ func (b *eventBroker) run(ctx context.Context) {
 	backoff := b.minBackoff
 	var last int64 // TimeNano of the last event seen
 	for ctx.Err() == nil {
+		faultinject.Point("dockershim.events")
 		got, err := b.follow(ctx, &last)
 		if ctx.Err() != nil {
 			return

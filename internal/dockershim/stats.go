@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Stats are cheap by design: the shim never calls Docker's stats API. A container's
@@ -454,6 +455,7 @@ func (s *Service) containerStatsAll(ctx context.Context, targets []statsTarget) 
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			defer logging.HandleCrash(s.logger, "container stats")
 			st, smp, err := s.containerStatsOf(ctx, t)
 			if err != nil {
 				s.logger.Debug("container stats", zap.String("id", t.id), zap.Error(err))

@@ -15,6 +15,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // syncLoopStallThreshold: Healthz fails when the sync loop has not turned for
@@ -127,8 +128,14 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	k.syncer.setProbeContext(ctx)
 
 	var wg sync.WaitGroup
-	wg.Go(func() { k.deps.pleg.Run(ctx) })
-	wg.Go(func() { k.gcLoop(ctx) })
+	wg.Go(func() {
+		defer logging.HandleCrash(k.logger, "pleg")
+		k.deps.pleg.Run(ctx)
+	})
+	wg.Go(func() {
+		defer logging.HandleCrash(k.logger, "container gc")
+		k.gcLoop(ctx)
+	})
 
 	k.syncLoop(ctx)
 

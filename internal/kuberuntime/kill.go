@@ -14,6 +14,7 @@ import (
 	crierrors "k8s.io/cri-api/pkg/errors"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // minimumGracePeriodInSeconds is the least time a container gets to stop
@@ -97,6 +98,7 @@ func (m *Manager) killContainersParallel(ctx context.Context, pod *v1.Pod, runni
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer logging.HandleCrash(m.logger, "kill container")
 			r := &kubecontainer.SyncResult{Action: kubecontainer.KillContainer, Target: c.Name}
 			req := killRequest{pod: pod, id: c.ID, name: c.Name, gracePeriodOverride: override, spent: spent}
 			if err := m.killContainer(ctx, req); err != nil {
@@ -174,6 +176,7 @@ func (m *Manager) runPreStopHook(ctx context.Context, pod *v1.Pod, spec *v1.Cont
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer logging.HandleCrash(m.logger, "preStop hook")
 		if msg, err := m.runLifecycleHandler(hctx, pod, spec, id, spec.Lifecycle.PreStop, ""); err != nil {
 			m.logger.Warn("preStop hook failed", zap.String("pod", formatPod(pod)), zap.String("container", spec.Name),
 				zap.String("message", msg), zap.Error(err))

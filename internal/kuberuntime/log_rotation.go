@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 )
 
 // Container log rotation, as the upstream kubelet's container log manager does it:
@@ -50,6 +52,7 @@ func (m *Manager) rotateLogsLoop(ctx context.Context) {
 	ticker := time.NewTicker(logRotationInterval)
 	defer ticker.Stop()
 	for {
+		faultinject.Point("kuberuntime.rotateLogs")
 		r.rotateAll(ctx)
 		select {
 		case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -234,7 +235,10 @@ func New(opts Options) (*Manager, error) {
 // Start starts the container log rotation loop; it stops when ctx ends. Garbage
 // collection is driven by the kubelet through GarbageCollect.
 func (m *Manager) Start(ctx context.Context) {
-	go m.rotateLogsLoop(ctx)
+	go func() {
+		defer logging.HandleCrash(m.logger, "container log rotation")
+		m.rotateLogsLoop(ctx)
+	}()
 }
 
 // Status returns the runtime's status (conditions RuntimeReady/NetworkReady), for

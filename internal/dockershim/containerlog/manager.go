@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Source is the Docker calls this package needs; *libdocker.Client satisfies it.
@@ -106,6 +107,7 @@ func (m *Manager) Follow(ctx context.Context, containerID, path string, tty bool
 	go func() {
 		defer close(c.done)
 		defer cancel()
+		defer logging.HandleCrash(c.log, "container log copier")
 		c.run(cctx)
 		m.mu.Lock()
 		if m.copiers[containerID] == c {

@@ -116,8 +116,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		closing:         make(chan struct{}),
 		served:          make(chan struct{}),
 	}
-	go s.serve()
-	go s.closeOnDone(ctx)
+	go func() {
+		defer logging.HandleCrash(logger, "CRI server")
+		s.serve()
+	}()
+	go func() {
+		defer logging.HandleCrash(logger, "CRI server close")
+		s.closeOnDone(ctx)
+	}()
 	logger.Info("CRI server listening")
 	return s, nil
 }
@@ -202,6 +208,7 @@ func (s *Server) stop() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer logging.HandleCrash(s.logger, "CRI server stop")
 		s.grpc.GracefulStop()
 	}()
 	timer := time.NewTimer(s.shutdownTimeout)

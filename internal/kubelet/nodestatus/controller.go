@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Cadences and limits, as upstream.
@@ -44,6 +46,7 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer logging.HandleCrash(c.log, "node lease")
 		c.runLease(ctx)
 	}()
 	c.runStatusLoop(ctx)

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // EventSource streams CRI container events; internalapi.RuntimeService (the
@@ -101,6 +103,7 @@ func (e *EventedPLEG) Run(ctx context.Context) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer logging.HandleCrash(e.generic.logger, "pleg relist")
 		e.generic.Run(ctx)
 	}()
 	e.runStream(ctx)
@@ -148,6 +151,7 @@ func (e *EventedPLEG) stream(ctx context.Context) (connected bool, err error) {
 	var once sync.Once
 	errCh := make(chan error, 1)
 	go func() {
+		defer logging.HandleCrash(e.generic.logger, "pleg event stream")
 		errCh <- e.events.GetContainerEvents(sctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
 			once.Do(func() { close(connCh) })
 		})

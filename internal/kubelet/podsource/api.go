@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // nodeSyncPeriod is how often the API source checks Options.NodeSynced before it starts
@@ -75,7 +76,10 @@ func (a *apiSource) run(ctx context.Context) {
 		changed: a.changed,
 	}, cache.ReflectorOptions{Name: "podsource-api", Logger: &kl, Backoff: a.backoff})
 	var wg sync.WaitGroup
-	wg.Go(func() { r.RunWithContext(ctx) })
+	wg.Go(func() {
+		defer logging.HandleCrash(a.logger, "pod source: api reflector")
+		r.RunWithContext(ctx)
+	})
 	a.sendLoop(ctx)
 	wg.Wait()
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Default check periods (upstream --file-check-frequency and --http-check-frequency).
@@ -113,15 +114,24 @@ func (s *Source) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if s.opts.ManifestPath != "" {
 		f := newFileSource(s)
-		wg.Go(func() { f.run(ctx) })
+		wg.Go(func() {
+			defer logging.HandleCrash(s.logger, "pod source: file")
+			f.run(ctx)
+		})
 	}
 	if s.opts.ManifestURL != "" {
 		h := newHTTPSource(s)
-		wg.Go(func() { h.run(ctx) })
+		wg.Go(func() {
+			defer logging.HandleCrash(s.logger, "pod source: http")
+			h.run(ctx)
+		})
 	}
 	if s.opts.Client != nil {
 		a := newAPISource(s)
-		wg.Go(func() { a.run(ctx) })
+		wg.Go(func() {
+			defer logging.HandleCrash(s.logger, "pod source: api")
+			a.run(ctx)
+		})
 	}
 	wg.Wait()
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // PodWorkers runs one worker goroutine per pod UID; see the package doc for the
@@ -334,7 +335,10 @@ func (p *PodWorkers) startWorker(uid k8stypes.UID, st *podState, pod *v1.Pod) {
 		p.waitingStatic[st.fullname] = append(p.waitingStatic[st.fullname], uid)
 	}
 	p.wg.Add(1)
-	go p.workerLoop(uid, st.wake)
+	go func() {
+		defer logging.HandleCrash(p.logger, "pod worker")
+		p.workerLoop(uid, st.wake)
+	}()
 }
 
 // IsPodKnownTerminated reports whether the pod's containers are known to be

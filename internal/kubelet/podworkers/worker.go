@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 )
 
 // podWork is one unit of work taken from the pending update.
@@ -61,6 +63,7 @@ func (p *PodWorkers) workerLoop(uid k8stypes.UID, wake <-chan struct{}) {
 			return
 		}
 
+		faultinject.Point("podworkers.sync")
 		ctx, work, res := p.startSync(uid)
 		switch res {
 		case startExit:

@@ -10,6 +10,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Runner runs a command in a container; *kuberuntime.Manager satisfies it. A command
@@ -138,6 +139,7 @@ func (m *Manager) AddPod(ctx context.Context, pod *v1.Pod) {
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
+				defer logging.HandleCrash(m.logger, "probe worker")
 				w.run(wctx)
 			}()
 			m.logger.Debug("started probe worker", zap.String("pod", podName(pod)),

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // rotationCheckPeriod is how often a rotating client compares the manager's
@@ -115,7 +117,10 @@ func startRotation(ctx context.Context, base *rest.Config, opts Options, logger 
 	}
 	logger.Info("client certificate rotation on", fields...)
 	r.manager.Start()
-	go r.watch(ctx, rot)
+	go func() {
+		defer logging.HandleCrash(logger, "client certificate rotation")
+		r.watch(ctx, rot)
+	}()
 	return rest.CopyConfig(cfg), nil
 }
 
