@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,9 @@ func TestIntegrationDockerdRestart(t *testing.T) {
 
 	if n.kubelet.exited() || n.kubelet.pid() != kubeletPID {
 		t.Errorf("the kubelet (pid %d) did not keep running: exited %v (%v)", kubeletPID, n.kubelet.exited(), n.kubelet.err)
+	}
+	if body, code, err := n.get("/healthz"); err != nil || code != http.StatusOK || body != "ok" {
+		t.Errorf("/healthz after the restarts: %d %q %v", code, body, err)
 	}
 }
 
