@@ -88,6 +88,9 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = logger.Sync() }()
+	// A panic in the foreground (start-up, the wait, the ordered shutdown) is
+	// logged with its stack like one in a background loop.
+	defer logging.HandleCrash(logger, "main")
 	restore := logging.RouteKlog(logger, cfg.Verbosity)
 	defer restore()
 	if cfg.ExperimentalDockershim {
