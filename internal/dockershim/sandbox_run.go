@@ -14,6 +14,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/checkpoint"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 )
 
 const (
@@ -194,6 +195,7 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 	pod := networkPod(cp, fmt.Sprintf("/proc/%d/ns/net", j.State.Pid))
 	pod.DNS = cniDNS(cfg.GetDnsConfig())
 	pod.Bandwidth = bandwidthFromAnnotations(cfg.Annotations)
+	faultinject.Kill("dockershim.sandbox.before-cni-add")
 	res, err := s.network.SetUpPod(ctx, pod)
 	if err != nil {
 		// SetUpPod already ran DEL; nothing of the network remains.
@@ -201,6 +203,7 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 		_ = s.checkpoints.Write(cp)
 		return fmt.Errorf("set up network of pod %s/%s (sandbox %s): %w", cp.Namespace, cp.Name, cp.ID, err)
 	}
+	faultinject.Kill("dockershim.sandbox.after-cni-add")
 	cp.IPs = res.IPs
 	if err := s.checkpoints.Write(cp); err != nil {
 		return fmt.Errorf("write checkpoint of sandbox %s: %w", cp.ID, err)

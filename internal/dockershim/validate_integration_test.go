@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -96,10 +97,10 @@ func TestIntegrationLogPathConfined(t *testing.T) {
 
 	// The log directory is the one the sandbox was run with: a
 	// CreateContainer naming another one is refused.
-	other := *cfg
+	other := proto.Clone(cfg).(*runtimeapi.PodSandboxConfig)
 	other.LogDirectory = filepath.Join(e.logDir, "elsewhere")
 	c := containerConfig("other", "echo", "hello")
-	_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: &other})
+	_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: other})
 	wantInvalid(t, "CreateContainer with another log_directory", err, "sandbox_config.log_directory")
 	bad := s.sandboxConfig("logs-rel")
 	bad.LogDirectory = "relative/dir"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -261,6 +262,7 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 		return msg, kubecontainer.ErrCreateContainer
 	}
 	m.recorder.Eventf(pod, v1.EventTypeNormal, eventCreated, "Created container: %s", c.Name)
+	faultinject.Kill("kuberuntime.container.before-start")
 	if err := m.runtime.StartContainer(ctx, id); err != nil {
 		msg := grpcstatus.Convert(err).Message()
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 )
 
 // Sentinel errors returned (wrapped) by Store. Match them with errors.Is.
@@ -87,7 +89,23 @@ func New(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("checkpoint: create directory %q: %w", dir, err)
 	}
+	removeTemps(dir)
 	return &Store{dir: dir}, nil
+}
+
+// removeTemps removes the temporary files of writes that a crash (kill -9
+// between write and rename) cut short. The directory is one shim's private
+// state: when its store opens, no write of its own is in flight.
+func removeTemps(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) && e.Type().IsRegular() {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // validateID rejects ids that could escape the directory or collide with temp files.
@@ -158,6 +176,7 @@ func (s *Store) writeAtomic(id string, content []byte) (retErr error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
+	faultinject.Kill("checkpoint.before-rename")
 	if err := os.Rename(tmp, s.path(id)); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}

@@ -393,3 +393,29 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// The temp files of writes that a crash cut short (kill -9 between write and
+// rename) are removed when the store opens; the checkpoints are kept.
+func TestNewRemovesTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(sample("a1")); err != nil {
+		t.Fatal(err)
+	}
+	temp := filepath.Join(dir, tempPrefix+"b2-1")
+	if err := os.WriteFile(temp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(temp); !os.IsNotExist(err) {
+		t.Errorf("temp file kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a1")); err != nil {
+		t.Errorf("checkpoint removed: %v", err)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !faultinject
+
+package faultinject
+
+// Kill does nothing in the product build.
+func Kill(string) {}
