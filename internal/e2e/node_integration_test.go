@@ -47,6 +47,7 @@ type node struct {
 	runtime  []string // --container-runtime flags
 	extra    []string // more flags, appended after every other one
 	rt       runtimeView
+	local    *http.Transport // to the local socket; see get
 	kubelet  *proc
 	procs    []*proc  // every process of the test, for logs on failure
 	teardown []func() // run in order after the kubelet stopped (runtimes, shims)
@@ -218,13 +219,16 @@ func (n *node) waitHealthy(timeout time.Duration) {
 // --root-dir (the healthz port serves nothing else, as upstream's).
 func (n *node) get(path string) (string, int, error) {
 	url := fmt.Sprintf("http://127.0.0.1:%d%s", n.healthz, path)
-	c := http.Client{Timeout: 5 * time.Second}
+	c := http.Client{Timeout: 5 * time.Second, Transport: healthzTransport}
 	if path != "/healthz" {
 		url = "http://local" + path
-		c.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", n.localSocket())
-		}}
+		if n.local == nil { // one transport per node: its connections are reused
+			n.local = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", n.localSocket())
+			}}
+		}
+		c.Transport = n.local
 	}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -234,6 +238,9 @@ func (n *node) get(path string) (string, int, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode, err
 }
+
+// healthzTransport is the transport of the healthz port's requests.
+var healthzTransport = &http.Transport{}
 
 // localSocket is the kubelet's root-only socket (/healthz, /pods, /metrics).
 func (n *node) localSocket() string { return filepath.Join(n.rootDir, "kubelet-local.sock") }
@@ -414,6 +421,9 @@ func (n *node) podLog(p *v1.Pod, container string, restart int) (string, error) 
 // and the temp dir, and prints the logs' tails if the test failed.
 func (n *node) cleanup() {
 	t := n.t
+	if n.local != nil {
+		n.local.CloseIdleConnections()
+	}
 	if t.Failed() {
 		printed := map[string]bool{}
 		for _, p := range n.procs {

@@ -61,6 +61,11 @@ type Server struct {
 	cancel context.CancelFunc
 }
 
+// localIdleTimeout closes the idle keep-alive connections of the healthz
+// endpoint and the local socket (a client that keeps them open would
+// otherwise hold a goroutine and an fd of the kubelet each).
+const localIdleTimeout = 90 * time.Second
+
 // Start listens on opts.Addr and serves /healthz only, as upstream's healthz
 // port does, until Close or ctx ends.
 func Start(ctx context.Context, opts Options) (*Server, error) {
@@ -71,7 +76,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on healthz address %s: %w", opts.Addr, err)
 	}
-	srv := &http.Server{Handler: NewHealthzHandler(opts.Health), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: NewHealthzHandler(opts.Health), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: localIdleTimeout}
 	return serve(ctx, srv, ln, false, nopIfNil(opts.Logger).Named("healthz")), nil
 }
 
@@ -95,7 +100,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local socket: %w", err)
 	}
-	srv := &http.Server{Handler: NewLocalHandler(opts), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: NewLocalHandler(opts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: localIdleTimeout}
 	return serve(ctx, srv, ln, false, nopIfNil(opts.Logger).Named("local")), nil
 }
 
