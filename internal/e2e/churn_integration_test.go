@@ -33,11 +33,11 @@ const (
 	churnHostPortEvery = 5
 )
 
-// TestChurnNoLeaks runs 100 churn cycles (30 in flight) and checks for leaks:
+// TestIntegrationChurnNoLeaks runs 100 churn cycles (30 in flight) and checks for leaks:
 // containers and sandboxes, checkpoints, IPs, libcni cache entries, iptables
 // rules, pod log and pod directories, netns mounts, kubelet goroutines and fds.
 // BenchmarkChurn runs the same with more cycles.
-func TestChurnNoLeaks(t *testing.T) {
+func TestIntegrationChurnNoLeaks(t *testing.T) {
 	r := runChurn(t, 100, 4*time.Minute)
 	r.log(t)
 }
