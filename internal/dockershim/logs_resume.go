@@ -9,15 +9,25 @@ import (
 
 // resumeLogs restarts the log copiers of containers that ran while the shim was down:
 // each one resumes after the last line already in its CRI log, backfilling from
-// Docker's own log what arrived in between.
+// Docker's own log what arrived in between. Only containers of this shim's
+// sandboxes (a checkpoint in its root directory) are taken: another shim on the
+// same Docker copies its own, and two copiers would write each line twice.
 func (s *Service) resumeLogs(ctx context.Context) error {
 	cs, err := s.listManaged(ctx, typeContainer)
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
+	ids, err := s.checkpoints.List()
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	own := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		own[id] = true
+	}
 	for _, c := range cs {
 		path := c.Labels[labelLogPath]
-		if path == "" || c.State == "created" {
+		if path == "" || c.State == "created" || !own[c.Labels[labelSandboxID]] {
 			continue
 		}
 		j, err := s.docker.InspectContainer(ctx, c.ID)

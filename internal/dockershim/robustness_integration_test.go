@@ -60,6 +60,32 @@ func TestIntegrationShimRestart(t *testing.T) {
 	}
 }
 
+// A second shim on the same Docker (another root directory) leaves the first
+// one's containers alone: it used to resume their log copying too, so every
+// line reached the log file twice.
+func TestIntegrationSecondShimLeavesLogsAlone(t *testing.T) {
+	e := newEnv(t, true)
+	s := startShim(t, e)
+	sbCfg := s.sandboxConfig("first")
+	sbID := s.runSandbox(sbCfg)
+	s.createStart(sbID, sbCfg, containerConfig("ticker", "sh", "-c", "i=0; while [ $i -lt 60 ]; do echo line-$i; i=$((i+1)); sleep 0.05; done; sleep 300"))
+	logPath := filepath.Join(sbCfg.LogDirectory, "ticker.log")
+	waitFor(t, func() bool { return len(readCRILogQuiet(logPath)) >= 5 })
+
+	startShim(t, newEnv(t, true))
+	waitFor(t, func() bool { return len(readCRILogQuiet(logPath)) >= 60 })
+	time.Sleep(500 * time.Millisecond)
+	lines := readCRILog(t, logPath)
+	for i, l := range lines {
+		if want := "line-" + strconv.Itoa(i); l.text != want {
+			t.Fatalf("log line %d = %q, want %q (a second shim copied the first one's container)", i, l.text, want)
+		}
+	}
+	if len(lines) != 60 {
+		t.Fatalf("%d log lines, want 60", len(lines))
+	}
+}
+
 // A failed CNI ADD leaves no IP, no container and no checkpoint behind.
 func TestIntegrationFailedRunLeaksNothing(t *testing.T) {
 	e := newEnv(t, false)
