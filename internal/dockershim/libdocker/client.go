@@ -29,7 +29,10 @@ type Options struct {
 // Client is a context-first Docker Engine client. Every method takes the caller's
 // context, so cancellation and deadlines reach the daemon.
 type Client struct {
-	c                    *client.Client
+	c *client.Client // every call but those of w; connections kept alive
+	// w creates and starts containers, each call on a fresh connection; see
+	// newHTTPClient.
+	w                    *client.Client
 	pullProgressDeadline time.Duration
 }
 
@@ -39,7 +42,12 @@ func New(opts Options) (*Client, error) {
 	if opts.Endpoint == "" {
 		return nil, errors.New("libdocker: endpoint is required")
 	}
-	c, err := client.NewClientWithOpts(client.WithHTTPClient(newHTTPClient()), client.WithHost(opts.Endpoint),
+	c, err := client.NewClientWithOpts(client.WithHTTPClient(newHTTPClient(true)), client.WithHost(opts.Endpoint),
+		client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("libdocker: client for %q: %w", opts.Endpoint, err)
+	}
+	w, err := client.NewClientWithOpts(client.WithHTTPClient(newHTTPClient(false)), client.WithHost(opts.Endpoint),
 		client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("libdocker: client for %q: %w", opts.Endpoint, err)
@@ -48,23 +56,25 @@ func New(opts Options) (*Client, error) {
 	if d <= 0 {
 		d = time.Minute
 	}
-	return &Client{c: c, pullProgressDeadline: d}, nil
+	return &Client{c: c, w: w, pullProgressDeadline: d}, nil
 }
 
-// newHTTPClient is the HTTP client of every Docker call: one connection per request.
-// When dockerd stops it closes its listener first and then, for up to the containers'
-// stop timeouts, stops them while still serving requests on connections that are
-// already open. Over a kept-alive connection the shim would go on creating sandboxes and
-// containers in a daemon that is about to exit: they die with it (a second restart of
-// every pod) or are killed when it starts again (holding up its start). A fresh
-// connection is refused by a stopping daemon, as by a stopped one. WithHost sets the
-// transport's dialer for the endpoint.
-func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, CheckRedirect: client.CheckRedirect}
+// newHTTPClient is the HTTP client of Docker calls, with or without kept-alive
+// connections. When dockerd stops it closes its listener first and then, for up
+// to the containers' stop timeouts, stops them while still serving requests on
+// connections that are already open. Over a kept-alive connection the shim
+// would go on creating and starting sandboxes and containers in a daemon that is
+// about to exit: they die with it (a second restart of every pod) or are killed
+// when it starts again (holding up its start). So creates and starts go each on
+// a fresh connection, which a stopping daemon refuses as a stopped one does;
+// every other call (inspect, list, stats, logs: a pod start makes many) keeps
+// its connections. WithHost sets the transport's dialer for the endpoint.
+func newHTTPClient(keepAlive bool) *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: !keepAlive}, CheckRedirect: client.CheckRedirect}
 }
 
 // Close releases the client's idle connections.
-func (c *Client) Close() error { return c.c.Close() }
+func (c *Client) Close() error { return errors.Join(c.c.Close(), c.w.Close()) }
 
 // APIVersion returns the negotiated API version (valid after the first call).
 func (c *Client) APIVersion() string { return c.c.ClientVersion() }
@@ -126,7 +136,7 @@ func (c *Client) InspectContainerWithSize(ctx context.Context, id string) (Conta
 
 // CreateContainer creates a container and returns its ID.
 func (c *Client) CreateContainer(ctx context.Context, name string, cfg *ContainerConfig, hc *HostConfig) (string, error) {
-	r, err := c.c.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	r, err := c.w.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil {
 		return "", wrap("create container "+name, err)
 	}
@@ -135,7 +145,7 @@ func (c *Client) CreateContainer(ctx context.Context, name string, cfg *Containe
 
 // StartContainer starts a container.
 func (c *Client) StartContainer(ctx context.Context, id string) error {
-	return wrap("start container "+id, c.c.ContainerStart(ctx, id, container.StartOptions{}))
+	return wrap("start container "+id, c.w.ContainerStart(ctx, id, container.StartOptions{}))
 }
 
 // StopContainer stops a container, killing it after timeout.

@@ -44,12 +44,18 @@ func TestStoppingDaemonRefusesRequests(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
+	if err := c.StartContainer(ctx, "abc"); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
 	// The daemon starts stopping: no new connections; open ones still served
 	// (http.Server.Serve returning does not close them).
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Ping(ctx); err == nil {
-		t.Fatal("Ping after the daemon closed its listener succeeded: the call went over a kept-alive connection")
+	if err := c.StartContainer(ctx, "abc"); err == nil {
+		t.Fatal("StartContainer after the daemon closed its listener succeeded: the call went over a kept-alive connection")
+	}
+	if _, err := c.CreateContainer(ctx, "x", &ContainerConfig{Image: "i"}, &HostConfig{}); err == nil {
+		t.Fatal("CreateContainer after the daemon closed its listener succeeded: the call went over a kept-alive connection")
 	}
 }
