@@ -1,12 +1,15 @@
-// Package faultinject marks points in the product's background loops where a test
-// build can make the process panic, to test the crash handling of the real binary
-// (logging.HandleCrash: the panic logged with its stack, exit status non-zero).
+// Package faultinject marks points in the product where a test build can make
+// the process panic (Point: in background loops, to test the crash handling of
+// the real binary, logging.HandleCrash: the panic logged with its stack, exit
+// status non-zero) or kill itself with SIGKILL (Kill: between the steps of a
+// pod's start, to test that a restart converges).
 //
-// In the product build (without the faultinject build tag) Point is an empty
-// function that the compiler inlines away: the binary has no hook and reads
-// nothing. Built with -tags faultinject, Point(name) panics when the file
-// "faultinject-panic" next to the executable holds name (one line); the test that
-// built the binary writes that file. No environment variable or flag is involved.
+// In the product build (without the faultinject build tag) Point and Kill are
+// empty functions that the compiler inlines away: the binary has no hook and
+// reads nothing. Built with -tags faultinject, Point(name) panics when the file
+// "faultinject-panic" (TriggerFile) next to the executable holds name (one
+// line), Kill(name) when "faultinject-kill" (KillFile) does; the test that built
+// the binary writes the file. No environment variable or flag is involved.
 //
 // Any package may import it; it imports nothing of this module.
 //
