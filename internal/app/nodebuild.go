@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
@@ -32,6 +34,7 @@ type node struct {
 	ips       []net.IP
 	conn      *apiConn // nil: standalone
 	resources *resources.Node
+	cgroups   *cm.Manager
 	runtime   *kuberuntime.Manager
 	state     *runtimestate.State
 	sources   *podsource.Source
@@ -54,6 +57,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	recorder := podRecorder(conn, logger)
 	var err error
 	if n.resources, err = newResources(cfg, logger); err != nil {
+		return nil, err
+	}
+	if n.cgroups, err = newContainerManager(cfg, n.resources, logger); err != nil {
 		return nil, err
 	}
 	results := prober.NewResults()
@@ -115,6 +121,51 @@ func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
 		SystemReserved: sysRes, KubeReserved: kubeRes, EvictionHard: cfg.Kubelet.EvictionHard})
 }
 
+// newContainerManager builds the node's cgroup tree: kubepods (under
+// --cgroup-root) sized as upstream sizes it, capacity minus systemReserved and
+// kubeReserved with "pods" in enforceNodeAllocatable, capacity without; the
+// QoS and pod cgroups.
+func newContainerManager(cfg *Config, node *resources.Node, logger *zap.Logger) (*cm.Manager, error) {
+	k := &cfg.Kubelet
+	opts := cm.Options{
+		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
+		PodPidsLimit: *k.PodPidsLimit, Logger: logger,
+		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
+	}
+	if !opts.CgroupsPerQOS {
+		return cm.New(opts)
+	}
+	limit := node.Capacity()
+	if slices.Contains(k.EnforceNodeAllocatable, "pods") {
+		for _, field := range []struct {
+			name string
+			in   map[string]string
+		}{{"systemReserved", k.SystemReserved}, {"kubeReserved", k.KubeReserved}} {
+			reserved, err := reservations(field.name, field.in)
+			if err != nil {
+				return nil, err
+			}
+			for name, q := range reserved {
+				if c, ok := limit[name]; ok {
+					c.Sub(q)
+					if c.Sign() < 0 {
+						c.Set(0)
+					}
+					limit[name] = c
+				}
+			}
+		}
+	}
+	mem, shares := limit.Memory().Value(), cm.MilliCPUToShares(limit.Cpu().MilliValue())
+	opts.Kubepods = &cm.ResourceConfig{Memory: &mem, CPUShares: &shares}
+	if pids, err := cm.PidCapacity(); err == nil {
+		opts.Kubepods.PidsLimit = &pids
+	} else {
+		logger.Warn("reading the node's pid capacity", zap.Error(err))
+	}
+	return cm.New(opts)
+}
+
 // newRuntimeHelper builds the kubelet's side of the runtime manager.
 func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.Logger) (*runtimehelper.RuntimeHelper, error) {
 	clusterDNS, err := parseIPs(cfg.Kubelet.ClusterDNS)
@@ -125,7 +176,7 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 		RootDir: cfg.RootDirectory, ClusterDomain: cfg.Kubelet.ClusterDomain, NodeIP: n.ips[0], Node: n.resources,
 		DNS: dns.NewConfigurer(dns.Options{ClusterDNS: clusterDNS, ClusterDomain: cfg.Kubelet.ClusterDomain,
 			ResolvConf: *cfg.Kubelet.ResolverConfig, NodeIPs: n.ips, Logger: logger.Named("dns"), Recorder: recorder}),
-		Recorder: recorder, Logger: logger.Named("kubelet"),
+		Cgroups: n.cgroups, Recorder: recorder, Logger: logger.Named("kubelet"),
 	}
 	if n.conn != nil {
 		opts.EnvObjects, opts.Services = n.conn.objects, n.conn.objects
@@ -175,7 +226,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	parts := kubelet.Parts{
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")}),
-		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources,
+		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups,
 	}
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects

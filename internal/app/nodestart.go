@@ -31,6 +31,10 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
 		return err
 	}
+	if err := lc.start("container manager", func() error { return n.cgroups.Start(n.kubelet.ActivePods()) }, nil); err != nil {
+		return err
+	}
+	lc.run(ctx, "QoS cgroups", func(ctx context.Context) { n.cgroups.Run(ctx, n.kubelet.ActivePods) })
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
 	if n.conn != nil {
 		lc.run(ctx, "API objects", n.conn.objects.Run)

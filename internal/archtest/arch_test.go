@@ -150,6 +150,15 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
+			name:      "internal/kubelet/cm may import only internal/cgroupfs, kubelet/container and kubelet/resources of this module",
+			appliesTo: anyUnder(module + "/internal/kubelet/cm"),
+			forbidden: func(imp string) bool {
+				return under(imp, module) && !under(imp, module+"/internal/cgroupfs") &&
+					!under(imp, module+"/internal/kubelet/container") && !under(imp, module+"/internal/kubelet/resources")
+			},
+			productOnly: true,
+		},
+		{
 			// Test support (control plane, shim instances, a test CA) imports
 			// "testing": product code must never link it.
 			name:        "internal/testutil may only be imported by tests",

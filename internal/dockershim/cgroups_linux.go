@@ -3,6 +3,7 @@ package dockershim
 import (
 	"errors"
 	"io"
+	"path"
 	"time"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
@@ -13,6 +14,18 @@ import (
 // the controller files directly, through internal/cgroupfs (v1, hybrid and v2 hosts;
 // mount roots other than "/" for nested containers). This file only adapts cgroupfs to
 // the names stats_linux.go uses.
+
+// dockerCgroupParent converts the kubelet's cgroup_parent for Docker: with
+// Docker's systemd driver the kubelet gives the expanded slice path
+// (/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice)
+// and Docker wants the slice's name (its last element), as the old dockershim
+// gave it; with cgroupfs the path as it is.
+func (s *Service) dockerCgroupParent(parent string) string {
+	if parent == "" || s.host.cgroupDriver != "systemd" {
+		return parent
+	}
+	return path.Base(parent)
+}
 
 // errCgroupGone means the cgroup directory no longer exists (the container stopped).
 var errCgroupGone = cgroupfs.ErrGone

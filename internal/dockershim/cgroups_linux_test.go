@@ -134,3 +134,20 @@ func TestCgroupReadSample(t *testing.T) {
 		})
 	}
 }
+
+// With Docker's systemd driver the kubelet's expanded slice path becomes the
+// slice's name, as the old dockershim converted it; with cgroupfs it is kept.
+func TestDockerCgroupParent(t *testing.T) {
+	t.Parallel()
+	const expanded = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice"
+	for _, tc := range []struct{ driver, in, want string }{
+		{"systemd", expanded, "kubepods-burstable-pod1_2.slice"},
+		{"systemd", "", ""},
+		{"cgroupfs", "/kubepods/burstable/pod1-2", "/kubepods/burstable/pod1-2"},
+	} {
+		s := &Service{host: hostInfo{cgroupDriver: tc.driver}}
+		if got := s.dockerCgroupParent(tc.in); got != tc.want {
+			t.Errorf("%s %q = %q, want %q", tc.driver, tc.in, got, tc.want)
+		}
+	}
+}

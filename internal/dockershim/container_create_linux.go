@@ -16,7 +16,9 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 	if err := joinSandboxNamespaces(sc.GetNamespaceOptions(), sb, hc); err != nil {
 		return err
 	}
-	hc.CgroupParent = sbCfg.GetLinux().GetCgroupParent()
+	// The sandbox's own parent (as Docker has it): a container runs in its
+	// pod's cgroup whatever the request's sandbox config says.
+	hc.CgroupParent = sb.HostConfig.CgroupParent
 	opts, err := securityOpts(securityInput{
 		seccompRoot: s.seccompRoot, field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
 		apparmor: sc.GetApparmor(), aaName: sc.GetApparmorProfile(), selinux: sc.GetSelinuxOptions(),

@@ -28,7 +28,7 @@ func (s *Service) applySandboxLinux(cfg *runtimeapi.PodSandboxConfig, cc *libdoc
 	if ns.GetPid() == runtimeapi.NamespaceMode_NODE {
 		hc.PidMode = "host"
 	}
-	hc.CgroupParent = lin.GetCgroupParent()
+	hc.CgroupParent = s.dockerCgroupParent(lin.GetCgroupParent())
 	sysctls, err := sysctlsFor("config.linux.sysctls", lin.GetSysctls(), hostNet)
 	if err != nil {
 		return err

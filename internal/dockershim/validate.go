@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -159,6 +160,9 @@ func checkSandboxConfig(field string, cfg *runtimeapi.PodSandboxConfig) error {
 	}
 	if d := cfg.GetLogDirectory(); d != "" && (!filepath.IsAbs(d) || filepath.Clean(d) != d || hasControl(d)) {
 		return invalidArg(field+".log_directory", "%q must be a clean absolute path", d)
+	}
+	if p := cfg.GetLinux().GetCgroupParent(); p != "" && (!path.IsAbs(p) || path.Clean(p) != p || hasControl(p) || strings.ContainsAny(p, ": ")) {
+		return invalidArg(field+".linux.cgroup_parent", "%q must be a clean absolute cgroup path", p)
 	}
 	if h := cfg.GetHostname(); h != "" && (len(h) > 64 || !hostname.MatchString(h)) {
 		return invalidArg(field+".hostname", "%q is not a host name (RFC 1123, at most 64 characters)", h)

@@ -75,6 +75,15 @@ func TestValidateRequest(t *testing.T) {
 			c.DnsConfig.Options = []string{"ndots:5\nnameserver"}
 		})}, wantField: "config.dns_config.options"},
 		{desc: "hostname", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) { c.Hostname = "web-0.db" })}},
+		{desc: "cgroup parent", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice"}
+		})}},
+		{desc: "cgroup parent escaping", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "/kubepods/../../etc"}
+		})}, wantField: "config.linux.cgroup_parent"},
+		{desc: "cgroup parent relative", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
+			c.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods"}
+		})}, wantField: "config.linux.cgroup_parent"},
 		{desc: "hostname with a newline", req: &runtimeapi.RunPodSandboxRequest{Config: sandboxCfg(func(c *runtimeapi.PodSandboxConfig) {
 			c.Hostname = "web\nx"
 		})}, wantField: "config.hostname"},

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,16 +43,19 @@ type node struct {
 
 	manifests, rootDir, logsDir, ipamDir, cniConf, cniCache, shimRoot string
 
-	healthz  int
-	apiPort  int      // --port, unused by a standalone node but kept off 10250
-	endpoint string   // the CRI endpoint the kubelet uses
-	runtime  []string // --container-runtime flags
-	extra    []string // more flags, appended after every other one
-	rt       runtimeView
-	local    *http.Transport // to the local socket; see get
-	kubelet  *proc
-	procs    []*proc  // every process of the test, for logs on failure
-	teardown []func() // run in order after the kubelet stopped (runtimes, shims)
+	healthz int
+	// cgroupRoot is the node's --cgroup-root (/e2e-<id>): its pod cgroups and
+	// orphan cleanup never touch another node's.
+	cgroupRoot string
+	apiPort    int      // --port, unused by a standalone node but kept off 10250
+	endpoint   string   // the CRI endpoint the kubelet uses
+	runtime    []string // --container-runtime flags
+	extra      []string // more flags, appended after every other one
+	rt         runtimeView
+	local      *http.Transport // to the local socket; see get
+	kubelet    *proc
+	procs      []*proc  // every process of the test, for logs on failure
+	teardown   []func() // run in order after the kubelet stopped (runtimes, shims)
 }
 
 // runtimeView lists a test's containers in the runtime under the kubelet.
@@ -70,7 +75,7 @@ func newNode(t testing.TB) *node {
 		t.Fatal(err)
 	}
 	id := randHex(3)
-	n := &node{t: t, s: s, id: id, dir: dir, name: "node-" + id, ns: "e2e-" + id, bridge: "e2e" + id,
+	n := &node{t: t, s: s, id: id, dir: dir, name: "node-" + id, ns: "e2e-" + id, bridge: "e2e" + id, cgroupRoot: "/e2e-" + id,
 		manifests: filepath.Join(dir, "manifests"), rootDir: filepath.Join(dir, "root"), logsDir: filepath.Join(dir, "logs"),
 		ipamDir: filepath.Join(dir, "ipam"), cniConf: filepath.Join(dir, "net.d"), cniCache: filepath.Join(dir, "cache"),
 		shimRoot: filepath.Join(dir, "shim"), healthz: freePort(t), apiPort: freePort(t)}
@@ -172,6 +177,7 @@ func (n *node) args() []string {
 		"--file-check-frequency=2s",
 		"--sync-frequency=10s",
 		"--cgroup-driver=cgroupfs",
+		"--cgroup-root="+n.cgroupRoot,
 		"--config="+filepath.Join(n.dir, "config.yaml"),
 		"-v=4",
 		"--logging-format=json",
@@ -450,6 +456,7 @@ func (n *node) cleanup() {
 		n.s.removeContainers(t, "io.kubernetes.pod.namespace="+n.ns)
 	}
 	_ = exec.Command("ip", "link", "del", n.bridge).Run()
+	removeCgroupRoot(t, n.cgroupRoot)
 	unmountUnder(n.dir)
 	if err := os.RemoveAll(n.dir); err != nil {
 		t.Logf("remove %s: %v", n.dir, err)
@@ -496,6 +503,47 @@ func (s *suite) removeContainers(t testing.TB, l string) {
 	if ids := strings.Fields(out); len(ids) > 0 {
 		if out, err := s.dockerCLI(ctx, append([]string{"rm", "-f"}, ids...)...); err != nil {
 			t.Logf("docker rm: %v: %s", err, out)
+		}
+	}
+}
+
+// cgroupMountpoints are the cgroup hierarchies of this host (v1 controllers
+// and named hierarchies, or the v2 mount).
+func cgroupMountpoints() []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, pf := strings.Fields(pre), strings.Fields(post)
+		if len(f) >= 5 && len(pf) >= 1 && (pf[0] == "cgroup" || pf[0] == "cgroup2") && !slices.Contains(out, f[4]) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// removeCgroupRoot removes a node's --cgroup-root tree from every hierarchy,
+// deepest first, once its pods are gone.
+func removeCgroupRoot(t testing.TB, root string) {
+	for _, mp := range cgroupMountpoints() {
+		dir := filepath.Join(mp, root)
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+				t.Logf("remove cgroup %s: %v", dirs[i], err)
+			}
 		}
 	}
 }

@@ -59,6 +59,24 @@ type Prober interface {
 	StartupUpdates() <-chan prober.Update
 }
 
+// PodCgroups are the pod cgroups of the container manager (*cm.Manager).
+type PodCgroups interface {
+	PodCgroupExists(pod *v1.Pod) bool
+	EnsurePod(pod *v1.Pod, active []*v1.Pod) error
+	DestroyPod(uid k8stypes.UID) error
+	UpdateQoS(active []*v1.Pod) error
+	CleanupOrphans(active map[k8stypes.UID]bool) error
+}
+
+// noCgroups manages no pod cgroup.
+type noCgroups struct{}
+
+func (noCgroups) PodCgroupExists(*v1.Pod) bool               { return true }
+func (noCgroups) EnsurePod(*v1.Pod, []*v1.Pod) error         { return nil }
+func (noCgroups) DestroyPod(k8stypes.UID) error              { return nil }
+func (noCgroups) UpdateQoS([]*v1.Pod) error                  { return nil }
+func (noCgroups) CleanupOrphans(map[k8stypes.UID]bool) error { return nil }
+
 // VolumeManager sets up and tears down pod volumes.
 type VolumeManager interface {
 	MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]volumes.VolumeInfo, error)

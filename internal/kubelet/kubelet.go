@@ -39,6 +39,7 @@ type deps struct {
 	volumes   VolumeManager
 	resources NodeAllocatable // nil: none
 	node      NodeGetter      // nil: standalone
+	cgroups   PodCgroups
 }
 
 // Kubelet is the node's coordinator; see the package doc.
@@ -79,7 +80,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,
@@ -95,7 +96,7 @@ func New(opts Options) (*Kubelet, error) {
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
-		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger,
+		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, activePods: k.ActivePods,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:
@@ -115,6 +116,19 @@ func New(opts Options) (*Kubelet, error) {
 		})
 	}
 	return k, nil
+}
+
+// ActivePods are the desired pods that are not done (not known terminated,
+// not in a terminal phase): those the QoS cgroups are sized for.
+func (k *Kubelet) ActivePods() []*v1.Pod {
+	all := k.pods.all()
+	out := all[:0:0]
+	for _, p := range all {
+		if !k.isPodInactive(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Run runs the PLEG and the sync loop until ctx ends, then stops the pod

@@ -15,7 +15,6 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // runtimeDownPause is how long the sync loop waits while the runtime is down.
@@ -150,7 +149,7 @@ func (k *Kubelet) reject(p *v1.Pod, reason, message string) {
 		Phase:    v1.PodFailed,
 		Reason:   reason,
 		Message:  "Pod was rejected: " + message,
-		QOSClass: kuberuntime.GetPodQOS(p),
+		QOSClass: kubecontainer.GetPodQOS(p),
 	})
 }
 
@@ -236,6 +235,9 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	k.pods.retainAdmitted()
 	if err := k.deps.volumes.CleanupOrphans(ctx, active); err != nil && ctx.Err() == nil {
 		k.logger.Error("Housekeeping: cleaning up orphaned pod directories failed", zap.Error(err))
+	}
+	if err := k.deps.cgroups.CleanupOrphans(active); err != nil {
+		k.logger.Error("Housekeeping: cleaning up orphaned pod cgroups failed", zap.Error(err))
 	}
 	k.restartUnknownPods(desired, working)
 	k.killOrphans(running, working)

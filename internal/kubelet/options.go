@@ -62,6 +62,9 @@ type Parts struct {
 	// Status is the pod status store; share it with the prober (its
 	// StatusProvider). Optional: nil builds a new one.
 	Status *status.Manager
+	// Cgroups are the pod cgroups (cm.Manager): each pod's is made before its
+	// sandbox and removed once it terminated. Optional: nil manages none.
+	Cgroups PodCgroups
 	// Resources gives the node's allocatable that pods are admitted against
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.
@@ -125,6 +128,9 @@ func (opts Options) withDefaults() Options {
 	}
 	if c.CrashLoopBackOff == nil {
 		c.CrashLoopBackOff = flowcontrol.NewBackOff(crashLoopBackOffInitial, crashLoopBackOffMax)
+	}
+	if opts.Parts.Cgroups == nil {
+		opts.Parts.Cgroups = noCgroups{}
 	}
 	if opts.Parts.Status == nil {
 		opts.Parts.Status = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -42,8 +43,11 @@ type podSyncer struct {
 	recorder Recorder
 	mirrors  *mirrorKeeper
 	secrets  SecretGetter
-	backOff  *flowcontrol.Backoff
-	logger   *zap.Logger
+	cgroups  PodCgroups
+	// activePods are the pods the QoS cgroups are sized for.
+	activePods func() []*v1.Pod
+	backOff    *flowcontrol.Backoff
+	logger     *zap.Logger
 	// requestGC asks for an early container GC (a pod terminated).
 	requestGC func()
 
@@ -74,7 +78,9 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 //  1. compute the API status and store it; a terminal pod stops here;
 //  2. refuse pods off the host network while the network is not ready;
 //  3. keep a static pod's API mirror pod current;
-//  4. create the pod directories and set up the volumes (FailedMount event);
+//  4. make the pod's cgroup (a pod whose containers run without one, after an
+//     upgrade or a crash, is killed first, as upstream does), create the pod
+//     directories and set up the volumes (FailedMount event);
 //  5. start the probe workers;
 //  6. let the runtime manager create the sandbox and (re)start containers with
 //     the crash-loop back-off, remembering why containers failed to start.
@@ -95,6 +101,9 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 		return false, fmt.Errorf("%s: %w", networkNotReadyMsg, err)
 	}
 	s.mirrors.sync(ctx, pod)
+	if err := s.ensurePodCgroup(ctx, pod, ps); err != nil {
+		return false, err
+	}
 	if err := s.makePodDirs(pod.UID); err != nil {
 		return false, err
 	}
@@ -170,6 +179,12 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	if err := s.volumes.UnmountVolumes(ctx, pod.UID); err != nil {
 		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	if err := s.cgroups.DestroyPod(pod.UID); err != nil {
+		return fmt.Errorf("remove the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := s.cgroups.UpdateQoS(s.activePods()); err != nil {
+		s.logger.Error("update the QoS cgroups", zap.Error(err))
+	}
 	s.helper.ForgetVolumes(pod.UID)
 	if !orphan {
 		s.status.TerminatePod(pod)
@@ -178,6 +193,39 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 		s.requestGC()
 	}
 	return nil
+}
+
+// ensurePodCgroup makes the pod's cgroup unless it exists. Containers of the
+// pod that run without it (a kubelet upgraded from one that made none, or a
+// cgroup removed behind its back) are killed first, so that every container
+// of the pod runs in its cgroup, as upstream does.
+func (s *podSyncer) ensurePodCgroup(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus) error {
+	if s.cgroups.PodCgroupExists(pod) {
+		return nil
+	}
+	if hasRunningContainers(ps) {
+		s.logger.Info("killing the pod's containers: they run without the pod's cgroup",
+			zap.String("pod", pod.Namespace+"/"+pod.Name))
+		if err := s.runtime.KillPod(ctx, pod, nil, nil); err != nil {
+			return fmt.Errorf("kill pod %s/%s to move it into its cgroup: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return s.cgroups.EnsurePod(pod, s.activePods())
+}
+
+// hasRunningContainers reports whether a container or sandbox of the pod runs.
+func hasRunningContainers(ps *kubecontainer.PodStatus) bool {
+	for _, c := range ps.ContainerStatuses {
+		if c.State == kubecontainer.StateRunning {
+			return true
+		}
+	}
+	for _, sb := range ps.SandboxStatuses {
+		if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return true
+		}
+	}
+	return false
 }
 
 // makePodDirs creates the pod's directory and its volumes and plugins dirs.

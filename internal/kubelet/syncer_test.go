@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -298,5 +300,88 @@ func TestSyncTerminatedPod(t *testing.T) {
 	c := st.ContainerStatuses[0]
 	if c.State.Terminated == nil || c.State.Terminated.Reason != status.ContainerReasonStatusUnknown {
 		t.Errorf("container state = %+v, want ContainerStatusUnknown", c.State)
+	}
+}
+
+// fakeCgroups records the pod cgroup calls.
+type fakeCgroups struct {
+	mu        sync.Mutex
+	existing  map[k8stypes.UID]bool
+	ensured   []k8stypes.UID
+	destroyed []k8stypes.UID
+	qos       int
+	orphans   []map[k8stypes.UID]bool
+}
+
+func (f *fakeCgroups) PodCgroupExists(p *v1.Pod) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.existing[p.UID]
+}
+
+func (f *fakeCgroups) EnsurePod(p *v1.Pod, _ []*v1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ensured = append(f.ensured, p.UID)
+	f.existing[p.UID] = true
+	return nil
+}
+
+func (f *fakeCgroups) DestroyPod(uid k8stypes.UID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.destroyed = append(f.destroyed, uid)
+	delete(f.existing, uid)
+	return nil
+}
+
+func (f *fakeCgroups) UpdateQoS([]*v1.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.qos++
+	return nil
+}
+
+func (f *fakeCgroups) CleanupOrphans(active map[k8stypes.UID]bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orphans = append(f.orphans, active)
+	return nil
+}
+
+// The pod's cgroup is made before the runtime syncs the pod; a pod whose
+// containers run without one (a kubelet upgraded from one that made none) is
+// killed first; the cgroup goes when the pod terminated.
+func TestSyncPodCgroups(t *testing.T) {
+	t.Parallel()
+	cg := &fakeCgroups{existing: map[k8stypes.UID]bool{}}
+	e := newEnv(t, func(o *Options) { o.Parts.Cgroups = cg })
+	e.ready()
+	fresh := staticPod("fresh", "uid-fresh")
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodCreate, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(cg.ensured) != 1 || cg.ensured[0] != "uid-fresh" || len(e.runtime.kills()) != 0 {
+		t.Fatalf("new pod: ensured %v, kills %d; want its cgroup made and nothing killed", cg.ensured, len(e.runtime.kills()))
+	}
+	adopted := staticPod("adopted", "uid-adopted")
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, adopted, runningStatus(adopted, "10.1.0.6")); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.runtime.kills()) != 1 || e.runtime.kills()[0].pod.UID != "uid-adopted" || len(cg.ensured) != 2 {
+		t.Fatalf("running pod without a cgroup: kills %+v, ensured %v; want it killed, then its cgroup made", e.runtime.killCalls, cg.ensured)
+	}
+	// An existing cgroup is left alone.
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, adopted, runningStatus(adopted, "10.1.0.6")); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.runtime.kills()) != 1 || len(cg.ensured) != 2 {
+		t.Fatalf("second sync: kills %d, ensured %v", len(e.runtime.kills()), cg.ensured)
+	}
+	if err := e.k.syncer.SyncTerminatedPod(context.Background(), adopted, runningStatus(adopted, "10.1.0.6")); err != nil {
+		t.Fatal(err)
+	}
+	if len(cg.destroyed) != 1 || cg.destroyed[0] != "uid-adopted" || cg.qos == 0 {
+		t.Fatalf("terminated pod: destroyed %v, QoS updates %d", cg.destroyed, cg.qos)
 	}
 }

@@ -24,72 +24,6 @@ const (
 	defaultCFSQuotaPeriodUsec = 100000 // microseconds
 )
 
-// GetPodQOS returns the pod's QoS class: the one in its status when set, otherwise the
-// class computed from its containers' (and init containers') cpu and memory requests
-// and limits:
-//   - BestEffort: no container requests or limits cpu or memory;
-//   - Guaranteed: every container limits both cpu and memory, and the pod's summed
-//     requests equal its summed limits for both;
-//   - Burstable: everything else.
-func GetPodQOS(pod *v1.Pod) v1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	return computePodQOS(pod)
-}
-
-func computePodQOS(pod *v1.Pod) v1.PodQOSClass {
-	requests := v1.ResourceList{}
-	limits := v1.ResourceList{}
-	guaranteed := true
-	all := make([]v1.Container, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
-	all = append(all, pod.Spec.Containers...)
-	all = append(all, pod.Spec.InitContainers...)
-	for i := range all {
-		addQOSQuantities(requests, all[i].Resources.Requests)
-		found := addQOSQuantities(limits, all[i].Resources.Limits)
-		if !found[v1.ResourceCPU] || !found[v1.ResourceMemory] {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
-
-// addQOSQuantities adds the positive cpu and memory quantities of in to sum and
-// reports which of them were present.
-func addQOSQuantities(sum, in v1.ResourceList) map[v1.ResourceName]bool {
-	found := map[v1.ResourceName]bool{}
-	for name, q := range in {
-		if name != v1.ResourceCPU && name != v1.ResourceMemory {
-			continue
-		}
-		if q.Sign() <= 0 {
-			continue
-		}
-		found[name] = true
-		total := q.DeepCopy()
-		if prev, ok := sum[name]; ok {
-			total.Add(prev)
-		}
-		sum[name] = total
-	}
-	return found
-}
-
 // GetContainerOOMScoreAdjust returns the oom_score_adj for a container of the pod, per
 // the upstream policy: node-critical pods and Guaranteed pods get -997, BestEffort
 // pods 1000, and Burstable containers 1000 - 1000*memoryRequest/machineMemory clamped
@@ -98,7 +32,7 @@ func GetContainerOOMScoreAdjust(pod *v1.Pod, container *v1.Container, machineMem
 	if isNodeCriticalPod(pod) {
 		return guaranteedOOMScoreAdj
 	}
-	switch GetPodQOS(pod) {
+	switch kubecontainer.GetPodQOS(pod) {
 	case v1.PodQOSGuaranteed:
 		return guaranteedOOMScoreAdj
 	case v1.PodQOSBestEffort:

@@ -11,7 +11,6 @@ import (
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // Default waiting reasons of containers that have not run yet (upstream values).
@@ -149,7 +148,7 @@ func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.Po
 	if len(s.PodIPs) > 0 {
 		s.PodIP = s.PodIPs[0].IP
 	}
-	s.QOSClass = kuberuntime.GetPodQOS(pod)
+	s.QOSClass = kubecontainer.GetPodQOS(pod)
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.ContainerStatuses = g.containerStatuses(pod, ps, old.ContainerStatuses, pod.Spec.Containers, hasInit, false)
 	s.InitContainerStatuses = g.containerStatuses(pod, ps, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)

@@ -30,6 +30,7 @@ type RuntimeHelper struct {
 	rootDir       string
 	clusterDomain string
 	dns           DNSConfigurer
+	cgroups       PodCgroupParenter // nil: no pod cgroups
 	env           envResolver
 	vols          *volumeStore
 	logger        *zap.Logger
@@ -50,6 +51,7 @@ func New(opts Options) (*RuntimeHelper, error) {
 		rootDir:       opts.RootDir,
 		clusterDomain: opts.ClusterDomain,
 		dns:           opts.DNS,
+		cgroups:       opts.Cgroups,
 		vols:          newVolumeStore(),
 		logger:        opts.Logger.Named("runtime-helper"),
 		writeHosts:    hostsfile.Write,
@@ -92,9 +94,14 @@ func (h *RuntimeHelper) GetPodDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
 	return h.dns.GetPodDNS(pod)
 }
 
-// GetPodCgroupParent returns "": pod cgroups are not managed yet, so containers
-// go to the runtime's default parent.
-func (h *RuntimeHelper) GetPodCgroupParent(*v1.Pod) string { return "" }
+// GetPodCgroupParent returns the pod's cgroup (the container manager's), ""
+// when pod cgroups are not managed: the runtime's default parent.
+func (h *RuntimeHelper) GetPodCgroupParent(pod *v1.Pod) string {
+	if h.cgroups == nil {
+		return ""
+	}
+	return h.cgroups.PodCgroupParent(pod)
+}
 
 // GetPodDir returns RootDir/pods/<uid>.
 func (h *RuntimeHelper) GetPodDir(uid k8stypes.UID) string {

@@ -42,11 +42,19 @@ type Options struct {
 	// Services lists the services of the pods' service environment variables;
 	// nil: none.
 	Services ServiceLister
+	// Cgroups names each pod's cgroup, the sandbox's cgroup parent (cm.Manager);
+	// nil: none, so pods run in the runtime's default parent.
+	Cgroups PodCgroupParenter
 	// Recorder records the InvalidEnvironmentVariableNames warnings; nil:
 	// they are only logged.
 	Recorder kuberuntime.EventRecorder
 	// Logger; nil: no logging.
 	Logger *zap.Logger
+}
+
+// PodCgroupParenter names a pod's cgroup as the CRI's cgroup_parent.
+type PodCgroupParenter interface {
+	PodCgroupParent(pod *v1.Pod) string
 }
 
 // DNSConfigurer computes a pod's resolv.conf.

@@ -1,0 +1,347 @@
+package cm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+)
+
+// v1Subsystems are the v1 hierarchies a kubelet cgroup is created in (those
+// mounted), as libcontainer's Apply does for the kubelet.
+var v1Subsystems = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices",
+	"freezer", "perf_event", "net_cls", "net_prio", "name=systemd"}
+
+// v1Required are the hierarchies a cgroup must exist in to exist (upstream's
+// Exists on v1; "systemd" is the named hierarchy).
+var v1Required = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "name=systemd"}
+
+// v2Controllers are enabled down to a kubelet cgroup on v2 (those the root has).
+var v2Controllers = []string{"cpu", "cpuset", "memory", "pids", "hugetlb", "io"}
+
+// cgroupFS writes cgroups straight into the cgroup filesystem, v1 (or the
+// controllers of a hybrid host) or v2. Paths are cgroupfs paths ("/kubepods/
+// burstable/pod<uid>").
+type cgroupFS struct {
+	v1 map[string]string // subsystem -> mountpoint
+	v2 string            // the unified mountpoint, "" on v1
+}
+
+// newCgroupFS finds the hierarchies of mounts.
+func newCgroupFS(mounts cgroupfs.Mounts) (*cgroupFS, error) {
+	switch mounts.Mode() {
+	case cgroupfs.ModeV2:
+		return &cgroupFS{v2: mounts.V2.Mountpoint}, nil
+	case cgroupfs.ModeV1, cgroupfs.ModeHybrid:
+		f := &cgroupFS{v1: map[string]string{}}
+		for _, s := range v1Subsystems {
+			if m, ok := mounts.V1[s]; ok {
+				f.v1[s] = m.Mountpoint
+			}
+		}
+		for _, s := range []string{"cpu", "memory"} {
+			if f.v1[s] == "" {
+				return nil, fmt.Errorf("the %s cgroup controller is not mounted", s)
+			}
+		}
+		return f, nil
+	}
+	return nil, errors.New("no cgroup hierarchy is mounted")
+}
+
+// mountpoints are the distinct mountpoints a cgroup lives in (cpu and cpuacct
+// share one on most hosts), in a fixed order.
+func (f *cgroupFS) mountpoints() []string {
+	if f.v2 != "" {
+		return []string{f.v2}
+	}
+	var out []string
+	for _, s := range v1Subsystems {
+		if mp := f.v1[s]; mp != "" && !slices.Contains(out, mp) {
+			out = append(out, mp)
+		}
+	}
+	return out
+}
+
+// Exists reports whether path exists in every required hierarchy.
+func (f *cgroupFS) Exists(path string) bool {
+	if f.v2 != "" {
+		return isDir(filepath.Join(f.v2, path))
+	}
+	for _, s := range v1Required {
+		if mp := f.v1[s]; mp != "" && !isDir(filepath.Join(mp, path)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// Create makes path (and missing parents) in every hierarchy and sets rc.
+func (f *cgroupFS) Create(path string, rc *ResourceConfig) error {
+	if f.v2 != "" {
+		if err := f.createV2(path); err != nil {
+			return err
+		}
+	} else {
+		for _, mp := range f.mountpoints() {
+			if err := mkdirCgroup(mp, path, mp == f.v1["cpuset"]); err != nil {
+				return err
+			}
+		}
+	}
+	return f.Set(path, rc)
+}
+
+// mkdirCgroup creates path under the mountpoint level by level; in the cpuset
+// hierarchy a new level gets its parent's cpus and mems (an empty cpuset takes
+// no task).
+func mkdirCgroup(mp, path string, cpuset bool) error {
+	dir := mp
+	for _, c := range strings.Split(strings.Trim(path, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		parent := dir
+		dir = filepath.Join(dir, c)
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		if cpuset {
+			for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(parent, file))
+				if err != nil {
+					return fmt.Errorf("create cgroup %s: %w", dir, err)
+				}
+				if err := writeFile(dir, file, strings.TrimSpace(string(b))); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// createV2 enables the controllers in each ancestor's subtree_control and
+// creates each level.
+func (f *cgroupFS) createV2(path string) error {
+	avail, err := os.ReadFile(filepath.Join(f.v2, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read the root cgroup's controllers: %w", err)
+	}
+	var enable []string
+	for _, c := range v2Controllers {
+		if slices.Contains(strings.Fields(string(avail)), c) {
+			enable = append(enable, "+"+c)
+		}
+	}
+	dir := f.v2
+	for _, c := range strings.Split(strings.Trim(path, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		if err := writeFile(dir, "cgroup.subtree_control", strings.Join(enable, " ")); err != nil {
+			return err
+		}
+		dir = filepath.Join(dir, c)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// Set writes rc into path's files.
+func (f *cgroupFS) Set(path string, rc *ResourceConfig) error {
+	if rc == nil {
+		return nil
+	}
+	if f.v2 != "" {
+		return setV2(filepath.Join(f.v2, path), rc)
+	}
+	if cpu := f.v1["cpu"]; cpu != "" {
+		dir := filepath.Join(cpu, path)
+		if rc.CPUShares != nil {
+			if err := writeFile(dir, "cpu.shares", strconv.FormatUint(*rc.CPUShares, 10)); err != nil {
+				return err
+			}
+		}
+		if rc.CPUPeriod != nil {
+			if err := writeFile(dir, "cpu.cfs_period_us", strconv.FormatUint(*rc.CPUPeriod, 10)); err != nil {
+				return err
+			}
+		}
+		if rc.CPUQuota != nil {
+			if err := writeFile(dir, "cpu.cfs_quota_us", strconv.FormatInt(*rc.CPUQuota, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	if rc.Memory != nil {
+		if err := writeFile(filepath.Join(f.v1["memory"], path), "memory.limit_in_bytes", limitString(*rc.Memory, "-1")); err != nil {
+			return err
+		}
+	}
+	if rc.PidsLimit != nil {
+		if pids := f.v1["pids"]; pids != "" {
+			if err := writeFile(filepath.Join(pids, path), "pids.max", limitString(*rc.PidsLimit, "max")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func setV2(dir string, rc *ResourceConfig) error {
+	if rc.PidsLimit != nil {
+		if err := writeFile(dir, "pids.max", limitString(*rc.PidsLimit, "max")); err != nil {
+			return err
+		}
+	}
+	if rc.Memory != nil {
+		if err := writeFile(dir, "memory.max", limitString(*rc.Memory, "max")); err != nil {
+			return err
+		}
+	}
+	if rc.CPUShares != nil {
+		if err := writeFile(dir, "cpu.weight", strconv.FormatUint(CPUSharesToWeight(*rc.CPUShares), 10)); err != nil {
+			return err
+		}
+	}
+	if rc.CPUQuota != nil || rc.CPUPeriod != nil {
+		quota, period := "max", uint64(QuotaPeriod)
+		if rc.CPUQuota != nil && *rc.CPUQuota > 0 {
+			quota = strconv.FormatInt(*rc.CPUQuota, 10)
+		}
+		if rc.CPUPeriod != nil && *rc.CPUPeriod > 0 {
+			period = *rc.CPUPeriod
+		}
+		if err := writeFile(dir, "cpu.max", quota+" "+strconv.FormatUint(period, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitString is v as a limit: positive values as they are, others unlimited.
+func limitString(v int64, unlimited string) string {
+	if v > 0 {
+		return strconv.FormatInt(v, 10)
+	}
+	return unlimited
+}
+
+func writeFile(dir, name, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("write %s to %s: %w", value, filepath.Join(dir, name), err)
+	}
+	return nil
+}
+
+// Children lists the names of path's child cgroups.
+func (f *cgroupFS) Children(path string) ([]string, error) {
+	mp := f.v2
+	if mp == "" {
+		mp = f.v1["memory"]
+	}
+	entries, err := os.ReadDir(filepath.Join(mp, path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Destroy kills what still runs in path (and below), then removes it from
+// every hierarchy, deepest first. A missing cgroup is no error.
+func (f *cgroupFS) Destroy(path string) error {
+	for round := 0; ; round++ {
+		pids := f.pids(path)
+		if len(pids) == 0 {
+			break
+		}
+		if round == 5 {
+			return fmt.Errorf("cgroup %s: processes %v survive SIGKILL", path, pids)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var errs []error
+	for _, mp := range f.mountpoints() {
+		errs = append(errs, removeTree(filepath.Join(mp, path)))
+	}
+	return errors.Join(errs...)
+}
+
+// pids lists the processes of path and its descendants in every hierarchy.
+func (f *cgroupFS) pids(path string) []int {
+	var out []int
+	for _, mp := range f.mountpoints() {
+		_ = filepath.WalkDir(filepath.Join(mp, path), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, l := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(l); err == nil && !slices.Contains(out, pid) {
+					out = append(out, pid)
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// removeTree removes the cgroup directory dir and its children, deepest
+// first (a cgroup directory is removed with rmdir, its files go with it).
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
+}

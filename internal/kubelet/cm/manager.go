@@ -1,0 +1,338 @@
+package cm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+)
+
+// Names of the kubelet's cgroups under the node-allocatable root.
+const (
+	kubepodsName   = "kubepods"
+	burstableName  = "burstable"
+	besteffortName = "besteffort"
+	podPrefix      = "pod"
+	// qosUpdatePeriod is how often the QoS cgroups are brought up to date
+	// besides the updates as pods come and go (upstream: 1 minute).
+	qosUpdatePeriod = time.Minute
+)
+
+// Options configures a Manager.
+type Options struct {
+	// Driver is the cgroup driver (cgroupfs or systemd).
+	Driver Driver
+	// CgroupRoot is --cgroup-root: "" means "/".
+	CgroupRoot string
+	// CgroupsPerQOS is --cgroups-per-qos: false manages no cgroup at all
+	// (pods run in the runtime's default parent).
+	CgroupsPerQOS bool
+	// PodPidsLimit is --pod-max-pids; <= 0 writes no limit on pod cgroups.
+	PodPidsLimit int64
+	// Pod holds --cpu-cfs-quota and --cpu-cfs-quota-period.
+	Pod PodConfig
+	// Kubepods is the node-allocatable cgroup's configuration (memory, cpu
+	// shares, pids); nil leaves its values alone.
+	Kubepods *ResourceConfig
+	// Mounts are the cgroup hierarchies (cgroupfs.ParseMountinfo of
+	// /proc/self/mountinfo); nil reads them.
+	Mounts *cgroupfs.Mounts
+	Logger *zap.Logger
+}
+
+// Manager is the node's cgroup tree: the node-allocatable cgroup (kubepods
+// under --cgroup-root), the burstable and besteffort QoS cgroups and one
+// cgroup per pod (Guaranteed pods directly under kubepods), as upstream's
+// container manager lays it out. Disabled (--cgroups-per-qos=false) every
+// method is a no-op and pods get no cgroup parent.
+type Manager struct {
+	driver   Driver
+	enabled  bool
+	fs       *cgroupFS
+	pod      PodConfig
+	pidLimit int64
+	kubepods *ResourceConfig
+	logger   *zap.Logger
+
+	root, burstable, besteffort CgroupName
+
+	mu sync.Mutex // serialises QoS updates
+}
+
+// New checks opts and finds the cgroup hierarchies; Start creates the tree.
+func New(opts Options) (*Manager, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
+		kubepods: opts.Kubepods, logger: logger.Named("cm")}
+	if !m.enabled {
+		return m, nil
+	}
+	if m.driver != DriverCgroupfs && m.driver != DriverSystemd {
+		return nil, fmt.Errorf("cgroup driver %q: want cgroupfs or systemd", m.driver)
+	}
+	rootPath := opts.CgroupRoot
+	if rootPath == "" {
+		rootPath = "/"
+	}
+	base, err := m.driver.Parse(rootPath)
+	if err != nil {
+		return nil, fmt.Errorf("--cgroup-root=%q: %w", opts.CgroupRoot, err)
+	}
+	if m.root, err = NewCgroupName(base, kubepodsName); err != nil {
+		return nil, fmt.Errorf("--cgroup-root=%q: %w", opts.CgroupRoot, err)
+	}
+	m.burstable, _ = NewCgroupName(m.root, burstableName)
+	m.besteffort, _ = NewCgroupName(m.root, besteffortName)
+	if m.driver == DriverSystemd {
+		if !systemdBooted() {
+			return nil, errors.New("--cgroup-driver=systemd needs systemd as the init system, which this host does not run " +
+				"(no /run/systemd/system): use --cgroup-driver=cgroupfs (and Docker's cgroupfs driver)")
+		}
+		// Slices are systemd's to make (through its D-Bus API), which this
+		// kubelet does not do yet: say so rather than write under its feet.
+		m.logger.Warn("--cgroup-driver=systemd: this kubelet does not manage pod and QoS cgroups with the systemd driver yet; " +
+			"pods run in the runtime's default cgroup parent, with no pod-level limits")
+		m.enabled = false
+		return m, nil
+	}
+	mounts := opts.Mounts
+	if mounts == nil {
+		f, err := os.Open("/proc/self/mountinfo")
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		mi, err := cgroupfs.ParseMountinfo(f)
+		if err != nil {
+			return nil, err
+		}
+		mounts = &mi
+	}
+	if m.fs, err = newCgroupFS(*mounts); err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	return m, nil
+}
+
+// path is n under the manager's driver.
+func (m *Manager) path(n CgroupName) string { return m.driver.Name(n) }
+
+// Start creates the node-allocatable cgroup (with the Kubepods values) and the
+// QoS cgroups (besteffort with the minimum cpu shares, burstable sized for
+// activePods). Run keeps them current.
+func (m *Manager) Start(activePods []*v1.Pod) error {
+	if !m.enabled {
+		return nil
+	}
+	// A missing --cgroup-root is created with kubepods (upstream refuses to
+	// start without it).
+	if err := m.ensure(m.root, m.kubepods); err != nil {
+		return err
+	}
+	minShares := uint64(MinShares)
+	if err := m.ensure(m.besteffort, &ResourceConfig{CPUShares: &minShares}); err != nil {
+		return err
+	}
+	if err := m.ensure(m.burstable, nil); err != nil {
+		return err
+	}
+	return m.UpdateQoS(activePods)
+}
+
+// Run brings the QoS cgroups up to date every minute (besides the updates as
+// pods come and go) until ctx ends, for the pods activePods returns.
+func (m *Manager) Run(ctx context.Context, activePods func() []*v1.Pod) {
+	if !m.enabled {
+		return
+	}
+	t := time.NewTicker(qosUpdatePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.UpdateQoS(activePods()); err != nil {
+				m.logger.Error("update QoS cgroups", zap.Error(err))
+			}
+		}
+	}
+}
+
+// ensure creates n with rc, or sets rc on an existing n.
+func (m *Manager) ensure(n CgroupName, rc *ResourceConfig) error {
+	p := m.path(n)
+	if m.fs.Exists(p) {
+		return m.fs.Set(p, rc)
+	}
+	return m.fs.Create(p, rc)
+}
+
+// UpdateQoS sets the burstable cgroup's cpu shares to the sum of the
+// Burstable pods' cpu requests and besteffort's to the minimum.
+func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
+	if !m.enabled {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var milli int64
+	for _, p := range pods {
+		if kubecontainer.GetPodQOS(p) == v1.PodQOSBurstable {
+			reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+			milli += reqs.Cpu().MilliValue()
+		}
+	}
+	shares, minShares := MilliCPUToShares(milli), uint64(MinShares)
+	if err := m.fs.Set(m.path(m.burstable), &ResourceConfig{CPUShares: &shares}); err != nil {
+		return err
+	}
+	return m.fs.Set(m.path(m.besteffort), &ResourceConfig{CPUShares: &minShares})
+}
+
+// podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for
+// Guaranteed pods).
+func (m *Manager) podName(pod *v1.Pod) CgroupName {
+	parent := m.root
+	switch kubecontainer.GetPodQOS(pod) {
+	case v1.PodQOSBurstable:
+		parent = m.burstable
+	case v1.PodQOSBestEffort:
+		parent = m.besteffort
+	}
+	n, _ := NewCgroupName(parent, podPrefix+strings.ReplaceAll(string(pod.UID), "_", "-"))
+	return n
+}
+
+// PodCgroupParent is the pod's cgroup as the CRI's cgroup_parent (the
+// driver's full path); "" when cgroups are not managed.
+func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
+	if !m.enabled {
+		return ""
+	}
+	return m.path(m.podName(pod))
+}
+
+// PodCgroupExists reports whether the pod's cgroup exists (always true when
+// cgroups are not managed).
+func (m *Manager) PodCgroupExists(pod *v1.Pod) bool {
+	return !m.enabled || m.fs.Exists(m.path(m.podName(pod)))
+}
+
+// EnsurePod creates the pod's cgroup with upstream's values (the QoS
+// cgroups updated first) unless it exists; an existing one is left as it is.
+func (m *Manager) EnsurePod(pod *v1.Pod, active []*v1.Pod) error {
+	if !m.enabled {
+		return nil
+	}
+	p := m.path(m.podName(pod))
+	if m.fs.Exists(p) {
+		return nil
+	}
+	if err := m.UpdateQoS(active); err != nil {
+		return err
+	}
+	rc := ResourceConfigForPod(pod, m.pod)
+	if m.pidLimit > 0 {
+		rc.PidsLimit = &m.pidLimit
+	}
+	if err := m.fs.Create(p, rc); err != nil {
+		return fmt.Errorf("create the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// DestroyPod removes the cgroups of the pod uid (in whichever QoS class),
+// killing what still runs in them.
+func (m *Manager) DestroyPod(uid k8stypes.UID) error {
+	if !m.enabled {
+		return nil
+	}
+	var errs []error
+	for _, parent := range []CgroupName{m.root, m.burstable, m.besteffort} {
+		n, _ := NewCgroupName(parent, podPrefix+string(uid))
+		errs = append(errs, m.fs.Destroy(m.path(n)))
+	}
+	return errors.Join(errs...)
+}
+
+// PodUIDs lists the pods that have a cgroup, from the QoS directories.
+func (m *Manager) PodUIDs() (map[k8stypes.UID]bool, error) {
+	out := map[k8stypes.UID]bool{}
+	if !m.enabled {
+		return out, nil
+	}
+	for _, parent := range []CgroupName{m.root, m.burstable, m.besteffort} {
+		names, err := m.fs.Children(m.path(parent))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			n, err := m.driver.Parse(name)
+			if err != nil || len(n) == 0 {
+				continue
+			}
+			if uid, ok := strings.CutPrefix(n[len(n)-1], podPrefix); ok && uid != "" {
+				out[k8stypes.UID(uid)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// CleanupOrphans removes the cgroups of pods not in active.
+func (m *Manager) CleanupOrphans(active map[k8stypes.UID]bool) error {
+	uids, err := m.PodUIDs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for uid := range uids {
+		if !active[uid] {
+			m.logger.Info("removing the cgroup of an orphaned pod", zap.String("podUID", string(uid)))
+			errs = append(errs, m.DestroyPod(uid))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// systemdBooted reports whether systemd is the init system (sd_booted).
+func systemdBooted() bool {
+	fi, err := os.Lstat("/run/systemd/system")
+	return err == nil && fi.IsDir()
+}
+
+// PidCapacity is the node's pid capacity as upstream counts it:
+// min(kernel.pid_max, kernel.threads-max).
+func PidCapacity() (int64, error) {
+	var out int64 = -1
+	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f, err)
+		}
+		if out < 0 || v < out {
+			out = v
+		}
+	}
+	return out, nil
+}

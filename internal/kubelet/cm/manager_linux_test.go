@@ -1,0 +1,253 @@
+package cm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+)
+
+// hostMounts reads this host's cgroup mounts; the tests need cgroup v1 (this
+// machine's layout) and root.
+func hostMounts(t *testing.T) cgroupfs.Mounts {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := cgroupfs.ParseMountinfo(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Mode() != cgroupfs.ModeV1 && m.Mode() != cgroupfs.ModeHybrid {
+		t.Fatalf("these tests need the v1 cgroup controllers of this machine; mode %v", m.Mode())
+	}
+	return m
+}
+
+func testPod(uid string, reqs, lims v1.ResourceList) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: k8stypes.UID(uid)},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: reqs, Limits: lims}}}}}
+}
+
+func readCgroup(t *testing.T, mp, path, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(mp, path, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// The tree on the real cgroup v1 filesystem, under a root of the test's own:
+// kubepods with the node's values, the QoS cgroups, one cgroup per pod in its
+// QoS class with upstream's values and the pids limit, the burstable shares
+// following the pods, and orphans (a process still inside) killed and removed.
+func TestManagerOnHostCgroups(t *testing.T) {
+	mounts := hostMounts(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	root := "/cmtest-" + hex.EncodeToString(b)
+	mem, shares, pids := int64(8<<30), uint64(2048), int64(10000)
+	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, PodPidsLimit: 100,
+		Pod: PodConfig{EnforceCPULimits: true, CPUPeriod: 100 * time.Millisecond}, Mounts: &mounts,
+		Kubepods: &ResourceConfig{Memory: &mem, CPUShares: &shares, PidsLimit: &pids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.fs.Destroy(root) })
+	var pods []*v1.Pod
+	if err := m.Start(pods); err != nil {
+		t.Fatal(err)
+	}
+	cpu, memory, pidsMP := m.fs.v1["cpu"], m.fs.v1["memory"], m.fs.v1["pids"]
+	kubepods := root + "/kubepods"
+	for file, want := range map[string]string{"cpu.shares": "2048"} {
+		if got := readCgroup(t, cpu, kubepods, file); got != want {
+			t.Errorf("kubepods %s = %s, want %s", file, got, want)
+		}
+	}
+	if got := readCgroup(t, memory, kubepods, "memory.limit_in_bytes"); got != strconv.FormatInt(mem, 10) {
+		t.Errorf("kubepods memory limit %s", got)
+	}
+	if got := readCgroup(t, pidsMP, kubepods, "pids.max"); got != "10000" {
+		t.Errorf("kubepods pids.max %s", got)
+	}
+	if got := readCgroup(t, cpu, kubepods+"/besteffort", "cpu.shares"); got != "2" {
+		t.Errorf("besteffort cpu.shares %s", got)
+	}
+
+	q := func(s string) v1.ResourceList {
+		out := v1.ResourceList{}
+		for _, kv := range strings.Split(s, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			out[v1.ResourceName(k)] = resource.MustParse(v)
+		}
+		return out
+	}
+	guaranteed := testPod("g-1", q("cpu=500m,memory=64Mi"), q("cpu=500m,memory=64Mi"))
+	burstable := testPod("b-2", q("cpu=250m"), nil)
+	besteffort := testPod("e-3", nil, nil)
+	pods = []*v1.Pod{guaranteed, burstable, besteffort}
+	for _, p := range pods {
+		if err := m.EnsurePod(p, pods); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		pod    *v1.Pod
+		path   string
+		files  map[string]string // cpu hierarchy
+		memory string
+	}{
+		{guaranteed, kubepods + "/podg-1", map[string]string{"cpu.shares": "512", "cpu.cfs_quota_us": "50000", "cpu.cfs_period_us": "100000"}, strconv.Itoa(64 << 20)},
+		{burstable, kubepods + "/burstable/podb-2", map[string]string{"cpu.shares": "256", "cpu.cfs_quota_us": "-1"}, ""},
+		{besteffort, kubepods + "/besteffort/pode-3", map[string]string{"cpu.shares": "2", "cpu.cfs_quota_us": "-1"}, ""},
+	} {
+		if got := m.PodCgroupParent(tc.pod); got != tc.path {
+			t.Errorf("PodCgroupParent(%s) = %s, want %s", tc.pod.Name, got, tc.path)
+		}
+		for file, want := range tc.files {
+			if got := readCgroup(t, cpu, tc.path, file); got != want {
+				t.Errorf("%s %s = %s, want %s", tc.path, file, got, want)
+			}
+		}
+		if tc.memory != "" {
+			if got := readCgroup(t, memory, tc.path, "memory.limit_in_bytes"); got != tc.memory {
+				t.Errorf("%s memory limit %s, want %s", tc.path, got, tc.memory)
+			}
+		}
+		if got := readCgroup(t, pidsMP, tc.path, "pids.max"); got != "100" {
+			t.Errorf("%s pids.max %s, want 100 (--pod-max-pids)", tc.path, got)
+		}
+	}
+	if got := readCgroup(t, cpu, kubepods+"/burstable", "cpu.shares"); got != "256" {
+		t.Errorf("burstable cpu.shares = %s, want the Burstable pods' requests (256)", got)
+	}
+	uids, err := m.PodUIDs()
+	if err != nil || len(uids) != 3 || !uids["g-1"] || !uids["b-2"] || !uids["e-3"] {
+		t.Fatalf("PodUIDs = %v, %v", uids, err)
+	}
+
+	// An orphan with a process still inside is killed and removed.
+	sleeper := exec.Command("sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill() }()
+	for _, mp := range m.fs.mountpoints() {
+		if err := os.WriteFile(filepath.Join(mp, kubepods, "burstable/podb-2", "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("move the sleeper into %s: %v", mp, err)
+		}
+	}
+	pods = []*v1.Pod{guaranteed, besteffort}
+	if err := m.CleanupOrphans(map[k8stypes.UID]bool{"g-1": true, "e-3": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sleeper.Wait(); err == nil {
+		t.Error("the orphan's process was not killed")
+	}
+	for _, mp := range m.fs.mountpoints() {
+		if _, err := os.Stat(filepath.Join(mp, kubepods, "burstable/podb-2")); !os.IsNotExist(err) {
+			t.Errorf("orphan cgroup left in %s: %v", mp, err)
+		}
+	}
+	if err := m.UpdateQoS(pods); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCgroup(t, cpu, kubepods+"/burstable", "cpu.shares"); got != "2" {
+		t.Errorf("burstable cpu.shares without Burstable pods = %s, want 2", got)
+	}
+	if err := m.DestroyPod("g-1"); err != nil {
+		t.Fatal(err)
+	}
+	if m.PodCgroupExists(guaranteed) {
+		t.Error("destroyed pod cgroup still exists")
+	}
+}
+
+func TestDisabledManagerManagesNothing(t *testing.T) {
+	t.Parallel()
+	m, err := New(Options{CgroupsPerQOS: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPod("x", nil, nil)
+	if m.PodCgroupParent(p) != "" || !m.PodCgroupExists(p) || m.EnsurePod(p, nil) != nil || m.DestroyPod("x") != nil {
+		t.Fatal("a disabled manager acted")
+	}
+	if err := m.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	m.Run(context.Background(), func() []*v1.Pod { return nil }) // returns at once
+}
+
+// cgroup v2 over a fake tree: the controllers are enabled down the path and
+// the values written in v2's files.
+func TestCgroupV2Files(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids rdma misc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &cgroupFS{v2: dir}
+	shares, quota, period, mem, pids := uint64(512), int64(50000), uint64(100000), int64(64<<20), int64(100)
+	if err := f.Create("/kubepods/pod1", &ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem, PidsLimit: &pids}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"cgroup.subtree_control":          "+cpu +cpuset +memory +pids +hugetlb +io",
+		"kubepods/cgroup.subtree_control": "+cpu +cpuset +memory +pids +hugetlb +io",
+		"kubepods/pod1/cpu.weight":        "20",
+		"kubepods/pod1/cpu.max":           "50000 100000",
+		"kubepods/pod1/memory.max":        strconv.Itoa(64 << 20),
+		"kubepods/pod1/pids.max":          "100",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, path))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q (%v), want %q", path, b, err, want)
+		}
+	}
+	unlimited := int64(-1)
+	if err := f.Set("/kubepods/pod1", &ResourceConfig{CPUQuota: &unlimited, Memory: &unlimited}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"kubepods/pod1/cpu.max": "max 100000", "kubepods/pod1/memory.max": "max"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, path)); string(b) != want {
+			t.Errorf("%s = %q, want %q", path, b, want)
+		}
+	}
+	if !f.Exists("/kubepods/pod1") || f.Exists("/kubepods/pod2") {
+		t.Error("Exists on v2")
+	}
+}
+
+// With the systemd driver on a host without systemd (this one) the kubelet
+// refuses to start, saying why; with systemd it manages no cgroup (and warns).
+func TestSystemdDriver(t *testing.T) {
+	t.Parallel()
+	m, err := New(Options{Driver: DriverSystemd, CgroupsPerQOS: true})
+	if systemdBooted() {
+		if err != nil || m.PodCgroupParent(testPod("x", nil, nil)) != "" {
+			t.Fatalf("New with the systemd driver on a systemd host: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), "needs systemd as the init system") {
+		t.Fatalf("New with the systemd driver without systemd: %v", err)
+	}
+}
