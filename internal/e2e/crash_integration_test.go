@@ -102,21 +102,30 @@ func TestIntegrationCrashInBackgroundLoop(t *testing.T) {
 	}
 }
 
-// startWithFault runs a hard link of bin in a dir of the node's own, whose
-// trigger file names point, with the node's flags in docker mode.
-func startWithFault(t *testing.T, n *node, bin, point string) *proc {
+// linkFaultBinary hard-links bin into a dir of the node's own and writes
+// point into the fault file next to it (faultinject.TriggerFile or
+// KillFile); it returns the link and the fault file.
+func linkFaultBinary(t *testing.T, n *node, bin, faultFile, point string) (linked, fault string) {
 	t.Helper()
 	dir := filepath.Join(n.dir, "bin")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	linked := filepath.Join(dir, "kubelet")
+	linked, fault = filepath.Join(dir, "kubelet"), filepath.Join(dir, faultFile)
 	if err := os.Link(bin, linked); err != nil {
 		t.Fatalf("link the faultinject binary: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, faultinject.TriggerFile), []byte(point+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(fault, []byte(point+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return linked, fault
+}
+
+// startWithFault runs a hard link of bin in a dir of the node's own, whose
+// trigger file names point, with the node's flags in docker mode.
+func startWithFault(t *testing.T, n *node, bin, point string) *proc {
+	t.Helper()
+	linked, _ := linkFaultBinary(t, n, bin, faultinject.TriggerFile, point)
 	p, err := startProc("kubelet", filepath.Join(n.dir, "kubelet.log"), linked, n.args()...)
 	if err != nil {
 		t.Fatal(err)

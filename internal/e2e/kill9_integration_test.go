@@ -34,18 +34,7 @@ func TestIntegrationDockerModeKill9AtInjectedPoints(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			n := newNode(t)
 			n.writeChurnCNIConf() // bridge with ipMasq + portmap: per-pod iptables rules
-			dir := filepath.Join(n.dir, "bin")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			linked := filepath.Join(dir, "kubelet")
-			if err := os.Link(bin, linked); err != nil {
-				t.Fatalf("link the faultinject binary: %v", err)
-			}
-			killFile := filepath.Join(dir, faultinject.KillFile)
-			if err := os.WriteFile(killFile, []byte(point+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			linked, killFile := linkFaultBinary(t, n, bin, faultinject.KillFile, point)
 			n.startBinary(linked)
 			hostPort := freePort(t)
 			n.writeManifest("k9.yaml", churnManifest("k9", hostPort))
