@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
 
 // Local images (scripts/build-images.sh builds them into the host's dockerd).
@@ -174,29 +176,7 @@ func (s *suite) startDockerd() error {
 
 // loadImages copies the local images from the host's dockerd into the private one.
 func (s *suite) loadImages() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	save := exec.CommandContext(ctx, "docker", "save", pauseImage, busyboxImage, localImage)
-	load := exec.CommandContext(ctx, "docker", "-H", s.docker, "load")
-	pipe, err := save.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	load.Stdin = pipe
-	var saveErr, loadOut strings.Builder
-	save.Stderr = &saveErr
-	load.Stdout, load.Stderr = &loadOut, &loadOut
-	if err := save.Start(); err != nil {
-		return err
-	}
-	if err := load.Run(); err != nil {
-		_ = save.Wait()
-		return fmt.Errorf("docker load into the private dockerd: %w: %s", err, loadOut.String())
-	}
-	if err := save.Wait(); err != nil {
-		return fmt.Errorf("docker save: %w: %s", err, saveErr.String())
-	}
-	return nil
+	return dockerd.CopyImages(s.docker, pauseImage, busyboxImage, localImage)
 }
 
 // dockerCLI runs the docker CLI against the private dockerd.

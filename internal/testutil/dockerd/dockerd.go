@@ -97,7 +97,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 	}
 	d.Launch(t)
 	if len(opts.Images) > 0 {
-		if err := d.loadImages(opts.Images); err != nil {
+		if err := CopyImages(d.Endpoint, opts.Images...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,12 +295,13 @@ func (d *Daemon) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// loadImages copies images from the host's dockerd into the daemon.
-func (d *Daemon) loadImages(images []string) error {
+// CopyImages copies images from the host's dockerd (docker save) into the
+// dockerd at endpoint (docker -H endpoint load), within two minutes.
+func CopyImages(endpoint string, images ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, images...)...)
-	load := exec.CommandContext(ctx, "docker", "-H", d.Endpoint, "load")
+	load := exec.CommandContext(ctx, "docker", "-H", endpoint, "load")
 	pipe, err := save.StdoutPipe()
 	if err != nil {
 		return err
