@@ -111,6 +111,45 @@ func TestIntegrationDockerModePodCgroups(t *testing.T) {
 		t.Errorf("burstable QoS cgroup cpu.shares = %s, want the Burstable pods' requests (102)", got)
 	}
 
+	// Two containers that together exceed the pod-level memory limit: the
+	// kernel OOM-kills inside the pod's cgroup (its memory.failcnt rises)
+	// and a neighbour pod is untouched.
+	n.writeManifest("oom.yaml", manifest("oom", `  resources:
+    limits: {memory: 48Mi}
+  containers:
+  - name: idle
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+  - name: hog
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "x=$(head -c 100000000 /dev/zero | tr '\\000' a); sleep 3600"]
+`))
+	oom := n.waitPod("oom", podStartTimeout, "the hog OOM-killed", func(p *v1.Pod) bool {
+		cs := containerStatus(p, "hog")
+		if cs == nil {
+			return false
+		}
+		for _, st := range []v1.ContainerState{cs.State, cs.LastTerminationState} {
+			if st.Terminated != nil && st.Terminated.Reason == "OOMKilled" {
+				return true
+			}
+		}
+		return false
+	})
+	oomCgroup := kubepods + "/burstable/pod" + string(oom.UID)
+	if got := cgroupValue(t, "memory", oomCgroup, "memory.limit_in_bytes"); got != strconv.Itoa(48<<20) {
+		t.Errorf("pod-level memory limit: memory.limit_in_bytes = %s, want %d", got, 48<<20)
+	}
+	if failcnt, _ := strconv.Atoi(cgroupValue(t, "memory", oomCgroup, "memory.failcnt")); failcnt == 0 {
+		t.Error("the pod cgroup's memory.failcnt did not rise: the OOM was not the pod's")
+	}
+	calm := n.waitPod("guaranteed", 10*time.Second, "still running", runningAndReady)
+	if rc := containerStatus(calm, "app").RestartCount; rc != 0 {
+		t.Errorf("the neighbour pod restarted %d times", rc)
+	}
+
 	// A fork bomb stops at the pod's pids.max; the node stays healthy.
 	n.writeManifest("bomb.yaml", manifest("bomb", `  containers:
   - name: app
