@@ -4,35 +4,16 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
-// rcResources builds requirements from "cpu=100m,memory=64Mi"-style pairs.
-func rcResources(requests, limits map[v1.ResourceName]string) v1.ResourceRequirements {
-	conv := func(in map[v1.ResourceName]string) v1.ResourceList {
-		if in == nil {
-			return nil
-		}
-		out := v1.ResourceList{}
-		for k, v := range in {
-			out[k] = resource.MustParse(v)
-		}
-		return out
-	}
-	return v1.ResourceRequirements{Requests: conv(requests), Limits: conv(limits)}
-}
-
-// rcQOSPod returns a pod whose containers have the given requirements.
-func rcQOSPod(reqs ...v1.ResourceRequirements) *v1.Pod {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
-	for i, r := range reqs {
-		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: string(rune('a' + i)), Resources: r})
-	}
-	return pod
-}
+// The pod builders of internal/testutil/podtest, under this file's names.
+var (
+	rcResources = podtest.Resources
+	rcQOSPod    = podtest.WithContainers
+)
 
 var (
 	rcCPU = v1.ResourceCPU

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
@@ -47,4 +48,30 @@ func MarkProbed(st *v1.PodStatus) {
 		c := &st.InitContainerStatuses[i]
 		c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
 	}
+}
+
+// Resources builds requirements from resource name -> quantity maps, e.g.
+// {cpu: "100m", memory: "64Mi"}; a nil map stays unset.
+func Resources(requests, limits map[v1.ResourceName]string) v1.ResourceRequirements {
+	conv := func(in map[v1.ResourceName]string) v1.ResourceList {
+		if in == nil {
+			return nil
+		}
+		out := v1.ResourceList{}
+		for k, v := range in {
+			out[k] = resource.MustParse(v)
+		}
+		return out
+	}
+	return v1.ResourceRequirements{Requests: conv(requests), Limits: conv(limits)}
+}
+
+// WithContainers is a pod "p" in namespace "ns" with one container per
+// requirements, named a, b, ...
+func WithContainers(reqs ...v1.ResourceRequirements) *v1.Pod {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	for i, r := range reqs {
+		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: string(rune('a' + i)), Resources: r})
+	}
+	return pod
 }
