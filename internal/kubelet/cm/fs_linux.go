@@ -280,6 +280,9 @@ func (f *cgroupFS) Children(path string) ([]string, error) {
 // Destroy kills what still runs in path (and below), then removes it from
 // every hierarchy, deepest first. A missing cgroup is no error.
 func (f *cgroupFS) Destroy(path string) error {
+	if strings.Trim(path, "/") == "" {
+		return errors.New("refusing to destroy the root cgroup")
+	}
 	for round := 0; ; round++ {
 		pids := f.pids(path)
 		if len(pids) == 0 {

@@ -206,8 +206,9 @@ func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 }
 
 // podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for
-// Guaranteed pods).
-func (m *Manager) podName(pod *v1.Pod) CgroupName {
+// Guaranteed pods). A UID that cannot name a cgroup (empty, or holding '/'
+// or '_') is an error, never a path elsewhere in the tree.
+func (m *Manager) podName(pod *v1.Pod) (CgroupName, error) {
 	parent := m.root
 	switch kubecontainer.GetPodQOS(pod) {
 	case v1.PodQOSBurstable:
@@ -215,23 +216,43 @@ func (m *Manager) podName(pod *v1.Pod) CgroupName {
 	case v1.PodQOSBestEffort:
 		parent = m.besteffort
 	}
-	n, _ := NewCgroupName(parent, podPrefix+strings.ReplaceAll(string(pod.UID), "_", "-"))
-	return n
+	return podCgroupName(parent, pod.UID)
+}
+
+// podCgroupName is pod<uid> under parent.
+func podCgroupName(parent CgroupName, uid k8stypes.UID) (CgroupName, error) {
+	if uid == "" {
+		return nil, errors.New("pod has no UID")
+	}
+	n, err := NewCgroupName(parent, podPrefix+string(uid))
+	if err != nil {
+		return nil, fmt.Errorf("pod UID %q cannot name a cgroup: %w", uid, err)
+	}
+	return n, nil
 }
 
 // PodCgroupParent is the pod's cgroup as the CRI's cgroup_parent (the
-// driver's full path); "" when cgroups are not managed.
+// driver's full path); "" when cgroups are not managed (or the UID cannot
+// name one: EnsurePod refuses such a pod).
 func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
 	if !m.enabled {
 		return ""
 	}
-	return m.path(m.podName(pod))
+	n, err := m.podName(pod)
+	if err != nil {
+		return ""
+	}
+	return m.path(n)
 }
 
 // PodCgroupExists reports whether the pod's cgroup exists (always true when
 // cgroups are not managed).
 func (m *Manager) PodCgroupExists(pod *v1.Pod) bool {
-	return !m.enabled || m.fs.Exists(m.path(m.podName(pod)))
+	if !m.enabled {
+		return true
+	}
+	n, err := m.podName(pod)
+	return err == nil && m.fs.Exists(m.path(n))
 }
 
 // EnsurePod creates the pod's cgroup with upstream's values (the QoS
@@ -240,7 +261,11 @@ func (m *Manager) EnsurePod(pod *v1.Pod, active []*v1.Pod) error {
 	if !m.enabled {
 		return nil
 	}
-	p := m.path(m.podName(pod))
+	n, err := m.podName(pod)
+	if err != nil {
+		return err
+	}
+	p := m.path(n)
 	if m.fs.Exists(p) {
 		return nil
 	}
@@ -265,7 +290,10 @@ func (m *Manager) DestroyPod(uid k8stypes.UID) error {
 	}
 	var errs []error
 	for _, parent := range []CgroupName{m.root, m.burstable, m.besteffort} {
-		n, _ := NewCgroupName(parent, podPrefix+string(uid))
+		n, err := podCgroupName(parent, uid)
+		if err != nil {
+			return err
+		}
 		errs = append(errs, m.fs.Destroy(m.path(n)))
 	}
 	return errors.Join(errs...)

@@ -251,3 +251,38 @@ func TestSystemdDriver(t *testing.T) {
 		t.Fatalf("New with the systemd driver without systemd: %v", err)
 	}
 }
+
+// A pod UID that cannot name a cgroup (a path, '_', empty) is refused: it
+// never becomes a path elsewhere in the tree, least of all the root, whose
+// processes DestroyPod would kill.
+func TestHostileUIDsNameNoCgroup(t *testing.T) {
+	t.Parallel()
+	mounts := hostMounts(t)
+	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: "/cmtest-never-created", CgroupsPerQOS: true, Mounts: &mounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"../../..", "a/b", "a_b", ""} {
+		p := testPod(uid, nil, nil)
+		if got := m.PodCgroupParent(p); got != "" {
+			t.Errorf("PodCgroupParent(uid %q) = %q, want none", uid, got)
+		}
+		if m.PodCgroupExists(p) {
+			t.Errorf("PodCgroupExists(uid %q) = true", uid)
+		}
+		if err := m.EnsurePod(p, nil); err == nil {
+			t.Errorf("EnsurePod(uid %q) succeeded", uid)
+		}
+		if err := m.DestroyPod(k8stypes.UID(uid)); err == nil {
+			t.Errorf("DestroyPod(uid %q) succeeded", uid)
+		}
+	}
+	if err := m.fs.Destroy("/"); err == nil {
+		t.Error("Destroy of the root cgroup succeeded")
+	}
+	for _, mp := range m.fs.mountpoints() {
+		if _, err := os.Stat(filepath.Join(mp, "cmtest-never-created")); !os.IsNotExist(err) {
+			t.Errorf("a cgroup was made in %s: %v", mp, err)
+		}
+	}
+}
