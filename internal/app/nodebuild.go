@@ -135,6 +135,16 @@ func newContainerManager(cfg *Config, node *resources.Node, logger *zap.Logger) 
 	if !opts.CgroupsPerQOS {
 		return cm.New(opts)
 	}
+	var unhonoured []string
+	for _, e := range k.EnforceNodeAllocatable {
+		if e != "pods" && e != "none" {
+			unhonoured = append(unhonoured, "enforceNodeAllocatable="+e)
+		}
+	}
+	if unhonoured != nil {
+		logger.Warn("has no effect in this kubelet yet: the system-reserved and kube-reserved cgroups are not enforced",
+			zap.Strings("settings", unhonoured))
+	}
 	limit := node.Capacity()
 	if slices.Contains(k.EnforceNodeAllocatable, "pods") {
 		for _, field := range []struct {

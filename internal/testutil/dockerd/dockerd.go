@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -36,6 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/netutil"
 )
 
 const (
@@ -106,7 +107,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 
 // createBridge creates the daemon's bridge on a free private /24.
 func (d *Daemon) createBridge() error {
-	subnet, err := freeSubnet()
+	subnet, err := netutil.FreeSubnet(170)
 	if err != nil {
 		return err
 	}
@@ -378,28 +379,4 @@ func unmountUnder(t testing.TB, dir string) {
 			t.Logf("cleanup: unmount %s: %v", mp, err)
 		}
 	}
-}
-
-// freeSubnet picks a random 10.17x.y.0/24 that no address of the host is in.
-func freeSubnet() (*net.IPNet, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("dockerd: host addresses: %w", err)
-	}
-	for range 100 {
-		_, subnet, _ := net.ParseCIDR(fmt.Sprintf("10.%d.%d.0/24", 170+rand.IntN(10), rand.IntN(256)))
-		if !inUse(subnet, addrs) {
-			return subnet, nil
-		}
-	}
-	return nil, errors.New("dockerd: no free 10.17x.y.0/24")
-}
-
-func inUse(subnet *net.IPNet, addrs []net.Addr) bool {
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && (subnet.Contains(ipn.IP) || ipn.Contains(subnet.IP)) {
-			return true
-		}
-	}
-	return false
 }

@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -37,6 +36,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/netutil"
 )
 
 // CNIBinDir is where the instances look for the CNI plugins.
@@ -156,7 +157,7 @@ func (b *Binary) Start(t testing.TB, opts Options) *Instance {
 	i := &Instance{Dir: dir, sock: filepath.Join(dir, "cri.sock"), output: &syncBuffer{}, exited: make(chan struct{})}
 	i.Endpoint = "unix://" + i.sock
 	t.Cleanup(func() { i.cleanup(t) })
-	if i.Subnet, err = freeSubnet(); err != nil {
+	if i.Subnet, err = netutil.FreeSubnet(180); err != nil {
 		t.Fatal(err)
 	}
 	i.Bridge = fmt.Sprintf("ksh%dx%d", i.Subnet.IP[1], i.Subnet.IP[2])
@@ -279,30 +280,6 @@ func (i *Instance) cleanup(t testing.TB) {
 		}
 	}
 	_ = os.RemoveAll(i.Dir)
-}
-
-// freeSubnet picks a random 10.18x.y.0/24 that no address of the host is in.
-func freeSubnet() (*net.IPNet, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("shim: host addresses: %w", err)
-	}
-	for range 100 {
-		_, subnet, _ := net.ParseCIDR(fmt.Sprintf("10.%d.%d.0/24", 180+rand.IntN(10), rand.IntN(256)))
-		if !inUse(subnet, addrs) {
-			return subnet, nil
-		}
-	}
-	return nil, errors.New("shim: no free 10.18x.y.0/24")
-}
-
-func inUse(subnet *net.IPNet, addrs []net.Addr) bool {
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && (subnet.Contains(ipn.IP) || ipn.Contains(subnet.IP)) {
-			return true
-		}
-	}
-	return false
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's output and readers.
