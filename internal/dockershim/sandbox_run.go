@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/checkpoint"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/netns"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
 	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
 )
@@ -192,7 +193,7 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 	if err := s.checkpoints.Write(cp); err != nil {
 		return fmt.Errorf("write checkpoint of sandbox %s: %w", cp.ID, err)
 	}
-	pod := networkPod(cp, fmt.Sprintf("/proc/%d/ns/net", j.State.Pid))
+	pod := networkPod(cp, s.pinNetNS(cp.ID, j.State.Pid))
 	pod.DNS = cniDNS(cfg.GetDnsConfig())
 	pod.Bandwidth = bandwidthFromAnnotations(cfg.Annotations)
 	faultinject.Kill("dockershim.sandbox.before-cni-add")
@@ -201,6 +202,7 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 		// SetUpPod already ran DEL; nothing of the network remains.
 		cp.NetworkSetUp = false
 		_ = s.checkpoints.Write(cp)
+		s.unpinNetNS(cp.ID)
 		return fmt.Errorf("set up network of pod %s/%s (sandbox %s): %w", cp.Namespace, cp.Name, cp.ID, err)
 	}
 	faultinject.Kill("dockershim.sandbox.after-cni-add")
@@ -209,6 +211,45 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 		return fmt.Errorf("write checkpoint of sandbox %s: %w", cp.ID, err)
 	}
 	return nil
+}
+
+// pinNetNS bind-mounts the network namespace of the sandbox's pause process
+// (package netns says why) and returns the path CNI gets; if that fails, the
+// process's own /proc path.
+func (s *Service) pinNetNS(id string, pid int) string {
+	path, err := s.pins.Pin(id, pid)
+	if err == nil {
+		return path
+	}
+	if !errors.Is(err, netns.ErrUnsupported) {
+		s.logger.Warn("pinning the sandbox's network namespace failed: if its pause process dies before CNI DEL, plugins that look inside the namespace (bridge's ipMasq) cannot clean up",
+			zap.String("sandbox", id), zap.Error(err))
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid)
+}
+
+// unpinNetNS releases the pinned namespace of a sandbox (logged on failure:
+// Start removes the pins of sandboxes that are gone).
+func (s *Service) unpinNetNS(id string) {
+	if err := s.pins.Unpin(id); err != nil {
+		s.logger.Warn("unpin the sandbox's network namespace", zap.String("sandbox", id), zap.Error(err))
+	}
+}
+
+// removeOrphanPins unpins the namespaces of sandboxes that have no checkpoint
+// (removed while the shim was down, or the shim killed between pinning and
+// its checkpoint's removal).
+func (s *Service) removeOrphanPins() {
+	ids, err := s.pins.List()
+	if err != nil {
+		s.logger.Warn("list pinned network namespaces", zap.Error(err))
+		return
+	}
+	for _, id := range ids {
+		if _, err := s.checkpoints.Read(id); errors.Is(err, checkpoint.ErrNotFound) {
+			s.unpinNetNS(id)
+		}
+	}
 }
 
 // networkPod describes a sandbox to the network plugin from its checkpoint.

@@ -81,15 +81,23 @@ func (s *Service) teardownNetwork(ctx context.Context, id, netns string) error {
 	cp, err := s.checkpoints.Read(id)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
+		s.unpinNetNS(id)
 		return nil
 	case errors.Is(err, checkpoint.ErrCorrupt):
 		s.logger.Error("corrupt sandbox checkpoint ignored", zap.String("sandbox", id), zap.Error(err))
+		s.unpinNetNS(id)
 		return nil
 	case err != nil:
 		return fmt.Errorf("read checkpoint of sandbox %s: %w", id, err)
 	}
 	if cp.HostNetwork || !cp.NetworkSetUp {
+		s.unpinNetNS(id)
 		return nil
+	}
+	// The pinned namespace outlives the pause process: DEL finds the pod's
+	// interface (and with it what to undo) even after the process died.
+	if pinned := s.pins.Path(id); pinned != "" {
+		netns = pinned
 	}
 	var lastErr error
 	for attempt := 0; attempt < teardownAttempts; attempt++ {
@@ -110,6 +118,7 @@ func (s *Service) teardownNetwork(ctx context.Context, id, netns string) error {
 	if err := s.checkpoints.Write(cp); err != nil {
 		return fmt.Errorf("write checkpoint of sandbox %s: %w", id, err)
 	}
+	s.unpinNetNS(id)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/checkpoint"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/containerlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/netns"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
 )
@@ -54,6 +55,23 @@ type checkpointStore interface {
 	Delete(id string) error
 	List() ([]string, error)
 }
+
+// netnsPins keeps sandboxes' network namespaces alive from CNI ADD to DEL;
+// *netns.Pins implements it.
+type netnsPins interface {
+	Pin(id string, pid int) (string, error)
+	Path(id string) string
+	Unpin(id string) error
+	List() ([]string, error)
+}
+
+// noPins pins nothing: CNI gets the pause process's namespace.
+type noPins struct{}
+
+func (noPins) Pin(string, int) (string, error) { return "", netns.ErrUnsupported }
+func (noPins) Path(string) string              { return "" }
+func (noPins) Unpin(string) error              { return nil }
+func (noPins) List() ([]string, error)         { return nil, nil }
 
 // logFollower copies container output into CRI log files; *containerlog.Manager implements it.
 type logFollower interface {
@@ -107,6 +125,7 @@ type Service struct {
 	docker      dockerClient
 	network     networkPlugin
 	checkpoints checkpointStore
+	pins        netnsPins
 	logs        logFollower
 	streams     streamServer
 	events      *eventBroker
@@ -164,6 +183,10 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)
 	}
+	pins, err := netns.New(filepath.Join(opts.RootDirectory, "netns"))
+	if err != nil {
+		return nil, err
+	}
 	logs, err := containerlog.NewManager(containerlog.Options{Source: dc, Logger: logger.Named("logs")})
 	if err != nil {
 		return nil, err
@@ -176,7 +199,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
-	s := newService(serviceParts{docker: dc, network: netw, checkpoints: cps, logs: logs, streams: streams}, opts, logger)
+	s := newService(serviceParts{docker: dc, network: netw, checkpoints: cps, pins: pins, logs: logs, streams: streams}, opts, logger)
 	s.closers = append(s.closers, dc)
 	return s, nil
 }
@@ -186,6 +209,7 @@ type serviceParts struct {
 	docker      dockerClient
 	network     networkPlugin
 	checkpoints checkpointStore
+	pins        netnsPins // nil: noPins
 	logs        logFollower
 	streams     streamServer
 }
@@ -199,8 +223,12 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 		docker:        p.docker,
 		network:       p.network,
 		checkpoints:   p.checkpoints,
+		pins:          p.pins,
 		logs:          p.logs,
 		streams:       p.streams,
+	}
+	if s.pins == nil {
+		s.pins = noPins{}
 	}
 	s.events = newEventBroker(p.docker, logger.Named("events"))
 	s.stats = newStatsCollector(p.docker, logger.Named("stats"))
@@ -227,6 +255,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.resumeLogs(ctx); err != nil {
 		s.logger.Warn("resume container logs", zap.Error(err))
 	}
+	s.removeOrphanPins()
 	s.logger.Info("dockershim started",
 		zap.String("docker-version", host.dockerVersion), zap.String("api-version", host.apiVersion),
 		zap.String("cgroup-driver", host.cgroupDriver), zap.Int("min-oom-score-adj", host.minOOMScoreAdj))

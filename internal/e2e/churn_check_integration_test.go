@@ -30,6 +30,7 @@ type churnSample struct {
 	podLogDirs  int // directories in podLogsDir
 	podDirs     int // directories in <root-dir>/pods
 	netns       int // netns mounts of the suite's dockerd (<exec-root>/netns)
+	pins        int // network namespaces the shim pins (files in <shim root>/netns)
 	goroutines  int // go_goroutines of the kubelet (with its shim)
 	fds         int // entries of /proc/<kubelet>/fd
 	threads     int // Threads of /proc/<kubelet>/status
@@ -42,8 +43,8 @@ type churnSample struct {
 }
 
 func (s churnSample) String() string {
-	return fmt.Sprintf("containers=%d checkpoints=%d ips=%d cni-cache=%d iptables=%d pod-log-dirs=%d pod-dirs=%d netns=%d goroutines=%d fds=%d (local-socket conns %d: goroutines-conns=%d fds-conns=%d) threads=%d rss=%.1fMiB",
-		s.containers, s.checkpoints, s.ips, s.cniCache, s.iptables, s.podLogDirs, s.podDirs, s.netns, s.goroutines, s.fds,
+	return fmt.Sprintf("containers=%d checkpoints=%d ips=%d cni-cache=%d iptables=%d pod-log-dirs=%d pod-dirs=%d netns=%d pins=%d goroutines=%d fds=%d (local-socket conns %d: goroutines-conns=%d fds-conns=%d) threads=%d rss=%.1fMiB",
+		s.containers, s.checkpoints, s.ips, s.cniCache, s.iptables, s.podLogDirs, s.podDirs, s.netns, s.pins, s.goroutines, s.fds,
 		s.localConns, s.goroutines-s.localConns, s.fds-s.localConns, s.threads, s.rssMiB)
 }
 
@@ -57,6 +58,7 @@ func (s churnSample) leaks() []string {
 		{"containers/sandboxes in Docker", s.containers}, {"sandbox checkpoints", s.checkpoints},
 		{"host-local IPs", s.ips}, {"libcni cache entries", s.cniCache}, {"iptables rules", s.iptables},
 		{"pod log directories", s.podLogDirs}, {"pod directories", s.podDirs},
+		{"pinned network namespaces", s.pins},
 	} {
 		if c.n != 0 {
 			out = append(out, fmt.Sprintf("%d %s", c.n, c.what))
@@ -94,6 +96,7 @@ func (c *churner) sample() churnSample {
 		podLogDirs:  countEntries(n.logsDir),
 		podDirs:     countEntries(filepath.Join(n.rootDir, "pods")),
 		netns:       len(dockerNetnsMounts(n.s)),
+		pins:        countEntries(filepath.Join(n.shimRoot, "netns")),
 		fds:         countEntries(fmt.Sprintf("/proc/%d/fd", pid)),
 		goroutines:  -1,
 	}
@@ -195,8 +198,8 @@ func (c *churner) iptablesRules() []string {
 }
 
 // dockerNetnsMounts lists the network namespaces the suite's dockerd holds
-// mounted under its exec-root (startDockerd: <suite dir>/d/x); the shim
-// itself mounts none (it hands CNI /proc/<pid>/ns/net).
+// mounted under its exec-root (startDockerd: <suite dir>/d/x); the shim's
+// own pins are counted apart.
 func dockerNetnsMounts(s *suite) []string {
 	mps, err := mountsUnder(filepath.Join(s.dir, "d", "x", "netns"))
 	if err != nil {

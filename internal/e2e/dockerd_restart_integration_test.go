@@ -31,7 +31,8 @@ import (
 //     (log copying resumed where it stopped);
 //  2. without: the containers die with the daemon; without restarting the
 //     kubelet, every pod gets a new sandbox (the old IP released through CNI
-//     DEL: host-local holds exactly the new pods' IPs) and its container
+//     DEL: host-local holds exactly the new pods' IPs, and iptables names no
+//     other address of the node's subnet) and its container
 //     restarts once; one ready sandbox and one running container per pod; a
 //     CRI event stream opened before the restarts reports the new sandboxes
 //     and containers (the shim's Docker event subscription came back), and
@@ -78,6 +79,7 @@ func TestIntegrationDockerdRestart(t *testing.T) {
 	// the node's (stop the kubelet).
 	d := dockerd.Start(t, dockerd.Options{Images: []string{pauseImage, busyboxImage}, LiveRestore: true})
 	n := newNode(t)
+	n.writeChurnCNIConf() // bridge with ipMasq + portmap: per-pod iptables rules
 	n.runtime = []string{"--container-runtime=docker", "--docker-endpoint=" + d.Endpoint}
 	n.rt = daemonView{d}
 	n.start()
@@ -197,10 +199,15 @@ func checkRestartWithoutLiveRestore(t *testing.T, n *node, d *dockerd.Daemon, ev
 		ips = append(ips, p.Status.PodIP)
 		newIDs = append(newIDs, append(sb, cs...)...)
 	}
-	// The old sandboxes' reservations went through CNI DEL (with the cached
-	// result: their network namespaces died with them).
+	// The old sandboxes went through CNI DEL although their pause processes
+	// died with the daemon: host-local released their IPs, and bridge found
+	// their interfaces (in the network namespaces the shim pins) to remove
+	// their masquerade rules, which it skips for a namespace that is gone.
 	if got := sorted(n.reservedIPs()); !slices.Equal(got, sorted(ips)) {
 		t.Errorf("host-local reservations %v, want exactly the pods' IPs %v", got, sorted(ips))
+	}
+	if leaked := n.foreignRuleIPs(ips...); len(leaked) > 0 {
+		t.Errorf("iptables rules of the old sandboxes' addresses %v outlived their CNI DEL", leaked)
 	}
 	events.waitStarted(t, newIDs, 15*time.Second)
 	checkStats(t, n.endpoint, newIDs)

@@ -52,11 +52,7 @@ func TestIntegrationDockerModeKill9AtInjectedPoints(t *testing.T) {
 			restarted := time.Now()
 			p := n.waitPod("k9", 2*time.Minute, "running after the restart", runningAndReady)
 			t.Logf("pod running %s after the restart", time.Since(restarted).Round(100*time.Millisecond))
-			// Known defect, intermittent (1 of 5 full runs): killed right
-			// after the CNI ADD, the first attempt's masquerade/portmap rule
-			// can outlive its sandbox's teardown. Until it is fixed the leak
-			// is logged for this point, not failed; everything else is checked.
-			n.checkConverged(p, point == "dockershim.sandbox.after-cni-add")
+			n.checkConverged(p)
 		})
 	}
 }
@@ -82,7 +78,7 @@ var ipv4 = regexp.MustCompile(`\b(\d+\.\d+\.\d+\.\d+)\b`)
 // (its own), no checkpoint file but those of the pod's sandboxes (no orphan,
 // no temp file), and no iptables rule naming another address of the node's
 // subnet.
-func (n *node) checkConverged(p *v1.Pod, tolerateRuleLeak bool) {
+func (n *node) checkConverged(p *v1.Pod) {
 	n.t.Helper()
 	uid := "io.kubernetes.pod.uid=" + string(p.UID)
 	deadline := time.Now().Add(90 * time.Second)
@@ -108,13 +104,10 @@ func (n *node) checkConverged(p *v1.Pod, tolerateRuleLeak bool) {
 				problems = append(problems, "orphan checkpoint file "+cp)
 			}
 		}
-		if len(leaked) > 0 && !tolerateRuleLeak {
+		if len(leaked) > 0 {
 			problems = append(problems, "iptables rules of other addresses "+strings.Join(leaked, ","))
 		}
 		if len(problems) == 0 {
-			if len(leaked) > 0 {
-				n.t.Logf("KNOWN DEFECT: iptables rules of other addresses %s outlived the killed attempt", strings.Join(leaked, ","))
-			}
 			n.t.Logf("converged: sandbox %.12s, IP %s; %d containers of the pod in Docker, exited ones included", sandboxes[0], ips[0], len(all))
 			return
 		}
@@ -126,8 +119,8 @@ func (n *node) checkConverged(p *v1.Pod, tolerateRuleLeak bool) {
 }
 
 // foreignRuleIPs returns the addresses of the node's subnet that iptables
-// rules name, other than podIP and the subnet's network and gateway.
-func (n *node) foreignRuleIPs(podIP string) []string {
+// rules name, other than the pods' IPs and the subnet's network and gateway.
+func (n *node) foreignRuleIPs(podIPs ...string) []string {
 	n.t.Helper()
 	var out []string
 	for _, table := range []string{"nat", "filter"} {
@@ -136,7 +129,7 @@ func (n *node) foreignRuleIPs(podIP string) []string {
 			n.t.Fatalf("iptables-save -t %s: %v", table, err)
 		}
 		for _, ip := range ipv4.FindAllString(string(save), -1) {
-			if strings.HasPrefix(ip, n.subnet+".") && ip != podIP && ip != n.subnet+".0" && ip != n.subnet+".1" && !slices.Contains(out, ip) {
+			if strings.HasPrefix(ip, n.subnet+".") && !slices.Contains(podIPs, ip) && ip != n.subnet+".0" && ip != n.subnet+".1" && !slices.Contains(out, ip) {
 				out = append(out, ip)
 			}
 		}

@@ -117,7 +117,8 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// freeSubnet picks a random 10.25x.y.0/24 no route of the host uses yet.
+// freeSubnet picks a random 10.25x.y.0/24 that no route of the host uses and
+// no iptables rule names.
 func freeSubnet(t testing.TB) string {
 	t.Helper()
 	routes, err := run(context.Background(), "ip", "-4", "route", "show")
@@ -128,7 +129,7 @@ func freeSubnet(t testing.TB) string {
 		b := make([]byte, 2)
 		_, _ = rand.Read(b)
 		prefix := fmt.Sprintf("10.%d.%d", 250+int(b[0])%5, b[1])
-		if !strings.Contains(routes, prefix+".") {
+		if !strings.Contains(routes, prefix+".") && !rulesNameSubnet(t, prefix) {
 			return prefix
 		}
 	}
@@ -454,6 +455,10 @@ func (n *node) cleanup() {
 	}
 	if _, ok := n.rt.(dockerView); ok {
 		n.s.removeContainers(t, "io.kubernetes.pod.namespace="+n.ns)
+	}
+	// No CNI DEL ran for pods still running: their rules go with the subnet.
+	if err := sweepRules(func(prefix string) bool { return prefix == n.subnet }); err != nil {
+		t.Error(err)
 	}
 	_ = exec.Command("ip", "link", "del", n.bridge).Run()
 	removeCgroupRoot(t, n.cgroupRoot)

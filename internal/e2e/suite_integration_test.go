@@ -85,6 +85,9 @@ func setupSuite() *suite {
 	if s.err = s.startDockerd(); s.err != nil {
 		return s
 	}
+	if s.err = sweepStaleRules(); s.err != nil {
+		return s
+	}
 	fmt.Fprintf(os.Stderr, "e2e: binary built and private dockerd ready in %s\n", time.Since(start).Round(time.Millisecond))
 	return s
 }

@@ -51,7 +51,7 @@ func (m *Manager) TearDownPod(ctx context.Context, pod Pod) error {
 			errs = append(errs, fmt.Errorf("removing sandbox %s from network %q (%s): %w", pod.ID, t.list.Name, t.source, err))
 			continue
 		}
-		log.Info("pod network torn down", zap.String("network", t.list.Name), zap.String("from", t.source))
+		log.Info("pod network torn down", zap.String("network", t.list.Name), zap.String("from", t.source), zap.String("netns", t.rt.NetNS))
 	}
 	m.delLoopback(ctx, pod, log)
 	return errors.Join(errs...)
