@@ -93,6 +93,19 @@ func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
 	}
 }
 
+// nodeRecorder records events about the node itself: logged, and sent when
+// there is an API server (the reference carries no UID, as upstream's).
+func nodeRecorder(conn *apiConn, nodeName string, logger *zap.Logger) func(eventType, reason, message string) {
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: nodeName}
+	return func(eventType, reason, message string) {
+		logger.Info("event", zap.String("node", nodeName), zap.String("type", eventType),
+			zap.String("reason", reason), zap.String("message", message))
+		if conn != nil {
+			conn.recorder.Event(ref, eventType, reason, message)
+		}
+	}
+}
+
 // reservations parses systemReserved/kubeReserved (name -> quantity).
 func reservations(field string, in map[string]string) (v1.ResourceList, error) {
 	out := v1.ResourceList{}

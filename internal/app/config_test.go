@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 func TestValidate(t *testing.T) {
@@ -31,6 +33,29 @@ func TestValidate(t *testing.T) {
 		{"bad node ip", func(c *Config) { c.NodeIP = "1.2.3" }, "--node-ip"},
 		{"bad streaming address", func(c *Config) { c.StreamingAddress = "nowhere" }, "--streaming-address"},
 		{"streaming host:port", func(c *Config) { c.StreamingAddress = "127.0.0.1:10010" }, ""},
+		// enforceNodeAllocatable and reservedSystemCPUs, with upstream's messages.
+		{"enforce none", func(c *Config) { c.Kubelet.EnforceNodeAllocatable = []string{"none"} }, ""},
+		{"enforce reserved with cgroups", func(c *Config) {
+			c.Kubelet.EnforceNodeAllocatable = []string{"pods", "system-reserved", "kube-reserved-compressible"}
+			c.Kubelet.SystemReservedCgroup, c.Kubelet.KubeReservedCgroup = "/system.slice", "/kube.slice"
+		}, ""},
+		{"enforce none and pods", func(c *Config) { c.Kubelet.EnforceNodeAllocatable = []string{"none", "pods"} },
+			`invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements when "none" is specified`},
+		{"enforce unknown", func(c *Config) { c.Kubelet.EnforceNodeAllocatable = []string{"pod"} },
+			`invalid configuration: option "pod" specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are "pods", "system-reserved", "system-reserved-compressible", "kube-reserved", "kube-reserved-compressible" or "none"`},
+		{"enforce duplicate", func(c *Config) { c.Kubelet.EnforceNodeAllocatable = []string{"pods", "pods"} },
+			`invalid configuration: duplicated enforcements "pods" in enforceNodeAllocatable (--enforce-node-allocatable)`},
+		{"system reserved without cgroup", func(c *Config) { c.Kubelet.EnforceNodeAllocatable = []string{"system-reserved"} },
+			`invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when "system-reserved" or "system-reserved-compressible" included in enforceNodeAllocatable (--enforce-node-allocatable)`},
+		{"kube reserved both forms", func(c *Config) {
+			c.Kubelet.EnforceNodeAllocatable = []string{"kube-reserved", "kube-reserved-compressible"}
+			c.Kubelet.KubeReservedCgroup = "/kube.slice"
+		}, `invalid configuration: both "kube-reserved" and "kube-reserved-compressible" cannot be specified together in enforceNodeAllocatable (--enforce-node-allocatable)`},
+		{"reserved cpus", func(c *Config) { c.Kubelet.ReservedSystemCPUs = "0-1" }, ""},
+		{"reserved cpus unparsable", func(c *Config) { c.Kubelet.ReservedSystemCPUs = "0-x" },
+			"invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) 0-x, error: "},
+		{"reserved cpus with a reserved cgroup", func(c *Config) { c.Kubelet.ReservedSystemCPUs, c.Kubelet.KubeReservedCgroup = "0", "/kube.slice" },
+			"invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -93,5 +118,25 @@ func TestRunFlags(t *testing.T) {
 				t.Fatalf("Run = %v, want one line containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// --reserved-cpus replaces the cpu of both reservations, as upstream.
+func TestApplyReservedCPUs(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	c.Kubelet.ReservedSystemCPUs = "0,2-3"
+	c.Kubelet.KubeReserved = map[string]string{"cpu": "500m", "memory": "1Gi"}
+	applyReservedCPUs(&c.Kubelet, zap.NewNop())
+	if c.Kubelet.SystemReserved["cpu"] != "3" || len(c.Kubelet.SystemReserved) != 1 {
+		t.Errorf("systemReserved = %v, want cpu=3 alone", c.Kubelet.SystemReserved)
+	}
+	if _, ok := c.Kubelet.KubeReserved["cpu"]; ok || c.Kubelet.KubeReserved["memory"] != "1Gi" {
+		t.Errorf("kubeReserved = %v, want memory=1Gi alone", c.Kubelet.KubeReserved)
+	}
+	d := DefaultConfig()
+	applyReservedCPUs(&d.Kubelet, zap.NewNop())
+	if d.Kubelet.SystemReserved != nil {
+		t.Errorf("without --reserved-cpus systemReserved = %v", d.Kubelet.SystemReserved)
 	}
 }

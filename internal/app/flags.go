@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 )
 
@@ -25,6 +26,7 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.BoolVar(k.CgroupsPerQOS, "cgroups-per-qos", *k.CgroupsPerQOS, "Make the kubepods, QoS (burstable, besteffort) and per-pod cgroups and run each pod in its own.")
 	fs.Int64Var(k.PodPidsLimit, "pod-max-pids", *k.PodPidsLimit, "The pids.max of every pod cgroup; -1 (or any value <= 0) sets none, so pods share the node-allocatable limit.")
 	fs.DurationVar(&k.CPUCFSQuotaPeriod.Duration, "cpu-cfs-quota-period", k.CPUCFSQuotaPeriod.Duration, "The CFS period (cpu.cfs_period_us) CPU limits are enforced over.")
+	addReservationFlags(fs, cfg)
 	fs.DurationVar(&k.RuntimeRequestTimeout.Duration, "runtime-request-timeout", k.RuntimeRequestTimeout.Duration, "Timeout of every CRI request except long-running ones.")
 	fs.StringSliceVar(&k.ClusterDNS, "cluster-dns", k.ClusterDNS, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst.")
 	fs.StringVar(&k.ClusterDomain, "cluster-domain", k.ClusterDomain, "The cluster's DNS domain (e.g. cluster.local).")
@@ -45,6 +47,20 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.IntVarP(&cfg.Verbosity, "v", "v", int(k.Logging.Verbosity), "Log verbosity (4 and above logs debug messages).")
 	fs.BoolVar(&cfg.ShowVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&cfg.ConfigFile, "config", cfg.ConfigFile, "Path to a KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file; flags override it.")
+}
+
+// addReservationFlags binds node allocatable's flags: what is held back for
+// the system and the kubelet, the hard eviction thresholds, and where the
+// reservations are enforced (upstream's names and map syntaxes).
+func addReservationFlags(fs *pflag.FlagSet, cfg *Config) {
+	k := &cfg.Kubelet
+	fs.Var(cliflag.NewMapStringString(&k.SystemReserved), "system-reserved", "Resources reserved for non-Kubernetes components, as name=quantity pairs (e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=100): cpu, memory, ephemeral-storage and pid.")
+	fs.Var(cliflag.NewMapStringString(&k.KubeReserved), "kube-reserved", "Resources reserved for Kubernetes system components (the kubelet, the runtime), as name=quantity pairs (e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=100).")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&k.EvictionHard), "eviction-hard", "Hard eviction thresholds (e.g. memory.available<1Gi); setting some replaces all the defaults.")
+	fs.StringSliceVar(&k.EnforceNodeAllocatable, "enforce-node-allocatable", k.EnforceNodeAllocatable, "Where node allocatable is enforced: none, or any of pods, system-reserved, system-reserved-compressible, kube-reserved, kube-reserved-compressible (the reserved ones need --system-reserved-cgroup / --kube-reserved-cgroup).")
+	fs.StringVar(&k.SystemReservedCgroup, "system-reserved-cgroup", k.SystemReservedCgroup, "Absolute name of the existing cgroup that --system-reserved is enforced on.")
+	fs.StringVar(&k.KubeReservedCgroup, "kube-reserved-cgroup", k.KubeReservedCgroup, "Absolute name of the existing cgroup that --kube-reserved is enforced on.")
+	fs.StringVar(&k.ReservedSystemCPUs, "reserved-cpus", k.ReservedSystemCPUs, "A CPU list (e.g. 0,1 or 0-3) reserved for the system and Kubernetes system daemons; it overrides the cpu of --system-reserved and --kube-reserved.")
 }
 
 // addRuntimeFlags binds the container runtime and dockershim flags.

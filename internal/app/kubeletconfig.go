@@ -6,11 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 )
 
@@ -193,5 +196,83 @@ func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.Logging.Format != "text" && c.Logging.Format != "json" {
 		add("logging.format", "%q is not text or json", c.Logging.Format)
 	}
+	errs = append(errs, validateNodeAllocatableConfig(c)...)
 	return errors.Join(errs...)
+}
+
+// applyReservedCPUs makes reservedSystemCPUs the node's whole CPU
+// reservation, as upstream does: systemReserved's cpu becomes the number of
+// CPUs listed and kubeReserved's cpu goes.
+func applyReservedCPUs(k *kubeletv1beta1.KubeletConfiguration, logger *zap.Logger) {
+	cpus, err := cpuset.Parse(k.ReservedSystemCPUs)
+	if err != nil || cpus.Size() == 0 {
+		return // validated before
+	}
+	logger.Info("Option --reserved-cpus is specified, it will overwrite the cpu setting in KubeReserved and SystemReserved",
+		zap.Any("kubeReserved", k.KubeReserved), zap.Any("systemReserved", k.SystemReserved))
+	delete(k.KubeReserved, "cpu")
+	if k.SystemReserved == nil {
+		k.SystemReserved = map[string]string{}
+	}
+	k.SystemReserved["cpu"] = strconv.Itoa(cpus.Size())
+}
+
+// The enforceNodeAllocatable keys (upstream's kubetypes).
+const (
+	enforcePods                     = "pods"
+	enforceSystemReserved           = "system-reserved"
+	enforceSystemReservedCompressed = "system-reserved-compressible"
+	enforceKubeReserved             = "kube-reserved"
+	enforceKubeReservedCompressed   = "kube-reserved-compressible"
+	enforceNone                     = "none"
+)
+
+// validateNodeAllocatableConfig checks enforceNodeAllocatable, the reserved
+// cgroups and reservedSystemCPUs with upstream's messages.
+func validateNodeAllocatableConfig(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	has := map[string]bool{}
+	for _, v := range c.EnforceNodeAllocatable {
+		has[v] = true
+	}
+	for _, pair := range [][2]string{{enforceSystemReserved, enforceSystemReservedCompressed}, {enforceKubeReserved, enforceKubeReservedCompressed}} {
+		if has[pair[0]] && has[pair[1]] {
+			errs = append(errs, fmt.Errorf("invalid configuration: both %q and %q cannot be specified together in enforceNodeAllocatable (--enforce-node-allocatable)", pair[0], pair[1]))
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range c.EnforceNodeAllocatable {
+		if seen[v] {
+			errs = append(errs, fmt.Errorf("invalid configuration: duplicated enforcements %q in enforceNodeAllocatable (--enforce-node-allocatable)", v))
+			continue
+		}
+		seen[v] = true
+		switch v {
+		case enforcePods:
+		case enforceSystemReserved, enforceSystemReservedCompressed:
+			if c.SystemReservedCgroup == "" {
+				errs = append(errs, fmt.Errorf("invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", enforceSystemReserved, enforceSystemReservedCompressed))
+			}
+		case enforceKubeReserved, enforceKubeReservedCompressed:
+			if c.KubeReservedCgroup == "" {
+				errs = append(errs, fmt.Errorf("invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", enforceKubeReserved, enforceKubeReservedCompressed))
+			}
+		case enforceNone:
+			if len(c.EnforceNodeAllocatable) > 1 {
+				errs = append(errs, fmt.Errorf("invalid configuration: enforceNodeAllocatable (--enforce-node-allocatable) may not contain additional enforcements when %q is specified", enforceNone))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("invalid configuration: option %q specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are %q, %q, %q, %q, %q or %q",
+				v, enforcePods, enforceSystemReserved, enforceSystemReservedCompressed, enforceKubeReserved, enforceKubeReservedCompressed, enforceNone))
+		}
+	}
+	if c.ReservedSystemCPUs != "" {
+		if c.SystemReservedCgroup != "" || c.KubeReservedCgroup != "" {
+			errs = append(errs, errors.New("invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"))
+		}
+		if _, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {
+			errs = append(errs, fmt.Errorf("invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) %v, error: %w", c.ReservedSystemCPUs, err))
+		}
+	}
+	return errs
 }

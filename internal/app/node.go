@@ -29,6 +29,7 @@ type criClients struct {
 // -> CRI clients (Version checked) -> runtime manager -> kubelet. Every part is
 // started through one lifecycle and stopped in reverse; containers keep running.
 func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
+	applyReservedCPUs(&cfg.Kubelet, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lc := newLifecycle(logger)

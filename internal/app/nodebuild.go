@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
@@ -59,7 +61,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	if n.resources, err = newResources(cfg, logger); err != nil {
 		return nil, err
 	}
-	if n.cgroups, err = newContainerManager(cfg, n.resources, logger); err != nil {
+	if n.cgroups, err = newContainerManager(cfg, n.resources, nodeRecorder(conn, name, logger), logger); err != nil {
 		return nil, err
 	}
 	results := prober.NewResults()
@@ -122,31 +124,33 @@ func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
 }
 
 // newContainerManager builds the node's cgroup tree: kubepods (under
-// --cgroup-root) sized as upstream sizes it, capacity minus systemReserved and
-// kubeReserved with "pods" in enforceNodeAllocatable, capacity without; the
-// QoS and pod cgroups.
-func newContainerManager(cfg *Config, node *resources.Node, logger *zap.Logger) (*cm.Manager, error) {
+// --cgroup-root) sized as upstream sizes it, capacity (pids included) minus
+// systemReserved and kubeReserved with "pods" in enforceNodeAllocatable,
+// capacity without; the reservations enforced on their own cgroups; the QoS
+// and pod cgroups.
+func newContainerManager(cfg *Config, node *resources.Node, event func(eventType, reason, message string), logger *zap.Logger) (*cm.Manager, error) {
 	k := &cfg.Kubelet
 	opts := cm.Options{
 		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
-		PodPidsLimit: *k.PodPidsLimit, Logger: logger,
+		PodPidsLimit: *k.PodPidsLimit, Event: event, Logger: logger,
 		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
 	}
 	if !opts.CgroupsPerQOS {
 		return cm.New(opts)
 	}
-	var unhonoured []string
-	for _, e := range k.EnforceNodeAllocatable {
-		if e != "pods" && e != "none" {
-			unhonoured = append(unhonoured, "enforceNodeAllocatable="+e)
-		}
+	var err error
+	if opts.Reserved, err = reservedCgroups(k); err != nil {
+		return nil, err
 	}
-	if unhonoured != nil {
-		logger.Warn("has no effect in this kubelet yet: the system-reserved and kube-reserved cgroups are not enforced",
-			zap.Strings("settings", unhonoured))
-	}
+	// internal capacity: the machine's, with the pid capacity as "pid"
 	limit := node.Capacity()
-	if slices.Contains(k.EnforceNodeAllocatable, "pods") {
+	pids, err := cm.PidCapacity()
+	if err != nil {
+		logger.Warn("reading the node's pid capacity", zap.Error(err))
+	} else {
+		limit["pid"] = *resource.NewQuantity(pids, resource.DecimalSI)
+	}
+	if slices.Contains(k.EnforceNodeAllocatable, enforcePods) {
 		for _, field := range []struct {
 			name string
 			in   map[string]string
@@ -166,14 +170,61 @@ func newContainerManager(cfg *Config, node *resources.Node, logger *zap.Logger) 
 			}
 		}
 	}
-	mem, shares := limit.Memory().Value(), cm.MilliCPUToShares(limit.Cpu().MilliValue())
-	opts.Kubepods = &cm.ResourceConfig{Memory: &mem, CPUShares: &shares}
-	if pids, err := cm.PidCapacity(); err == nil {
-		opts.Kubepods.PidsLimit = &pids
-	} else {
-		logger.Warn("reading the node's pid capacity", zap.Error(err))
-	}
+	opts.Kubepods = cgroupConfig(limit, false)
 	return cm.New(opts)
+}
+
+// reservedCgroups lists the reservations enforceNodeAllocatable enforces on
+// their existing cgroups, in upstream's order, with upstream's values: cpu
+// shares, memory and pids, or cpu shares alone for the -compressible forms.
+func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration) ([]cm.ReservedCgroup, error) {
+	var out []cm.ReservedCgroup
+	for _, e := range []struct {
+		key, what, field, cgroup string
+		reserved                 map[string]string
+		compressible             bool
+	}{
+		{enforceSystemReserved, "System Reserved", "systemReserved", k.SystemReservedCgroup, k.SystemReserved, false},
+		{enforceKubeReserved, "Kube Reserved", "kubeReserved", k.KubeReservedCgroup, k.KubeReserved, false},
+		{enforceSystemReservedCompressed, "System Reserved Compressible", "systemReserved", k.SystemReservedCgroup, k.SystemReserved, true},
+		{enforceKubeReservedCompressed, "Kube Reserved Compressible", "kubeReserved", k.KubeReservedCgroup, k.KubeReserved, true},
+	} {
+		if !slices.Contains(k.EnforceNodeAllocatable, e.key) {
+			continue
+		}
+		r := cm.ReservedCgroup{What: e.what, Cgroup: e.cgroup}
+		if e.reserved != nil {
+			rl, err := reservations(e.field, e.reserved)
+			if err != nil {
+				return nil, err
+			}
+			r.Config = cgroupConfig(rl, e.compressible)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// cgroupConfig is the cgroup configuration of a resource list (upstream's
+// getCgroupConfig): cpu shares, and unless compressibleOnly memory and pids.
+func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cm.ResourceConfig {
+	var rc cm.ResourceConfig
+	if q, ok := rl[v1.ResourceCPU]; ok {
+		shares := cm.MilliCPUToShares(q.MilliValue())
+		rc.CPUShares = &shares
+	}
+	if compressibleOnly {
+		return &rc
+	}
+	if q, ok := rl[v1.ResourceMemory]; ok {
+		mem := q.Value()
+		rc.Memory = &mem
+	}
+	if q, ok := rl["pid"]; ok {
+		pids := q.Value()
+		rc.PidsLimit = &pids
+	}
+	return &rc
 }
 
 // newRuntimeHelper builds the kubelet's side of the runtime manager.

@@ -90,6 +90,20 @@ logging:
 				t.Fatalf("maxPods %d", c.Kubelet.MaxPods)
 			}
 		}},
+		{"reservation flags", []string{"--config", file, "--kube-reserved=cpu=200m,memory=500Mi", "--system-reserved=memory=1Gi,pid=100",
+			"--eviction-hard=memory.available<300Mi,nodefs.available<5%", "--enforce-node-allocatable=pods,kube-reserved",
+			"--kube-reserved-cgroup=/kube.slice"}, func(t *testing.T, c Config) {
+			k := c.Kubelet
+			if k.KubeReserved["cpu"] != "200m" || k.KubeReserved["memory"] != "500Mi" || k.SystemReserved["pid"] != "100" ||
+				k.KubeReservedCgroup != "/kube.slice" ||
+				strings.Join(k.EnforceNodeAllocatable, ",") != "pods,kube-reserved" {
+				t.Fatalf("reservations: %+v", k)
+			}
+			// A partial --eviction-hard replaces the defaults (no imagefs.available).
+			if len(k.EvictionHard) != 2 || k.EvictionHard["memory.available"] != "300Mi" || k.EvictionHard["nodefs.available"] != "5%" {
+				t.Fatalf("evictionHard %v", k.EvictionHard)
+			}
+		}},
 		{"taints", []string{"--register-with-taints=a=b:NoSchedule,c:NoExecute"}, func(t *testing.T, c Config) {
 			if len(c.Kubelet.RegisterWithTaints) != 2 || c.Kubelet.RegisterWithTaints[1].Key != "c" {
 				t.Fatalf("taints %+v", c.Kubelet.RegisterWithTaints)

@@ -43,6 +43,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
+		{desc: "NodeAllocatable", run: testNodeAllocatable},
 	})
 }
 

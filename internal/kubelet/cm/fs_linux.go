@@ -85,6 +85,39 @@ func (f *cgroupFS) Exists(path string) bool {
 	return true
 }
 
+// Validate is Exists with upstream's error: the paths missing on v1 (with
+// hugetlb also required where it is mounted), the controllers a v2 cgroup
+// lacks.
+func (f *cgroupFS) Validate(path string, name CgroupName) error {
+	if f.v2 != "" {
+		data, err := os.ReadFile(filepath.Join(f.v2, path, "cgroup.controllers"))
+		if err != nil {
+			return fmt.Errorf("could not read controllers for cgroup %q: %w", []string(name), err)
+		}
+		have := strings.Fields(string(data))
+		var missing []string
+		for _, c := range []string{"cpu", "cpuset", "memory", "pids"} {
+			if !slices.Contains(have, c) {
+				missing = append(missing, c)
+			}
+		}
+		if missing != nil {
+			return fmt.Errorf("cgroup %q has some missing controllers: %v", []string(name), strings.Join(missing, ", "))
+		}
+		return nil
+	}
+	var missing []string
+	for _, s := range append(slices.Clone(v1Required), "hugetlb") {
+		if mp := f.v1[s]; mp != "" && !isDir(filepath.Join(mp, path)) {
+			missing = append(missing, filepath.Join(mp, path))
+		}
+	}
+	if missing != nil {
+		return fmt.Errorf("cgroup %q has some missing paths: %v", []string(name), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()

@@ -46,11 +46,38 @@ type Options struct {
 	// Kubepods is the node-allocatable cgroup's configuration (memory, cpu
 	// shares, pids); nil leaves its values alone.
 	Kubepods *ResourceConfig
+	// Reserved are the existing cgroups enforceNodeAllocatable names
+	// (system-reserved, kube-reserved, or their -compressible forms): Start
+	// sets their values and fails if one is missing, as upstream.
+	Reserved []ReservedCgroup
+	// Event records an event about the node (type, reason, message); nil
+	// drops them.
+	Event func(eventType, reason, message string)
 	// Mounts are the cgroup hierarchies (cgroupfs.ParseMountinfo of
 	// /proc/self/mountinfo); nil reads them.
 	Mounts *cgroupfs.Mounts
 	Logger *zap.Logger
 }
+
+// ReservedCgroup is a reservation enforced on an existing cgroup.
+type ReservedCgroup struct {
+	// What names the reservation in upstream's messages: "System Reserved",
+	// "Kube Reserved", "System Reserved Compressible" or "Kube Reserved
+	// Compressible".
+	What string
+	// Cgroup is --system-reserved-cgroup or --kube-reserved-cgroup.
+	Cgroup string
+	// Config holds the values: cpu shares, memory and pids from the
+	// reservation, cpu shares only for the compressible forms; nil when no
+	// reservation is configured (an error, as upstream).
+	Config *ResourceConfig
+}
+
+// The node events of enforcement (upstream's reasons).
+const (
+	EventSuccessfulEnforcement = "SuccessfulNodeAllocatableEnforcement"
+	EventFailedEnforcement     = "FailedNodeAllocatableEnforcement"
+)
 
 // Manager is the node's cgroup tree: the node-allocatable cgroup (kubepods
 // under --cgroup-root), the burstable and besteffort QoS cgroups and one
@@ -64,6 +91,8 @@ type Manager struct {
 	pod      PodConfig
 	pidLimit int64
 	kubepods *ResourceConfig
+	reserved []ReservedCgroup
+	event    func(eventType, reason, message string)
 	logger   *zap.Logger
 
 	root, burstable, besteffort CgroupName
@@ -78,7 +107,10 @@ func New(opts Options) (*Manager, error) {
 		logger = zap.NewNop()
 	}
 	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
-		kubepods: opts.Kubepods, logger: logger.Named("cm")}
+		kubepods: opts.Kubepods, reserved: opts.Reserved, event: opts.Event, logger: logger.Named("cm")}
+	if m.event == nil {
+		m.event = func(string, string, string) {}
+	}
 	if !m.enabled {
 		return m, nil
 	}
@@ -142,6 +174,11 @@ func (m *Manager) Start(activePods []*v1.Pod) error {
 	// A missing --cgroup-root is created with kubepods (upstream refuses to
 	// start without it).
 	if err := m.ensure(m.root, m.kubepods); err != nil {
+		m.event(v1.EventTypeWarning, EventFailedEnforcement, fmt.Sprintf("Failed to update Node Allocatable Limits %q: %v", m.path(m.root), err))
+		return err
+	}
+	m.event(v1.EventTypeNormal, EventSuccessfulEnforcement, "Updated Node Allocatable limit across pods")
+	if err := m.enforceReserved(); err != nil {
 		return err
 	}
 	minShares := uint64(MinShares)
@@ -152,6 +189,39 @@ func (m *Manager) Start(activePods []*v1.Pod) error {
 		return err
 	}
 	return m.UpdateQoS(activePods)
+}
+
+// enforceReserved sets the reservations on their existing cgroups, with
+// upstream's events and errors.
+func (m *Manager) enforceReserved() error {
+	for _, r := range m.reserved {
+		err := m.setExisting(r)
+		if err != nil {
+			msg := fmt.Sprintf("Failed to enforce %s Cgroup Limits on %q: %v", r.What, r.Cgroup, err)
+			m.event(v1.EventTypeWarning, EventFailedEnforcement, msg)
+			return errors.New(msg)
+		}
+		what := strings.ToLower(strings.TrimSuffix(r.What, " Compressible"))
+		m.event(v1.EventTypeNormal, EventSuccessfulEnforcement, fmt.Sprintf("Updated limits on %s cgroup %v", what, r.Cgroup))
+		m.logger.Info("Enforced node allocatable reservation", zap.String("reservation", r.What), zap.String("cgroup", r.Cgroup))
+	}
+	return nil
+}
+
+// setExisting writes r's values into its cgroup, which must exist.
+func (m *Manager) setExisting(r ReservedCgroup) error {
+	name, err := m.driver.Parse(r.Cgroup)
+	if err != nil {
+		return err
+	}
+	if r.Config == nil {
+		return fmt.Errorf("%q cgroup is not configured properly", []string(name))
+	}
+	p := m.path(name)
+	if err := m.fs.Validate(p, name); err != nil {
+		return err
+	}
+	return m.fs.Set(p, r.Config)
 }
 
 // Run brings the QoS cgroups up to date every minute (besides the updates as

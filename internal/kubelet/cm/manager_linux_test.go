@@ -286,3 +286,93 @@ func TestHostileUIDsNameNoCgroup(t *testing.T) {
 		}
 	}
 }
+
+// Reservations enforced on their existing cgroups (enforceNodeAllocatable
+// system-reserved and kube-reserved-compressible): the values written, the
+// compressible form writing cpu shares alone, upstream's events; a missing
+// cgroup stops Start with upstream's message and a warning event.
+func TestReservedCgroupsEnforced(t *testing.T) {
+	mounts := hostMounts(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	root := "/cmtest-" + hex.EncodeToString(b)
+	f, err := newCgroupFS(mounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Destroy(root) })
+	system, kube := root+"/system.slice", root+"/kube.slice"
+	for _, p := range []string{system, kube} {
+		if err := f.Create(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	memBefore := readCgroup(t, f.v1["memory"], kube, "memory.limit_in_bytes")
+	shares, mem, pids := uint64(512), int64(256<<20), int64(1000)
+	kubeShares := uint64(1024)
+	type event struct{ typ, reason, msg string }
+	var events []event
+	record := func(typ, reason, msg string) { events = append(events, event{typ, reason, msg}) }
+	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Event: record,
+		Reserved: []ReservedCgroup{
+			{What: "System Reserved", Cgroup: system, Config: &ResourceConfig{CPUShares: &shares, Memory: &mem, PidsLimit: &pids}},
+			{What: "Kube Reserved Compressible", Cgroup: kube, Config: &ResourceConfig{CPUShares: &kubeShares}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ mp, path, file, want string }{
+		{f.v1["cpu"], system, "cpu.shares", "512"},
+		{f.v1["memory"], system, "memory.limit_in_bytes", strconv.FormatInt(256<<20, 10)},
+		{f.v1["pids"], system, "pids.max", "1000"},
+		{f.v1["cpu"], kube, "cpu.shares", "1024"},
+		{f.v1["memory"], kube, "memory.limit_in_bytes", memBefore}, // compressible: memory untouched
+	} {
+		if got := readCgroup(t, c.mp, c.path, c.file); got != c.want {
+			t.Errorf("%s %s = %s, want %s", c.path, c.file, got, c.want)
+		}
+	}
+	want := []event{
+		{"Normal", EventSuccessfulEnforcement, "Updated Node Allocatable limit across pods"},
+		{"Normal", EventSuccessfulEnforcement, "Updated limits on system reserved cgroup " + system},
+		{"Normal", EventSuccessfulEnforcement, "Updated limits on kube reserved cgroup " + kube},
+	}
+	if len(events) != len(want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+	for i := range want {
+		if events[i] != want[i] {
+			t.Errorf("event %d = %v, want %v", i, events[i], want[i])
+		}
+	}
+
+	// A reservation whose cgroup does not exist.
+	events = nil
+	missing := root + "/missing.slice"
+	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Event: record,
+		Reserved: []ReservedCgroup{{What: "Kube Reserved", Cgroup: missing, Config: &ResourceConfig{CPUShares: &kubeShares}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Start(nil)
+	prefix := `Failed to enforce Kube Reserved Cgroup Limits on "` + missing + `": cgroup ["` + strings.TrimPrefix(root, "/") + `" "missing.slice"] has some missing paths: ` +
+		filepath.Join(f.v1["cpu"], missing)
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("Start with a missing reserved cgroup = %v, want %s...", err, prefix)
+	}
+	if n := len(events); n != 2 || events[1].typ != "Warning" || events[1].reason != EventFailedEnforcement || events[1].msg != err.Error() {
+		t.Errorf("events %v, want the kubepods success then a %s warning with the error", events, EventFailedEnforcement)
+	}
+	// No reservation configured for an enforced cgroup.
+	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts,
+		Reserved: []ReservedCgroup{{What: "System Reserved", Cgroup: system}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(nil); err == nil || !strings.Contains(err.Error(), "cgroup is not configured properly") {
+		t.Errorf("Start without a systemReserved list = %v", err)
+	}
+}

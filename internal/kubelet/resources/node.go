@@ -2,6 +2,7 @@ package resources
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,36 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{machine: opts.Machine, maxPods: opts.MaxPods, thresholds: thresholds,
 		reserved: [2]v1.ResourceList{opts.SystemReserved.DeepCopy(), opts.KubeReserved.DeepCopy()}}
-	n.set(opts.Machine.capacity(opts.MaxPods))
+	capacity := opts.Machine.capacity(opts.MaxPods)
+	if err := n.validate(capacity); err != nil {
+		return nil, err
+	}
+	n.set(capacity)
 	return n, nil
+}
+
+// validate refuses reservations larger than the capacity, with upstream's
+// message (the kubelet does not start).
+func (n *Node) validate(capacity v1.ResourceList) error {
+	reserved := n.reservation(capacity)
+	names := make([]string, 0, len(reserved))
+	for name := range reserved {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	var problems []string
+	for _, name := range names {
+		r, c := reserved[v1.ResourceName(name)], capacity[v1.ResourceName(name)]
+		left := c.DeepCopy()
+		left.Sub(r)
+		if left.Sign() < 0 {
+			problems = append(problems, fmt.Sprintf("Resource %q has a reservation of %v but capacity of %v. Expected capacity >= reservation.", name, &r, &c))
+		}
+	}
+	if problems != nil {
+		return fmt.Errorf("invalid Node Allocatable configuration. %s", strings.Join(problems, " "))
+	}
+	return nil
 }
 
 // Machine returns the machine the node was built from.

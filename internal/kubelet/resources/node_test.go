@@ -52,11 +52,6 @@ func TestNodeAllocatable(t *testing.T) {
 				"ephemeral-storage": quantityString(100*gi - int64(float64(100*gi)*float64(float32(10)/100)) - gi)},
 		},
 		{
-			desc:         "never negative",
-			kubeReserved: v1.ResourceList{"cpu": resource.MustParse("8"), "memory": resource.MustParse("9Gi")},
-			want:         map[v1.ResourceName]string{"cpu": "0", "memory": "0", "pods": "110", "ephemeral-storage": "100Gi"},
-		},
-		{
 			desc:      "huge pages leave memory",
 			hugePages: map[int64]int64{2 * mi: 512 * mi},
 			want: map[v1.ResourceName]string{"cpu": "4", "memory": "7680Mi", "pods": "110", "ephemeral-storage": "100Gi",
@@ -76,6 +71,26 @@ func TestNodeAllocatable(t *testing.T) {
 			checkList(t, "AllocatableOf(capacity)", n.AllocatableOf(n.Capacity()), test.want)
 		})
 	}
+}
+
+// TestReservationAboveCapacity: a reservation larger than the capacity stops
+// the kubelet with upstream's message; the allocatable of a smaller capacity
+// (another node object's) is never negative.
+func TestReservationAboveCapacity(t *testing.T) {
+	t.Parallel()
+	_, err := New(Options{Machine: testMachine(), EvictionHard: map[string]string{"memory.available": "1Gi"},
+		KubeReserved: v1.ResourceList{"cpu": resource.MustParse("8"), "memory": resource.MustParse("8Gi")}})
+	want := `invalid Node Allocatable configuration. Resource "cpu" has a reservation of 8 but capacity of 4. Expected capacity >= reservation. ` +
+		`Resource "memory" has a reservation of 9Gi but capacity of 8Gi. Expected capacity >= reservation.`
+	if err == nil || err.Error() != want {
+		t.Fatalf("New = %v, want %q", err, want)
+	}
+	n, err := New(Options{Machine: testMachine(), KubeReserved: v1.ResourceList{"cpu": resource.MustParse("2"), "memory": resource.MustParse("6Gi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := v1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("4Gi"), "pods": resource.MustParse("10")}
+	checkList(t, "AllocatableOf(smaller capacity)", n.AllocatableOf(small), map[v1.ResourceName]string{"cpu": "0", "memory": "0", "pods": "10"})
 }
 
 func TestNodeCapacity(t *testing.T) {
