@@ -90,6 +90,7 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	setDefault(&c.CgroupsPerQOS, true)
 	setZero(&c.CgroupDriver, "cgroupfs")
 	setZero(&c.CPUManagerPolicy, "none")
+	setZero(&c.CPUManagerReconcilePeriod, dur(10*time.Second))
 	setZero(&c.RuntimeRequestTimeout, dur(2*time.Minute))
 	setZero(&c.HairpinMode, kubeletv1beta1.PromiscuousBridge)
 	setZero(&c.MaxPods, 110)
@@ -197,6 +198,9 @@ func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
 		add("logging.format", "%q is not text or json", c.Logging.Format)
 	}
 	errs = append(errs, validateNodeAllocatableConfig(c)...)
+	if c.CPUManagerReconcilePeriod.Duration <= 0 {
+		add("cpuManagerReconcilePeriod", "must be positive, got %s", c.CPUManagerReconcilePeriod.Duration)
+	}
 	return errors.Join(errs...)
 }
 

@@ -11,9 +11,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
@@ -37,6 +39,7 @@ type node struct {
 	conn      *apiConn // nil: standalone
 	resources *resources.Node
 	cgroups   *cm.Manager
+	cpus      *cpumanager.Manager
 	runtime   *kuberuntime.Manager
 	state     *runtimestate.State
 	sources   *podsource.Source
@@ -64,12 +67,15 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	if n.cgroups, err = newContainerManager(cfg, n.resources, nodeRecorder(conn, name, logger), logger); err != nil {
 		return nil, err
 	}
+	if n.cpus, err = newCPUManager(cfg, logger); err != nil {
+		return nil, err
+	}
 	results := prober.NewResults()
 	helper, err := newRuntimeHelper(cfg, n, recorder, logger)
 	if err != nil {
 		return nil, err
 	}
-	if n.runtime, err = newRuntimeManager(cfg, clients, helper, results, recorder, n.resources.Machine(), logger); err != nil {
+	if n.runtime, err = newRuntimeManager(cfg, clients, helper, results, recorder, n.resources.Machine(), n.cpus, logger); err != nil {
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
@@ -174,6 +180,34 @@ func newContainerManager(cfg *Config, node *resources.Node, event func(eventType
 	return cm.New(opts)
 }
 
+// newCPUManager builds the CPU manager (cpuManagerPolicy, its options,
+// reservedSystemCPUs, or the cpu of kubeReserved + systemReserved) with its
+// state in the root directory; the node starts it.
+func newCPUManager(cfg *Config, logger *zap.Logger) (*cpumanager.Manager, error) {
+	k := &cfg.Kubelet
+	reservedCPUs, err := cpuset.Parse(k.ReservedSystemCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("reservedSystemCPUs: %w", err)
+	}
+	var milli int64
+	for _, field := range []struct {
+		name string
+		in   map[string]string
+	}{{"systemReserved", k.SystemReserved}, {"kubeReserved", k.KubeReserved}} {
+		rl, err := reservations(field.name, field.in)
+		if err != nil {
+			return nil, err
+		}
+		milli += rl.Cpu().MilliValue()
+	}
+	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
+		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("new cpu manager: %w", err)
+	}
+	return m, nil
+}
+
 // reservedCgroups lists the reservations enforceNodeAllocatable enforces on
 // their existing cgroups, in upstream's order, with upstream's values: cpu
 // shares, memory and pids, or cpu shares alone for the -compressible forms.
@@ -247,7 +281,7 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 
 // newRuntimeManager builds the runtime manager over the CRI clients.
 func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults,
-	rec kubelet.Recorder, machine resources.Machine, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	rec kubelet.Recorder, machine resources.Machine, lifecycle kuberuntime.ContainerLifecycle, logger *zap.Logger) (*kuberuntime.Manager, error) {
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("containerLogMaxSize: %w", err)
@@ -258,7 +292,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
-		RuntimeName: clients.runtimeName,
+		RuntimeName: clients.runtimeName, Lifecycle: lifecycle,
 	})
 }
 
@@ -287,7 +321,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	parts := kubelet.Parts{
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")}),
-		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups,
+		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus,
 	}
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects

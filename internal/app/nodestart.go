@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -35,6 +36,26 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		return err
 	}
 	lc.run(ctx, "QoS cgroups", func(ctx context.Context) { n.cgroups.Run(ctx, n.kubelet.ActivePods) })
+	if err := lc.start("CPU manager", func() error {
+		if err := n.cpus.Start(n.kubelet.ActivePods, n.sources.SeenAllSources); err != nil {
+			return fmt.Errorf("start cpu manager error: %w", err)
+		}
+		return nil
+	}, nil); err != nil {
+		return err
+	}
+	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
+		t := time.NewTicker(cfg.Kubelet.CPUManagerReconcilePeriod.Duration)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n.cpus.Reconcile(ctx, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
+			}
+		}
+	})
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
 	if n.conn != nil {
 		lc.run(ctx, "API objects", n.conn.objects.Run)

@@ -32,6 +32,7 @@ type Runtime interface {
 	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
 	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
+	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
 }
 
 // PodSource delivers the pods of the configured sources. The caller runs it
@@ -67,6 +68,19 @@ type PodCgroups interface {
 	UpdateQoS(active []*v1.Pod) error
 	CleanupOrphans(active map[k8stypes.UID]bool) error
 }
+
+// CPUManager assigns CPUs to pods (cpumanager.Manager): at admission, and
+// released once the pod terminated.
+type CPUManager interface {
+	Allocate(pod *v1.Pod, container *v1.Container) error
+	RemovePod(podUID string) error
+}
+
+// noCPUs assigns nothing (CPU manager policy none).
+type noCPUs struct{}
+
+func (noCPUs) Allocate(*v1.Pod, *v1.Container) error { return nil }
+func (noCPUs) RemovePod(string) error                { return nil }
 
 // noCgroups manages no pod cgroup.
 type noCgroups struct{}

@@ -80,6 +80,10 @@ func (r *fakeRuntime) GetPods(context.Context, bool) ([]*kubecontainer.Pod, erro
 	return r.pods, nil
 }
 
+func (r *fakeRuntime) UpdateContainerResources(context.Context, string, *runtimeapi.ContainerResources) error {
+	return nil
+}
+
 func (r *fakeRuntime) GarbageCollect(context.Context, kuberuntime.GCPolicy, bool, bool, kuberuntime.PodStateProvider) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -40,6 +41,8 @@ type deps struct {
 	resources NodeAllocatable // nil: none
 	node      NodeGetter      // nil: standalone
 	cgroups   PodCgroups
+	cpus      CPUManager
+	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
 }
 
 // Kubelet is the node's coordinator; see the package doc.
@@ -80,7 +83,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,
@@ -96,7 +99,7 @@ func New(opts Options) (*Kubelet, error) {
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
-		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, activePods: k.ActivePods,
+		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, activePods: k.ActivePods,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:

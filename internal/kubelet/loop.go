@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -107,7 +108,14 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.
 func (k *Kubelet) handleAdd(p *v1.Pod) {
 	if !k.workers.IsPodTerminationRequested(p.UID) {
+		if reason, msg, ok := k.allocateCPUs(p); !ok {
+			k.reject(p, reason, msg)
+			return
+		}
 		if reason, msg, ok := k.canAdmit(p); !ok {
+			if err := k.deps.cpus.RemovePod(string(p.UID)); err != nil {
+				k.logger.Error("release the CPUs of a rejected pod", zap.String("pod", podRef(p)), zap.Error(err))
+			}
 			k.reject(p, reason, msg)
 			return
 		}
@@ -115,6 +123,22 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	k.logger.Info("Pod added", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
 	k.pods.markAdmitted(p.UID)
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
+}
+
+// allocateCPUs gives the pod's containers their CPUs (init containers
+// first), as upstream's resource allocation admit handler does before the
+// predicate checks; a failure rejects the pod with upstream's reason and
+// message.
+func (k *Kubelet) allocateCPUs(p *v1.Pod) (reason, message string, ok bool) {
+	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if err := k.deps.cpus.Allocate(p, &list[i]); err != nil {
+				_ = k.deps.cpus.RemovePod(string(p.UID))
+				return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
+			}
+		}
+	}
+	return "", "", true
 }
 
 // canAdmit runs the admission checks (internal/kubelet/admission) against

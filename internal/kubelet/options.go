@@ -65,6 +65,10 @@ type Parts struct {
 	// Cgroups are the pod cgroups (cm.Manager): each pod's is made before its
 	// sandbox and removed once it terminated. Optional: nil manages none.
 	Cgroups PodCgroups
+	// CPUs is the CPU manager: containers get their CPUs at admission (a pod
+	// that cannot get them is rejected), released when the pod terminated.
+	// Optional: nil assigns none.
+	CPUs CPUManager
 	// Resources gives the node's allocatable that pods are admitted against
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.
@@ -131,6 +135,9 @@ func (opts Options) withDefaults() Options {
 	}
 	if opts.Parts.Cgroups == nil {
 		opts.Parts.Cgroups = noCgroups{}
+	}
+	if opts.Parts.CPUs == nil {
+		opts.Parts.CPUs = noCPUs{}
 	}
 	if opts.Parts.Status == nil {
 		opts.Parts.Status = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})

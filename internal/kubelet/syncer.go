@@ -44,6 +44,7 @@ type podSyncer struct {
 	mirrors  *mirrorKeeper
 	secrets  SecretGetter
 	cgroups  PodCgroups
+	cpus     CPUManager
 	// activePods are the pods the QoS cgroups are sized for.
 	activePods func() []*v1.Pod
 	backOff    *flowcontrol.Backoff
@@ -184,6 +185,9 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	}
 	if err := s.cgroups.UpdateQoS(s.activePods()); err != nil {
 		s.logger.Error("update the QoS cgroups", zap.Error(err))
+	}
+	if err := s.cpus.RemovePod(string(pod.UID)); err != nil {
+		s.logger.Error("release the CPUs of the pod", zap.String("pod", podRef(pod)), zap.Error(err))
 	}
 	s.helper.ForgetVolumes(pod.UID)
 	if !orphan {

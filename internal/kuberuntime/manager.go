@@ -143,7 +143,24 @@ type Options struct {
 	// RuntimeName is the runtime's name from Version, e.g. "docker"; it is the
 	// Type of every ContainerID. Required.
 	RuntimeName string
+	// Lifecycle is the container manager's part in creating containers (the
+	// CPU manager's cpuset); nil does nothing.
+	Lifecycle ContainerLifecycle
 }
+
+// ContainerLifecycle is upstream's internal container lifecycle: the
+// container manager adjusts a container's config before it is created and
+// learns its ID once it is.
+type ContainerLifecycle interface {
+	PreCreateContainer(pod *v1.Pod, container *v1.Container, cfg *runtimeapi.ContainerConfig)
+	PreStartContainer(pod *v1.Pod, container *v1.Container, containerID string)
+}
+
+// noLifecycle adjusts nothing.
+type noLifecycle struct{}
+
+func (noLifecycle) PreCreateContainer(*v1.Pod, *v1.Container, *runtimeapi.ContainerConfig) {}
+func (noLifecycle) PreStartContainer(*v1.Pod, *v1.Container, string)                       {}
 
 // Manager is the runtime manager. It is safe for concurrent use by the pod
 // workers (one SyncPod per pod at a time).
@@ -164,6 +181,7 @@ type Manager struct {
 	cpuCFSQuotaPeriod time.Duration
 	machineMemory     int64
 	runtimeName       string
+	lifecycle         ContainerLifecycle
 
 	podInfraImage string
 	probeResults  ProbeResults
@@ -229,6 +247,9 @@ func New(opts Options) (*Manager, error) {
 	if m.cpuCFSQuotaPeriod <= 0 {
 		m.cpuCFSQuotaPeriod = DefaultCPUCFSQuotaPeriod
 	}
+	if m.lifecycle = opts.Lifecycle; m.lifecycle == nil {
+		m.lifecycle = noLifecycle{}
+	}
 	return m, nil
 }
 
@@ -252,6 +273,15 @@ func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 		return nil, errors.New("runtime status: the runtime returned no status")
 	}
 	return resp.GetStatus(), nil
+}
+
+// UpdateContainerResources applies resources to a running container
+// through the runtime (the CPU manager's cpuset, a resize).
+func (m *Manager) UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error {
+	if err := m.runtime.UpdateContainerResources(ctx, containerID, r); err != nil {
+		return fmt.Errorf("update resources of container %s: %w", containerID, err)
+	}
+	return nil
 }
 
 // RuntimeName is the runtime's name, the Type of the container IDs this manager

@@ -255,12 +255,14 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 		return err.Error(), kubecontainer.ErrCreateContainerCfg
 	}
 
+	m.lifecycle.PreCreateContainer(pod, c, cfg)
 	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
 	if err != nil {
 		msg := grpcstatus.Convert(err).Message()
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
 		return msg, kubecontainer.ErrCreateContainer
 	}
+	m.lifecycle.PreStartContainer(pod, c, id)
 	m.recorder.Eventf(pod, v1.EventTypeNormal, eventCreated, "Created container: %s", c.Name)
 	faultinject.Kill("kuberuntime.container.before-start")
 	if err := m.runtime.StartContainer(ctx, id); err != nil {

@@ -1,0 +1,119 @@
+package cpumanager
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/cpuset"
+)
+
+// UpdateFunc applies a cpuset to the running container of a pod (the
+// kubelet's UpdateContainerResources with cpuset_cpus). It returns an error
+// wrapping ErrContainerNotRunning when the container has no running
+// instance.
+type UpdateFunc func(ctx context.Context, podUID, containerName string, cpus cpuset.CPUSet) error
+
+// Reconcile is upstream's reconcileState, meant to run every
+// ReconcilePeriod: it drops stale assignments, then gives every container of
+// the active pods (init containers first) the cpuset it should have - its
+// exclusive CPUs or the current shared pool - when that differs from what it
+// was last given. A failed update is retried on the next call. It does
+// nothing for the none policy.
+func (m *Manager) Reconcile(ctx context.Context, activePods func() []*v1.Pod, update UpdateFunc) {
+	if m.policy.name() == PolicyNone {
+		return
+	}
+	type want struct {
+		podUID, name string
+		cpus         cpuset.CPUSet
+	}
+	var todo []want
+	m.mu.Lock()
+	if m.st == nil {
+		m.mu.Unlock()
+		return
+	}
+	if activePods != nil {
+		m.activePods = activePods
+	}
+	if m.removeStaleLocked() {
+		m.persistLocked()
+	}
+	pods := m.activePods
+	m.mu.Unlock()
+	if pods == nil {
+		return
+	}
+	for _, pod := range pods() {
+		uid := string(pod.UID)
+		names := make([]string, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+		for _, c := range pod.Spec.InitContainers {
+			names = append(names, c.Name)
+		}
+		for _, c := range pod.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		m.mu.Lock()
+		for _, name := range names {
+			set := m.policy.affinity(m.st, uid, name)
+			last, _ := m.lastUpdate.get(uid, name)
+			if set.IsEmpty() || set.Equals(last) {
+				continue
+			}
+			todo = append(todo, want{podUID: uid, name: name, cpus: set})
+		}
+		m.mu.Unlock()
+	}
+	for _, w := range todo {
+		if err := ctx.Err(); err != nil {
+			return
+		}
+		log := m.log.With(zap.String("podUID", w.podUID), zap.String("containerName", w.name), zap.Stringer("cpuSet", w.cpus))
+		if err := update(ctx, w.podUID, w.name, w.cpus); err != nil {
+			if errors.Is(err, ErrContainerNotRunning) {
+				log.Debug("skipping container; not running")
+			} else {
+				log.Error("failed to update container", zap.Error(err))
+			}
+			continue
+		}
+		m.mu.Lock()
+		m.lastUpdate.set(w.podUID, w.name, w.cpus)
+		m.mu.Unlock()
+	}
+}
+
+// SharedPool is the shared pool (the default set): the CPUs of containers
+// without exclusive CPUs, reserved CPUs included. Empty for policy none.
+func (m *Manager) SharedPool() cpuset.CPUSet {
+	return m.DefaultCPUSet()
+}
+
+// DefaultCPUSet is the state's default set (the shared pool).
+func (m *Manager) DefaultCPUSet() cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return cpuset.New()
+	}
+	return m.st.defaultSet.Clone()
+}
+
+// Assignments is a copy of the exclusive assignments: pod UID -> container
+// name -> CPUs.
+func (m *Manager) Assignments() map[string]map[string]cpuset.CPUSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return map[string]map[string]cpuset.CPUSet{}
+	}
+	return m.st.assignments.clone()
+}
+
+// Topology is the CPU topology the manager works with.
+func (m *Manager) Topology() *Topology { return m.topo }
+
+// Policy is the name of the active policy.
+func (m *Manager) Policy() string { return m.policy.name() }
