@@ -75,7 +75,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	if err != nil {
 		return nil, err
 	}
-	if n.runtime, err = newRuntimeManager(cfg, clients, helper, results, recorder, n.resources.Machine(), n.cpus, logger); err != nil {
+	if n.runtime, err = newRuntimeManager(cfg, clients, helper, results, recorder, n.resources.Machine(), n.cpus, n.cgroups, logger); err != nil {
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
@@ -281,7 +281,8 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 
 // newRuntimeManager builds the runtime manager over the CRI clients.
 func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults,
-	rec kubelet.Recorder, machine resources.Machine, lifecycle kuberuntime.ContainerLifecycle, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	rec kubelet.Recorder, machine resources.Machine, lifecycle kuberuntime.ContainerLifecycle, podCgroups kuberuntime.PodCgroupResizer,
+	logger *zap.Logger) (*kuberuntime.Manager, error) {
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("containerLogMaxSize: %w", err)
@@ -292,7 +293,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
-		RuntimeName: clients.runtimeName, Lifecycle: lifecycle,
+		RuntimeName: clients.runtimeName, Lifecycle: lifecycle, StateDir: cfg.RootDirectory, PodCgroups: podCgroups,
 	})
 }
 
@@ -326,9 +327,13 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
 	}
+	if parts.Allocated, err = kubecontainer.OpenResourceState(cfg.RootDirectory, kubecontainer.AllocatedPodsStateFile); err != nil {
+		return nil, err
+	}
 	return kubelet.New(kubelet.Options{
-		Parts:    parts,
-		Config:   kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods)},
+		Parts: parts,
+		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
+			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic},
 		Recorder: recorder, Logger: logger.Named("kubelet"),
 	})
 }

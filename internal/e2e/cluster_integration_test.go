@@ -44,6 +44,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},
+		{desc: "InPlaceResize", run: testInPlaceResize},
 	})
 }
 

@@ -33,6 +33,11 @@ type Runtime interface {
 	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
+	// IsPodResizeInProgress reports whether a running container of the
+	// (allocated) pod has not been given its allocation yet.
+	IsPodResizeInProgress(pod *v1.Pod, ps *kubecontainer.PodStatus) bool
+	// ForgetPod drops what the runtime manager recorded of a terminated pod.
+	ForgetPod(pod *v1.Pod)
 }
 
 // PodSource delivers the pods of the configured sources. The caller runs it
@@ -47,6 +52,7 @@ type PLEG interface {
 	Run(ctx context.Context)
 	Watch() <-chan *pleg.PodLifecycleEvent
 	Healthy() (bool, error)
+	RequestPodReinspect(uid k8stypes.UID)
 }
 
 // Prober runs the containers' probes.

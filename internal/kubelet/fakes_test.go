@@ -80,6 +80,9 @@ func (r *fakeRuntime) GetPods(context.Context, bool) ([]*kubecontainer.Pod, erro
 	return r.pods, nil
 }
 
+func (r *fakeRuntime) IsPodResizeInProgress(*v1.Pod, *kubecontainer.PodStatus) bool { return false }
+func (r *fakeRuntime) ForgetPod(*v1.Pod)                                            {}
+
 func (r *fakeRuntime) UpdateContainerResources(context.Context, string, *runtimeapi.ContainerResources) error {
 	return nil
 }
@@ -138,6 +141,8 @@ func (p *fakePLEG) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 func (p *fakePLEG) Watch() <-chan *pleg.PodLifecycleEvent { return p.ch }
+func (p *fakePLEG) RequestPodReinspect(k8stypes.UID)      {}
+
 func (p *fakePLEG) Healthy() (bool, error) {
 	if !p.healthy {
 		return false, errors.New("not relisted")

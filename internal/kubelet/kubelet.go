@@ -61,6 +61,7 @@ type Kubelet struct {
 	reasons   *apistatus.ReasonCache
 	state     RuntimeState
 	mirrors   *mirrorKeeper
+	resize    *resizer // nil: no in-place resize
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -75,7 +76,13 @@ func New(opts Options) (*Kubelet, error) {
 		return nil, err
 	}
 	reasons := apistatus.NewReasonCache()
-	gen, err := apistatus.New(apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons})
+	var rs *resizer
+	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons}
+	if p.Allocated != nil {
+		rs = newResizer(p.Allocated, c.CPUManagerStatic)
+		genOpts.Resize = rs
+	}
+	gen, err := apistatus.New(genOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +99,7 @@ func New(opts Options) (*Kubelet, error) {
 		pods:      newPodStore(),
 		reasons:   reasons,
 		state:     p.State,
+		resize:    rs,
 	}
 	if p.Mirrors != nil {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
@@ -99,7 +107,7 @@ func New(opts Options) (*Kubelet, error) {
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
-		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, activePods: k.ActivePods,
+		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:

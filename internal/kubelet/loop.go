@@ -89,9 +89,15 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 	for _, p := range ch.adds {
 		k.handleAdd(p)
 	}
+	if len(ch.removes) > 0 {
+		k.retryPendingResizes("pods_removed")
+	}
 	for _, p := range ch.updates {
 		if !k.pods.isAdmitted(p.UID) {
 			continue // rejected pods stay rejected
+		}
+		if k.resize.resizeRequested(p) {
+			k.handleResize(p)
 		}
 		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
@@ -122,6 +128,12 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	}
 	k.logger.Info("Pod added", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
 	k.pods.markAdmitted(p.UID)
+	if err := k.resize.allocate(p); err != nil {
+		k.logger.Error("record the pod's allocation", zap.String("pod", podRef(p)), zap.Error(err))
+	}
+	if k.resize.resizeRequested(p) { // a resize pending when the kubelet restarted
+		defer k.handleResize(p)
+	}
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 }
 
@@ -149,7 +161,7 @@ func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 	var others []*v1.Pod
 	for _, other := range k.pods.all() {
 		if other.UID != p.UID && k.pods.isAdmitted(other.UID) && !k.isPodInactive(other) {
-			others = append(others, other)
+			others = append(others, k.resize.allocatedPod(other))
 		}
 	}
 	target := admission.Target{MaxPods: k.cfg.maxPods}
@@ -245,6 +257,11 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 	}
 	k.deps.prober.CleanupPods(possiblyRunning)
 	k.status.RemoveOrphanedStatuses(desiredUIDs)
+	if retry, err := k.resize.cleanup(desiredUIDs); err != nil {
+		k.logger.Error("Housekeeping: removing the allocations of gone pods", zap.Error(err))
+	} else if retry {
+		k.retryPendingResizes("periodic_retry")
+	}
 	active := map[k8stypes.UID]bool{}
 	for uid := range desiredUIDs {
 		known[uid], active[uid] = true, true

@@ -65,6 +65,11 @@ type Parts struct {
 	// Cgroups are the pod cgroups (cm.Manager): each pod's is made before its
 	// sandbox and removed once it terminated. Optional: nil manages none.
 	Cgroups PodCgroups
+	// Allocated is allocated_pods_state: the resources the kubelet gave each
+	// pod, which in-place resizes change. Optional: nil turns in-place resize
+	// off (the pods' resize status fields are not reported, so the API server
+	// refuses resizes of this node's pods).
+	Allocated *kubecontainer.ResourceState
 	// CPUs is the CPU manager: containers get their CPUs at admission (a pod
 	// that cannot get them is rejected), released when the pod terminated.
 	// Optional: nil assigns none.
@@ -107,6 +112,9 @@ type Config struct {
 	// CrashLoopBackOff is the container restart back-off; default 10s doubling
 	// to 300s.
 	CrashLoopBackOff *flowcontrol.Backoff
+	// CPUManagerStatic says the CPU manager's policy is static: resizing the
+	// cpu of a Guaranteed pod is then infeasible.
+	CPUManagerStatic bool
 }
 
 // withDefaults returns opts with defaults applied.

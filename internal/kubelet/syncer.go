@@ -45,6 +45,8 @@ type podSyncer struct {
 	secrets  SecretGetter
 	cgroups  PodCgroups
 	cpus     CPUManager
+	resize   *resizer // nil: no in-place resize
+	pleg     PLEG
 	// activePods are the pods the QoS cgroups are sized for.
 	activePods func() []*v1.Pod
 	backOff    *flowcontrol.Backoff
@@ -92,6 +94,10 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 	if ps == nil {
 		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
+	// Everything below works on what the kubelet allocated: a resize not
+	// accepted yet does not reach the runtime.
+	pod = s.resize.allocatedPod(pod)
+	s.beforeRuntimeSync(pod, ps)
 	apiStatus := s.gen.Generate(pod, ps, false)
 	s.status.SetPodStatus(pod, apiStatus)
 	if status.IsTerminal(apiStatus.Phase) {
@@ -118,6 +124,7 @@ func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v
 
 	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff)
 	s.reasons.Update(pod.UID, result)
+	s.afterRuntimeSync(pod, result)
 	err = result.Error()
 	if err == nil {
 		return false, nil
@@ -186,6 +193,7 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	if err := s.cgroups.UpdateQoS(s.activePods()); err != nil {
 		s.logger.Error("update the QoS cgroups", zap.Error(err))
 	}
+	s.runtime.ForgetPod(pod)
 	if err := s.cpus.RemovePod(string(pod.UID)); err != nil {
 		s.logger.Error("release the CPUs of the pod", zap.String("pod", podRef(pod)), zap.Error(err))
 	}

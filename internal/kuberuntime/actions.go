@@ -52,6 +52,12 @@ type podActions struct {
 	// ContainersToKill are running (or unknown) containers to stop before
 	// starting anything; some of them are restarted through the lists above.
 	ContainersToKill map[kubecontainer.ContainerID]containerToKillInfo
+	// ContainersToUpdate are running containers resized in place, per
+	// resource (memory, cpu), decreases first.
+	ContainersToUpdate map[v1.ResourceName][]containerToUpdate
+	// UpdatePodResources resizes the pod cgroup (a container restarted for a
+	// resize).
+	UpdatePodResources bool
 }
 
 // computePodActions compares the pod spec with the runtime's view of the pod
@@ -157,7 +163,7 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 			// Created but never started (the start failed): start anew.
 			changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 		case kubecontainer.StateRunning:
-			if isSidecar(c) && m.planRunningSidecar(c, i, last, status, previouslyInitialized, changes) && i == last {
+			if isSidecar(c) && m.planRunningSidecar(pod, c, i, last, status, previouslyInitialized, changes) && i == last {
 				podHasInitialized = true
 			}
 			// A running regular init container: wait for it to finish.
@@ -204,7 +210,7 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 
 // planRunningSidecar plans a running sidecar at index i and reports whether it
 // counts as started (so the init containers after it may proceed).
-func (m *Manager) planRunningSidecar(c *v1.Container, i, last int, status *kubecontainer.ContainerStatus, previouslyInitialized bool, changes *podActions) bool {
+func (m *Manager) planRunningSidecar(pod *v1.Pod, c *v1.Container, i, last int, status *kubecontainer.ContainerStatus, previouslyInitialized bool, changes *podActions) bool {
 	restart := func(message string, reason containerKillReason) {
 		changes.ContainersToKill[status.ID] = containerToKillInfo{name: c.Name, container: c, message: message, reason: reason}
 		changes.InitContainersToStart = append(changes.InitContainersToStart, i)
@@ -227,6 +233,8 @@ func (m *Manager) planRunningSidecar(c *v1.Container, i, last int, status *kubec
 		restart(fmt.Sprintf("Init container %s definition changed", c.Name), reasonUnknown)
 	case c.LivenessProbe != nil && m.livenessFailed(status.ID):
 		restart(fmt.Sprintf("Init container %s failed liveness probe", c.Name), reasonLivenessProbe)
+	default:
+		m.planResize(pod, i, c, status, changes, true)
 	}
 	return true
 }
@@ -266,7 +274,9 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *kubecontainer.
 			message = fmt.Sprintf("Container %s failed startup probe", c.Name)
 			reason = reasonStartupProbe
 		default:
-			keep++
+			if !m.planResize(pod, idx, c, status, changes, false) {
+				keep++
+			}
 			continue
 		}
 		if restart {

@@ -146,6 +146,12 @@ type Options struct {
 	// Lifecycle is the container manager's part in creating containers (the
 	// CPU manager's cpuset); nil does nothing.
 	Lifecycle ContainerLifecycle
+	// StateDir holds the actuated resources of the containers
+	// (actuated_pods_state; upstream: the root directory); "" disables
+	// in-place resize.
+	StateDir string
+	// PodCgroups resizes pod cgroups in place; nil leaves them alone.
+	PodCgroups PodCgroupResizer
 }
 
 // ContainerLifecycle is upstream's internal container lifecycle: the
@@ -182,6 +188,8 @@ type Manager struct {
 	machineMemory     int64
 	runtimeName       string
 	lifecycle         ContainerLifecycle
+	actuated          *kubecontainer.ResourceState // nil: no in-place resize
+	podCgroups        PodCgroupResizer
 
 	podInfraImage string
 	probeResults  ProbeResults
@@ -249,6 +257,16 @@ func New(opts Options) (*Manager, error) {
 	}
 	if m.lifecycle = opts.Lifecycle; m.lifecycle == nil {
 		m.lifecycle = noLifecycle{}
+	}
+	if opts.StateDir != "" {
+		st, err := kubecontainer.OpenResourceState(opts.StateDir, kubecontainer.ActuatedPodsStateFile)
+		if err != nil {
+			return nil, err
+		}
+		m.actuated = st
+	}
+	if opts.PodCgroups != nil {
+		m.podCgroups = opts.PodCgroups
 	}
 	return m, nil
 }

@@ -57,6 +57,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		podStatus = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	// Step 1: plan.
+	m.initActuated(pod)
 	changes := m.computePodActions(pod, podStatus)
 	m.logger.Debug("computed pod actions", zap.String("pod", formatPod(pod)), zap.Bool("killPod", changes.KillPod),
 		zap.Bool("createSandbox", changes.CreateSandbox), zap.Ints("initContainersToStart", changes.InitContainersToStart),
@@ -70,6 +71,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		return result
 	}
 	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
+	// In-place resize, before anything (re)starts with the new resources.
+	if !changes.CreateSandbox && changes.needsResize() {
+		m.doPodResizeAction(ctx, pod, changes, &result)
+	}
 	if !changes.CreateSandbox && len(changes.InitContainersToStart) == 0 && len(changes.ContainersToStart) == 0 {
 		return result
 	}
@@ -256,6 +261,7 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 	}
 
 	m.lifecycle.PreCreateContainer(pod, c, cfg)
+	m.recordCreated(pod, c)
 	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
 	if err != nil {
 		msg := grpcstatus.Convert(err).Message()

@@ -42,6 +42,16 @@ type Options struct {
 	Probes ProbeUpdater
 	// Reasons are the last sync's start failures (required).
 	Reasons *ReasonCache
+	// Resize gives the pods' resize conditions and turns on the resize
+	// status fields (containers' allocatedResources and resources); nil: a
+	// kubelet without in-place resize reports neither.
+	Resize ResizeConditions
+}
+
+// ResizeConditions are the PodResizePending and PodResizeInProgress
+// conditions the kubelet keeps for each pod.
+type ResizeConditions interface {
+	Conditions(uid k8stypes.UID) []v1.PodCondition
 }
 
 // Generator builds a pod's API status from the runtime's view of it, the
@@ -52,6 +62,7 @@ type Generator struct {
 	status  StatusReader
 	probes  ProbeUpdater
 	reasons *ReasonCache
+	resize  ResizeConditions
 }
 
 // New returns a Generator; Status and Reasons are required.
@@ -59,7 +70,7 @@ func New(opts Options) (*Generator, error) {
 	if opts.Status == nil || opts.Reasons == nil {
 		return nil, errors.New("apistatus: Options.Status and Options.Reasons are required")
 	}
-	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons}, nil
+	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize}, nil
 }
 
 // Generate returns the pod's API status. podIsTerminal says the pod's
@@ -123,7 +134,11 @@ func (g *Generator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old 
 	conds = append(conds, status.GeneratePodInitializedCondition(pod, all, s.Phase))
 	conds = append(conds, status.GeneratePodReadyCondition(pod, conds, all, s.Phase))
 	conds = append(conds, status.GenerateContainersReadyCondition(pod, all, s.Phase))
-	return append(conds, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
+	conds = append(conds, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
+	if g.resize != nil && !status.IsTerminal(s.Phase) {
+		conds = append(conds, g.resize.Conditions(pod.UID)...)
+	}
+	return conds
 }
 
 // setIPs fills the host IPs and, for host-network pods, the pod IPs.
@@ -194,12 +209,30 @@ func (g *Generator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, 
 	}
 	out := make([]v1.ContainerStatus, 0, len(containers))
 	for i := range containers {
-		out = append(out, *statuses[containers[i].Name])
+		st := statuses[containers[i].Name]
+		if g.resize != nil {
+			setResourceStatus(st, &containers[i], ps)
+		}
+		out = append(out, *st)
 	}
 	if !isInit {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	}
 	return out
+}
+
+// setResourceStatus fills allocatedResources (the allocated requests) and
+// resources (what runs, as the runtime reports it) of a container that has a
+// runtime status; containers not created yet get neither (upstream's).
+func setResourceStatus(st *v1.ContainerStatus, c *v1.Container, ps *kubecontainer.PodStatus) {
+	cs := ps.FindContainerStatusByName(c.Name)
+	if cs == nil {
+		return
+	}
+	if c.Resources.Requests != nil {
+		st.AllocatedResources = c.Resources.Requests.DeepCopy()
+	}
+	st.Resources = kubecontainer.ContainerResourcesStatus(c.Resources, cs)
 }
 
 func defaultStatuses(containers []v1.Container, old map[string]v1.ContainerStatus, hasInit bool) map[string]*v1.ContainerStatus {
@@ -348,7 +381,8 @@ func anyRegularContainerCreated(pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
 
 func isKubeletCondition(t v1.PodConditionType) bool {
 	switch t {
-	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers:
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+		v1.PodResizePending, v1.PodResizeInProgress:
 		return true
 	}
 	return false

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // v1Subsystems are the v1 hierarchies a kubelet cgroup is created in (those
@@ -380,4 +381,91 @@ func removeTree(dir string) error {
 		return fmt.Errorf("remove cgroup %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Read returns path's cpu shares, CFS quota and period, memory limit (-1:
+// none) and memory usage.
+func (f *cgroupFS) Read(path string) (kubecontainer.PodCgroupResources, error) {
+	var out kubecontainer.PodCgroupResources
+	readInt := func(dir, name string) (int64, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return 0, err
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return -1, nil
+		}
+		return strconv.ParseInt(s, 10, 64)
+	}
+	if f.v2 != "" {
+		dir := filepath.Join(f.v2, path)
+		w, err := readInt(dir, "cpu.weight")
+		if err != nil {
+			return out, err
+		}
+		shares := weightToShares(uint64(w))
+		out.CPUShares = &shares
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
+		if err != nil {
+			return out, err
+		}
+		quotaS, periodS, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		quota := int64(-1)
+		if quotaS != "max" {
+			if quota, err = strconv.ParseInt(quotaS, 10, 64); err != nil {
+				return out, fmt.Errorf("%s/cpu.max: %w", dir, err)
+			}
+		}
+		period, err := strconv.ParseUint(periodS, 10, 64)
+		if err != nil {
+			return out, fmt.Errorf("%s/cpu.max: %w", dir, err)
+		}
+		out.CPUQuota, out.CPUPeriod = &quota, &period
+		mem, err := readInt(dir, "memory.max")
+		if err != nil {
+			return out, err
+		}
+		out.Memory = &mem
+		out.MemoryUsage, err = readInt(dir, "memory.current")
+		return out, err
+	}
+	cpu := filepath.Join(f.v1["cpu"], path)
+	shares, err := readInt(cpu, "cpu.shares")
+	if err != nil {
+		return out, err
+	}
+	quota, err := readInt(cpu, "cpu.cfs_quota_us")
+	if err != nil {
+		return out, err
+	}
+	period, err := readInt(cpu, "cpu.cfs_period_us")
+	if err != nil {
+		return out, err
+	}
+	s, p := uint64(shares), uint64(period)
+	out.CPUShares, out.CPUQuota, out.CPUPeriod = &s, &quota, &p
+	memDir := filepath.Join(f.v1["memory"], path)
+	mem, err := readInt(memDir, "memory.limit_in_bytes")
+	if err != nil {
+		return out, err
+	}
+	if mem >= v1UnlimitedMemory {
+		mem = -1
+	}
+	out.Memory = &mem
+	out.MemoryUsage, err = readInt(memDir, "memory.usage_in_bytes")
+	return out, err
+}
+
+// v1UnlimitedMemory: a v1 memory.limit_in_bytes at or above this (the
+// kernel's page-rounded "max") is no limit.
+const v1UnlimitedMemory = 1 << 62
+
+// weightToShares inverts CPUSharesToWeight (upstream's v2 read-back).
+func weightToShares(w uint64) uint64 {
+	if w <= 1 {
+		return MinShares
+	}
+	return 2 + (w-1)*262142/9999
 }

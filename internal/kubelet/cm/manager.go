@@ -434,3 +434,52 @@ func PidCapacity() (int64, error) {
 	}
 	return out, nil
 }
+
+// PodCgroupResources reads the pod cgroup's cpu shares, CFS quota and period,
+// memory limit (-1 for none) and memory usage, for an in-place resize.
+func (m *Manager) PodCgroupResources(pod *v1.Pod) (kubecontainer.PodCgroupResources, error) {
+	var out kubecontainer.PodCgroupResources
+	if !m.enabled {
+		return out, nil
+	}
+	n, err := m.podName(pod)
+	if err != nil {
+		return out, err
+	}
+	return m.fs.Read(m.path(n))
+}
+
+// DesiredPodCgroupResources are the values ResourceConfigForPod gives the
+// (allocated) pod's cgroup; none when cgroups are not managed.
+func (m *Manager) DesiredPodCgroupResources(pod *v1.Pod) kubecontainer.PodCgroupResources {
+	if !m.enabled {
+		return kubecontainer.PodCgroupResources{}
+	}
+	rc := ResourceConfigForPod(pod, m.pod)
+	out := kubecontainer.PodCgroupResources{CPUShares: rc.CPUShares, CPUQuota: rc.CPUQuota, CPUPeriod: rc.CPUPeriod, Memory: rc.Memory}
+	if out.Memory == nil {
+		unlimited := int64(-1)
+		out.Memory = &unlimited
+	}
+	if out.CPUQuota == nil {
+		unlimited := int64(-1)
+		out.CPUQuota = &unlimited
+	}
+	return out
+}
+
+// ResizePodCgroup writes the values set in r into the pod's cgroup.
+func (m *Manager) ResizePodCgroup(pod *v1.Pod, r kubecontainer.PodCgroupResources) error {
+	if !m.enabled {
+		return nil
+	}
+	n, err := m.podName(pod)
+	if err != nil {
+		return err
+	}
+	rc := &ResourceConfig{CPUShares: r.CPUShares, CPUQuota: r.CPUQuota, CPUPeriod: r.CPUPeriod, Memory: r.Memory}
+	if err := m.fs.Set(m.path(n), rc); err != nil {
+		return fmt.Errorf("resize the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

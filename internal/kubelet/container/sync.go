@@ -14,6 +14,7 @@ const (
 	CreatePodSandbox SyncAction = "CreatePodSandbox"
 	KillPodSandbox   SyncAction = "KillPodSandbox"
 	ConfigPodSandbox SyncAction = "ConfigPodSandbox"
+	ResizePodInPlace SyncAction = "ResizePodInPlace"
 )
 
 // Upstream reasons the kubelet reports in container waiting states and events.
@@ -33,6 +34,7 @@ var (
 	ErrCreatePodSandbox   = errors.New("CreatePodSandboxError")
 	ErrConfigPodSandbox   = errors.New("ConfigPodSandboxError")
 	ErrKillPodSandbox     = errors.New("KillPodSandboxError")
+	ErrResizePodInPlace   = errors.New("ResizePodInPlaceError")
 )
 
 // SyncResult is the outcome of one action on one target (a container name or pod).

@@ -193,6 +193,17 @@ func (p *GenericPLEG) setRelistPeriod(period, threshold time.Duration) {
 	p.requestRelist()
 }
 
+// RequestPodReinspect has the next relist read the pod's status again even
+// when none of its containers changed state (after an in-place resize, whose
+// new resources no state change would bring into the cache).
+func (p *GenericPLEG) RequestPodReinspect(uid k8stypes.UID) {
+	p.relistMu.Lock()
+	defer p.relistMu.Unlock()
+	if _, ok := p.podsToReinspect[uid]; !ok {
+		p.podsToReinspect[uid] = nil
+	}
+}
+
 // requestRelist makes Run relist now instead of at the end of the period.
 func (p *GenericPLEG) requestRelist() {
 	select {
