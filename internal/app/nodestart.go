@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -45,16 +44,7 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		return err
 	}
 	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
-		t := time.NewTicker(cfg.Kubelet.CPUManagerReconcilePeriod.Duration)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				n.cpus.Reconcile(ctx, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
-			}
-		}
+		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
 	})
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
 	if n.conn != nil {

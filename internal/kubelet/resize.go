@@ -103,7 +103,7 @@ func resourceInfoEqual(a, b kubecontainer.PodResourceInfo) bool {
 	}
 	for name, ra := range a.ContainerResources {
 		rb, ok := b.ContainerResources[name]
-		if !ok || !cpuMemEqual(ra, rb) {
+		if !ok || !kubecontainer.CPUMemoryEqual(ra, rb) {
 			return false
 		}
 	}
@@ -113,20 +113,7 @@ func resourceInfoEqual(a, b kubecontainer.PodResourceInfo) bool {
 	case a.PodLevelResources == nil || b.PodLevelResources == nil:
 		return false
 	}
-	return cpuMemEqual(*a.PodLevelResources, *b.PodLevelResources)
-}
-
-func cpuMemEqual(a, b v1.ResourceRequirements) bool {
-	for _, pair := range [][2]v1.ResourceList{{a.Requests, b.Requests}, {a.Limits, b.Limits}} {
-		for _, res := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			x, xok := pair[0][res]
-			y, yok := pair[1][res]
-			if xok != yok || (xok && !x.Equal(y)) {
-				return false
-			}
-		}
-	}
-	return true
+	return kubecontainer.CPUMemoryEqual(*a.PodLevelResources, *b.PodLevelResources)
 }
 
 // allocate records pod's resources as its allocation unless it has one

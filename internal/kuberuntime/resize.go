@@ -291,26 +291,12 @@ func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, podStatus *kubecontainer.Po
 			if !ok {
 				continue
 			}
-			if !resourcesEqual(c.Resources, current) {
+			if !kubecontainer.CPUMemoryEqual(c.Resources, current) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// resourcesEqual compares the cpu and memory requests and limits.
-func resourcesEqual(a, b v1.ResourceRequirements) bool {
-	for _, pair := range [][2]v1.ResourceList{{a.Requests, b.Requests}, {a.Limits, b.Limits}} {
-		for _, res := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			x, xok := pair[0][res]
-			y, yok := pair[1][res]
-			if xok != yok || (xok && !x.Equal(y)) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // recordCreated records the resources a container is created with.

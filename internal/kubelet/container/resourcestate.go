@@ -227,6 +227,21 @@ func (info PodResourceInfo) deepCopy() PodResourceInfo {
 	return out
 }
 
+// CPUMemoryEqual reports whether two containers' cpu and memory requests and
+// limits are the same (what a resize can change).
+func CPUMemoryEqual(a, b v1.ResourceRequirements) bool {
+	for _, pair := range [][2]v1.ResourceList{{a.Requests, b.Requests}, {a.Limits, b.Limits}} {
+		for _, res := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			x, xok := pair[0][res]
+			y, yok := pair[1][res]
+			if xok != yok || (xok && !x.Equal(y)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // ResourceInfoForPod is what the state files record for a pod: the resources
 // of its init and regular containers (not ephemeral ones), and its pod-level
 // resources when set.

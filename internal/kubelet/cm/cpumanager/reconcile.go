@@ -3,9 +3,11 @@ package cpumanager
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/cpuset"
 )
 
@@ -83,6 +85,11 @@ func (m *Manager) Reconcile(ctx context.Context, activePods func() []*v1.Pod, up
 		m.lastUpdate.set(w.podUID, w.name, w.cpus)
 		m.mu.Unlock()
 	}
+}
+
+// Run reconciles every period until ctx ends.
+func (m *Manager) Run(ctx context.Context, period time.Duration, activePods func() []*v1.Pod, update UpdateFunc) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) { m.Reconcile(ctx, activePods, update) }, period)
 }
 
 // SharedPool is the shared pool (the default set): the CPUs of containers
