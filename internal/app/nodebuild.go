@@ -102,7 +102,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 	}
 	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, NodeName: name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
-		Logger: logger.Named("stats")})
+		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups, Logger: logger.Named("stats")})
 	return n, err
 }
 

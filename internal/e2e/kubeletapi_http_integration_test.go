@@ -199,6 +199,22 @@ func summaryProblems(s *statsv1alpha1.Summary, nodeName string, p *v1.Pod) []str
 		problems = append(problems, fmt.Sprintf("node name %q, want %q", s.Node.NodeName, nodeName))
 	}
 	problems = append(problems, usageProblems("node", s.Node.CPU, s.Node.Memory)...)
+	// The system containers upstream reports: the kubelet's own cgroup and
+	// kubepods ("pods", which has a memory limit, so available bytes).
+	sys := map[string]*statsv1alpha1.ContainerStats{}
+	for i := range s.Node.SystemContainers {
+		sys[s.Node.SystemContainers[i].Name] = &s.Node.SystemContainers[i]
+	}
+	for _, name := range []string{statsv1alpha1.SystemContainerKubelet, statsv1alpha1.SystemContainerPods} {
+		if c := sys[name]; c == nil {
+			problems = append(problems, "no system container "+name)
+		} else {
+			problems = append(problems, usageProblems("system container "+name, c.CPU, c.Memory)...)
+		}
+	}
+	if c := sys[statsv1alpha1.SystemContainerPods]; c != nil && (c.Memory == nil || c.Memory.AvailableBytes == nil) {
+		problems = append(problems, "system container pods: no available bytes under the kubepods limit")
+	}
 	var pod *statsv1alpha1.PodStats
 	for i := range s.Pods {
 		ref := s.Pods[i].PodRef

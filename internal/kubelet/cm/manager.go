@@ -301,6 +301,15 @@ func podCgroupName(parent CgroupName, uid k8stypes.UID) (CgroupName, error) {
 	return n, nil
 }
 
+// NodeAllocatableCgroup is the node-allocatable cgroup (kubepods) as a
+// cgroupfs name, "" when cgroups are not managed.
+func (m *Manager) NodeAllocatableCgroup() string {
+	if !m.enabled {
+		return ""
+	}
+	return m.path(m.root)
+}
+
 // PodCgroupParent is the pod's cgroup as the CRI's cgroup_parent (the
 // driver's full path); "" when cgroups are not managed (or the UID cannot
 // name one: EnsurePod refuses such a pod).

@@ -42,7 +42,7 @@ func parseCgroupMounts(r io.Reader) (cgroupMounts, error) {
 	if err != nil {
 		return cgroupMounts{}, err
 	}
-	m := cgroupMounts{cpuacct: all.V1["cpuacct"].Mountpoint, memory: all.V1["memory"].Mountpoint}
+	m := cgroupMounts{cpuacct: all.V1["cpuacct"].Mountpoint, memory: all.V1["memory"].Mountpoint, all: all}
 	if all.V2 != nil {
 		m.unified = all.V2.Mountpoint
 	}

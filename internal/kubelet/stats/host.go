@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+
 	"errors"
 	"sync"
 	"time"
@@ -91,6 +93,7 @@ type cgroupMounts struct {
 	cpuacct string // v1 hierarchy with the cpuacct controller
 	memory  string // v1 hierarchy with the memory controller
 	unified string // cgroup2 mount
+	all     cgroupfs.Mounts
 }
 
 func subFloor(a, b uint64) uint64 {

@@ -35,3 +35,5 @@ func walkDiskUsage(context.Context, string, time.Time) (diskUsage, error) {
 }
 
 func fileUsage(string) (diskUsage, error) { return diskUsage{}, errUnsupported }
+
+func (p *Provider) systemContainers(time.Time) []statsapi.ContainerStats { return nil }

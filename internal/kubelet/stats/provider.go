@@ -49,6 +49,12 @@ type Options struct {
 	// memory limit: availableBytes = capacity - working set. 0 = MemTotal of
 	// each sample.
 	MemoryCapacity int64
+	// PodsCgroup is the node-allocatable cgroup (kubepods, a cgroupfs
+	// name), reported as the "pods" system container; "" for none.
+	PodsCgroup string
+	// RuntimeCgroup is --runtime-cgroups, reported as the "runtime" system
+	// container; "" for none.
+	RuntimeCgroup string
 	// Logger; nil = no logging.
 	Logger *zap.Logger
 }
@@ -63,6 +69,9 @@ type Provider struct {
 	podLogsDir string
 	memory     uint64 // the machine's memory; 0 = MemTotal of each sample
 	logger     *zap.Logger
+
+	podsCgroup, runtimeCgroup string
+	started                   time.Time // when the provider was made (the kubelet's start)
 
 	host  *hostReader
 	now   func() time.Time
@@ -112,6 +121,8 @@ func New(opts Options) (*Provider, error) {
 		rates:      newRateCache(),
 		du:         newDuCache(),
 		registry:   prometheus.NewRegistry(),
+
+		podsCgroup: opts.PodsCgroup, runtimeCgroup: opts.RuntimeCgroup, started: time.Now(),
 	}
 	if err := p.registry.Register(newResourceCollector(p)); err != nil {
 		return nil, fmt.Errorf("stats: register resource metrics: %w", err)
@@ -166,7 +177,7 @@ func (p *Provider) nodeStats(ctx context.Context, full bool) (statsapi.NodeStats
 		return statsapi.NodeStats{}, fsInfo{}, fmt.Errorf("root cgroup stats: %w", err)
 	}
 	at := metav1.NewTime(s.at)
-	ns := statsapi.NodeStats{NodeName: p.nodeName, StartTime: metav1.NewTime(p.bootTime())}
+	ns := statsapi.NodeStats{NodeName: p.nodeName, StartTime: metav1.NewTime(p.bootTime()), SystemContainers: p.systemContainers(s.at)}
 	if s.hasCPU {
 		ns.CPU = &statsapi.CPUStats{Time: at, UsageNanoCores: rate, UsageCoreNanoSeconds: &s.cpuNanos}
 	}
