@@ -86,6 +86,22 @@ func (f *cgroupFS) Exists(path string) bool {
 	return true
 }
 
+// ClearMemoryProtection writes memory.min and memory.low 0 on a v2 cgroup
+// (upstream does so on the node-allocatable cgroup when MemoryQoS, off by
+// default, is off); v1 has neither file.
+func (f *cgroupFS) ClearMemoryProtection(path string) error {
+	if f.v2 == "" {
+		return nil
+	}
+	dir := filepath.Join(f.v2, path)
+	for _, name := range []string{"memory.min", "memory.low"} {
+		if err := writeFile(dir, name, "0"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Validate is Exists with upstream's error: the paths missing on v1 (with
 // hugetlb also required where it is mounted), the controllers a v2 cgroup
 // lacks.

@@ -177,6 +177,9 @@ func (m *Manager) Start(activePods []*v1.Pod) error {
 		m.event(v1.EventTypeWarning, EventFailedEnforcement, fmt.Sprintf("Failed to update Node Allocatable Limits %q: %v", m.path(m.root), err))
 		return err
 	}
+	if err := m.fs.ClearMemoryProtection(m.path(m.root)); err != nil {
+		return fmt.Errorf("clear the memory protection of %s: %w", m.path(m.root), err)
+	}
 	m.event(v1.EventTypeNormal, EventSuccessfulEnforcement, "Updated Node Allocatable limit across pods")
 	if err := m.enforceReserved(); err != nil {
 		return err

@@ -234,6 +234,20 @@ func TestCgroupV2Files(t *testing.T) {
 	if !f.Exists("/kubepods/pod1") || f.Exists("/kubepods/pod2") {
 		t.Error("Exists on v2")
 	}
+	// The node-allocatable cgroup's memory protection is cleared (MemoryQoS off).
+	for _, name := range []string{"memory.min", "memory.low"} {
+		if err := os.WriteFile(filepath.Join(dir, "kubepods", name), []byte("1048576"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.ClearMemoryProtection("/kubepods"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"memory.min", "memory.low"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, "kubepods", name)); string(b) != "0" {
+			t.Errorf("kubepods/%s = %q, want 0", name, b)
+		}
+	}
 }
 
 // With the systemd driver on a host without systemd (this one) the kubelet
