@@ -97,6 +97,13 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy GCPolicy, allSource
 		if err := m.evictPodLogsDirectories(podStateProvider); err != nil {
 			errs = append(errs, err)
 		}
+		if m.actuated != nil {
+			// The actuated resources of pods whose content goes (upstream
+			// removes them here too).
+			if err := m.actuated.RemoveOrphans(func(uid k8stypes.UID) bool { return !podStateProvider.ShouldPodContentBeRemoved(uid) }); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
