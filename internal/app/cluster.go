@@ -14,6 +14,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apiobjects"
@@ -106,15 +107,31 @@ func nodeRecorder(conn *apiConn, nodeName string, logger *zap.Logger) func(event
 	}
 }
 
-// reservations parses systemReserved/kubeReserved (name -> quantity).
-func reservations(field string, in map[string]string) (v1.ResourceList, error) {
-	out := v1.ResourceList{}
-	for name, value := range in {
-		q, err := resource.ParseQuantity(value)
-		if err != nil {
-			return nil, fmt.Errorf("%s[%s]: %w", field, name, err)
+// nodeReservations are systemReserved and kubeReserved parsed once; a list
+// is nil when the field is not set.
+type nodeReservations struct {
+	system, kube v1.ResourceList
+}
+
+// parseReservations parses systemReserved and kubeReserved (name -> quantity).
+func parseReservations(k *kubeletv1beta1.KubeletConfiguration) (nodeReservations, error) {
+	var out nodeReservations
+	for _, f := range []struct {
+		field string
+		in    map[string]string
+		dst   *v1.ResourceList
+	}{{"systemReserved", k.SystemReserved, &out.system}, {"kubeReserved", k.KubeReserved, &out.kube}} {
+		if f.in == nil {
+			continue
 		}
-		out[v1.ResourceName(name)] = q
+		*f.dst = v1.ResourceList{}
+		for name, value := range f.in {
+			q, err := resource.ParseQuantity(value)
+			if err != nil {
+				return out, fmt.Errorf("%s[%s]: %w", f.field, name, err)
+			}
+			(*f.dst)[v1.ResourceName(name)] = q
+		}
 	}
 	return out, nil
 }

@@ -60,14 +60,17 @@ type node struct {
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, logger *zap.Logger) (*node, error) {
 	n := &node{name: name, ips: nodeIPs(cfg), conn: conn}
 	recorder := podRecorder(conn, logger)
-	var err error
-	if n.resources, err = newResources(cfg, logger); err != nil {
+	reserved, err := parseReservations(&cfg.Kubelet)
+	if err != nil {
 		return nil, err
 	}
-	if n.cgroups, err = newContainerManager(cfg, n.resources, nodeRecorder(conn, name, logger), logger); err != nil {
+	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
 		return nil, err
 	}
-	if n.cpus, err = newCPUManager(cfg, logger); err != nil {
+	if n.cgroups, err = newContainerManager(cfg, n.resources, reserved, nodeRecorder(conn, name, logger), logger); err != nil {
+		return nil, err
+	}
+	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
 		return nil, err
 	}
 	results := prober.NewResults()
@@ -109,7 +112,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 // newResources reads the machine once and computes the node's capacity and
 // allocatable. What could not be read is logged (the node status then reports
 // the missing capacity).
-func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
+func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*resources.Node, error) {
 	machine, err := resources.ReadMachine(cfg.RootDirectory)
 	switch {
 	case machine.MemoryCapacity <= 0:
@@ -117,16 +120,8 @@ func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
 	case err != nil:
 		logger.Warn("Error reading machine info", zap.Error(err))
 	}
-	sysRes, err := reservations("systemReserved", cfg.Kubelet.SystemReserved)
-	if err != nil {
-		return nil, err
-	}
-	kubeRes, err := reservations("kubeReserved", cfg.Kubelet.KubeReserved)
-	if err != nil {
-		return nil, err
-	}
 	return resources.New(resources.Options{Machine: machine, MaxPods: int(cfg.Kubelet.MaxPods),
-		SystemReserved: sysRes, KubeReserved: kubeRes, EvictionHard: cfg.Kubelet.EvictionHard})
+		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
 }
 
 // newContainerManager builds the node's cgroup tree: kubepods (under
@@ -134,7 +129,8 @@ func newResources(cfg *Config, logger *zap.Logger) (*resources.Node, error) {
 // systemReserved and kubeReserved with "pods" in enforceNodeAllocatable,
 // capacity without; the reservations enforced on their own cgroups; the QoS
 // and pod cgroups.
-func newContainerManager(cfg *Config, node *resources.Node, event func(eventType, reason, message string), logger *zap.Logger) (*cm.Manager, error) {
+func newContainerManager(cfg *Config, node *resources.Node, reserved nodeReservations, event func(eventType, reason, message string),
+	logger *zap.Logger) (*cm.Manager, error) {
 	k := &cfg.Kubelet
 	opts := cm.Options{
 		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
@@ -144,10 +140,7 @@ func newContainerManager(cfg *Config, node *resources.Node, event func(eventType
 	if !opts.CgroupsPerQOS {
 		return cm.New(opts)
 	}
-	var err error
-	if opts.Reserved, err = reservedCgroups(k); err != nil {
-		return nil, err
-	}
+	opts.Reserved = reservedCgroups(k, reserved)
 	// internal capacity: the machine's, with the pid capacity as "pid"
 	limit := node.Capacity()
 	pids, err := cm.PidCapacity()
@@ -157,15 +150,8 @@ func newContainerManager(cfg *Config, node *resources.Node, event func(eventType
 		limit["pid"] = *resource.NewQuantity(pids, resource.DecimalSI)
 	}
 	if slices.Contains(k.EnforceNodeAllocatable, enforcePods) {
-		for _, field := range []struct {
-			name string
-			in   map[string]string
-		}{{"systemReserved", k.SystemReserved}, {"kubeReserved", k.KubeReserved}} {
-			reserved, err := reservations(field.name, field.in)
-			if err != nil {
-				return nil, err
-			}
-			for name, q := range reserved {
+		for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
+			for name, q := range rl {
 				if c, ok := limit[name]; ok {
 					c.Sub(q)
 					if c.Sign() < 0 {
@@ -183,23 +169,13 @@ func newContainerManager(cfg *Config, node *resources.Node, event func(eventType
 // newCPUManager builds the CPU manager (cpuManagerPolicy, its options,
 // reservedSystemCPUs, or the cpu of kubeReserved + systemReserved) with its
 // state in the root directory; the node starts it.
-func newCPUManager(cfg *Config, logger *zap.Logger) (*cpumanager.Manager, error) {
+func newCPUManager(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*cpumanager.Manager, error) {
 	k := &cfg.Kubelet
 	reservedCPUs, err := cpuset.Parse(k.ReservedSystemCPUs)
 	if err != nil {
 		return nil, fmt.Errorf("reservedSystemCPUs: %w", err)
 	}
-	var milli int64
-	for _, field := range []struct {
-		name string
-		in   map[string]string
-	}{{"systemReserved", k.SystemReserved}, {"kubeReserved", k.KubeReserved}} {
-		rl, err := reservations(field.name, field.in)
-		if err != nil {
-			return nil, err
-		}
-		milli += rl.Cpu().MilliValue()
-	}
+	milli := reserved.system.Cpu().MilliValue() + reserved.kube.Cpu().MilliValue()
 	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
 		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger})
 	if err != nil {
@@ -211,32 +187,28 @@ func newCPUManager(cfg *Config, logger *zap.Logger) (*cpumanager.Manager, error)
 // reservedCgroups lists the reservations enforceNodeAllocatable enforces on
 // their existing cgroups, in upstream's order, with upstream's values: cpu
 // shares, memory and pids, or cpu shares alone for the -compressible forms.
-func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration) ([]cm.ReservedCgroup, error) {
+func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration, reserved nodeReservations) []cm.ReservedCgroup {
 	var out []cm.ReservedCgroup
 	for _, e := range []struct {
-		key, what, field, cgroup string
-		reserved                 map[string]string
-		compressible             bool
+		key, what, cgroup string
+		reserved          v1.ResourceList
+		compressible      bool
 	}{
-		{enforceSystemReserved, "System Reserved", "systemReserved", k.SystemReservedCgroup, k.SystemReserved, false},
-		{enforceKubeReserved, "Kube Reserved", "kubeReserved", k.KubeReservedCgroup, k.KubeReserved, false},
-		{enforceSystemReservedCompressed, "System Reserved Compressible", "systemReserved", k.SystemReservedCgroup, k.SystemReserved, true},
-		{enforceKubeReservedCompressed, "Kube Reserved Compressible", "kubeReserved", k.KubeReservedCgroup, k.KubeReserved, true},
+		{enforceSystemReserved, "System Reserved", k.SystemReservedCgroup, reserved.system, false},
+		{enforceKubeReserved, "Kube Reserved", k.KubeReservedCgroup, reserved.kube, false},
+		{enforceSystemReservedCompressed, "System Reserved Compressible", k.SystemReservedCgroup, reserved.system, true},
+		{enforceKubeReservedCompressed, "Kube Reserved Compressible", k.KubeReservedCgroup, reserved.kube, true},
 	} {
 		if !slices.Contains(k.EnforceNodeAllocatable, e.key) {
 			continue
 		}
 		r := cm.ReservedCgroup{What: e.what, Cgroup: e.cgroup}
 		if e.reserved != nil {
-			rl, err := reservations(e.field, e.reserved)
-			if err != nil {
-				return nil, err
-			}
-			r.Config = cgroupConfig(rl, e.compressible)
+			r.Config = cgroupConfig(e.reserved, e.compressible)
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return out
 }
 
 // cgroupConfig is the cgroup configuration of a resource list (upstream's

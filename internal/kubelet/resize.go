@@ -52,7 +52,6 @@ const resizeRetryPeriod = 3 * time.Minute
 // resizeConds are a pod's resize conditions.
 type resizeConds struct {
 	pending, inProgress *v1.PodCondition
-	pendingSince        time.Time
 }
 
 // resizer keeps the allocations, the resize conditions and the pending
@@ -246,7 +245,8 @@ func (k *Kubelet) handleResize(pod *v1.Pod) {
 		r.mu.Unlock()
 		return
 	}
-	if reason, msg, ok := k.canAdmitResize(pod); !ok {
+	// The resized pod must fit beside the others at their allocations.
+	if reason, msg, ok := k.canAdmit(pod); !ok {
 		k.setResizePending(pod, resizeReasonDeferred, reason, msg)
 		r.mu.Lock()
 		r.pending[pod.UID] = true
@@ -277,9 +277,6 @@ func (k *Kubelet) setResizePending(pod *v1.Pod, condReason, eventWord, message s
 	r.mu.Lock()
 	c := r.condsOf(pod.UID)
 	changed := setCondition(&c.pending, v1.PodResizePending, condReason, message, pod.Generation)
-	if c.pendingSince.IsZero() || changed {
-		c.pendingSince = c.pending.LastTransitionTime.Time
-	}
 	r.mu.Unlock()
 	if !changed {
 		return
@@ -291,12 +288,6 @@ func (k *Kubelet) setResizePending(pod *v1.Pod, condReason, eventWord, message s
 	k.logger.Info("Pod resize pending", zap.String("pod", podRef(pod)), zap.String("reason", condReason), zap.String("message", message))
 	k.recorder.Eventf(pod, v1.EventTypeWarning, reason, "Pod resize %s: %s", eventWord, resizeEventJSON(pod, pod.Generation, message))
 	k.syncPodByUID(pod.UID, "pod resize pending") // the condition reaches the pod status
-}
-
-// canAdmitResize runs the admission checks for the resized pod against the
-// other active pods at their allocations.
-func (k *Kubelet) canAdmitResize(pod *v1.Pod) (reason, message string, ok bool) {
-	return k.canAdmit(pod)
 }
 
 // retryPendingResizes tries the deferred resizes again: those that do not
@@ -315,8 +306,8 @@ func (k *Kubelet) retryPendingResizes(trigger string) {
 	}
 	since := map[k8stypes.UID]time.Time{}
 	for _, uid := range uids {
-		if c := r.conds[uid]; c != nil {
-			since[uid] = c.pendingSince
+		if c := r.conds[uid]; c != nil && c.pending != nil {
+			since[uid] = c.pending.LastTransitionTime.Time
 		}
 	}
 	r.mu.Unlock()

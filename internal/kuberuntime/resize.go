@@ -169,54 +169,58 @@ func (m *Manager) resizePod(ctx context.Context, pod *v1.Pod, changes podActions
 		}
 		want = m.podCgroups.DesiredPodCgroupResources(pod)
 	}
-	// Memory.
-	if want.Memory != nil && cur.Memory != nil && *want.Memory > 0 && *want.Memory < cur.MemoryUsage && *want.Memory < unlimitedIfNegative(*cur.Memory) {
-		return fmt.Errorf("cannot decrease memory limits: attempting to set pod memory limit (%d) below current usage (%d)", *want.Memory, cur.MemoryUsage)
-	}
-	memUp := want.Memory != nil && cur.Memory != nil && limitLess(*cur.Memory, *want.Memory)
-	memDown := want.Memory != nil && cur.Memory != nil && limitLess(*want.Memory, *cur.Memory)
-	if memUp {
-		if err := m.podCgroups.ResizePodCgroup(pod, kubecontainer.PodCgroupResources{Memory: want.Memory}); err != nil {
-			return fmt.Errorf("set the pod cgroup's memory limit: %w", err)
+	// What each phase raises on the pod cgroup before its containers and
+	// lowers after them.
+	var memUp, memDown, cpuUp, cpuDown kubecontainer.PodCgroupResources
+	if want.Memory != nil && cur.Memory != nil {
+		switch {
+		case limitLess(*cur.Memory, *want.Memory):
+			memUp.Memory = want.Memory
+		case limitLess(*want.Memory, *cur.Memory):
+			if *want.Memory < cur.MemoryUsage {
+				return fmt.Errorf("cannot decrease memory limits: attempting to set pod memory limit (%d) below current usage (%d)", *want.Memory, cur.MemoryUsage)
+			}
+			memDown.Memory = want.Memory
 		}
 	}
-	if err := m.updateContainers(ctx, pod, changes.ContainersToUpdate[v1.ResourceMemory], v1.ResourceMemory); err != nil {
-		return err
-	}
-	if memDown {
-		if err := m.podCgroups.ResizePodCgroup(pod, kubecontainer.PodCgroupResources{Memory: want.Memory}); err != nil {
-			return fmt.Errorf("set the pod cgroup's memory limit: %w", err)
-		}
-	}
-	// CPU: the limit (quota) and the request (shares) each raised before and
-	// lowered after the containers.
-	var up, down kubecontainer.PodCgroupResources
 	if want.CPUQuota != nil && cur.CPUQuota != nil && *want.CPUQuota != *cur.CPUQuota {
 		if limitLess(*cur.CPUQuota, *want.CPUQuota) {
-			up.CPUQuota, up.CPUPeriod = want.CPUQuota, want.CPUPeriod
+			cpuUp.CPUQuota, cpuUp.CPUPeriod = want.CPUQuota, want.CPUPeriod
 		} else {
-			down.CPUQuota, down.CPUPeriod = want.CPUQuota, want.CPUPeriod
+			cpuDown.CPUQuota, cpuDown.CPUPeriod = want.CPUQuota, want.CPUPeriod
 		}
 	}
 	if want.CPUShares != nil && cur.CPUShares != nil && *want.CPUShares != *cur.CPUShares {
 		if *want.CPUShares > *cur.CPUShares {
-			up.CPUShares = want.CPUShares
+			cpuUp.CPUShares = want.CPUShares
 		} else {
-			down.CPUShares = want.CPUShares
+			cpuDown.CPUShares = want.CPUShares
 		}
 	}
-	if up != (kubecontainer.PodCgroupResources{}) {
-		if err := m.podCgroups.ResizePodCgroup(pod, up); err != nil {
-			return fmt.Errorf("set the pod cgroup's cpu: %w", err)
+	for _, ph := range []struct {
+		res      v1.ResourceName
+		up, down kubecontainer.PodCgroupResources
+	}{{v1.ResourceMemory, memUp, memDown}, {v1.ResourceCPU, cpuUp, cpuDown}} {
+		if err := m.resizePodCgroup(pod, ph.res, ph.up); err != nil {
+			return err
+		}
+		if err := m.updateContainers(ctx, pod, changes.ContainersToUpdate[ph.res], ph.res); err != nil {
+			return err
+		}
+		if err := m.resizePodCgroup(pod, ph.res, ph.down); err != nil {
+			return err
 		}
 	}
-	if err := m.updateContainers(ctx, pod, changes.ContainersToUpdate[v1.ResourceCPU], v1.ResourceCPU); err != nil {
-		return err
+	return nil
+}
+
+// resizePodCgroup writes r into the pod cgroup unless it sets nothing.
+func (m *Manager) resizePodCgroup(pod *v1.Pod, res v1.ResourceName, r kubecontainer.PodCgroupResources) error {
+	if r == (kubecontainer.PodCgroupResources{}) {
+		return nil
 	}
-	if down != (kubecontainer.PodCgroupResources{}) {
-		if err := m.podCgroups.ResizePodCgroup(pod, down); err != nil {
-			return fmt.Errorf("set the pod cgroup's cpu: %w", err)
-		}
+	if err := m.podCgroups.ResizePodCgroup(pod, r); err != nil {
+		return fmt.Errorf("set the pod cgroup's %s: %w", res, err)
 	}
 	return nil
 }

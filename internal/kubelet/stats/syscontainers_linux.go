@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -68,7 +67,7 @@ func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
 		at := metav1.NewTime(now)
 		if sample.HasCPU {
 			usage := sample.CPUNanos
-			rate, _ := p.rates.update(fmt.Sprintf("sys/%s", s.name), usage, now.UnixNano(), minRateInterval)
+			rate, _ := p.rates.update("sys/"+s.name, usage, now.UnixNano(), minRateInterval)
 			cs.CPU = &statsapi.CPUStats{Time: at, UsageCoreNanoSeconds: &usage, UsageNanoCores: rate}
 		}
 		if sample.HasMemory {
