@@ -30,7 +30,7 @@ func testInPlaceResize(t *testing.T, c *controlplane.Cluster) {
 	n.createNamespace()
 	n.start()
 	n.waitNodeReady(90 * time.Second)
-	n.applyYAML(podYAML("rs", 1, `[sleep, "3600"]`,
+	n.applyYAML(n.boundPodYAML("rs", 1, `[sleep, "3600"]`,
 		"resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 200m, memory: 128Mi}}",
 		"resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}, {resourceName: memory, restartPolicy: NotRequired}]"))
 	p := n.waitAPIPod("rs", podStartTimeout, "running with its resources reported", func(p *v1.Pod) bool {
@@ -79,7 +79,7 @@ func testInPlaceResize(t *testing.T, c *controlplane.Cluster) {
 		t.Fatal(err)
 	}
 	alloc := node.Status.Allocatable.Cpu().MilliValue()
-	n.applyYAML(podYAML("hog", 1, `[sleep, "3600"]`, fmt.Sprintf("resources: {requests: {cpu: %dm}}", alloc-400)))
+	n.applyYAML(n.boundPodYAML("hog", 1, `[sleep, "3600"]`, fmt.Sprintf("resources: {requests: {cpu: %dm}}", alloc-400)))
 	hog := n.waitAPIPod("hog", podStartTimeout, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	n.kubectl("", "-n", n.ns, "patch", "pod", "rs", "--subresource", "resize", "-p",
 		`{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"500m"},"limits":{"cpu":"500m"}}}]}}`)
@@ -105,7 +105,7 @@ func testInPlaceResize(t *testing.T, c *controlplane.Cluster) {
 	checkResourcesStatus(t, containerStatus(p, "main"), "500m", "64Mi", "500m", "192Mi")
 
 	// RestartContainer for memory: that container restarts, once.
-	n.applyYAML(podYAML("rr", 1, `[sleep, "3600"]`,
+	n.applyYAML(n.boundPodYAML("rr", 1, `[sleep, "3600"]`,
 		"resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}",
 		"resizePolicy: [{resourceName: memory, restartPolicy: RestartContainer}]"))
 	n.waitAPIPod("rr", podStartTimeout, "running", func(p *v1.Pod) bool {
@@ -174,4 +174,11 @@ func (n *clusterNode) waitEvent(p *v1.Pod, reason, prefix string) {
 		}
 		return false, strings.Join(msgs, " | ")
 	})
+}
+
+// boundPodYAML is podYAML bound to this node (spec.nodeName): a pod left to
+// the scheduler may land on a node an earlier case removed a moment ago, and
+// the pod GC then deletes it.
+func (n *clusterNode) boundPodYAML(name string, grace int, command string, containerFields ...string) string {
+	return strings.Replace(podYAML(name, grace, command, containerFields...), "spec:\n", "spec:\n  nodeName: "+n.name+"\n", 1)
 }
