@@ -76,6 +76,7 @@ func baseConfig(args []string) (Config, error) {
 		return cfg, err
 	}
 	setKubeletConfigDefaults(kc)
+	applyEvictionHardDefaults(kc)
 	cfg.Kubelet = *kc
 	cfg.ConfigFile = path
 	return cfg, nil

@@ -94,6 +94,19 @@ func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
 	}
 }
 
+// annotatedPodRecorder records events about a pod with annotations (the
+// eviction manager's Evicted events): logged, and sent when there is an API
+// server.
+func annotatedPodRecorder(conn *apiConn, logger *zap.Logger) func(*v1.Pod, map[string]string, string, string, string) {
+	return func(pod *v1.Pod, annotations map[string]string, eventType, reason, message string) {
+		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
+			zap.String("reason", reason), zap.String("message", message), zap.Any("annotations", annotations))
+		if conn != nil && pod.UID != "" {
+			conn.recorder.AnnotatedEventf(pod, annotations, eventType, reason, "%s", message)
+		}
+	}
+}
+
 // nodeRecorder records events about the node itself: logged, and sent when
 // there is an API server (the reference carries no UID, as upstream's).
 func nodeRecorder(conn *apiConn, nodeName string, logger *zap.Logger) func(eventType, reason, message string) {
@@ -153,7 +166,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 	return nodestatus.New(nodestatus.Options{
 		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: n.ips,
 		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
-		RootDir: cfg.RootDirectory, Resources: n.resources,
+		Resources: n.resources, Pressure: n.eviction, Images: n.images, MaxImages: int(*cfg.Kubelet.NodeStatusMaxImages),
 		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: Version,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,

@@ -49,6 +49,10 @@ type Config struct {
 	RegisterWithTaints        string // flag form "key=value:Effect,..."; parsed into Kubelet.RegisterWithTaints
 	Verbosity                 int
 	ShowVersion               bool
+	// The container GC policy (deprecated flags, no config field).
+	MinimumGCAge            time.Duration
+	MaxPerPodContainerCount int32
+	MaxContainerCount       int32
 }
 
 // DefaultConfig returns the defaults of every flag-only setting and of the
@@ -66,6 +70,8 @@ func DefaultConfig() Config {
 		ImagePullProgressDeadline: time.Minute,
 		StreamingAddress:          "127.0.0.1",
 		RootDirectory:             "/var/lib/kubelet",
+		MaxPerPodContainerCount:   1,
+		MaxContainerCount:         -1,
 	}
 	setKubeletConfigDefaults(&c.Kubelet)
 	return c
@@ -110,6 +116,9 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("--node-ip=%q is not an IP address", c.NodeIP))
 			}
 		}
+	}
+	if c.MinimumGCAge < 0 {
+		errs = append(errs, fmt.Errorf("invalid minimum garbage collection age: %v", c.MinimumGCAge))
 	}
 	if _, err := c.StreamingListenAddr(); err != nil {
 		errs = append(errs, err)

@@ -27,6 +27,7 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.Int64Var(k.PodPidsLimit, "pod-max-pids", *k.PodPidsLimit, "The pids.max of every pod cgroup; -1 (or any value <= 0) sets none, so pods share the node-allocatable limit.")
 	fs.DurationVar(&k.CPUCFSQuotaPeriod.Duration, "cpu-cfs-quota-period", k.CPUCFSQuotaPeriod.Duration, "The CFS period (cpu.cfs_period_us) CPU limits are enforced over.")
 	addReservationFlags(fs, cfg)
+	addEvictionFlags(fs, cfg)
 	fs.StringVar(&k.CPUManagerPolicy, "cpu-manager-policy", k.CPUManagerPolicy, "The CPU manager policy: none or static (exclusive CPUs for Guaranteed pods with whole-CPU requests; state in <root-dir>/cpu_manager_state).")
 	fs.Var(cliflag.NewMapStringString(&k.CPUManagerPolicyOptions), "cpu-manager-policy-options", "Options of the CPU manager policy (key=value,...).")
 	fs.DurationVar(&k.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", k.CPUManagerReconcilePeriod.Duration, "How often the CPU manager brings containers' cpusets up to date.")
@@ -59,11 +60,34 @@ func addReservationFlags(fs *pflag.FlagSet, cfg *Config) {
 	k := &cfg.Kubelet
 	fs.Var(cliflag.NewMapStringString(&k.SystemReserved), "system-reserved", "Resources reserved for non-Kubernetes components, as name=quantity pairs (e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=100): cpu, memory, ephemeral-storage and pid.")
 	fs.Var(cliflag.NewMapStringString(&k.KubeReserved), "kube-reserved", "Resources reserved for Kubernetes system components (the kubelet, the runtime), as name=quantity pairs (e.g. cpu=200m,memory=500Mi,ephemeral-storage=1Gi,pid=100).")
-	fs.Var(cliflag.NewLangleSeparatedMapStringString(&k.EvictionHard), "eviction-hard", "Hard eviction thresholds (e.g. memory.available<1Gi); setting some replaces all the defaults.")
 	fs.StringSliceVar(&k.EnforceNodeAllocatable, "enforce-node-allocatable", k.EnforceNodeAllocatable, "Where node allocatable is enforced: none, or any of pods, system-reserved, system-reserved-compressible, kube-reserved, kube-reserved-compressible (the reserved ones need --system-reserved-cgroup / --kube-reserved-cgroup).")
 	fs.StringVar(&k.SystemReservedCgroup, "system-reserved-cgroup", k.SystemReservedCgroup, "Absolute name of the existing cgroup that --system-reserved is enforced on.")
 	fs.StringVar(&k.KubeReservedCgroup, "kube-reserved-cgroup", k.KubeReservedCgroup, "Absolute name of the existing cgroup that --kube-reserved is enforced on.")
 	fs.StringVar(&k.ReservedSystemCPUs, "reserved-cpus", k.ReservedSystemCPUs, "A CPU list (e.g. 0,1 or 0-3) reserved for the system and Kubernetes system daemons; it overrides the cpu of --system-reserved and --kube-reserved.")
+}
+
+// addEvictionFlags binds the eviction thresholds, image GC and the
+// (deprecated) container GC flags, with upstream's names, syntaxes and help.
+func addEvictionFlags(fs *pflag.FlagSet, cfg *Config) {
+	k := &cfg.Kubelet
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&k.EvictionHard), "eviction-hard", "A set of eviction thresholds (e.g. memory.available<1Gi) that if met would trigger a pod eviction.")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&k.EvictionSoft), "eviction-soft", "A set of eviction thresholds (e.g. memory.available<1.5Gi) that if met over a corresponding grace period would trigger a pod eviction.")
+	fs.Var(cliflag.NewMapStringString(&k.EvictionSoftGracePeriod), "eviction-soft-grace-period", "A set of eviction grace periods (e.g. memory.available=1m30s) that correspond to how long a soft eviction threshold must hold before triggering a pod eviction.")
+	fs.DurationVar(&k.EvictionPressureTransitionPeriod.Duration, "eviction-pressure-transition-period", k.EvictionPressureTransitionPeriod.Duration, "Duration for which the kubelet has to wait before transitioning out of an eviction pressure condition.")
+	fs.Int32Var(&k.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", k.EvictionMaxPodGracePeriod, "Maximum allowed grace period (in seconds) to use when terminating pods in response to a soft eviction threshold being met.  If negative, defer to pod specified value.")
+	fs.Var(cliflag.NewMapStringString(&k.EvictionMinimumReclaim), "eviction-minimum-reclaim", "A set of minimum reclaims (e.g. imagefs.available=2Gi) that describes the minimum amount of resource the kubelet will reclaim when performing a pod eviction if that resource is under pressure.")
+	fs.BoolVar(&k.KernelMemcgNotification, "kernel-memcg-notification", k.KernelMemcgNotification, "If enabled, the kubelet will integrate with the kernel memcg notification to determine if memory eviction thresholds are crossed rather than polling.")
+	fs.BoolVar(k.LocalStorageCapacityIsolation, "local-storage-capacity-isolation", *k.LocalStorageCapacityIsolation, "If true, local ephemeral storage isolation is enabled. Otherwise, local storage isolation feature will be disabled")
+	fs.DurationVar(&k.ImageMinimumGCAge.Duration, "minimum-image-ttl-duration", k.ImageMinimumGCAge.Duration, "Minimum age for an unused image before it is garbage collected.  Examples: '300ms', '10s' or '2h45m'.")
+	fs.Int32Var(k.ImageGCHighThresholdPercent, "image-gc-high-threshold", *k.ImageGCHighThresholdPercent, "The percent of disk usage after which image garbage collection is always run. Values must be within the range [0, 100], To disable image garbage collection, set to 100. ")
+	fs.Int32Var(k.ImageGCLowThresholdPercent, "image-gc-low-threshold", *k.ImageGCLowThresholdPercent, "The percent of disk usage before which image garbage collection is never run. Lowest disk usage to garbage collect to. Values must be within the range [0, 100] and must be less than that of --image-gc-high-threshold.")
+	fs.Int32Var(k.NodeStatusMaxImages, "node-status-max-images", *k.NodeStatusMaxImages, "The maximum number of images to report in Node.Status.Images. If -1 is specified, no cap will be applied.")
+	fs.DurationVar(&cfg.MinimumGCAge, "minimum-container-ttl-duration", cfg.MinimumGCAge, "Minimum age for a finished container before it is garbage collected.  Examples: '300ms', '10s' or '2h45m'")
+	fs.Int32Var(&cfg.MaxPerPodContainerCount, "maximum-dead-containers-per-container", cfg.MaxPerPodContainerCount, "Maximum number of old instances to retain per container.  Each container takes up some disk space.")
+	fs.Int32Var(&cfg.MaxContainerCount, "maximum-dead-containers", cfg.MaxContainerCount, "Maximum number of old instances of containers to retain globally.  Each container takes up some disk space. To disable, set to a negative number.")
+	for _, name := range []string{"minimum-container-ttl-duration", "maximum-dead-containers-per-container", "maximum-dead-containers"} {
+		_ = fs.MarkDeprecated(name, "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.")
+	}
 }
 
 // addRuntimeFlags binds the container runtime and dockershim flags.

@@ -105,10 +105,8 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	setZero(&c.KubeAPIBurst, 100)
 	setDefault(&c.SerializeImagePulls, true)
 	setZero(&c.EvictionPressureTransitionPeriod, dur(5*time.Minute))
-	if c.EvictionHard == nil {
-		c.EvictionHard = map[string]string{"memory.available": "100Mi", "nodefs.available": "10%",
-			"nodefs.inodesFree": "5%", "imagefs.available": "15%"}
-	}
+	setDefault(&c.MergeDefaultEvictionSettings, false)
+	setDefault(&c.LocalStorageCapacityIsolation, true)
 	setDefault(&c.EnableControllerAttachDetach, true)
 	setDefault(&c.MakeIPTablesUtilChains, true)
 	setDefault(&c.IPTablesMasqueradeBit, 14)
@@ -198,10 +196,67 @@ func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
 		add("logging.format", "%q is not text or json", c.Logging.Format)
 	}
 	errs = append(errs, validateNodeAllocatableConfig(c)...)
+	errs = append(errs, validateGCConfig(c)...)
 	if c.CPUManagerReconcilePeriod.Duration <= 0 {
 		add("cpuManagerReconcilePeriod", "must be positive, got %s", c.CPUManagerReconcilePeriod.Duration)
 	}
 	return errors.Join(errs...)
+}
+
+// defaultEvictionHard is upstream's default evictionHard on Linux, applied to
+// a config file only (a kubelet run from flags alone has no hard threshold,
+// as upstream).
+func defaultEvictionHard() map[string]string {
+	return map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+		"imagefs.available": "15%", "imagefs.inodesFree": "5%"}
+}
+
+// applyEvictionHardDefaults gives a config file's evictionHard upstream's
+// defaults: all of them when unset, the missing ones with
+// mergeDefaultEvictionSettings; otherwise a partial map replaces them.
+func applyEvictionHardDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+	switch {
+	case c.EvictionHard == nil:
+		c.EvictionHard = defaultEvictionHard()
+	case c.MergeDefaultEvictionSettings != nil && *c.MergeDefaultEvictionSettings:
+		for k, v := range defaultEvictionHard() {
+			if _, ok := c.EvictionHard[k]; !ok {
+				c.EvictionHard[k] = v
+			}
+		}
+	}
+}
+
+// validateGCConfig checks the image GC settings and nodeStatusMaxImages
+// with upstream's messages.
+func validateGCConfig(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	high, low := *c.ImageGCHighThresholdPercent, *c.ImageGCLowThresholdPercent
+	if high < 0 || high > 100 {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCHighThresholdPercent (--image-gc-high-threshold) %v must be between 0 and 100, inclusive", high))
+	}
+	if low < 0 || low > 100 {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be between 0 and 100, inclusive", low))
+	}
+	if low >= high {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageGCLowThresholdPercent (--image-gc-low-threshold) %v must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) %v", low, high))
+	}
+	if c.ImageMinimumGCAge.Duration < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMinimumGCAge %v must not be negative", c.ImageMinimumGCAge.Duration))
+	}
+	if c.ImageMaximumGCAge.Duration < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMaximumGCAge %v must not be negative", c.ImageMaximumGCAge.Duration))
+	}
+	if c.ImageMaximumGCAge.Duration > 0 && c.ImageMaximumGCAge.Duration <= c.ImageMinimumGCAge.Duration {
+		errs = append(errs, fmt.Errorf("invalid configuration: imageMaximumGCAge %v must be greater than imageMinimumGCAge %v", c.ImageMaximumGCAge.Duration, c.ImageMinimumGCAge.Duration))
+	}
+	if *c.NodeStatusMaxImages < -1 {
+		errs = append(errs, fmt.Errorf("invalid configuration: nodeStatusMaxImages (--node-status-max-images) %v must be -1 or greater", *c.NodeStatusMaxImages))
+	}
+	if c.EvictionPressureTransitionPeriod.Duration < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: evictionPressureTransitionPeriod %v must not be negative", c.EvictionPressureTransitionPeriod.Duration))
+	}
+	return errs
 }
 
 // applyReservedCPUs makes reservedSystemCPUs the node's whole CPU

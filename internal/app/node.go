@@ -59,7 +59,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 		return err
 	}
 	lc.onStop("API connection", conn.close)
-	n, err := buildNode(cfg, name, clients, conn, logger)
+	n, err := buildNode(cfg, name, clients, conn, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +19,8 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
@@ -46,6 +49,8 @@ type node struct {
 	probes    *prober.Manager
 	kubelet   *kubelet.Kubelet
 	stats     *stats.Provider
+	eviction  *eviction.Manager
+	images    *images.Manager
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -57,7 +62,7 @@ type node struct {
 // manager; the runtime state; with an API server the node status; the pod
 // sources, the status store, the prober, volumes, PLEG; the kubelet; then
 // what needs the kubelet (the API status sync, stats). It starts nothing.
-func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, logger *zap.Logger) (*node, error) {
+func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
 	n := &node{name: name, ips: nodeIPs(cfg), conn: conn}
 	recorder := podRecorder(conn, logger)
 	reserved, err := parseReservations(&cfg.Kubelet)
@@ -71,6 +76,12 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 		return nil, err
 	}
 	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
+		return nil, err
+	}
+	if n.eviction, err = newEvictionManager(cfg, n, annotatedPodRecorder(conn, logger), nodeRecorder(conn, name, logger), reg, logger); err != nil {
+		return nil, err
+	}
+	if n.images, err = newImageManager(cfg, clients, nodeRecorder(conn, name, logger), reg, logger); err != nil {
 		return nil, err
 	}
 	results := prober.NewResults()
@@ -107,6 +118,41 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, log
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
 		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups, Logger: logger.Named("stats")})
 	return n, err
+}
+
+// newEvictionManager builds the eviction manager from the thresholds (hard,
+// soft with their grace periods, minimum reclaims, and the allocatable copies
+// with "pods" enforced); the node starts it.
+func newEvictionManager(cfg *Config, n *node, podEvent func(*v1.Pod, map[string]string, string, string, string),
+	nodeEvent func(string, string, string), reg prometheus.Registerer, logger *zap.Logger) (*eviction.Manager, error) {
+	k := &cfg.Kubelet
+	thresholds, err := eviction.ParseThresholdConfig(eviction.ThresholdConfig{Hard: k.EvictionHard, Soft: k.EvictionSoft,
+		SoftGracePeriod: k.EvictionSoftGracePeriod, MinimumReclaim: k.EvictionMinimumReclaim, EnforceNodeAllocatable: k.EnforceNodeAllocatable})
+	if err != nil {
+		return nil, fmt.Errorf("eviction thresholds: %w", err)
+	}
+	var hugePages int64
+	for name, q := range n.resources.Capacity() {
+		if resources.IsHugePages(name) {
+			hugePages += q.Value()
+		}
+	}
+	return eviction.New(eviction.Options{Thresholds: thresholds, PressureTransitionPeriod: k.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriodSeconds: int64(k.EvictionMaxPodGracePeriod), LocalStorageCapacityIsolation: *k.LocalStorageCapacityIsolation,
+		KernelMemcgNotification: k.KernelMemcgNotification, PodsCgroup: n.cgroups.NodeAllocatableCgroup(), HugePagesBytes: hugePages,
+		PodEvent: podEvent, NodeEvent: nodeEvent, Registerer: reg, Logger: logger.Named("eviction")})
+}
+
+// newImageManager builds the image GC manager (imageGC thresholds and ages)
+// over the CRI clients; the node starts it.
+func newImageManager(cfg *Config, clients *criClients, nodeEvent func(string, string, string), reg prometheus.Registerer,
+	logger *zap.Logger) (*images.Manager, error) {
+	k := &cfg.Kubelet
+	return images.New(images.Options{Images: clients.images, Containers: clients.runtime,
+		Fs:     &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
+		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
+			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
+		Event: nodeEvent, Registerer: reg, Logger: logger.Named("images")})
 }
 
 // newResources reads the machine once and computes the node's capacity and
@@ -295,6 +341,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")}),
 		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus,
+		Pressure: n.eviction,
 	}
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
@@ -305,7 +352,9 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	return kubelet.New(kubelet.Options{
 		Parts: parts,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
-			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic},
+			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
+			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
+				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Logger: logger.Named("kubelet"),
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 )
 
@@ -47,6 +48,12 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
 	})
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
+	lc.run(ctx, "image manager", n.images.Start)
+	lc.run(ctx, "eviction manager", func(ctx context.Context) {
+		n.eviction.Run(ctx, eviction.Deps{Stats: n.stats, ActivePods: n.kubelet.ActivePods, KillPod: n.kubelet.KillPodNow,
+			PodCleanedUp:              n.kubelet.PodResourcesAreReclaimed,
+			DeleteAllUnusedContainers: n.kubelet.DeleteAllUnusedContainers, DeleteUnusedImages: n.images.DeleteUnusedImages})
+	})
 	if n.conn != nil {
 		lc.run(ctx, "API objects", n.conn.objects.Run)
 		lc.run(ctx, "node status", n.nodeStatus.Run)

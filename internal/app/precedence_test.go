@@ -143,3 +143,77 @@ func TestConfigFileErrors(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// TestEvictionDefaults: as upstream, evictionHard's defaults come with a
+// config file only: all of them when the file sets none, a partial map
+// replaces them unless mergeDefaultEvictionSettings, and a kubelet run from
+// flags alone has no hard threshold.
+func TestEvictionDefaults(t *testing.T) {
+	t.Parallel()
+	all := map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+		"imagefs.available": "15%", "imagefs.inodesFree": "5%"}
+	merged := map[string]string{"memory.available": "1Gi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+		"imagefs.available": "15%", "imagefs.inodesFree": "5%"}
+	for _, tc := range []struct {
+		desc string
+		args []string
+		want map[string]string
+	}{
+		{"flags only", nil, nil},
+		{"file without evictionHard", []string{"--config", writeConfig(t, header)}, all},
+		{"partial map replaces", []string{"--config", writeConfig(t, header+"evictionHard: {memory.available: 1Gi}\n")},
+			map[string]string{"memory.available": "1Gi"}},
+		{"partial map merged", []string{"--config", writeConfig(t, header+"mergeDefaultEvictionSettings: true\nevictionHard: {memory.available: 1Gi}\n")}, merged},
+		{"flag replaces the file's", []string{"--config", writeConfig(t, header), "--eviction-hard=pid.available<100"},
+			map[string]string{"pid.available": "100"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, err := parseConfig(t, tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Kubelet.EvictionHard) != len(tc.want) {
+				t.Fatalf("evictionHard = %v, want %v", c.Kubelet.EvictionHard, tc.want)
+			}
+			for k, v := range tc.want {
+				if c.Kubelet.EvictionHard[k] != v {
+					t.Fatalf("evictionHard = %v, want %v", c.Kubelet.EvictionHard, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestGCFlags: the image and container GC flags reach the config, and bad
+// values fail with upstream's messages.
+func TestGCFlags(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig(t, []string{"--image-gc-high-threshold=70", "--image-gc-low-threshold=60", "--minimum-image-ttl-duration=1m",
+		"--node-status-max-images=-1", "--maximum-dead-containers-per-container=2", "--maximum-dead-containers=10",
+		"--minimum-container-ttl-duration=5s", "--eviction-soft=memory.available<1Gi", "--eviction-soft-grace-period=memory.available=30s",
+		"--eviction-max-pod-grace-period=20", "--eviction-minimum-reclaim=memory.available=100Mi", "--kernel-memcg-notification"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Kubelet
+	if *k.ImageGCHighThresholdPercent != 70 || *k.ImageGCLowThresholdPercent != 60 || k.ImageMinimumGCAge.Duration != time.Minute ||
+		*k.NodeStatusMaxImages != -1 || c.MaxPerPodContainerCount != 2 || c.MaxContainerCount != 10 || c.MinimumGCAge != 5*time.Second ||
+		k.EvictionSoft["memory.available"] != "1Gi" || k.EvictionSoftGracePeriod["memory.available"] != "30s" ||
+		k.EvictionMaxPodGracePeriod != 20 || k.EvictionMinimumReclaim["memory.available"] != "100Mi" || !k.KernelMemcgNotification {
+		t.Fatalf("gc flags: %+v %+v", c, k)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image-gc-high-threshold=101"}, "imageGCHighThresholdPercent (--image-gc-high-threshold) 101 must be between 0 and 100, inclusive"},
+		{[]string{"--image-gc-low-threshold=90"}, "imageGCLowThresholdPercent (--image-gc-low-threshold) 90 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 85"},
+		{[]string{"--node-status-max-images=-2"}, "nodeStatusMaxImages (--node-status-max-images) -2 must be -1 or greater"},
+		{[]string{"--minimum-container-ttl-duration=-1s"}, "invalid minimum garbage collection age: -1s"},
+		{[]string{"--eviction-hard=memory.available"}, "malformed pair, expect string<string"},
+	} {
+		if _, err := parseConfig(t, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

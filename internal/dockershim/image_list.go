@@ -61,7 +61,7 @@ func (s *Service) listImages(ctx context.Context, f *runtimeapi.ImageFilter) ([]
 		if !ok {
 			continue // removed meanwhile
 		}
-		out = append(out, criImage(img.ID, tags, digests, img.Size, u))
+		out = append(out, s.criImage(img.ID, tags, digests, img.Size, u))
 	}
 	if ref == "" {
 		s.stats.imageUsers.retain(ids)
@@ -69,14 +69,17 @@ func (s *Service) listImages(ctx context.Context, f *runtimeapi.ImageFilter) ([]
 	return out, nil
 }
 
-// criImage builds a CRI image.
-func criImage(id string, tags, digests []string, size int64, u imageUser) *runtimeapi.Image {
+// criImage builds a CRI image. The sandbox (pause) image is pinned, so that
+// the kubelet's image GC never removes it (as containerd pins its sandbox
+// image).
+func (s *Service) criImage(id string, tags, digests []string, size int64, u imageUser) *runtimeapi.Image {
 	img := &runtimeapi.Image{
 		Id:          id,
 		RepoTags:    tags,
 		RepoDigests: digests,
 		Spec:        &runtimeapi.ImageSpec{Image: id},
 		Username:    u.name,
+		Pinned:      imageMatches(s.podInfraImage, id, tags, digests),
 	}
 	if size > 0 {
 		img.Size = uint64(size)

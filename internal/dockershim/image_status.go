@@ -21,7 +21,7 @@ func (s *Service) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRe
 	u := imageUserOf(ii)
 	s.stats.imageUsers.put(ii.ID, u)
 	resp := &runtimeapi.ImageStatusResponse{
-		Image: criImage(ii.ID, cleanRepoTags(ii.RepoTags), cleanRepoDigests(ii.RepoDigests), ii.Size, u),
+		Image: s.criImage(ii.ID, cleanRepoTags(ii.RepoTags), cleanRepoDigests(ii.RepoDigests), ii.Size, u),
 	}
 	if req.GetVerbose() {
 		info, err := imageVerboseInfo(ii)

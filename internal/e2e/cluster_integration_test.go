@@ -45,6 +45,8 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},
 		{desc: "InPlaceResize", run: testInPlaceResize},
+		{desc: "Eviction", run: testEviction},
+		{desc: "DiskPressure", run: testDiskPressure},
 	})
 }
 

@@ -72,6 +72,16 @@ func (v daemonView) containers(t testing.TB, all bool, labels ...string) []strin
 	return v.d.Containers(t, all, labels...)
 }
 
+// removeContainers removes the daemon's containers with the label, so that
+// the node's cgroups can go before the daemon's own cleanup.
+func (v daemonView) removeContainers(t testing.TB, label string) {
+	if ids := v.d.Containers(t, true, label); len(ids) > 0 {
+		if out, err := v.d.CLI(context.Background(), append([]string{"rm", "-f"}, ids...)...); err != nil {
+			t.Logf("docker rm: %v: %s", err, out)
+		}
+	}
+}
+
 func TestIntegrationDockerdRestart(t *testing.T) {
 	requireSuite(t)
 	start := time.Now()

@@ -152,7 +152,15 @@ func (n *node) writeConfig() {
 	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.53\nsearch e2e.invalid\n"), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\nresolvConf: %s\n", n.logsDir, resolv)
+	// The suite's dockerd and this host's disk are shared with everything
+	// else: image GC is off (it would remove the unused images other tests
+	// use; the GC tests run private dockerds) and the disk thresholds are low
+	// enough that the host's own usage never evicts a test's pods. The eviction
+	// tests set their own with flags.
+	cfg := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\nresolvConf: %s\n"+
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n"+
+		"evictionHard: {memory.available: 100Mi, nodefs.available: 2%%, nodefs.inodesFree: 2%%, imagefs.available: 2%%, imagefs.inodesFree: 2%%}\n",
+		n.logsDir, resolv)
 	if err := os.WriteFile(filepath.Join(n.dir, "config.yaml"), []byte(cfg), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
@@ -453,8 +461,11 @@ func (n *node) cleanup() {
 	for _, f := range n.teardown {
 		f()
 	}
-	if _, ok := n.rt.(dockerView); ok {
+	switch rt := n.rt.(type) {
+	case dockerView:
 		n.s.removeContainers(t, "io.kubernetes.pod.namespace="+n.ns)
+	case daemonView:
+		rt.removeContainers(t, "io.kubernetes.pod.namespace="+n.ns)
 	}
 	// No CNI DEL ran for pods still running: their rules go with the subnet.
 	if err := sweepRules(func(prefix string) bool { return prefix == n.subnet }); err != nil {

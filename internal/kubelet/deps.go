@@ -168,3 +168,9 @@ type MirrorClient interface {
 type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
+
+// PressureAdmitter decides whether the node under resource pressure takes a
+// pod (eviction.Manager).
+type PressureAdmitter interface {
+	Admit(pod *v1.Pod) (reason, message string, ok bool)
+}

@@ -42,6 +42,7 @@ type deps struct {
 	node      NodeGetter      // nil: standalone
 	cgroups   PodCgroups
 	cpus      CPUManager
+	pressure  PressureAdmitter     // nil: none
 	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
 }
 
@@ -90,7 +91,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, pressure: p.Pressure, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,
@@ -233,6 +234,12 @@ func (k *Kubelet) gcLoop(ctx context.Context) {
 
 // gcAfterTermination is the delay between a pod's termination and its early GC.
 const gcAfterTermination = 2 * time.Second
+
+// PodCouldHaveRunningContainers reports whether the pod's containers may
+// still run: its terminal phase is not reported before they stopped.
+func (k *Kubelet) PodCouldHaveRunningContainers(pod *v1.Pod) bool {
+	return k.workers.CouldHaveRunningContainers(pod.UID)
+}
 
 // PodResourcesAreReclaimed reports whether nothing of the pod is left: its
 // worker finished SyncTerminatedPod (containers stopped, volumes torn down) or

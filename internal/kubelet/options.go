@@ -78,6 +78,10 @@ type Parts struct {
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.
 	Resources NodeAllocatable
+	// Pressure refuses pods the node cannot take under resource pressure
+	// (eviction.Manager): it is asked first, as upstream's eviction admit
+	// handler. Optional: nil admits regardless of pressure.
+	Pressure PressureAdmitter
 	// NewPodWorkers builds the pod workers around the kubelet's sync
 	// functions. Optional: nil is podworkers.New with Cache.
 	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers

@@ -60,3 +60,20 @@ func IsStaticPod(pod *v1.Pod) bool {
 	src := pod.Annotations[ConfigSourceAnnotationKey]
 	return src == FileSource || src == HTTPSource
 }
+
+// systemCriticalPriority is upstream's SystemCriticalPriority: pods at or
+// above it are critical.
+const systemCriticalPriority int32 = 2000000000
+
+// IsCriticalPod reports whether the kubelet must never evict or preempt the
+// pod: a static pod, a mirror pod, or a pod of priority >= 2000000000, as
+// upstream's IsCriticalPod.
+func IsCriticalPod(pod *v1.Pod) bool {
+	if IsStaticPod(pod) {
+		return true
+	}
+	if _, ok := pod.Annotations[ConfigMirrorAnnotationKey]; ok {
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
+}

@@ -36,8 +36,7 @@ func (r *readiness) get() error {
 func TestConditionsLifecycle(t *testing.T) {
 	t.Parallel()
 	ready := &readiness{}
-	c, _, h, clk, rec := testController(t, Options{Readiness: ready.get, Resources: testResources(t,
-		resources.Options{EvictionHard: map[string]string{"memory.available": "1Gi", "pid.available": "1000"}})})
+	c, _, h, clk, rec := testController(t, Options{Readiness: ready.get})
 	node := &v1.Node{}
 	ctx := context.Background()
 
@@ -90,9 +89,7 @@ func TestConditionsLifecycle(t *testing.T) {
 	// 3. Runtime down and memory low: Ready False with the error, MemoryPressure True.
 	clk.Step(10 * time.Second)
 	ready.set(errors.New("container runtime is down"))
-	u := h.u
-	u.memoryAvailable = gi / 2
-	h.setUsage(u)
+	h.setMemory(true)
 	c.setNodeStatus(ctx, node)
 	r := condition(node, v1.NodeReady)
 	if r.Status != v1.ConditionFalse || r.Reason != "KubeletNotReady" || r.Message != "container runtime is down" {
@@ -108,18 +105,19 @@ func TestConditionsLifecycle(t *testing.T) {
 	}
 	checkEvents(t, rec, []string{"Normal NodeHasInsufficientMemory", "Normal NodeNotReady"})
 
-	// 4. Recovery: Ready True again; memory pressure holds for the transition period.
+	// 4. Recovery: Ready True again; memory pressure ends when the eviction
+	// manager says so.
 	clk.Step(10 * time.Second)
 	ready.set(nil)
-	h.setUsage(newFakeHost().u)
 	c.setNodeStatus(ctx, node)
 	if r := condition(node, v1.NodeReady); r.Status != v1.ConditionTrue || !r.LastTransitionTime.Time.Equal(clk.Now()) {
 		t.Errorf("ready after recovery = %+v", r)
 	}
 	if m := condition(node, v1.NodeMemoryPressure); m.Status != v1.ConditionTrue {
-		t.Errorf("memory pressure dropped before the transition period: %+v", m)
+		t.Errorf("memory pressure dropped while reported: %+v", m)
 	}
-	clk.Step(DefaultPressureTransitionPeriod)
+	clk.Step(10 * time.Second)
+	h.setMemory(false)
 	c.setNodeStatus(ctx, node)
 	if m := condition(node, v1.NodeMemoryPressure); m.Status != v1.ConditionFalse || m.Reason != "KubeletHasSufficientMemory" {
 		t.Errorf("memory pressure after the transition period = %+v", m)
@@ -165,5 +163,26 @@ func TestReadyMissingCapacity(t *testing.T) {
 	r = condition(node, v1.NodeReady)
 	if !strings.Contains(r.Message, "network not ready") || !strings.Contains(r.Message, "ephemeral-storage") {
 		t.Errorf("ready message = %q, want both errors", r.Message)
+	}
+}
+
+// fakeImages is the image manager's list.
+type fakeImages struct{ list []v1.ContainerImage }
+
+func (f fakeImages) NodeImages(max int) []v1.ContainerImage {
+	if max >= 0 && len(f.list) > max {
+		return f.list[:max]
+	}
+	return f.list
+}
+
+func TestImagesSetter(t *testing.T) {
+	t.Parallel()
+	list := []v1.ContainerImage{{Names: []string{"big:1"}, SizeBytes: 3}, {Names: []string{"small:1"}, SizeBytes: 1}}
+	c, _, _, _, _ := testController(t, Options{Images: fakeImages{list: list}, MaxImages: 1})
+	node := &v1.Node{}
+	c.setNodeStatus(context.Background(), node)
+	if len(node.Status.Images) != 1 || node.Status.Images[0].Names[0] != "big:1" {
+		t.Errorf("images = %+v, want the largest one only", node.Status.Images)
 	}
 }

@@ -47,7 +47,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	if c.opts.Hostname != "n" || c.opts.KubeletPort != 10250 ||
 		c.opts.LeaseDuration != 40*time.Second || c.opts.StatusUpdateFrequency != 10*time.Second ||
-		c.opts.StatusReportFrequency != 5*time.Minute || c.opts.RootDir != "/var/lib/kubelet" {
+		c.opts.StatusReportFrequency != 5*time.Minute {
 		t.Errorf("defaults = %+v", c.opts)
 	}
 	if _, ok := c.Node(); ok || c.Registered() {

@@ -21,35 +21,21 @@ const (
 	mi = int64(1) << 20
 )
 
-// fakeHost is a machine's usage; it can be changed under mu.
-type fakeHost struct {
-	mu   sync.Mutex
-	u    usage
-	uerr error
+// fakePressure is the eviction manager's conditions; it can be changed under mu.
+type fakePressure struct {
+	mu                sync.Mutex
+	memory, disk, pid bool
 }
 
-func (h *fakeHost) usage(string) (usage, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.u, h.uerr
+func (p *fakePressure) IsUnderMemoryPressure() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.memory
 }
+func (p *fakePressure) IsUnderDiskPressure() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.disk }
+func (p *fakePressure) IsUnderPIDPressure() bool  { p.mu.Lock(); defer p.mu.Unlock(); return p.pid }
 
-func (h *fakeHost) setUsage(u usage) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.u = u
-}
-
-// newFakeHost has plenty free on the testMachine.
-func newFakeHost() *fakeHost {
-	return &fakeHost{
-		u: usage{
-			memoryCapacity: 8 * gi, memoryAvailable: 6 * gi,
-			fsCapacity: 100 * gi, fsAvailable: 50 * gi, inodes: 1000000, inodesFree: 900000,
-			maxPID: 32768, processes: 300,
-		},
-	}
-}
+func (p *fakePressure) setMemory(v bool) { p.mu.Lock(); defer p.mu.Unlock(); p.memory = v }
 
 // testMachine is a 4-CPU, 8Gi, 100Gi-disk machine.
 func testMachine() resources.Machine {
@@ -84,9 +70,9 @@ func (r fakeRuntime) Version(context.Context) (string, string, error) {
 	return r.name, r.version, r.err
 }
 
-// testController builds a controller on a fake clientset, a fake host and a fake
+// testController builds a controller on a fake clientset, fake pressure and a fake
 // clock; opts gets the required fields filled when empty.
-func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *fakeHost, *clocktesting.FakeClock, *record.FakeRecorder) {
+func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *fakePressure, *clocktesting.FakeClock, *record.FakeRecorder) {
 	t.Helper()
 	client := fake.NewClientset()
 	if opts.Client == nil {
@@ -107,6 +93,10 @@ func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *
 	if opts.Resources == nil {
 		opts.Resources = testResources(t, resources.Options{})
 	}
+	h := &fakePressure{}
+	if opts.Pressure == nil {
+		opts.Pressure = h
+	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	rec := record.NewFakeRecorder(100)
 	opts.Clock, opts.Recorder, opts.Logger = clk, rec, zaptest.NewLogger(t)
@@ -114,8 +104,6 @@ func testController(t *testing.T, opts Options) (*Controller, *fake.Clientset, *
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	h := newFakeHost()
-	c.host = h
 	c.localIP = func(net.IP) error { return nil }
 	c.lookupIP = func(string) ([]net.IP, error) { return nil, &net.DNSError{Err: "no such host", IsNotFound: true} }
 	c.defaultRouteIP = func(net.IP) (net.IP, error) { return net.ParseIP("192.0.2.2"), nil }

@@ -71,11 +71,8 @@ func startControllerWith(t *testing.T, c *controlplane.Cluster, client kubernete
 	if opts.KubeletVersion == "" {
 		opts.KubeletVersion = "v1.37.1"
 	}
-	if opts.RootDir == "" {
-		opts.RootDir = t.TempDir()
-	}
 	if opts.Resources == nil {
-		opts.Resources = machineResources(t, opts.RootDir, resources.Options{})
+		opts.Resources = machineResources(t, t.TempDir(), resources.Options{})
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = time.Second
@@ -140,7 +137,6 @@ func TestIntegrationRegisterStatusLease(t *testing.T) {
 		Hostname: "it-register-host",
 		Labels:   map[string]string{"example.com/role": "it", "node.kubernetes.io/pool": "a"},
 		Taints:   []v1.Taint{taint},
-		RootDir:  rootDir,
 		Resources: machineResources(t, rootDir, resources.Options{
 			MaxPods:        42,
 			SystemReserved: v1.ResourceList{"cpu": resource.MustParse("100m"), "memory": resource.MustParse("100Mi")},

@@ -22,9 +22,7 @@ const (
 	DefaultStatusUpdateFrequency    = 10 * time.Second
 	DefaultStatusReportFrequency    = 5 * time.Minute
 	DefaultLeaseDuration            = 40 * time.Second
-	DefaultPressureTransitionPeriod = 5 * time.Minute
 	DefaultKubeletPort              = 10250
-	DefaultRootDir                  = "/var/lib/kubelet"
 )
 
 // RuntimeInfo reports the container runtime's name and version, e.g.
@@ -39,7 +37,19 @@ type NodeResources interface {
 	Machine() resources.Machine
 	Capacity() v1.ResourceList
 	AllocatableOf(capacity v1.ResourceList) v1.ResourceList
-	HardEvictionThresholds() []resources.Threshold
+}
+
+// PressureReporter reports the pressure conditions (eviction.Manager).
+type PressureReporter interface {
+	IsUnderMemoryPressure() bool
+	IsUnderDiskPressure() bool
+	IsUnderPIDPressure() bool
+}
+
+// ImageLister gives node.status.images (images.Manager): at most max
+// images, largest first (-1 = all).
+type ImageLister interface {
+	NodeImages(max int) []v1.ContainerImage
 }
 
 // Options configures a Controller. Client, NodeName and Resources are required.
@@ -61,18 +71,17 @@ type Options struct {
 	// Taints (--register-with-taints) are set when the node is created; an existing
 	// node's taints are left alone.
 	Taints []v1.Taint
-	// RootDir is the kubelet root dir: the nodefs signals are the filesystem
-	// holding it (or its nearest existing parent). "" = /var/lib/kubelet.
-	RootDir string
-	// Resources is the node's machine, capacity, allocatable and hard eviction
-	// thresholds (required; resources.Node). memory.available,
-	// nodefs.available, nodefs.inodesFree and pid.available drive the pressure
-	// conditions; imagefs.*, containerfs.* and allocatableMemory.available are
-	// accepted and ignored (the image filesystem is the runtime's).
+	// Resources is the node's machine, capacity and allocatable (required;
+	// resources.Node).
 	Resources NodeResources
-	// PressureTransitionPeriod is how long a pressure condition stays True after the
-	// pressure was last observed (evictionPressureTransitionPeriod); 0 = 5m.
-	PressureTransitionPeriod time.Duration
+	// Pressure reports the MemoryPressure, DiskPressure and PIDPressure
+	// conditions; nil = never under pressure.
+	Pressure PressureReporter
+	// Images lists node.status.images; nil = none reported.
+	Images ImageLister
+	// MaxImages is nodeStatusMaxImages: how many images are reported (-1 =
+	// all).
+	MaxImages int
 	// Runtime gives containerRuntimeVersion; nil leaves it empty.
 	Runtime RuntimeInfo
 	// Readiness reports whether the runtime and network are ready: nil error = Ready,
@@ -113,7 +122,6 @@ type Controller struct {
 	opts  Options
 	log   *zap.Logger
 	clock clock.Clock
-	host  host
 	// lookupIP and defaultRouteIP detect the node IP (replaced in tests).
 	lookupIP       func(name string) ([]net.IP, error)
 	defaultRouteIP func(family net.IP) (net.IP, error)
@@ -126,7 +134,6 @@ type Controller struct {
 	// Owned by the goroutine running Run (setters run there only).
 	lastReport        time.Time
 	reportDelay       time.Duration
-	pressure          pressureTracker
 	lastUnschedulable bool
 	runtimeName       string
 	rebootRecorded    bool
@@ -154,20 +161,15 @@ func New(opts Options) (*Controller, error) {
 		opts:           opts,
 		log:            opts.Logger,
 		clock:          opts.Clock,
-		host:           newHost(),
 		lookupIP:       net.LookupIP,
 		defaultRouteIP: defaultRouteIP,
 		localIP:        onLocalInterface,
-		pressure:       pressureTracker{period: opts.PressureTransitionPeriod},
 	}, nil
 }
 
 func applyDefaults(opts *Options) {
 	if opts.Hostname == "" {
 		opts.Hostname = opts.NodeName
-	}
-	if opts.RootDir == "" {
-		opts.RootDir = DefaultRootDir
 	}
 	if opts.KubeletPort <= 0 {
 		opts.KubeletPort = DefaultKubeletPort
@@ -180,9 +182,6 @@ func applyDefaults(opts *Options) {
 	}
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = DefaultLeaseDuration
-	}
-	if opts.PressureTransitionPeriod <= 0 {
-		opts.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	}
 	if opts.Readiness == nil {
 		opts.Readiness = func() error { return nil }

@@ -16,18 +16,13 @@ import (
 // runtimeVersionTimeout bounds the runtime Version call of one status update.
 const runtimeVersionTimeout = 5 * time.Second
 
-// sample is what one status computation reads from the machine.
-type sample struct {
-	now      metav1.Time
-	pressure pressure
-}
-
-// setNodeStatus fills node's status (and records condition events) from a fresh
-// machine sample, in upstream's setter order: addresses, machine info, version
-// info, daemon endpoints, OS/arch, the pressure conditions, Ready, then the
-// schedulable event. A failing part is logged and the others still run.
+// setNodeStatus fills node's status (and records condition events), in
+// upstream's setter order: addresses, machine info, version info, daemon
+// endpoints, images, OS/arch, the pressure conditions (from the eviction
+// manager), Ready, then the schedulable event. A failing part is logged and
+// the others still run.
 func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
-	s := c.takeSample()
+	now := metav1.NewTime(c.clock.Now())
 	if addrs, err := c.nodeAddresses(); err != nil {
 		c.log.Error("Failed to set node addresses", zap.Error(err))
 	} else {
@@ -39,25 +34,20 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	node.Status.DaemonEndpoints = v1.NodeDaemonEndpoints{
 		KubeletEndpoint: v1.DaemonEndpoint{Port: int32(c.opts.KubeletPort)},
 	}
+	if c.opts.Images != nil {
+		node.Status.Images = c.opts.Images.NodeImages(c.opts.MaxImages)
+	}
 	node.Status.NodeInfo.OperatingSystem = goruntime.GOOS
 	node.Status.NodeInfo.Architecture = goruntime.GOARCH
-	c.setPressureCondition(node, s.now, memoryPressureKind(), s.pressure.memory)
-	c.setPressureCondition(node, s.now, diskPressureKind(), s.pressure.disk)
-	c.setPressureCondition(node, s.now, pidPressureKind(), s.pressure.pid)
-	c.setReadyCondition(node, s.now)
-	c.recordSchedulableEvent(node)
-}
-
-// takeSample evaluates the eviction thresholds against a fresh usage sample.
-func (c *Controller) takeSample() sample {
-	now := c.clock.Now()
-	observed := pressure{}
-	if u, err := c.host.usage(c.opts.RootDir); err != nil {
-		c.log.Warn("Error reading resource usage; pressure not re-evaluated", zap.Error(err))
-	} else {
-		observed = observePressure(c.opts.Resources.HardEvictionThresholds(), u)
+	var memory, disk, pid bool
+	if p := c.opts.Pressure; p != nil {
+		memory, disk, pid = p.IsUnderMemoryPressure(), p.IsUnderDiskPressure(), p.IsUnderPIDPressure()
 	}
-	return sample{now: metav1.NewTime(now), pressure: c.pressure.update(observed, now)}
+	c.setPressureCondition(node, now, memoryPressureKind(), memory)
+	c.setPressureCondition(node, now, diskPressureKind(), disk)
+	c.setPressureCondition(node, now, pidPressureKind(), pid)
+	c.setReadyCondition(node, now)
+	c.recordSchedulableEvent(node)
 }
 
 // setMachineInfo sets the machine identifiers, the node's capacity (cpu,

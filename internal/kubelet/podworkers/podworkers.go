@@ -63,6 +63,7 @@ type podState struct {
 
 	startedTerminating bool // the worker saw the termination: no container starts any more
 	deleted            bool // deleted in config, or orphaned
+	evicted            bool // killed by the eviction manager
 	finished           bool // SyncTerminatedPod succeeded: the worker is gone
 	restartRequested   bool // a create for this UID came while it was terminating
 	observedRuntime    bool // a RunningPod for it was seen: it must be terminated
@@ -231,6 +232,9 @@ func (p *PodWorkers) UpdatePod(opts UpdatePodOptions) {
 	if st.terminated() && isRuntimePod {
 		return // a stale runtime view of a pod being cleaned up
 	}
+	if opts.KillPodOptions != nil && opts.KillPodOptions.Evict {
+		st.evicted = true
+	}
 	shortened := recordKill(st, pod, &opts)
 
 	if !known {
@@ -396,13 +400,13 @@ func (p *PodWorkers) ShouldPodRuntimeBeRemoved(uid k8stypes.UID) bool {
 }
 
 // ShouldPodContentBeRemoved reports whether everything of the pod (volumes,
-// directories) may be removed: it was deleted and is terminated, or (after
-// SyncKnownPods) it is unknown.
+// directories) may be removed: it was deleted or evicted and is terminated,
+// or (after SyncKnownPods) it is unknown.
 func (p *PodWorkers) ShouldPodContentBeRemoved(uid k8stypes.UID) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if st, ok := p.pods[uid]; ok {
-		return st.deleted && st.terminated()
+		return (st.deleted || st.evicted) && st.terminated()
 	}
 	return p.podsSynced
 }

@@ -82,6 +82,9 @@ type PodWorkerSync struct {
 type KillPodOptions struct {
 	// PodTerminationGracePeriodSecondsOverride asks for a (shorter) grace period.
 	PodTerminationGracePeriodSecondsOverride *int64
+	// Evict marks the pod evicted: once terminated, its content (containers,
+	// volumes, logs) may be removed although the pod is not deleted.
+	Evict bool
 	// CompletedCh is closed once the pod's containers are stopped
 	// (SyncTerminatingPod succeeded), at once if that already happened, or when
 	// the update is not a kill (the pod is not terminating).

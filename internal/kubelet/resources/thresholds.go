@@ -50,7 +50,7 @@ func ParseThresholds(m map[string]string) ([]Threshold, error) {
 	sort.Strings(signals)
 	var out []Threshold
 	for _, signal := range signals {
-		t, ok, err := parseThreshold(signal, strings.TrimSpace(m[signal]))
+		t, ok, err := ParseThreshold(signal, strings.TrimSpace(m[signal]))
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,9 @@ func ParseThresholds(m map[string]string) ([]Threshold, error) {
 	return out, nil
 }
 
-func parseThreshold(signal, val string) (Threshold, bool, error) {
+// ParseThreshold parses one threshold value of signal: a positive quantity or a
+// percentage in [0%,100%]; ok is false for "0%" and "100%", which disable it.
+func ParseThreshold(signal, val string) (Threshold, bool, error) {
 	switch signal {
 	case SignalMemoryAvailable, SignalNodeFsAvailable, SignalNodeFsInodesFree, SignalImageFsAvailable,
 		SignalImageFsInodesFree, SignalContainerFsAvailable, SignalContainerFsInodesFree,

@@ -270,3 +270,12 @@ func fileUsage(path string) (diskUsage, error) {
 	}
 	return diskUsage{at: time.Now(), bytes: uint64(st.Blocks) * 512, inodes: 1}, nil
 }
+
+// deviceOf is the device number of the filesystem holding path.
+func deviceOf(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return st.Dev, nil
+}

@@ -37,3 +37,5 @@ func walkDiskUsage(context.Context, string, time.Time) (diskUsage, error) {
 func fileUsage(string) (diskUsage, error) { return diskUsage{}, errUnsupported }
 
 func (p *Provider) systemContainers(time.Time) []statsapi.ContainerStats { return nil }
+
+func deviceOf(string) (uint64, error) { return 0, errUnsupported }

@@ -147,7 +147,7 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	wg.Go(func() { node, rootFs, nodeErr = p.nodeStats(ctx, full) })
 	wg.Go(func() { view, runErr = p.listRuntime(ctx) })
 	if full {
-		wg.Go(func() { imageFs, imgErr = p.imageFsStats(ctx) })
+		wg.Go(func() { imageFs, imgErr = p.ImageFsStats(ctx) })
 	}
 	wg.Wait()
 	if err := errors.Join(nodeErr, runErr, imgErr); err != nil {
@@ -252,10 +252,22 @@ func (p *Provider) bootTime() time.Time {
 	return p.boot
 }
 
-// imageFsStats is the runtime's first image filesystem (as upstream), its capacity
-// from statfs of the filesystem's mountpoint.
-func (p *Provider) imageFsStats(ctx context.Context) (*statsapi.FsStats, error) {
-	resp, err := p.images.ImageFsInfo(ctx)
+// ImageFsStats is the runtime's first image filesystem (ImageFs).
+func (p *Provider) ImageFsStats(ctx context.Context) (*statsapi.FsStats, error) {
+	return (&ImageFs{Images: p.images, Logger: p.logger}).ImageFsStats(ctx)
+}
+
+// ImageFs reads the runtime's image filesystem stats; the image manager uses
+// it without a whole Provider.
+type ImageFs struct {
+	Images internalapi.ImageManagerService
+	Logger *zap.Logger // nil: no logging
+}
+
+// ImageFsStats is the runtime's first image filesystem (as upstream), its
+// capacity from statfs of the filesystem's mountpoint.
+func (f *ImageFs) ImageFsStats(ctx context.Context) (*statsapi.FsStats, error) {
+	resp, err := f.Images.ImageFsInfo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("image filesystem info: %w", err)
 	}
@@ -269,9 +281,11 @@ func (p *Provider) imageFsStats(ctx context.Context) (*statsapi.FsStats, error) 
 		InodesUsed: valueOf(fs.GetInodesUsed()),
 	}
 	if mp := fs.GetFsId().GetMountpoint(); mp != "" {
-		fi, err := statFs(mp, p.now())
+		fi, err := statFs(mp, time.Now())
 		if err != nil {
-			p.logger.Debug("image filesystem capacity", zap.String("mountpoint", mp), zap.Error(err))
+			if f.Logger != nil {
+				f.Logger.Debug("image filesystem capacity", zap.String("mountpoint", mp), zap.Error(err))
+			}
 			return out, nil
 		}
 		base := fi.baseFsStats()

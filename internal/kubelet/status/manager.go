@@ -41,9 +41,12 @@ const ContainerReasonStatusUnknown = "ContainerStatusUnknown"
 // server (upstream's syncPeriod).
 const DefaultSyncPeriod = 10 * time.Second
 
-// PodDeletionSafetyProvider tells whether a pod's node resources (containers,
-// volumes) are gone, so that its API object may be removed.
+// PodDeletionSafetyProvider tells whether a pod's containers may still run
+// (its terminal phase is held back until they may not) and whether its node
+// resources (containers, volumes) are gone, so that its API object may be
+// removed.
 type PodDeletionSafetyProvider interface {
+	PodCouldHaveRunningContainers(pod *v1.Pod) bool
 	PodResourcesAreReclaimed(pod *v1.Pod) bool
 }
 

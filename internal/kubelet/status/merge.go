@@ -45,12 +45,19 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 //     IPs, QoS class and observed generation are kept when local has none;
 //   - keeps the fields others own (nominatedNodeName, resource claims, resize);
 //   - reports Ready and ContainersReady False once the phase is terminal
-//     (transition time now).
-func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time) v1.PodStatus {
+//     (transition time now);
+//   - holds back a terminal phase (with its reason and message) while the
+//     pod may still have running containers (mayBeRunning), as upstream: a
+//     pod is never reported terminal while it still holds the node's
+//     resources. Its DisruptionTarget condition is sent already.
+func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time, mayBeRunning bool) v1.PodStatus {
 	out := *local.DeepCopy()
 	api = *api.DeepCopy()
 	transitioningToTerminal := !IsTerminal(api.Phase) && IsTerminal(out.Phase)
 	if IsTerminal(api.Phase) && out.Phase != api.Phase {
+		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
+	}
+	if transitioningToTerminal && mayBeRunning {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
 	out.Conditions = mergeConditions(api.Conditions, local.Conditions, transitioningToTerminal)

@@ -101,9 +101,17 @@ func TestMergePodStatus(t *testing.T) {
 					t.Fatalf("conditions = %s, want none", condTypes(got.Conditions))
 				}
 				got = mergePodStatus(mergePod(v1.RestartPolicyNever), v1.PodStatus{Phase: v1.PodRunning},
-					v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow)
+					v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, false)
 				if s := condTypes(got.Conditions); s != "DisruptionTarget=True" {
 					t.Fatalf("terminal: conditions = %s", s)
+				}
+				// While the containers may still run, the phase stays (upstream holds
+				// a terminal phase back); DisruptionTarget goes already.
+				held := mergePodStatus(mergePod(v1.RestartPolicyNever), v1.PodStatus{Phase: v1.PodRunning},
+					v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "m",
+						Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, true)
+				if held.Phase != v1.PodRunning || held.Reason != "" || condTypes(held.Conditions) != "DisruptionTarget=True" {
+					t.Fatalf("may be running: phase %s reason %q conditions %s, want Running, no reason, DisruptionTarget", held.Phase, held.Reason, condTypes(held.Conditions))
 				}
 			},
 		},
@@ -207,7 +215,7 @@ func TestMergePodStatus(t *testing.T) {
 				policy = v1.RestartPolicyAlways
 			}
 			api := *tc.api.DeepCopy()
-			got := mergePodStatus(mergePod(policy), tc.api, tc.local, tNow)
+			got := mergePodStatus(mergePod(policy), tc.api, tc.local, tNow, false)
 			if !apiequality.Semantic.DeepEqual(api, tc.api) {
 				t.Fatal("mergePodStatus modified the API status")
 			}

@@ -226,6 +226,8 @@ type toggleSafety struct{ reclaimed atomic.Bool }
 
 func (s *toggleSafety) PodResourcesAreReclaimed(*v1.Pod) bool { return s.reclaimed.Load() }
 
+func (s *toggleSafety) PodCouldHaveRunningContainers(*v1.Pod) bool { return false }
+
 // A pod deleted by a user is removed (grace period 0) by the node once its
 // status is final and its resources are reclaimed, not before.
 func TestIntegrationDeleteAfterTermination(t *testing.T) {

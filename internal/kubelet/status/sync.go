@@ -165,9 +165,15 @@ func (s *Syncer) needsSync(p podSync, all bool) bool {
 // needsReconcile reports whether patching the pod's API status, as carried by
 // the pod object the kubelet last passed in, would change it.
 func (s *Syncer) needsReconcile(e *entry) bool {
-	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(s.store.clock.Now()))
+	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(e.pod))
 	_, unchanged, err := statusPatch(e.pod.UID, e.pod.Status, merged)
 	return err != nil || !unchanged
+}
+
+// mayBeRunning reports whether the pod may still have running containers,
+// so that its terminal phase is held back.
+func (s *Syncer) mayBeRunning(pod *v1.Pod) bool {
+	return s.safety != nil && s.safety.PodCouldHaveRunningContainers(pod)
 }
 
 // mayDelete reports whether pod may be removed from the API server: it is
@@ -225,7 +231,7 @@ func (s *Syncer) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) er
 		}
 		return nil
 	}
-	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(s.store.clock.Now()))
+	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(apiPod))
 	updated, unchanged, err := patchPodStatus(ctx, s.client, apiPod, merged)
 	if err != nil {
 		return err

@@ -26,6 +26,10 @@ type safetyFunc func(*v1.Pod) bool
 
 func (f safetyFunc) PodResourcesAreReclaimed(p *v1.Pod) bool { return f(p) }
 
+// PodCouldHaveRunningContainers: the tests' pods have stopped containers
+// once TerminatePod ran.
+func (f safetyFunc) PodCouldHaveRunningContainers(*v1.Pod) bool { return false }
+
 func boundPod(name string, uid k8stypes.UID) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: uid},
@@ -365,4 +369,44 @@ func TestRun(t *testing.T) {
 			t.Fatal("Run did not stop")
 		}
 	})
+}
+
+// runningSafety says the pod's containers may still run until stopped is set.
+type runningSafety struct{ stopped atomic.Bool }
+
+func (s *runningSafety) PodResourcesAreReclaimed(*v1.Pod) bool      { return s.stopped.Load() }
+func (s *runningSafety) PodCouldHaveRunningContainers(*v1.Pod) bool { return !s.stopped.Load() }
+
+// A terminal phase (an eviction's Failed) is held back while the pod's
+// containers may still run, as upstream; its DisruptionTarget goes at once.
+func TestSyncHoldsTerminalPhaseWhileRunning(t *testing.T) {
+	t.Parallel()
+	pod := boundPod("p", "u1")
+	safety := &runningSafety{}
+	m, client := newSyncManager(t, safety, pod)
+	m.SetPodStatus(pod, runningStatus(0))
+	m.syncBatch(context.Background(), false)
+	evicted := runningStatus(0)
+	evicted.Phase, evicted.Reason, evicted.Message = v1.PodFailed, "Evicted", "The node was low on resource: memory. "
+	evicted.Conditions = append(evicted.Conditions, cond(v1.DisruptionTarget, v1.ConditionTrue, tNow))
+	m.SetPodStatus(pod, evicted)
+	m.syncBatch(context.Background(), false)
+	got := apiStatus(t, client, "p")
+	if got.Phase != v1.PodRunning || got.Reason != "" || podCond(got.Conditions, v1.DisruptionTarget) == nil {
+		t.Fatalf("while running: phase %s reason %q conditions %s, want Running with DisruptionTarget", got.Phase, got.Reason, condTypes(got.Conditions))
+	}
+	safety.stopped.Store(true)
+	m.syncBatch(context.Background(), true)
+	if got := apiStatus(t, client, "p"); got.Phase != v1.PodFailed || got.Reason != "Evicted" {
+		t.Fatalf("once stopped: phase %s reason %q, want Failed / Evicted", got.Phase, got.Reason)
+	}
+}
+
+func podCond(conds []v1.PodCondition, typ v1.PodConditionType) *v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
 }

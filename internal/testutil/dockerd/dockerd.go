@@ -55,6 +55,10 @@ type Options struct {
 	Images []string
 	// LiveRestore keeps containers running while the daemon is down.
 	LiveRestore bool
+	// DiskMiB > 0 puts the data root on a fresh ext4 filesystem of that size
+	// (a loop mount at Disk, the data root in Disk/docker), for tests that fill
+	// the runtime's disk; the test may put more (a kubelet root dir) on Disk.
+	DiskMiB int64
 }
 
 // Daemon is a private dockerd. Its methods are not safe for concurrent use.
@@ -65,6 +69,8 @@ type Daemon struct {
 	Dir string
 	// Bridge is the daemon's default bridge, deleted when the test ends.
 	Bridge string
+	// Disk is the mount point of the loop filesystem of Options.DiskMiB ("" without).
+	Disk string
 
 	sock, logPath, confPath string
 	liveRestore             bool
@@ -96,6 +102,11 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if err := d.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
+	if opts.DiskMiB > 0 {
+		if err := d.mountDisk(opts.DiskMiB); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d.Launch(t)
 	if len(opts.Images) > 0 {
 		if err := CopyImages(d.Endpoint, opts.Images...); err != nil {
@@ -103,6 +114,40 @@ func Start(t testing.TB, opts Options) *Daemon {
 		}
 	}
 	return d
+}
+
+// mountDisk makes an ext4 filesystem of sizeMiB (no blocks reserved for
+// root) in an image file under Dir and loop-mounts it on Dir/disk; the
+// cleanup's unmount detaches the loop device.
+func (d *Daemon) mountDisk(sizeMiB int64) error {
+	img := filepath.Join(d.Dir, "disk.img")
+	f, err := os.Create(img)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(sizeMiB << 20)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	d.Disk = filepath.Join(d.Dir, "disk")
+	if err := os.MkdirAll(d.Disk, 0o755); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"mkfs.ext4", "-q", "-F", "-m", "0", img}, {"mount", "-o", "loop", img, d.Disk}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// dataRoot is dockerd's --data-root.
+func (d *Daemon) dataRoot() string {
+	if d.Disk != "" {
+		return filepath.Join(d.Disk, "docker")
+	}
+	return filepath.Join(d.Dir, "data")
 }
 
 // createBridge creates the daemon's bridge on a free private /24.
@@ -137,7 +182,7 @@ func (d *Daemon) writeConfig() error {
 // args are dockerd's flags: everything in Dir, no iptables, no proxy.
 func (d *Daemon) args() []string {
 	return []string{"--config-file=" + d.confPath, "-H", d.Endpoint,
-		"--data-root=" + filepath.Join(d.Dir, "data"), "--exec-root=" + filepath.Join(d.Dir, "x"),
+		"--data-root=" + d.dataRoot(), "--exec-root=" + filepath.Join(d.Dir, "x"),
 		"--pidfile=" + filepath.Join(d.Dir, "d.pid"), "--bridge=" + d.Bridge,
 		"--iptables=false", "--ip-masq=false", "--userland-proxy=false"}
 }
