@@ -149,7 +149,7 @@ func newImageManager(cfg *Config, clients *criClients, nodeEvent func(string, st
 	logger *zap.Logger) (*images.Manager, error) {
 	k := &cfg.Kubelet
 	return images.New(images.Options{Images: clients.images, Containers: clients.runtime,
-		Fs:     &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
+		Fs: &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
 		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
 			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
 		Event: nodeEvent, Registerer: reg, Logger: logger.Named("images")})

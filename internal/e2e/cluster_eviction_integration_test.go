@@ -25,7 +25,9 @@ func evictedMessagePrefix(resource string) string {
 }
 
 // isFailedEvicted: the pod ended Failed with reason Evicted.
-func isFailedEvicted(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" }
+func isFailedEvicted(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted"
+}
 
 // checkDisruptionTarget fails unless the pod carries (want) or lacks the
 // DisruptionTarget condition of a kubelet eviction.
@@ -128,6 +130,9 @@ func testEviction(t *testing.T, c *controlplane.Cluster) {
 	}
 	checkDisruptionTarget(t, leak, true)
 	n.logReactionTime(leak)
+	// The kernel's memcg notification woke the manager (the leak crossed
+	// the kubepods cgroup's trigger between two samples).
+	n.waitLogLine("eviction manager: hard allocatable memory eviction threshold crossed", 5*time.Second)
 
 	// Under memory pressure (the condition on the Node, the controller-manager's
 	// taint) a BestEffort pod is refused, a Burstable one not.

@@ -19,10 +19,10 @@ import (
 
 // Defaults, as in the upstream KubeletConfiguration.
 const (
-	DefaultStatusUpdateFrequency    = 10 * time.Second
-	DefaultStatusReportFrequency    = 5 * time.Minute
-	DefaultLeaseDuration            = 40 * time.Second
-	DefaultKubeletPort              = 10250
+	DefaultStatusUpdateFrequency = 10 * time.Second
+	DefaultStatusReportFrequency = 5 * time.Minute
+	DefaultLeaseDuration         = 40 * time.Second
+	DefaultKubeletPort           = 10250
 )
 
 // RuntimeInfo reports the container runtime's name and version, e.g.
