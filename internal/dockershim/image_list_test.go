@@ -140,3 +140,27 @@ func TestImageListUsesUserCache(t *testing.T) {
 		t.Error("user of a removed image is still cached")
 	}
 }
+
+// TestImagePinnedSandboxImage: the sandbox (pause) image is reported pinned
+// by ListImages and ImageStatus, so that the kubelet's image GC keeps it;
+// other images are not.
+func TestImagePinnedSandboxImage(t *testing.T) {
+	t.Parallel()
+	f := &statsFakeDocker{images: []libdocker.ImageSummary{
+		{ID: imageTestID, RepoTags: []string{"busybox:latest"}, Size: 2000},
+		{ID: "sha256:cccc", RepoTags: []string{"registry.k8s.io/pause:3.10"}, Size: 300},
+	}}
+	s := statsTestService(t, f)
+	s.podInfraImage = "registry.k8s.io/pause:3.10"
+	resp, err := s.ListImages(context.Background(), &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := map[string]bool{}
+	for _, img := range resp.Images {
+		pinned[img.Id] = img.Pinned
+	}
+	if !pinned["sha256:cccc"] || pinned[imageTestID] {
+		t.Errorf("pinned = %v, want the pause image only", pinned)
+	}
+}

@@ -48,6 +48,7 @@ func testDiskPressure(t *testing.T, c *controlplane.Cluster) {
 		"--eviction-pressure-transition-period=30s", "--minimum-image-ttl-duration=0s")
 	n.start()
 	n.waitNodeReady(90 * time.Second)
+	n.checkNodeImages(pauseImage, busyboxImage, unusedImage)
 	n.writeManifest("keeper.yaml", manifest("keeper", "  containers:\n  - name: app\n    image: @IMAGE@\n    imagePullPolicy: Never\n    command: [sleep, \"3600\"]\n"))
 	n.waitPod("keeper", podStartTimeout, "running", runningAndReady)
 
@@ -110,6 +111,40 @@ func testDiskPressure(t *testing.T, c *controlplane.Cluster) {
 	if want := "Pod was rejected: The node had condition: [DiskPressure]. "; late.Status.Reason != "Evicted" || late.Status.Message != want {
 		t.Errorf("pod under disk pressure: reason %q message %q, want Evicted / %q", late.Status.Reason, late.Status.Message, want)
 	}
+}
+
+// checkNodeImages waits until node.status.images lists exactly the images
+// (by name, largest first, each with its size).
+func (n *clusterNode) checkNodeImages(images ...string) {
+	n.t.Helper()
+	n.poll(90*time.Second, "node.status.images lists the runtime's images", func() (bool, string) {
+		node, err := n.apiNode()
+		if err != nil {
+			return false, err.Error()
+		}
+		got := node.Status.Images
+		if len(got) != len(images) {
+			return false, fmt.Sprintf("%+v", got)
+		}
+		for i := range got {
+			if got[i].SizeBytes <= 0 || len(got[i].Names) == 0 || len(got[i].Names) > 5 ||
+				(i > 0 && got[i].SizeBytes > got[i-1].SizeBytes) {
+				return false, fmt.Sprintf("%+v", got)
+			}
+		}
+		for _, want := range images {
+			found := false
+			for _, img := range got {
+				for _, name := range img.Names {
+					found = found || name == want || strings.HasSuffix(name, "/"+want)
+				}
+			}
+			if !found {
+				return false, fmt.Sprintf("no %s in %+v", want, got)
+			}
+		}
+		return true, ""
+	})
 }
 
 // fsSpace is the capacity and available bytes of the filesystem holding dir.

@@ -71,14 +71,9 @@ func rankMemoryPressure(pods []*v1.Pod, stats podStatsFunc) {
 
 // rankPIDPressure: lower priority first, then more processes.
 func rankPIDPressure(pods []*v1.Pod, stats podStatsFunc) {
-	orderBy(pods, priority, func(p1, p2 *v1.Pod) int {
-		s1, ok1 := stats(p1)
-		s2, ok2 := stats(p2)
-		if !ok1 || !ok2 {
-			return cmpBool(!ok1, !ok2)
-		}
+	orderBy(pods, priority, byStats(stats, func(_ *v1.Pod, s1 statsapi.PodStats, _ *v1.Pod, s2 statsapi.PodStats) int {
 		return cmpInt64Desc(processCount(s1), processCount(s2))
-	})
+	}))
 }
 
 // rankDiskPressure ranks by the usage of the given parts of the pods' disk
@@ -95,26 +90,31 @@ func rankDiskPressure(parts []fsStatsType, res v1.ResourceName) rankFunc {
 // usageFunc measures one resource of a pod from its stats.
 type usageFunc func(pod *v1.Pod, s statsapi.PodStats) int64
 
-func exceedsRequests(stats podStatsFunc, usage usageFunc, res v1.ResourceName) cmpFunc {
+// byStats compares two pods by their stats with cmp; a pod without stats
+// comes first (upstream evicts those first).
+func byStats(stats podStatsFunc, cmp func(p1 *v1.Pod, s1 statsapi.PodStats, p2 *v1.Pod, s2 statsapi.PodStats) int) cmpFunc {
 	return func(p1, p2 *v1.Pod) int {
 		s1, ok1 := stats(p1)
 		s2, ok2 := stats(p2)
 		if !ok1 || !ok2 {
 			return cmpBool(!ok1, !ok2)
 		}
-		return cmpBool(usage(p1, s1) > podRequest(p1, res), usage(p2, s2) > podRequest(p2, res))
+		return cmp(p1, s1, p2, s2)
 	}
 }
 
+// exceedsRequests puts pods using more of res than they request first.
+func exceedsRequests(stats podStatsFunc, usage usageFunc, res v1.ResourceName) cmpFunc {
+	return byStats(stats, func(p1 *v1.Pod, s1 statsapi.PodStats, p2 *v1.Pod, s2 statsapi.PodStats) int {
+		return cmpBool(usage(p1, s1) > podRequest(p1, res), usage(p2, s2) > podRequest(p2, res))
+	})
+}
+
+// usageAboveRequest puts the larger usage above the request of requestOf first.
 func usageAboveRequest(stats podStatsFunc, usage usageFunc, requestOf v1.ResourceName) cmpFunc {
-	return func(p1, p2 *v1.Pod) int {
-		s1, ok1 := stats(p1)
-		s2, ok2 := stats(p2)
-		if !ok1 || !ok2 {
-			return cmpBool(!ok1, !ok2)
-		}
+	return byStats(stats, func(p1 *v1.Pod, s1 statsapi.PodStats, p2 *v1.Pod, s2 statsapi.PodStats) int {
 		return cmpInt64Desc(usage(p1, s1)-podRequest(p1, requestOf), usage(p2, s2)-podRequest(p2, requestOf))
-	}
+	})
 }
 
 // priority puts lower priority first.

@@ -267,7 +267,8 @@ func dump(v any) string {
 
 // BenchmarkSummary50Pods measures Summary with 50 running pods (a pause sandbox and
 // one pause container each) on a real shim: the first (cold) full Summary, then warm
-// full and CPU-and-memory summaries, /stats/summary over HTTP, and for comparison the
+// full and CPU-and-memory summaries, the eviction signals' NodeStats,
+// /stats/summary over HTTP, and for comparison the
 // runtime's ListPodSandboxStats alone.
 func BenchmarkSummary50Pods(b *testing.B) {
 	const pods = 50
@@ -296,6 +297,8 @@ func BenchmarkSummary50Pods(b *testing.B) {
 	}{
 		{"full", func() error { _, err := prov.Summary(ctx, false); return err }},
 		{"cpu-and-memory", func() error { _, err := prov.Summary(ctx, true); return err }},
+		// What the eviction manager samples every 10s without a threshold met.
+		{"node-stats", func() error { _, err := prov.NodeStats(ctx); return err }},
 		{"http", httpSummary(b, prov)},
 		// The runtime's share: the one stats call a Summary waits for.
 		{"cri-ListPodSandboxStats", func() error {
@@ -367,4 +370,46 @@ func httpSummary(b *testing.B, prov *Provider) func() error {
 		}
 		return nil
 	}
+}
+
+// TestIntegrationNodeStats: the eviction signals' sample has the node's
+// memory, root filesystem, rlimit and the runtime's image filesystem with its
+// capacity, and no pods; the image filesystem of this host's dockerd is on the
+// same device as a temp root dir, so it is not dedicated.
+func TestIntegrationNodeStats(t *testing.T) {
+	e := startShim(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prov, err := New(Options{Runtime: e.rt, Images: e.img, NodeName: "stats-node", RootDir: e.root, PodLogsDir: e.logs,
+		Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := prov.NodeStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIntegrationNode(t, *n)
+	if n.Rlimit == nil || n.Rlimit.MaxPID == nil || n.Rlimit.NumOfRunningProcesses == nil ||
+		n.Runtime == nil || n.Runtime.ImageFs == nil || ptrVal(n.Runtime.ImageFs.CapacityBytes) == 0 ||
+		ptrVal(n.Runtime.ImageFs.AvailableBytes) == 0 {
+		t.Errorf("node stats lack what the eviction signals read: %s", dump(n))
+	}
+	dedicated, err := prov.HasDedicatedImageFs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := deviceOfTest(t, e.root) != deviceOfTest(t, "/var/lib/docker")
+	if dedicated != want {
+		t.Errorf("HasDedicatedImageFs = %v, want %v", dedicated, want)
+	}
+}
+
+func deviceOfTest(t *testing.T, path string) uint64 {
+	t.Helper()
+	d, err := deviceOf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
