@@ -225,3 +225,63 @@ func machineMemory(t *testing.T) int64 {
 	t.Fatal("no MemTotal in /proc/meminfo")
 	return 0
 }
+
+// pidAvailable is the node's pid.available now: min(pid_max, threads-max)
+// less the tasks /proc/loadavg counts.
+func pidAvailable(t *testing.T) int64 {
+	t.Helper()
+	readInt := func(path string, field int) int64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if field >= len(f) {
+			t.Fatalf("%s: %q", path, b)
+		}
+		s := f[field]
+		if _, after, ok := strings.Cut(s, "/"); ok {
+			s = after
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	return min(readInt("/proc/sys/kernel/pid_max", 0), readInt("/proc/sys/kernel/threads-max", 0)) - readInt("/proc/loadavg", 3)
+}
+
+// testPIDPressure (issue 13): with pid.available's threshold 1500 below what
+// is available when the node starts, a pod that forks 3000 processes
+// crosses it: the node reports PIDPressure (and the controller-manager taints
+// it), the pod with the most processes is evicted with upstream's message
+// (no container details for pids) and the other pod keeps running.
+func testPIDPressure(t *testing.T, c *controlplane.Cluster) {
+	n := newClusterNode(t, c)
+	n.createNamespace()
+	threshold := pidAvailable(t) - 1500
+	n.extra = append(n.extra, fmt.Sprintf("--eviction-hard=pid.available<%d", threshold), "--eviction-pressure-transition-period=20s")
+	n.start()
+	n.waitNodeReady(90 * time.Second)
+	n.applyYAML(n.boundPodYAML("quiet", 2, `["sleep", "3600"]`, "resources: {requests: {memory: 8Mi}}"))
+	n.waitAPIPod("quiet", podStartTimeout, "running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	n.applyYAML(n.boundPodYAML("forker", 2, `["sh", "-c", "i=0; while [ $i -lt 3000 ]; do sleep 3600 & i=$((i+1)); done; wait"]`,
+		"resources: {requests: {memory: 8Mi}}"))
+	forker := n.waitAPIPod("forker", 2*time.Minute, "evicted", isFailedEvicted)
+	want := fmt.Sprintf("The node was low on resource: pids. Threshold quantity: %d, available: ", threshold)
+	if !strings.HasPrefix(forker.Status.Message, want) || strings.Contains(forker.Status.Message, "Container ") {
+		t.Errorf("evicted pod message %q, want %q... without container details", forker.Status.Message, want)
+	}
+	checkDisruptionTarget(t, forker, true)
+	n.checkEvictedEvent(forker, "pids")
+	n.waitNodeCondition(v1.NodePIDPressure, v1.ConditionTrue, 15*time.Second)
+	n.waitTaint(v1.TaintNodePIDPressure, true, 20*time.Second)
+	if p, err := n.apiPod("quiet"); err != nil || p.Status.Phase != v1.PodRunning {
+		t.Errorf("the pod with one process did not keep running: %v %v", err, p.Status)
+	}
+	n.poll(20*time.Second, "kubelet_evictions{pid.available} = 1", func() (bool, string) {
+		v, err := n.metric(`kubelet_evictions{eviction_signal="pid.available"}`)
+		return err == nil && v == 1, fmt.Sprint(v, err)
+	})
+}

@@ -47,6 +47,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "InPlaceResize", run: testInPlaceResize},
 		{desc: "Eviction", run: testEviction},
 		{desc: "DiskPressure", run: testDiskPressure},
+		{desc: "PIDPressure", run: testPIDPressure},
 	})
 }
 
