@@ -23,5 +23,7 @@
 //	paths, err := cgroupfs.Resolve(mounts, proc)
 //	sample, err := cgroupfs.ReadSample(paths) // errors.Is(err, cgroupfs.ErrGone) once it stopped
 //
-// The package holds no state and starts no goroutines; every call reads the files anew.
+// The package starts no goroutines. Apart from the memory threshold notifier
+// (the eventfd that the eviction manager's kernelMemcgNotification arms on a
+// v1 memory cgroup), it holds no state: every call reads the files anew.
 package cgroupfs

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
 // The eviction_signal labels of local storage evictions (upstream's).
@@ -95,7 +96,7 @@ func (m *Manager) nodeReclaimFuncs(deps Deps, signal string) []func(context.Cont
 	if signalResource[signal] == v1.ResourceMemory || signalResource[signal] == resourcePIDs {
 		return nil
 	}
-	if *m.dedicatedImageFs && (signal == "nodefs.available" || signal == "nodefs.inodesFree") {
+	if *m.dedicatedImageFs && (signal == resources.SignalNodeFsAvailable || signal == resources.SignalNodeFsInodesFree) {
 		return nil
 	}
 	var out []func(context.Context) error

@@ -9,8 +9,9 @@
 // taints are not touched.
 //
 // The status loop runs every StatusUpdateFrequency (jittered): it GETs the Node,
-// recomputes addresses, capacity and allocatable, nodeInfo, daemon endpoints and
-// the MemoryPressure, DiskPressure, PIDPressure and Ready conditions, and sends
+// recomputes addresses, capacity and allocatable, nodeInfo, daemon endpoints, the
+// images (Options.Images), the MemoryPressure, DiskPressure and PIDPressure
+// conditions (as the eviction manager reports them) and Ready, and sends
 // a strategic merge patch of the status subresource when something other than a
 // heartbeat time changed or StatusReportFrequency passed (5 tries per update).
 // Until the node is first reported Ready it also polls Readiness every 100ms, so
@@ -30,7 +31,10 @@
 //	ctl, err := nodestatus.New(nodestatus.Options{
 //		Client:         client, // with the node's credentials
 //		NodeName:       "node-1",
-//		EvictionHard:   map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+//		Resources:      nodeResources,   // resources.Node
+//		Pressure:       evictionManager, // eviction.Manager
+//		Images:         imageManager,    // images.Manager
+//		MaxImages:      50,
 //		Runtime:        runtimeInfo,
 //		Readiness:      runtimeState.Err,
 //		KubeletVersion: "v1.37.1",
