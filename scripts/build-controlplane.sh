@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-controlplane.sh: build a real Kubernetes control plane for end-to-end tests:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes
-# v1.37.1) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
+# v1.37.1), upstream's kubelet as upstream-kubelet (what this kubelet's flags and
+# feature gates are compared with) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
 # the throwaway module in scripts/controlplane (never the product's go.mod). The
 # binaries are cached in $KDS_CONTROLPLANE_DIR (default /var/cache/kubelet-dockershim/
 # controlplane) and rebuilt only when scripts/controlplane changes: a cold build takes
@@ -15,6 +16,10 @@ OUT=${KDS_CONTROLPLANE_DIR:-/var/cache/kubelet-dockershim/controlplane}
 MOD="$KDS_SCRIPTS/controlplane"
 
 kds_ensure_go
+mkdir -p "$OUT"
+# One build at a time: tests may call this script concurrently.
+exec 9>"$OUT/.lock"
+flock 9
 stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/tools.go" "$0" | sha256sum | cut -c1-16)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$stamp" ]]; then
 	kds_log "control plane binaries are up to date in $OUT/bin"
@@ -31,10 +36,11 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 cd "$MOD"
 start=$SECONDS
-kds_log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION (cold: 8-13 min)"
+kds_log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet $K8S_VERSION (cold: 8-13 min)"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/bin/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/bin/upstream-kubelet" k8s.io/kubernetes/cmd/kubelet
 kds_log "building etcd"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/bin/etcd" go.etcd.io/etcd/server/v3
 echo "$stamp" >"$OUT/stamp"

@@ -79,6 +79,7 @@ func baseConfig(args []string) (Config, error) {
 	applyEvictionHardDefaults(kc)
 	cfg.Kubelet = *kc
 	cfg.ConfigFile = path
+	cfg.fileFeatureGates = kc.FeatureGates
 	return cfg, nil
 }
 

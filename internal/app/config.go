@@ -9,7 +9,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/featuregate"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
 // Container runtimes --container-runtime accepts.
@@ -49,6 +52,11 @@ type Config struct {
 	RegisterWithTaints        string // flag form "key=value:Effect,..."; parsed into Kubelet.RegisterWithTaints
 	Verbosity                 int
 	ShowVersion               bool
+	// fileFeatureGates are the config file's featureGates: --feature-gates
+	// is merged over them (the flag wins per gate), as upstream.
+	fileFeatureGates map[string]bool
+	// features is FeatureGate's result, set when the node starts.
+	features featuregate.FeatureGate
 	// The container GC policy (deprecated flags, no config field).
 	MinimumGCAge            time.Duration
 	MaxPerPodContainerCount int32
@@ -126,7 +134,24 @@ func (c *Config) Validate() error {
 	if err := validateKubeletConfig(&c.Kubelet); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.FeatureGate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// FeatureGate is the upstream kubelet's gate set with featureGates (and
+// --feature-gates) applied; an unknown gate or a change to a locked one is
+// upstream's error.
+func (c *Config) FeatureGate() (featuregate.FeatureGate, error) {
+	fg, err := features.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := fg.SetFromMap(c.Kubelet.FeatureGates); err != nil {
+		return nil, fmt.Errorf("failed to set feature gates from initial flags-based config: %w", err)
+	}
+	return fg, nil
 }
 
 // ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.

@@ -2,10 +2,13 @@ package app
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
 // addFlags binds the kubelet-compatible flags. Flag-only settings go to cfg's own
@@ -16,6 +19,7 @@ func addFlags(fs *pflag.FlagSet, cfg *Config) {
 	addNodeFlags(fs, cfg)
 	addServerFlags(fs, cfg)
 	k := &cfg.Kubelet
+	fs.Var(cliflag.NewMapStringBool(&k.FeatureGates), "feature-gates", featureGatesUsage())
 	fs.StringVar(&k.StaticPodPath, "pod-manifest-path", k.StaticPodPath, "Path to the directory (or file) of static pod manifests.")
 	fs.StringVar(&k.StaticPodURL, "manifest-url", k.StaticPodURL, "URL to fetch static pod manifests from.")
 	fs.DurationVar(&k.FileCheckFrequency.Duration, "file-check-frequency", k.FileCheckFrequency.Duration, "How often the manifest directory is re-read in full.")
@@ -154,7 +158,24 @@ func finishFlags(fs *pflag.FlagSet, cfg *Config) error {
 		}
 		cfg.Kubelet.RegisterWithTaints = taints
 	}
+	if fs.Changed("feature-gates") {
+		for name, v := range cfg.fileFeatureGates {
+			if _, ok := cfg.Kubelet.FeatureGates[name]; !ok {
+				cfg.Kubelet.FeatureGates[name] = v
+			}
+		}
+	}
 	return nil
+}
+
+// featureGatesUsage is upstream's --feature-gates help: the known gates, one
+// per line.
+func featureGatesUsage() string {
+	known := "(none)"
+	if fg, err := features.New(); err == nil {
+		known = strings.Join(fg.KnownFeatures(), "\n")
+	}
+	return "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n" + known
 }
 
 // configFileFromArgs finds --config in args before the full parse, so that the file is

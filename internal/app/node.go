@@ -14,6 +14,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 )
 
@@ -30,6 +31,14 @@ type criClients struct {
 // started through one lifecycle and stopped in reverse; containers keep running.
 func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	applyReservedCPUs(&cfg.Kubelet, logger)
+	fg, err := cfg.FeatureGate()
+	if err != nil {
+		return err
+	}
+	cfg.features = fg
+	if gates := features.NoEffect(cfg.Kubelet.FeatureGates); len(gates) > 0 {
+		logger.Warn("These feature gates have no effect in this kubelet", zap.Strings("gates", gates))
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lc := newLifecycle(logger)

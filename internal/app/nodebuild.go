@@ -14,6 +14,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
@@ -133,7 +134,7 @@ func newEvictionManager(cfg *Config, n *node, podEvent func(*v1.Pod, map[string]
 	}
 	var hugePages int64
 	for name, q := range n.resources.Capacity() {
-		if resources.IsHugePages(name) {
+		if resources.IsHugePages(name) && (cfg.features == nil || cfg.features.Enabled(features.HugepageAwareEviction)) {
 			hugePages += q.Value()
 		}
 	}

@@ -217,3 +217,33 @@ func TestGCFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFeatureGates: --feature-gates and featureGates are the upstream
+// kubelet's gates: the flag is merged over the file per gate (as upstream),
+// an unknown or locked gate fails with upstream's error.
+func TestFeatureGates(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, header+"featureGates: {EventedPLEG: true, HugepageAwareEviction: false}\n")
+	c, err := parseConfig(t, []string{"--config", file, "--feature-gates=HugepageAwareEviction=true,AllAlpha=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"EventedPLEG": true, "HugepageAwareEviction": true, "AllAlpha": false}
+	if len(c.Kubelet.FeatureGates) != len(want) {
+		t.Fatalf("featureGates = %v, want %v", c.Kubelet.FeatureGates, want)
+	}
+	for k, v := range want {
+		if c.Kubelet.FeatureGates[k] != v {
+			t.Fatalf("featureGates = %v, want %v", c.Kubelet.FeatureGates, want)
+		}
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"--feature-gates=NoSuchGate=true", "failed to set feature gates from initial flags-based config: unrecognized feature gate: NoSuchGate"},
+		{"--feature-gates=AggregatedDiscoveryRemoveBetaType=false", "feature is locked to true"},
+		{"--feature-gates=EventedPLEG=maybe", "invalid value of EventedPLEG"},
+	} {
+		if _, err := parseConfig(t, []string{tc.arg}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}

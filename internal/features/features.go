@@ -1,0 +1,62 @@
+// Package features is the kubelet's feature gate set: every gate the upstream
+// kubelet v1.37.1 accepts (upstream.go, generated from that kubelet by
+// scripts/controlplane/featuregates), with its default, stage and lock, in a
+// k8s.io/component-base feature gate, so that --feature-gates and the
+// featureGates config field are accepted, refused (unknown gates, locked
+// ones) and reported exactly as upstream's kubelet does.
+//
+// Most gates change behaviour this kubelet does not implement; NoEffect names
+// those a setting turns away from their default, so that the kubelet says so
+// at start instead of silently ignoring them.
+//
+// It is a leaf: it imports nothing from this module.
+package features
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/component-base/featuregate"
+)
+
+// Gates this kubelet reads.
+const (
+	// HugepageAwareEviction takes the huge pages off memory.available.
+	HugepageAwareEviction featuregate.Feature = "HugepageAwareEviction"
+)
+
+// honoured are the gates whose setting this kubelet acts on.
+var honoured = map[featuregate.Feature]bool{
+	HugepageAwareEviction: true,
+}
+
+// New returns a feature gate set with every upstream kubelet gate at its
+// default.
+func New() (featuregate.MutableFeatureGate, error) {
+	fg := featuregate.NewFeatureGate()
+	if err := fg.Add(upstreamGates); err != nil {
+		return nil, fmt.Errorf("feature gates: %w", err)
+	}
+	return fg, nil
+}
+
+// NoEffect lists, sorted as "Name=value", the gates settings sets to a value
+// other than the default that this kubelet does not act on; AllAlpha=true
+// and AllBeta=true are named too (they turn on many such gates).
+func NoEffect(settings map[string]bool) []string {
+	var out []string
+	for name, value := range settings {
+		spec, ok := upstreamGates[featuregate.Feature(name)]
+		if !ok || spec.Default == value || honoured[featuregate.Feature(name)] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=%v", name, value))
+	}
+	for _, all := range []string{"AllAlpha", "AllBeta"} {
+		if settings[all] {
+			out = append(out, all+"=true")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
