@@ -85,12 +85,9 @@ func (c *apiConn) close() {
 // podRecorder returns the kubelet's pod event recorder: every event is logged
 // and, with an API server, recorded there.
 func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
+	annotated := annotatedPodRecorder(conn, logger)
 	return func(pod *v1.Pod, eventType, reason, message string) {
-		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
-			zap.String("reason", reason), zap.String("message", message))
-		if conn != nil && pod.UID != "" {
-			conn.recorder.Event(pod, eventType, reason, message)
-		}
+		annotated(pod, nil, eventType, reason, message)
 	}
 }
 
@@ -99,8 +96,12 @@ func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
 // server.
 func annotatedPodRecorder(conn *apiConn, logger *zap.Logger) func(*v1.Pod, map[string]string, string, string, string) {
 	return func(pod *v1.Pod, annotations map[string]string, eventType, reason, message string) {
-		logger.Info("event", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
-			zap.String("reason", reason), zap.String("message", message), zap.Any("annotations", annotations))
+		fields := []zap.Field{zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
+			zap.String("reason", reason), zap.String("message", message)}
+		if len(annotations) > 0 {
+			fields = append(fields, zap.Any("annotations", annotations))
+		}
+		logger.Info("event", fields...)
 		if conn != nil && pod.UID != "" {
 			conn.recorder.AnnotatedEventf(pod, annotations, eventType, reason, "%s", message)
 		}

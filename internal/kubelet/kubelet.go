@@ -245,5 +245,5 @@ func (k *Kubelet) PodCouldHaveRunningContainers(pod *v1.Pod) bool {
 // worker finished SyncTerminatedPod (containers stopped, volumes torn down) or
 // it never ran. The status manager deletes a deleted API pod only then.
 func (k *Kubelet) PodResourcesAreReclaimed(pod *v1.Pod) bool {
-	return !k.workers.CouldHaveRunningContainers(pod.UID)
+	return !k.PodCouldHaveRunningContainers(pod)
 }

@@ -252,11 +252,6 @@ func (m *Manager) update(obs observations, node *statsapi.NodeStats) []Threshold
 	for c := range conditionsOf(met) {
 		m.condLastSeen[c] = now
 	}
-	for c, at := range m.condLastSeen {
-		if now.Sub(at) >= m.opts.PressureTransitionPeriod {
-			delete(m.condLastSeen, c)
-		}
-	}
 	m.conditions = conditionsObservedSince(m.condLastSeen, m.opts.PressureTransitionPeriod, now)
 	met = metGracePeriod(met, m.firstAt, now)
 	m.met = met

@@ -47,15 +47,18 @@ func (s *notifierSet) refresh(ctx context.Context, m *Manager) {
 	runCtx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	for _, t := range m.opts.Thresholds {
-		cgroup, mem := "/", node.Memory
+		var cgroup string
+		var mem *statsapi.MemoryStats
+		var hugePages int64
 		switch t.Signal {
 		case resources.SignalMemoryAvailable:
+			cgroup, mem, hugePages = "/", node.Memory, m.opts.HugePagesBytes
 		case resources.SignalAllocatableMemoryAvailable:
 			cgroup, mem = m.opts.PodsCgroup, podsMemory(node)
 		default:
 			continue
 		}
-		trigger, ok := usageTrigger(t, mem, m.opts.HugePagesBytes*boolInt(t.Signal == resources.SignalMemoryAvailable))
+		trigger, ok := usageTrigger(t, mem, hugePages)
 		if !ok || cgroup == "" {
 			continue
 		}
@@ -108,15 +111,6 @@ func usageTrigger(t Threshold, mem *statsapi.MemoryStats, hugePages int64) (int6
 	return trigger, trigger > 0
 }
 
-func podsMemory(node *statsapi.NodeStats) *statsapi.MemoryStats {
-	for _, sc := range node.SystemContainers {
-		if sc.Name == statsapi.SystemContainerPods {
-			return sc.Memory
-		}
-	}
-	return nil
-}
-
 func describeNotifier(t Threshold) string {
 	d := "soft "
 	if t.hard() {
@@ -126,11 +120,4 @@ func describeNotifier(t Threshold) string {
 		d += "allocatable "
 	}
 	return d + "memory eviction threshold"
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }

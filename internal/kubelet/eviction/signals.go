@@ -68,11 +68,9 @@ func makeObservations(node *statsapi.NodeStats, hugePages int64) observations {
 		obs[resources.SignalMemoryAvailable] = observation{available: avail,
 			capacity: avail + int64(*m.WorkingSetBytes), format: resource.BinarySI, time: m.Time.Time}
 	}
-	for _, sc := range node.SystemContainers {
-		if m := sc.Memory; sc.Name == statsapi.SystemContainerPods && m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
-			obs[resources.SignalAllocatableMemoryAvailable] = observation{available: int64(*m.AvailableBytes),
-				capacity: int64(*m.AvailableBytes + *m.WorkingSetBytes), format: resource.BinarySI, time: m.Time.Time}
-		}
+	if m := podsMemory(node); m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
+		obs[resources.SignalAllocatableMemoryAvailable] = observation{available: int64(*m.AvailableBytes),
+			capacity: int64(*m.AvailableBytes + *m.WorkingSetBytes), format: resource.BinarySI, time: m.Time.Time}
 	}
 	addFs(obs, node.Fs, resources.SignalNodeFsAvailable, resources.SignalNodeFsInodesFree)
 	if rt := node.Runtime; rt != nil {
@@ -98,4 +96,15 @@ func addFs(obs observations, fs *statsapi.FsStats, bytesSignal, inodesSignal str
 		obs[inodesSignal] = observation{available: int64(*fs.InodesFree), capacity: int64(*fs.Inodes),
 			format: resource.DecimalSI, time: fs.Time.Time}
 	}
+}
+
+// podsMemory is the memory of the "pods" system container (the
+// node-allocatable cgroup), or nil.
+func podsMemory(node *statsapi.NodeStats) *statsapi.MemoryStats {
+	for _, sc := range node.SystemContainers {
+		if sc.Name == statsapi.SystemContainerPods {
+			return sc.Memory
+		}
+	}
+	return nil
 }
