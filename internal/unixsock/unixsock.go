@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -86,17 +87,40 @@ func listenUnix(path string, mode, dirMode fs.FileMode) (_ net.Listener, retErr 
 	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 		return nil, fmt.Errorf("creating socket directory: %w", err)
 	}
-	lis, err := net.Listen("unix", path)
+	// Bound under a temporary name, given its mode, then renamed: the socket
+	// never appears at path with the umask's mode.
+	tmp := path + ".~"
+	_ = os.Remove(tmp) // left by a crash between bind and rename
+	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
+	lis.SetUnlinkOnClose(false)
 	defer func() {
 		if retErr != nil {
-			_ = lis.Close() // also unlinks the socket file
+			_ = lis.Close()
+			_ = os.Remove(tmp)
 		}
 	}()
-	if err := os.Chmod(path, mode); err != nil {
+	if err := os.Chmod(tmp, mode); err != nil {
 		return nil, fmt.Errorf("setting mode of socket %s: %w", path, err)
 	}
-	return lis, nil
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("placing socket %s: %w", path, err)
+	}
+	return &listener{UnixListener: lis, path: path}, nil
+}
+
+// listener unlinks the socket at its final path when closed (the bound name
+// was the temporary one).
+type listener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *listener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { _ = os.Remove(l.path) })
+	return err
 }
