@@ -6,10 +6,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
@@ -42,8 +45,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.ShowVersion {
-				_, err := fmt.Fprintf(stdout, "Kubernetes %s\n", Version)
+			switch cfg.ShowVersion {
+			case "true":
+				_, err := fmt.Fprintf(stdout, "Kubernetes %s\n", cfg.ReportedVersion)
+				return err
+			case "raw":
+				_, err := fmt.Fprintf(stdout, "%#v\n", versionInfo(cfg.ReportedVersion))
 				return err
 			}
 			if err := finishFlags(cmd.Flags(), &cfg); err != nil {
@@ -63,24 +70,42 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cmd.ExecuteContext(ctx)
 }
 
-// baseConfig is the defaults with the --config file (if any) applied: the layer that
-// the flags then override.
+// baseConfig is the defaults with the --config file and the --config-dir
+// drop-ins (if any) applied: the layer that the flags then override.
 func baseConfig(args []string) (Config, error) {
 	cfg := DefaultConfig()
-	path, err := configFileFromArgs(args)
-	if err != nil || path == "" {
-		return cfg, err
+	path, dir := configPathsFromArgs(args)
+	if path != "" {
+		kc, err := loadKubeletConfigFile(path)
+		if err != nil {
+			return cfg, err
+		}
+		setKubeletConfigDefaults(kc)
+		applyEvictionHardDefaults(kc)
+		cfg.Kubelet = *kc
+		cfg.ConfigFile = path
 	}
-	kc, err := loadKubeletConfigFile(path)
-	if err != nil {
-		return cfg, err
+	if dir != "" {
+		skipped, err := mergeConfigDir(&cfg.Kubelet, dir)
+		if err != nil {
+			return cfg, fmt.Errorf("failed to merge kubelet configs: %w", err)
+		}
+		cfg.ConfigDir, cfg.skippedDropins = dir, skipped
 	}
-	setKubeletConfigDefaults(kc)
-	applyEvictionHardDefaults(kc)
-	cfg.Kubelet = *kc
-	cfg.ConfigFile = path
-	cfg.fileFeatureGates = kc.FeatureGates
+	if path != "" || dir != "" {
+		cfg.fileFeatureGates = cfg.Kubelet.FeatureGates
+	}
 	return cfg, nil
+}
+
+// versionInfo is --version=raw's answer.
+func versionInfo(v string) apimachineryversion.Info {
+	major, minor := "", ""
+	if parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3); len(parts) >= 2 {
+		major, minor = parts[0], parts[1]
+	}
+	return apimachineryversion.Info{Major: major, Minor: minor, GitVersion: v, GoVersion: runtime.Version(),
+		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
 // runWithLogger builds the logger (klog routed into it) and runs the mode.

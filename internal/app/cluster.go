@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -44,7 +44,7 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger 
 	}
 	opts := clientcert.Options{
 		KubeconfigPath: cfg.Kubeconfig, BootstrapKubeconfigPath: cfg.BootstrapKubeconfig,
-		CertDir: filepath.Join(cfg.RootDirectory, "pki"), NodeName: nodeName,
+		CertDir: cfg.CertDirectory, NodeName: nodeName,
 		RotateCertificates: cfg.Kubelet.RotateCertificates, Logger: logger.Named("clientcert"),
 	}
 	if err := clientcert.Bootstrap(ctx, opts); err != nil {
@@ -57,14 +57,25 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger 
 	restCfg.QPS = float32(*cfg.Kubelet.KubeAPIQPS)
 	restCfg.Burst = int(cfg.Kubelet.KubeAPIBurst)
 	restCfg.ContentType = cfg.Kubelet.ContentType
-	restCfg.UserAgent = "kubelet/" + Version + " (linux) kubelet-dockershim"
+	restCfg.UserAgent = "kubelet/" + cfg.ReportedVersion + " (linux) kubelet-dockershim"
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
+	// Events go through their own client, throttled by eventRecordQPS and
+	// eventBurst (0 QPS: no limit), as upstream.
+	eventCfg := rest.CopyConfig(restCfg)
+	eventCfg.QPS, eventCfg.Burst = float32(*cfg.Kubelet.EventRecordQPS), int(cfg.Kubelet.EventBurst)
+	if eventCfg.QPS == 0 {
+		eventCfg.QPS = -1
+	}
+	events, err := typedcorev1.NewForConfig(eventCfg)
+	if err != nil {
+		return nil, fmt.Errorf("event client: %w", err)
+	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartStructuredLogging(3)
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.Events("")})
 	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
 	objs, err := apiobjects.New(apiobjects.Options{Client: client, Logger: logger.Named("apiobjects")})
 	if err != nil {
@@ -164,11 +175,18 @@ func (r runtimeVersion) Version(ctx context.Context) (string, string, error) {
 // newNodeStatus builds the node registration, status and Lease controller
 // over the node's resources and the runtime's health.
 func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, logger *zap.Logger) (*nodestatus.Controller, error) {
+	external := cfg.CloudProvider == "external"
+	ips := n.ips
+	if external && cfg.NodeIP == "" {
+		ips = nil // the cloud controller manager sets the addresses
+	}
 	return nodestatus.New(nodestatus.Options{
-		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: n.ips,
-		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
+		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: ips,
+		ProviderID: cfg.Kubelet.ProviderID, NoControllerAttachDetach: !*cfg.Kubelet.EnableControllerAttachDetach,
+		ExternalCloudProvider: external,
+		Labels:                cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
 		Resources: n.resources, Pressure: n.eviction, Images: n.images, MaxImages: int(*cfg.Kubelet.NodeStatusMaxImages),
-		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: Version,
+		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: cfg.ReportedVersion,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,

@@ -27,7 +27,9 @@ const (
 type Config struct {
 	Kubelet kubeletv1beta1.KubeletConfiguration
 
-	ConfigFile              string
+	ConfigFile string
+	// ConfigDir is --config-dir: KubeletConfiguration drop-ins.
+	ConfigDir               string
 	ContainerRuntime        string
 	ExperimentalDockershim  bool
 	DockerEndpoint          string
@@ -37,6 +39,7 @@ type Config struct {
 	// from; empty means <root-dir>/seccomp.
 	SeccompProfileRoot        string
 	NetworkPlugin             string
+	NetworkPluginMTU          int32
 	CNIBinDir                 string
 	CNIConfDir                string
 	CNICacheDir               string
@@ -44,17 +47,34 @@ type Config struct {
 	RuntimeCgroups            string
 	StreamingAddress          string
 	RootDirectory             string
+	CertDirectory             string
 	Kubeconfig                string
 	BootstrapKubeconfig       string
 	HostnameOverride          string
 	NodeIP                    string
 	NodeLabels                map[string]string
-	RegisterWithTaints        string // flag form "key=value:Effect,..."; parsed into Kubelet.RegisterWithTaints
-	Verbosity                 int
-	ShowVersion               bool
+	CloudProvider             string
+	// The image credential provider plugins (exec protocol).
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
+	LockFilePath                  string
+	ExitOnLockContention          bool
+	HousekeepingInterval          time.Duration
+	// Deprecated upstream flags.
+	ExperimentalAllocatableIgnoreEviction bool
+	ExperimentalMounterPath               string
+	// Verbosity is Kubelet.Logging.Verbosity as an int.
+	Verbosity int
+	// ShowVersion is --version: "true", "raw" or "" (run).
+	ShowVersion string
+	// ReportedVersion is the version the node reports (Version unless
+	// --version=vX.Y.Z sets it).
+	ReportedVersion string
 	// fileFeatureGates are the config file's featureGates: --feature-gates
 	// is merged over them (the flag wins per gate), as upstream.
 	fileFeatureGates map[string]bool
+	// skippedDropins are the --config-dir files without the .conf suffix.
+	skippedDropins []string
 	// features is FeatureGate's result, set when the node starts.
 	features featuregate.FeatureGate
 	// The container GC policy (deprecated flags, no config field).
@@ -78,6 +98,9 @@ func DefaultConfig() Config {
 		ImagePullProgressDeadline: time.Minute,
 		StreamingAddress:          "127.0.0.1",
 		RootDirectory:             "/var/lib/kubelet",
+		ReportedVersion:           Version,
+		CertDirectory:             "/var/lib/kubelet/pki",
+		HousekeepingInterval:      10 * time.Second,
 		MaxPerPodContainerCount:   1,
 		MaxContainerCount:         -1,
 	}
@@ -131,6 +154,7 @@ func (c *Config) Validate() error {
 	if _, err := c.StreamingListenAddr(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.checkFlagOnly()...)
 	if err := validateKubeletConfig(&c.Kubelet); err != nil {
 		errs = append(errs, err)
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
@@ -52,6 +55,14 @@ func decodeKubeletConfig(data []byte) (*kubeletv1beta1.KubeletConfiguration, err
 
 func ptr[T any](v T) *T { return &v }
 
+// ptrOr is *p, or def when p is nil.
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
 // setKubeletConfigDefaults applies the upstream v1beta1 defaults (those of the kubelet
@@ -91,6 +102,12 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	setZero(&c.CgroupDriver, "cgroupfs")
 	setZero(&c.CPUManagerPolicy, "none")
 	setZero(&c.CPUManagerReconcilePeriod, dur(10*time.Second))
+	setZero(&c.MemoryManagerPolicy, "None")
+	setZero(&c.TopologyManagerPolicy, "none")
+	setZero(&c.TopologyManagerScope, "container")
+	// Upstream's default is true (refuse cgroup v1); this kubelet runs Docker
+	// hosts, many still on cgroup v1, so it stays false unless set.
+	setDefault(&c.FailCgroupV1, false)
 	setZero(&c.RuntimeRequestTimeout, dur(2*time.Minute))
 	setZero(&c.HairpinMode, kubeletv1beta1.PromiscuousBridge)
 	setZero(&c.MaxPods, 110)
@@ -121,7 +138,7 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 		c.EnforceNodeAllocatable = []string{"pods"}
 	}
 	setZero(&c.VolumePluginDir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/")
-	setZero(&c.Logging.Format, "text")
+	logsapi.SetRecommendedLoggingConfiguration(&c.Logging)
 	setDefault(&c.EnableSystemLogHandler, true)
 	setDefault(&c.EnableProfilingHandler, true)
 	setDefault(&c.EnableDebugFlagsHandler, true)
@@ -194,6 +211,18 @@ func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.Logging.Format != "text" && c.Logging.Format != "json" {
 		add("logging.format", "%q is not text or json", c.Logging.Format)
+	}
+	errs = append(errs, validateTLSConfig(c)...)
+	if n := c.MaxParallelImagePulls; n != nil {
+		switch {
+		case *n < 1:
+			errs = append(errs, fmt.Errorf("invalid configuration: maxParallelImagePulls %v must be a positive number", *n))
+		case *c.SerializeImagePulls && *n > 1:
+			errs = append(errs, errors.New("invalid configuration: maxParallelImagePulls cannot be larger than 1 unless SerializeImagePulls (--serialize-image-pulls) is set to false"))
+		}
+	}
+	if c.PodsPerCore < 0 {
+		errs = append(errs, fmt.Errorf("invalid configuration: podsPerCore (--pods-per-core) %v must not be a negative number", c.PodsPerCore))
 	}
 	errs = append(errs, validateNodeAllocatableConfig(c)...)
 	errs = append(errs, validateGCConfig(c)...)
@@ -332,6 +361,24 @@ func validateNodeAllocatableConfig(c *kubeletv1beta1.KubeletConfiguration) []err
 		if _, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {
 			errs = append(errs, fmt.Errorf("invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) %v, error: %w", c.ReservedSystemCPUs, err))
 		}
+	}
+	return errs
+}
+
+// validateTLSConfig checks tlsCipherSuites and tlsMinVersion as upstream
+// (component-base's names and versions).
+func validateTLSConfig(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	suites, err := cliflag.TLSCipherSuites(c.TLSCipherSuites)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("invalid configuration: tlsCipherSuites (--tls-cipher-suites): %w", err))
+	}
+	v, err := cliflag.TLSVersion(c.TLSMinVersion)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("invalid configuration: tlsMinVersion (--tls-min-version): %w", err))
+	}
+	if v == tls.VersionTLS13 && len(suites) > 0 {
+		errs = append(errs, errors.New("minimum TLS version is 1.3, so --tls-cipher-suites should not be specified"))
 	}
 	return errs
 }

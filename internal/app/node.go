@@ -39,6 +39,15 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if gates := features.NoEffect(cfg.Kubelet.FeatureGates); len(gates) > 0 {
 		logger.Warn("These feature gates have no effect in this kubelet", zap.Strings("gates", gates))
 	}
+	if settings := cfg.notHonoured(); len(settings) > 0 {
+		logger.Warn("has no effect: "+strings.Join(settings, ", "), zap.Strings("settings", settings))
+	}
+	for _, f := range cfg.skippedDropins {
+		logger.Debug("Skipped file in drop-in directory (does not have .conf extension)", zap.String("file", f))
+	}
+	if err := prepareProcess(cfg, realHostFiles, logger); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lc := newLifecycle(logger)

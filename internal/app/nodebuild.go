@@ -167,8 +167,17 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 	case err != nil:
 		logger.Warn("Error reading machine info", zap.Error(err))
 	}
-	return resources.New(resources.Options{Machine: machine, MaxPods: int(cfg.Kubelet.MaxPods),
+	return resources.New(resources.Options{Machine: machine, MaxPods: podsCapacity(&cfg.Kubelet, machine.NumCPU),
 		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
+}
+
+// podsCapacity is the node's pods capacity: maxPods, or podsPerCore times
+// the CPUs when that is smaller (upstream's MachineInfo setter).
+func podsCapacity(k *kubeletv1beta1.KubeletConfiguration, cpus int) int {
+	if k.PodsPerCore > 0 {
+		return min(int(k.PodsPerCore)*cpus, int(k.MaxPods))
+	}
+	return int(k.MaxPods)
 }
 
 // newContainerManager builds the node's cgroup tree: kubepods (under
@@ -309,7 +318,8 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 	return kuberuntime.New(kuberuntime.Options{
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
-		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, ContainerLogMaxSize: logSize.Value(),
+		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptrOr(cfg.Kubelet.MaxParallelImagePulls, 0)),
+		PullQPS: float32(*cfg.Kubelet.RegistryPullQPS), PullBurst: int(cfg.Kubelet.RegistryBurst), ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: lifecycle, StateDir: cfg.RootDirectory, PodCgroups: podCgroups,
@@ -352,7 +362,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	}
 	return kubelet.New(kubelet.Options{
 		Parts: parts,
-		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: int(cfg.Kubelet.MaxPods),
+		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},

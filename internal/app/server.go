@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	cliflag "k8s.io/component-base/cli/flag"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver/auth"
@@ -49,7 +51,14 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 	}
 	opts := kubeletserver.APIOptions{
 		Host: d.host, Health: d.health, Gatherer: d.gatherer, ProbeMetrics: d.probeMetrics,
-		Configz: func() any { return cfg.Kubelet }, LogDir: "/var/log", Logger: d.logger.Named("server"),
+		Configz: func() any { return map[string]any{"kubeletconfig": cfg.Kubelet, notHonoredKey: cfg.notHonoured()} },
+		LogDir:  "/var/log", Logger: d.logger.Named("server"),
+		DisableDebugging:  !*cfg.Kubelet.EnableDebuggingHandlers,
+		DisableSystemLogs: !*cfg.Kubelet.EnableSystemLogHandler,
+		DisableProfiling:  !*cfg.Kubelet.EnableProfilingHandler,
+	}
+	if *cfg.Kubelet.EnableDebuggingHandlers && *cfg.Kubelet.EnableProfilingHandler && cfg.Kubelet.EnableContentionProfiling {
+		goruntime.SetBlockProfileRate(1)
 	}
 	if d.stats != nil {
 		opts.Stats, opts.ResourceMetrics = d.stats.Handler(), d.stats.ResourceMetrics()
@@ -104,9 +113,12 @@ func apiSecurity(ctx context.Context, cfg *Config, d apiServerDeps) (func(http.H
 		Logger:                      d.logger.Named("auth"),
 	}
 	serving := auth.ServingOptions{
-		CertFile: cfg.Kubelet.TLSCertFile, KeyFile: cfg.Kubelet.TLSPrivateKeyFile, CertDir: filepath.Join(cfg.RootDirectory, "pki"),
+		CertFile: cfg.Kubelet.TLSCertFile, KeyFile: cfg.Kubelet.TLSPrivateKeyFile, CertDir: cfg.CertDirectory,
 		NodeName: d.nodeName, Hostnames: []string{d.nodeName}, IPs: d.nodeIPs, ServerTLSBootstrap: cfg.Kubelet.ServerTLSBootstrap,
 		Logger: d.logger.Named("serving"),
+	}
+	if err := setTLSOptions(&serving, &cfg.Kubelet, d.logger); err != nil {
+		return nil, nil, err
 	}
 	if d.conn != nil {
 		opts.Client, serving.Client = d.conn.client, d.conn.client
@@ -127,4 +139,31 @@ func apiSecurity(ctx context.Context, cfg *Config, d apiServerDeps) (func(http.H
 		return nil, nil, fmt.Errorf("kubelet API serving certificate: %w", err)
 	}
 	return authn.Filter, tlsCfg, nil
+}
+
+// setTLSOptions applies tlsMinVersion, tlsCipherSuites and
+// tlsCurvePreferences (validated before) to the serving options; an insecure
+// cipher is named in a warning, as upstream.
+func setTLSOptions(o *auth.ServingOptions, k *kubeletv1beta1.KubeletConfiguration, logger *zap.Logger) error {
+	suites, err := cliflag.TLSCipherSuites(k.TLSCipherSuites)
+	if err != nil {
+		return fmt.Errorf("tlsCipherSuites: %w", err)
+	}
+	insecure := map[string]bool{}
+	for _, c := range tls.InsecureCipherSuites() {
+		insecure[c.Name] = true
+	}
+	for _, name := range k.TLSCipherSuites {
+		if insecure[name] {
+			logger.Warn(fmt.Sprintf("Use of insecure cipher '%s' detected.", name))
+		}
+	}
+	o.CipherSuites = suites
+	if o.TLSMinVersion, err = cliflag.TLSVersion(k.TLSMinVersion); err != nil {
+		return fmt.Errorf("tlsMinVersion: %w", err)
+	}
+	for _, c := range k.TLSCurvePreferences {
+		o.CurvePreferences = append(o.CurvePreferences, tls.CurveID(c))
+	}
+	return nil
 }

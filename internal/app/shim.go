@@ -33,6 +33,7 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 		CNIBinDirs:           cfg.CNIBinDirs(),
 		CNICacheDir:          cfg.CNICacheDir,
 		StreamingAddr:        addr,
+		StreamIdleTimeout:    cfg.Kubelet.StreamingConnectionIdleTimeout.Duration,
 		Logger:               logger.Named("dockershim"),
 	}, nil
 }

@@ -141,7 +141,7 @@ func TestIntegrationCgroupDriverMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--cgroup-driver="+other, "--container-runtime-endpoint=unix://"+filepath.Join(dir, "k.sock"),
-		"--experimental-dockershim-root-directory="+filepath.Join(dir, "shim"), "--root-dir="+filepath.Join(dir, "root"),
+		"--experimental-dockershim-root-directory="+filepath.Join(dir, "shim"), "--root-dir="+filepath.Join(dir, "root"), "--cert-dir="+filepath.Join(dir, "root", "pki"),
 		"--cni-conf-dir="+filepath.Join(dir, "net.d"), "--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"),
 		"--healthz-port=0")
 	got, err := cmd.CombinedOutput()

@@ -109,7 +109,10 @@ type Options struct {
 	CNICacheDir   string
 	// StreamingAddr is the streaming server's listen address (default 127.0.0.1:0).
 	StreamingAddr string
-	Logger        *zap.Logger
+	// StreamIdleTimeout closes exec, attach and port-forward streams idle
+	// for this long (the kubelet's streamingConnectionIdleTimeout, default 4h).
+	StreamIdleTimeout time.Duration
+	Logger            *zap.Logger
 }
 
 // Service is the CRI runtime and image service over Docker.
@@ -195,7 +198,7 @@ func New(opts Options) (*Service, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	streams, err := streaming.New(streaming.Options{Addr: addr, Docker: dc, Logger: logger.Named("streaming")})
+	streams, err := streaming.New(streaming.Options{Addr: addr, Docker: dc, StreamIdleTimeout: opts.StreamIdleTimeout, Logger: logger.Named("streaming")})
 	if err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}

@@ -172,6 +172,7 @@ func (n *node) args() []string {
 		"--container-runtime-endpoint="+n.endpoint,
 		"--pod-manifest-path="+n.manifests,
 		"--root-dir="+n.rootDir,
+		"--cert-dir="+filepath.Join(n.rootDir, "pki"),
 		"--hostname-override="+n.name,
 		"--healthz-port="+strconv.Itoa(n.healthz),
 		"--healthz-bind-address=127.0.0.1",

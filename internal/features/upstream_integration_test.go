@@ -3,7 +3,6 @@ package features
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,18 +17,12 @@ import (
 // stages and defaults, line for line. A new upstream version means
 // regenerating upstream.go (see scripts/controlplane/featuregates).
 func TestIntegrationUpstreamGates(t *testing.T) {
-	script, err := controlplane.Script()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bin, err := controlplane.UpstreamBinary(ctx, "upstream-kubelet")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", filepath.Join(filepath.Dir(script), "build-controlplane.sh")).Output()
-	if err != nil {
-		t.Fatalf("build-controlplane.sh: %v", err)
-	}
-	lines := strings.Fields(strings.TrimSpace(string(out)))
-	bin := filepath.Join(lines[len(lines)-1], "upstream-kubelet")
 	help, err := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s --help: %v", bin, err)

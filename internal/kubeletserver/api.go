@@ -68,9 +68,16 @@ type APIOptions struct {
 	ResourceMetrics prometheus.Gatherer
 	Gatherer        prometheus.Gatherer
 	ProbeMetrics    prometheus.Gatherer
-	// Configz returns the kubelet's configuration for /configz, served as
-	// {"kubeletconfig": ...}.
+	// Configz returns the document /configz serves ({"kubeletconfig": ...}).
 	Configz func() any
+	// DisableDebugging (enableDebuggingHandlers false) answers 405 on the
+	// debugging paths (run, exec, attach, portForward, containerLogs,
+	// runningpods, checkpoint, pprof, logs), as upstream; DisableSystemLogs
+	// (enableSystemLogHandler false) and DisableProfiling
+	// (enableProfilingHandler false) do so for /logs/ and /debug/pprof/.
+	DisableDebugging  bool
+	DisableSystemLogs bool
+	DisableProfiling  bool
 	Health  HealthChecker
 	// LogDir, when set, is served read-only under /logs/ (upstream: /var/log/).
 	// Paths with ".." are refused, and symlinks cannot leave the directory.
@@ -198,6 +205,15 @@ func (a *api) installReadOnly(mux *http.ServeMux) {
 // installAuthRequired registers what only the authenticated server serves
 // (upstream InstallAuthRequiredHandlers plus the debugging handlers).
 func (a *api) installAuthRequired(mux *http.ServeMux) {
+	if a.opts.Configz != nil {
+		mux.HandleFunc("GET /configz", a.configz)
+	}
+	if a.opts.DisableDebugging {
+		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/checkpoint/", "/debug/pprof/", "/logs/"} {
+			mux.Handle(p, disabledEndpoint("Debug endpoints are disabled."))
+		}
+		return
+	}
 	mux.HandleFunc("GET /runningpods", a.runningPods)
 	mux.HandleFunc("GET /runningpods/{$}", a.runningPods)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.containerLogs)
@@ -212,11 +228,15 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", a.run)
 	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", a.run)
 	mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", a.checkpoint)
-	if a.opts.Configz != nil {
-		mux.HandleFunc("GET /configz", a.configz)
-	}
-	if a.opts.LogDir != "" {
+	switch {
+	case a.opts.DisableSystemLogs:
+		mux.Handle("/logs/", disabledEndpoint("logs endpoint is disabled."))
+	case a.opts.LogDir != "":
 		mux.HandleFunc("GET /logs/", a.nodeLogs)
+	}
+	if a.opts.DisableProfiling {
+		mux.Handle("/debug/pprof/", disabledEndpoint("profiling endpoint is disabled."))
+		return
 	}
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -224,6 +244,14 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
+// disabledEndpoint answers 405 with msg, upstream's answer on a disabled
+// endpoint.
+func disabledEndpoint(msg string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, msg, http.StatusMethodNotAllowed)
+	})
 }
 
 func (a *api) runningPods(w http.ResponseWriter, r *http.Request) {
@@ -240,5 +268,5 @@ func (a *api) runningPods(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) configz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]any{"kubeletconfig": a.opts.Configz()})
+	writeJSON(w, a.opts.Configz())
 }

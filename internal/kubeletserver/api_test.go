@@ -43,7 +43,7 @@ func testAPIOptions(host *fakeHost) APIOptions {
 		Stats: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "stats at "+r.URL.Path)
 		}),
-		Configz: func() any { return map[string]any{"maxPods": 110} },
+		Configz: func() any { return map[string]any{"kubeletconfig": map[string]any{"maxPods": 110}} },
 	}
 }
 
@@ -466,5 +466,53 @@ func TestAPIRefusesDotSegmentsBeforeTheFilter(t *testing.T) {
 	}
 	if rec := serveAPI(t, h, "GET", "/healthz"); rec.Code != http.StatusOK {
 		t.Errorf("GET /healthz: %d", rec.Code)
+	}
+}
+
+// enableDebuggingHandlers, enableSystemLogHandler and enableProfilingHandler
+// set false answer 405 with upstream's messages; the rest is served.
+func TestDisabledDebugEndpoints(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc   string
+		mod    func(*APIOptions)
+		want   map[string]string // GET target -> body ("" for any 2xx)
+		served []string
+	}{
+		{"debugging off", func(o *APIOptions) { o.DisableDebugging = true }, map[string]string{
+			"/containerLogs/default/web/app": "Debug endpoints are disabled.", "/runningpods/": "Debug endpoints are disabled.",
+			"/debug/pprof/": "Debug endpoints are disabled.", "/logs/": "Debug endpoints are disabled.",
+		}, []string{"/configz", "/pods", "/healthz"}},
+		{"logs off", func(o *APIOptions) { o.DisableSystemLogs = true }, map[string]string{"/logs/": "logs endpoint is disabled."},
+			[]string{"/debug/pprof/", "/runningpods/"}},
+		{"profiling off", func(o *APIOptions) { o.DisableProfiling = true }, map[string]string{"/debug/pprof/": "profiling endpoint is disabled."},
+			[]string{"/runningpods/"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			opts := testAPIOptions(&fakeHost{pods: []*v1.Pod{testPod()}})
+			opts.LogDir = t.TempDir()
+			tc.mod(&opts)
+			h, err := NewAPIHandler(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for target, body := range tc.want {
+				rec := serveAPI(t, h, "GET", target)
+				if rec.Code != http.StatusMethodNotAllowed || strings.TrimSpace(rec.Body.String()) != body {
+					t.Errorf("GET %s: %d %q; want 405 %q", target, rec.Code, rec.Body.String(), body)
+				}
+			}
+			for _, target := range tc.served {
+				if rec := serveAPI(t, h, "GET", target); rec.Code != http.StatusOK {
+					t.Errorf("GET %s: %d; want 200", target, rec.Code)
+				}
+			}
+			if tc.desc == "debugging off" {
+				if rec := serveAPI(t, h, "POST", "/exec/default/web/app?command=ls&output=1"); rec.Code != http.StatusMethodNotAllowed {
+					t.Errorf("POST /exec: %d; want 405", rec.Code)
+				}
+			}
+		})
 	}
 }

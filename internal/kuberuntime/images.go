@@ -115,9 +115,16 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 	if err != nil {
 		return "", err
 	}
-	if m.serializePulls {
-		m.pullLock.Lock()
-		defer m.pullLock.Unlock()
+	if m.pullSlots != nil {
+		select {
+		case m.pullSlots <- struct{}{}:
+			defer func() { <-m.pullSlots }()
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if m.pullLimiter != nil && !m.pullLimiter.TryAccept() {
+		return "", errPullQPSExceeded
 	}
 	if len(creds) == 0 {
 		creds = []*runtimeapi.AuthConfig{nil}
@@ -140,6 +147,21 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 		return imageRef, nil
 	}
 	return "", errors.Join(errs...)
+}
+
+// errPullQPSExceeded is upstream's error for a pull over registryPullQPS.
+var errPullQPSExceeded = errors.New("pull QPS exceeded")
+
+// pullSlots is the semaphore that bounds the pulls in flight: one with
+// serializeImagePulls, maxParallel without (nil, no bound, when 0).
+func pullSlots(serialize bool, maxParallel int) chan struct{} {
+	switch {
+	case serialize:
+		return make(chan struct{}, 1)
+	case maxParallel > 0:
+		return make(chan struct{}, maxParallel)
+	}
+	return nil
 }
 
 // imageEvent records an event about the pod's image, when a recorder is set.

@@ -441,3 +441,43 @@ func TestRegistryMatches(t *testing.T) {
 		})
 	}
 }
+
+// maxParallelImagePulls bounds the pulls in flight when they are not serialized.
+func TestEnsureImageExistsMaxParallelPulls(t *testing.T) {
+	t.Parallel()
+	env := newRCImageEnv(t, func(o *Options) { o.SerializeImagePulls = false; o.MaxParallelImagePulls = 2 })
+	env.imgs.hold = func() { time.Sleep(30 * time.Millisecond) }
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pod, c := rcImagePod(fmt.Sprintf("par%d:1", i), v1.PullAlways)
+			if _, _, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil); err != nil {
+				t.Errorf("pull %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	env.imgs.mu.Lock()
+	defer env.imgs.mu.Unlock()
+	if env.imgs.maxSeen != 2 {
+		t.Errorf("%d concurrent pulls, want 2", env.imgs.maxSeen)
+	}
+}
+
+// registryPullQPS/registryBurst: a pull over the rate fails at once with
+// upstream's error (the pull back-off retries it).
+func TestEnsureImageExistsPullQPS(t *testing.T) {
+	t.Parallel()
+	env := newRCImageEnv(t, func(o *Options) { o.PullQPS = 0.01; o.PullBurst = 1 })
+	pod, c := rcImagePod("qps0:1", v1.PullAlways)
+	if _, _, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil); err != nil {
+		t.Fatalf("first pull: %v", err)
+	}
+	pod, c = rcImagePod("qps1:1", v1.PullAlways)
+	_, msg, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil)
+	if err == nil || !strings.Contains(msg+err.Error(), "pull QPS exceeded") {
+		t.Fatalf("second pull: %q %v, want pull QPS exceeded", msg, err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -128,6 +127,14 @@ type Options struct {
 	// SerializeImagePulls pulls one image at a time (the kubelet's default is
 	// true; the caller passes its flag value).
 	SerializeImagePulls bool
+	// MaxParallelImagePulls bounds the pulls in flight when
+	// SerializeImagePulls is false (0: no bound), as maxParallelImagePulls.
+	MaxParallelImagePulls int
+	// PullQPS and PullBurst throttle image pulls (registryPullQPS,
+	// registryBurst): a pull over the rate fails with "pull QPS exceeded"
+	// and is retried with the pull back-off, as upstream. 0 QPS: no limit.
+	PullQPS   float32
+	PullBurst int
 	// ImagePullBackOff is the image pull back-off; default 10s doubling to 300s.
 	ImagePullBackOff *flowcontrol.Backoff
 	// ContainerLogMaxSize in bytes, default 10Mi; ContainerLogMaxFiles default 5.
@@ -179,8 +186,8 @@ type Manager struct {
 	podLogsDir        string
 	seccompRoot       string // Localhost seccomp profiles are relative to it
 	imagePullBackOff  *flowcontrol.Backoff
-	pullLock          sync.Mutex
-	serializePulls    bool
+	pullSlots         chan struct{}            // nil: pulls are not bounded
+	pullLimiter       flowcontrol.RateLimiter // nil: pulls are not throttled
 	logMaxSize        int64
 	logMaxFiles       int
 	cpuCFSQuota       bool
@@ -220,7 +227,7 @@ func New(opts Options) (*Manager, error) {
 		podLogsDir:        opts.PodLogsDir,
 		seccompRoot:       opts.SeccompProfileRoot,
 		imagePullBackOff:  opts.ImagePullBackOff,
-		serializePulls:    opts.SerializeImagePulls,
+		pullSlots:         pullSlots(opts.SerializeImagePulls, opts.MaxParallelImagePulls),
 		logMaxSize:        opts.ContainerLogMaxSize,
 		logMaxFiles:       opts.ContainerLogMaxFiles,
 		cpuCFSQuota:       opts.CPUCFSQuota,
@@ -230,6 +237,9 @@ func New(opts Options) (*Manager, error) {
 		podInfraImage:     opts.PodInfraImage,
 		probeResults:      opts.ProbeResults,
 		hookClient:        newHookHTTPClient(),
+	}
+	if opts.PullQPS > 0 {
+		m.pullLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.PullQPS, max(opts.PullBurst, 1))
 	}
 	if m.logger == nil {
 		m.logger = zap.NewNop()

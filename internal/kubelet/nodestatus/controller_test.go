@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -272,5 +273,58 @@ func TestDoNotRegisterWaitsForTheNode(t *testing.T) {
 	}
 	if err := c.tryRegister(ctx, c.initialNode(ctx)); err != nil || !c.Registered() {
 		t.Fatalf("after an admin created the Node: err %v, registered %v", err, c.Registered())
+	}
+}
+
+// --cloud-provider=external, providerID and enableControllerAttachDetach
+// false, as upstream's initial node and address setter.
+func TestRegisterExternalCloudProvider(t *testing.T) {
+	t.Parallel()
+	uninit := v1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}
+	for _, tc := range []struct {
+		desc      string
+		ips       []net.IP
+		wantAddrs []v1.NodeAddress
+		wantAnno  string
+	}{
+		{"node IP given", []net.IP{net.ParseIP("10.0.0.5")},
+			[]v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}, {Type: v1.NodeHostName, Address: "host-a"}}, "10.0.0.5"},
+		{"no node IP: hostname only", []net.IP{}, []v1.NodeAddress{{Type: v1.NodeHostName, Address: "host-a"}}, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c, client, _, _, _ := testController(t, Options{Hostname: "host-a", NodeIPs: tc.ips, ExternalCloudProvider: true,
+				ProviderID: "aws:///eu-west-1a/i-0123", NoControllerAttachDetach: true})
+			if !c.registerWithAPIServer(context.Background()) {
+				t.Fatal("not registered")
+			}
+			node, err := client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(node.Spec.Taints) != 1 || node.Spec.Taints[0] != uninit {
+				t.Errorf("taints = %v, want %v", node.Spec.Taints, uninit)
+			}
+			if node.Spec.ProviderID != "aws:///eu-west-1a/i-0123" {
+				t.Errorf("providerID = %q", node.Spec.ProviderID)
+			}
+			if _, ok := node.Annotations[annotationControllerManagedAttach]; ok {
+				t.Errorf("annotations = %v, want no attach/detach annotation", node.Annotations)
+			}
+			if got := node.Annotations[annotationProvidedNodeIP]; got != tc.wantAnno {
+				t.Errorf("provided-node-ip = %q, want %q", got, tc.wantAnno)
+			}
+			if !reflect.DeepEqual(node.Status.Addresses, tc.wantAddrs) {
+				t.Errorf("addresses = %v, want %v", node.Status.Addresses, tc.wantAddrs)
+			}
+			// Addresses the cloud controller manager sets are kept.
+			ccm := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeExternalIP, Address: "198.51.100.7"}}
+			n := node.DeepCopy()
+			n.Status.Addresses = ccm
+			c.setAddresses(n)
+			if !reflect.DeepEqual(n.Status.Addresses, ccm) {
+				t.Errorf("after the CCM: addresses = %v, want %v", n.Status.Addresses, ccm)
+			}
+		})
 	}
 }

@@ -111,6 +111,18 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
+	// ProviderID is spec.providerID of the node the kubelet creates
+	// (providerID, --provider-id).
+	ProviderID string
+	// NoControllerAttachDetach (enableControllerAttachDetach false) leaves
+	// out the volumes.kubernetes.io/controller-managed-attach-detach
+	// annotation (and removes it from an existing node).
+	NoControllerAttachDetach bool
+	// ExternalCloudProvider (--cloud-provider=external): the node is created
+	// with the node.cloudprovider.kubernetes.io/uninitialized taint, a given
+	// node IP is published in the alpha.kubernetes.io/provided-node-ip
+	// annotation, and addresses the cloud controller manager set are kept.
+	ExternalCloudProvider bool
 	// DoNotRegister (--register-node=false): the kubelet does not create its
 	// Node; it waits until the Node exists, then updates its status and Lease.
 	DoNotRegister bool

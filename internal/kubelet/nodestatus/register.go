@@ -14,8 +14,13 @@ import (
 
 // Label and annotation keys the kubelet sets on its Node.
 const (
-	labelOSBeta   = "beta.kubernetes.io/os"
-	labelArchBeta = "beta.kubernetes.io/arch"
+	// taintExternalCloudProvider marks a node an external cloud controller
+	// manager has not initialized yet; annotationProvidedNodeIP hands it the
+	// --node-ip (k8s.io/cloud-provider's names).
+	taintExternalCloudProvider = "node.cloudprovider.kubernetes.io/uninitialized"
+	annotationProvidedNodeIP   = "alpha.kubernetes.io/provided-node-ip"
+	labelOSBeta                = "beta.kubernetes.io/os"
+	labelArchBeta              = "beta.kubernetes.io/arch"
 	// annotationControllerManagedAttach tells the attach/detach controller that it,
 	// not the kubelet, attaches volumes to this node (enableControllerAttachDetach,
 	// true by default).
@@ -79,12 +84,16 @@ func (c *Controller) initialNode(ctx context.Context) *v1.Node {
 				labelOSBeta:        goruntime.GOOS,
 				labelArchBeta:      goruntime.GOARCH,
 			},
-			Annotations: map[string]string{annotationControllerManagedAttach: "true"},
+			Annotations: map[string]string{},
 		},
+		Spec: v1.NodeSpec{ProviderID: c.opts.ProviderID},
 	}
-	if len(c.opts.Taints) > 0 {
-		node.Spec.Taints = make([]v1.Taint, len(c.opts.Taints))
-		copy(node.Spec.Taints, c.opts.Taints)
+	if !c.opts.NoControllerAttachDetach {
+		node.Annotations[annotationControllerManagedAttach] = "true"
+	}
+	node.Spec.Taints = append(node.Spec.Taints, c.opts.Taints...)
+	if c.opts.ExternalCloudProvider {
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: taintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule})
 	}
 	for k, v := range c.opts.Labels {
 		if old, ok := node.Labels[k]; ok && old != v {

@@ -23,11 +23,7 @@ const runtimeVersionTimeout = 5 * time.Second
 // the others still run.
 func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	now := metav1.NewTime(c.clock.Now())
-	if addrs, err := c.nodeAddresses(); err != nil {
-		c.log.Error("Failed to set node addresses", zap.Error(err))
-	} else {
-		node.Status.Addresses = addrs
-	}
+	c.setAddresses(node)
 	machine := c.opts.Resources.Machine()
 	c.setMachineInfo(node, machine)
 	c.setVersionInfo(ctx, node, machine)
@@ -48,6 +44,42 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	c.setPressureCondition(node, now, pidPressureKind(), pid)
 	c.setReadyCondition(node, now)
 	c.recordSchedulableEvent(node)
+}
+
+// setAddresses sets status.addresses (nodeAddresses). With an external
+// cloud provider, as upstream: a given node IP is also published in the
+// provided-node-ip annotation (removed otherwise), addresses already set (by
+// the cloud controller manager) are kept, and without a node IP only the
+// hostname is reported until the provider sets them.
+func (c *Controller) setAddresses(node *v1.Node) {
+	specified := func(i int) bool { return len(c.opts.NodeIPs) > i && !c.opts.NodeIPs[i].IsUnspecified() }
+	if c.opts.ExternalCloudProvider && specified(0) {
+		ips := c.opts.NodeIPs[0].String()
+		if specified(1) {
+			ips += "," + c.opts.NodeIPs[1].String()
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[annotationProvidedNodeIP] = ips
+	} else {
+		delete(node.Annotations, annotationProvidedNodeIP)
+	}
+	if c.opts.ExternalCloudProvider {
+		if len(node.Status.Addresses) > 0 {
+			return
+		}
+		if len(c.opts.NodeIPs) == 0 {
+			node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeHostName, Address: c.opts.Hostname}}
+			return
+		}
+	}
+	addrs, err := c.nodeAddresses()
+	if err != nil {
+		c.log.Error("Failed to set node addresses", zap.Error(err))
+		return
+	}
+	node.Status.Addresses = addrs
 }
 
 // setMachineInfo sets the machine identifiers, the node's capacity (cpu,

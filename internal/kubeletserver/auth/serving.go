@@ -63,7 +63,11 @@ type ServingOptions struct {
 	// TLSMinVersion is the lowest TLS version served (tls.VersionTLS12 when
 	// 0); below TLS 1.2 is refused.
 	TLSMinVersion uint16
-	Logger        *zap.Logger
+	// CipherSuites and CurvePreferences, when set, replace Go's defaults
+	// (tlsCipherSuites, tlsCurvePreferences).
+	CipherSuites     []uint16
+	CurvePreferences []tls.CurveID
+	Logger           *zap.Logger
 }
 
 // ServingTLSConfig returns the TLS configuration of the kubelet API server.
@@ -101,7 +105,9 @@ func ServingTLSConfig(ctx context.Context, o ServingOptions) (*tls.Config, error
 		return nil, err
 	}
 	return &tls.Config{
-		MinVersion: minVersion,
+		MinVersion:       minVersion,
+		CipherSuites:     o.CipherSuites,
+		CurvePreferences: o.CurvePreferences,
 		// Populate PeerCertificates for x509 authentication, but leave the
 		// verification to Auth (against the reloaded client CA).
 		ClientAuth: tls.RequestClientCert,

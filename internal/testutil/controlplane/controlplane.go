@@ -63,6 +63,29 @@ func Script() (string, error) {
 	return path, nil
 }
 
+// UpstreamBinary returns the path of one of the upstream v1.37 binaries that
+// scripts/build-controlplane.sh builds and caches (e.g. "upstream-kubelet"),
+// building them first when missing.
+func UpstreamBinary(ctx context.Context, name string) (string, error) {
+	script, err := Script()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join(filepath.Dir(script), "build-controlplane.sh")).Output()
+	if err != nil {
+		return "", fmt.Errorf("build-controlplane.sh: %w", err)
+	}
+	lines := strings.Fields(strings.TrimSpace(string(out)))
+	if len(lines) == 0 {
+		return "", errors.New("build-controlplane.sh printed no directory")
+	}
+	bin := filepath.Join(lines[len(lines)-1], name)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("controlplane: %w", err)
+	}
+	return bin, nil
+}
+
 // Start brings a control plane up in dir (created if missing) on free loopback
 // ports. It fails when the binaries are missing and cannot be built. The caller
 // must Stop it.

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// notHonouredFields are the KubeletConfiguration fields (json paths; a path
+// covers what is under it) this kubelet accepts but does not act on. Set away
+// from their default, they are named in one warning at start and listed by
+// /configz under notHonoredKey. Every other field is acted on; a test keeps
+// the two lists complete against the v1beta1 type.
+var notHonouredFields = []string{
+	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
+	"enableDebugFlagsHandler",
+	"kubeletCgroups", "systemCgroups",
+	"singleProcessOOMKill",
+	"cpuManagerPolicyOptions",
+	"memoryManagerPolicy", "reservedMemory", "memoryReservationPolicy",
+	"topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolicyOptions",
+	"qosReserved", "memoryThrottlingFactor",
+	"hairpinMode", "podCIDR",
+	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit",
+	"protectKernelDefaults",
+	"memorySwap",
+	"configMapAndSecretChangeDetectionStrategy",
+	"showHiddenMetricsForVersion",
+	"defaultPodSysctls",
+	"volumePluginDir",
+	"logging.vmodule", "logging.options",
+	"enableSystemLogQuery",
+	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority",
+	"tracing",
+	"userNamespaces",
+}
+
+// honouredFields are the fields this kubelet acts on.
+var honouredFields = []string{
+	"enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
+	"staticPodURL", "staticPodURLHeader", "address", "port", "readOnlyPort",
+	"tlsCertFile", "tlsPrivateKeyFile", "tlsCipherSuites", "tlsMinVersion", "tlsCurvePreferences",
+	"rotateCertificates", "serverTLSBootstrap", "authentication", "authorization",
+	"registryPullQPS", "registryBurst", "eventRecordQPS", "eventBurst",
+	"enableDebuggingHandlers", "enableContentionProfiling", "enableProfilingHandler", "enableSystemLogHandler",
+	"healthzPort", "healthzBindAddress", "oomScoreAdj", "clusterDomain", "clusterDNS",
+	"streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
+	"imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
+	"volumeStatsAggPeriod", "cgroupRoot", "cgroupsPerQOS", "cgroupDriver",
+	"cpuManagerPolicy", "cpuManagerReconcilePeriod", "runtimeRequestTimeout",
+	"maxPods", "podPidsLimit", "resolvConf", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod", "nodeStatusMaxImages",
+	"maxOpenFiles", "contentType", "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
+	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
+	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "podsPerCore",
+	"enableControllerAttachDetach", "featureGates", "failSwapOn", "failCgroupV1",
+	"containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers", "containerLogMonitorInterval",
+	"systemReserved", "kubeReserved", "reservedSystemCPUs", "systemReservedCgroup", "kubeReservedCgroup",
+	"enforceNodeAllocatable", "allowedUnsafeSysctls", "providerID", "kernelMemcgNotification",
+	"logging.format", "logging.flushFrequency", "logging.verbosity",
+	"crashLoopBackOff", "seccompDefault", "registerWithTaints", "registerNode",
+	"localStorageCapacityIsolation", "containerRuntimeEndpoint", "imageServiceEndpoint",
+}
+
+// notHonoredKey is the /configz key listing what is set but not acted on.
+const notHonoredKey = "notHonored"
+
+// notHonoured returns the json paths of the fields of k that differ from
+// def and that this kubelet does not act on, sorted.
+func notHonoured(k, def *kubeletv1beta1.KubeletConfiguration) []string {
+	var out []string
+	walkConfigLeaves(reflect.ValueOf(*k), reflect.ValueOf(*def), "", func(path string, differs bool) {
+		if differs && coveredBy(path, notHonouredFields) {
+			out = append(out, path)
+		}
+	})
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// notHonoured lists the configuration fields and flags set away from their
+// defaults that this kubelet does not act on (/configz's notHonoredKey and
+// the warning at start): config fields by json path, flags as --name.
+func (c *Config) notHonoured() []string {
+	def := DefaultConfig()
+	out := notHonoured(&c.Kubelet, &def.Kubelet)
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--housekeeping-interval", c.HousekeepingInterval != def.HousekeepingInterval},
+		{"--experimental-allocatable-ignore-eviction", c.ExperimentalAllocatableIgnoreEviction},
+		{"--experimental-mounter-path", c.ExperimentalMounterPath != ""},
+		{"--network-plugin-mtu", c.NetworkPluginMTU != 0},
+		{"--image-credential-provider-config", c.ImageCredentialProviderConfig != ""},
+		{"--image-credential-provider-bin-dir", c.ImageCredentialProviderBinDir != ""},
+		{"--lock-file", c.LockFilePath != ""},
+		{"--exit-on-lock-contention", c.ExitOnLockContention},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// coveredBy reports whether path or one of its parents is in list.
+func coveredBy(path string, list []string) bool {
+	for p := path; ; {
+		if slices.Contains(list, p) {
+			return true
+		}
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+
+// walkConfigLeaves calls fn with the json path of every leaf field of a and
+// whether it differs from b's. Structs are walked into unless they marshal
+// themselves (durations, quantities); maps, slices and pointers to scalars
+// are leaves.
+func walkConfigLeaves(a, b reflect.Value, prefix string, fn func(path string, differs bool)) {
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[metav1.TypeMeta]() {
+			walkConfigLeaves(a.Field(i), b.Field(i), prefix, fn) // inlined
+			continue
+		}
+		if f.Anonymous || name == "" || name == "-" {
+			continue // TypeMeta
+		}
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		av, bv := a.Field(i), b.Field(i)
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && !ft.Implements(jsonMarshaler) {
+			if av.IsNil() || bv.IsNil() {
+				fn(path, av.IsNil() != bv.IsNil())
+				continue
+			}
+			av, bv, ft = av.Elem(), bv.Elem(), ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && !ft.Implements(jsonMarshaler) && !reflect.PointerTo(ft).Implements(jsonMarshaler) {
+			walkConfigLeaves(av, bv, path, fn)
+			continue
+		}
+		fn(path, !reflect.DeepEqual(av.Interface(), bv.Interface()))
+	}
+}

@@ -1,0 +1,84 @@
+package app
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// hostFiles are the host files the process checks read and write (tests
+// point them at fakes).
+type hostFiles struct {
+	// CgroupRoot is statfs'd: cgroup2's magic means a unified hierarchy.
+	CgroupRoot string
+	// Swaps is /proc/swaps; OOMScoreAdj is /proc/self/oom_score_adj.
+	Swaps       string
+	OOMScoreAdj string
+}
+
+var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj"}
+
+// prepareProcess applies, at start and in upstream's order and wording, the
+// settings that concern the kubelet process and its host: runOnce (refused:
+// this kubelet has no run-once mode), failCgroupV1, failSwapOn, maxOpenFiles
+// (RLIMIT_NOFILE) and oomScoreAdj. A refused limit or score is logged and
+// start goes on, as upstream (raising the hard limit or a negative score
+// needs CAP_SYS_RESOURCE).
+func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
+	k := &cfg.Kubelet
+	if k.RunOnce {
+		return errors.New("runOnce (--runonce): this kubelet has no run-once mode")
+	}
+	if *k.FailCgroupV1 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(h.CgroupRoot, &st); err != nil {
+			return fmt.Errorf("failCgroupV1: %w", err)
+		}
+		if st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release")
+		}
+	}
+	if *k.FailSwapOn {
+		on, err := swapOn(h.Swaps)
+		if err != nil {
+			return err
+		}
+		if on {
+			return errors.New("running with swap on is not supported, please disable swap or set --fail-swap-on flag to false")
+		}
+	}
+	if k.MaxOpenFiles > 0 {
+		n := uint64(k.MaxOpenFiles)
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+			logger.Error("Failed to set rlimit on max file handles", zap.Uint64("maxOpenFiles", n), zap.Error(err))
+		}
+	}
+	if err := os.WriteFile(h.OOMScoreAdj, []byte(strconv.Itoa(int(*k.OOMScoreAdj))), 0); err != nil {
+		logger.Info("Failed to ApplyOOMScoreAdj", zap.Error(err))
+	}
+	return nil
+}
+
+// swapOn reports whether /proc/swaps lists a swap device or file (its first
+// line is a header).
+func swapOn(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("failSwapOn: %w", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	lines := 0
+	for s.Scan() {
+		if strings.TrimSpace(s.Text()) != "" {
+			lines++
+		}
+	}
+	return lines > 1, s.Err()
+}
