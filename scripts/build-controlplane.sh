@@ -2,7 +2,7 @@
 # build-controlplane.sh: build a real Kubernetes control plane for end-to-end tests:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes
 # v1.37.1), upstream's kubelet as upstream-kubelet (what this kubelet's flags and
-# feature gates are compared with) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
+# feature gates are compared with), staticpoduid (upstream's static pod UIDs) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
 # the throwaway module in scripts/controlplane (never the product's go.mod). The
 # binaries are cached in $KDS_CONTROLPLANE_DIR (default /var/cache/kubelet-dockershim/
 # controlplane) and rebuilt only when scripts/controlplane changes: a cold build takes
@@ -20,6 +20,15 @@ mkdir -p "$OUT"
 # One build at a time: tests may call this script concurrently.
 exec 9>"$OUT/.lock"
 flock 9
+# staticpoduid prints the UIDs upstream's kubelet gives static pods (the
+# golden test of this kubelet's); it is small and has its own stamp.
+tool_stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/staticpoduid/main.go" | sha256sum | cut -c1-16)
+if [[ ! -x $OUT/bin/staticpoduid || $(cat "$OUT/staticpoduid.stamp" 2>/dev/null) != "$tool_stamp" ]]; then
+	kds_log "building staticpoduid"
+	mkdir -p "$OUT/bin"
+	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/staticpoduid" ./staticpoduid)
+	echo "$tool_stamp" >"$OUT/staticpoduid.stamp"
+fi
 stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/tools.go" "$0" | sha256sum | cut -c1-16)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$stamp" ]]; then
 	kds_log "control plane binaries are up to date in $OUT/bin"

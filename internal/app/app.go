@@ -120,6 +120,25 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	defer logging.HandleCrash(logger, "main")
 	restore := logging.RouteKlog(logger, cfg.Verbosity)
 	defer restore()
+	if cfg.LockFilePath != "" {
+		logger.Info("Acquiring file lock", zap.String("path", cfg.LockFilePath))
+		lock, err := acquireLockFile(cfg.LockFilePath)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		if cfg.ExitOnLockContention {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			logger.Info("Watching for inotify events", zap.String("path", cfg.LockFilePath))
+			done, err := watchLockFileContention(ctx, cfg.LockFilePath, logger)
+			if err != nil {
+				return err
+			}
+			go func() { <-done; cancel() }()
+		}
+	}
 	if cfg.ExperimentalDockershim {
 		return runShimOnly(ctx, cfg, logger)
 	}

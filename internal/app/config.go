@@ -178,6 +178,19 @@ func (c *Config) FeatureGate() (featuregate.FeatureGate, error) {
 	return fg, nil
 }
 
+// enabled reports whether gate f is on: the gate set of the start, or the
+// defaults when the node has not started (tests).
+func (c *Config) enabled(f featuregate.Feature) bool {
+	if c.features == nil {
+		fg, err := c.FeatureGate()
+		if err != nil {
+			return false
+		}
+		c.features = fg
+	}
+	return c.features.Enabled(f)
+}
+
 // ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.
 func (c *Config) ImageEndpoint() string {
 	if c.Kubelet.ImageServiceEndpoint != "" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestValidate(t *testing.T) {
@@ -138,5 +139,44 @@ func TestApplyReservedCPUs(t *testing.T) {
 	applyReservedCPUs(&d.Kubelet, zap.NewNop())
 	if d.Kubelet.SystemReserved != nil {
 		t.Errorf("without --reserved-cpus systemReserved = %v", d.Kubelet.SystemReserved)
+	}
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc         string
+		mod          func(*Config)
+		initial, max time.Duration
+	}{
+		{"defaults", func(*Config) {}, 10 * time.Second, 300 * time.Second},
+		{"maxContainerRestartPeriod", func(c *Config) {
+			c.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 5 * time.Second}
+		}, 5 * time.Second, 5 * time.Second},
+		{"gate off", func(c *Config) {
+			c.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 30 * time.Second}
+			c.Kubelet.FeatureGates = map[string]bool{"KubeletCrashLoopBackOffMax": false}
+		}, 10 * time.Second, 300 * time.Second},
+		{"reduced decay", func(c *Config) {
+			c.Kubelet.FeatureGates = map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true}
+		}, time.Second, 60 * time.Second},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c := DefaultConfig()
+			tc.mod(&c)
+			b := crashLoopBackOff(&c)
+			now := b.Clock.Now()
+			b.Next("c", now)
+			if got := b.Get("c"); got != tc.initial {
+				t.Errorf("initial %v, want %v", got, tc.initial)
+			}
+			for range 20 {
+				b.Next("c", now)
+			}
+			if got := b.Get("c"); got != tc.max {
+				t.Errorf("max %v, want %v", got, tc.max)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -275,6 +276,9 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // checkFlagOnly reports the flag-only settings that are invalid.
 func (c *Config) checkFlagOnly() []error {
 	var errs []error
+	if c.ExitOnLockContention && c.LockFilePath == "" {
+		errs = append(errs, errors.New("cannot exit on lock file contention: no lock file specified"))
+	}
 	switch c.CloudProvider {
 	case "", "external":
 	default:

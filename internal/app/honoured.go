@@ -97,8 +97,6 @@ func (c *Config) notHonoured() []string {
 		{"--network-plugin-mtu", c.NetworkPluginMTU != 0},
 		{"--image-credential-provider-config", c.ImageCredentialProviderConfig != ""},
 		{"--image-credential-provider-bin-dir", c.ImageCredentialProviderBinDir != ""},
-		{"--lock-file", c.LockFilePath != ""},
-		{"--exit-on-lock-contention", c.ExitOnLockContention},
 	} {
 		if f.set {
 			out = append(out, f.name)

@@ -221,6 +221,15 @@ func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
 			errs = append(errs, errors.New("invalid configuration: maxParallelImagePulls cannot be larger than 1 unless SerializeImagePulls (--serialize-image-pulls) is set to false"))
 		}
 	}
+	if p := c.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && (p.Duration < time.Second || p.Duration > 300*time.Second) {
+		errs = append(errs, fmt.Errorf("invalid configuration: CrashLoopBackOff.MaxContainerRestartPeriod (got: %v seconds) must be set between 1s and 300s", p.Seconds()))
+	}
+	if *c.ContainerLogMaxWorkers < 1 {
+		errs = append(errs, errors.New("invalid configuration: containerLogMaxWorkers must be greater than or equal to 1"))
+	}
+	if c.ContainerLogMonitorInterval.Duration < 3*time.Second {
+		errs = append(errs, errors.New("invalid configuration: containerLogMonitorInterval must be a positive time duration greater than or equal to 3s"))
+	}
 	if c.PodsPerCore < 0 {
 		errs = append(errs, fmt.Errorf("invalid configuration: podsPerCore (--pods-per-core) %v must not be a negative number", c.PodsPerCore))
 	}

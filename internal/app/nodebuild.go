@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/flowcontrol"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 
@@ -117,7 +118,8 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	}
 	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, NodeName: name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
-		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups, Logger: logger.Named("stats")})
+		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups,
+		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), Logger: logger.Named("stats")})
 	return n, err
 }
 
@@ -134,7 +136,7 @@ func newEvictionManager(cfg *Config, n *node, podEvent func(*v1.Pod, map[string]
 	}
 	var hugePages int64
 	for name, q := range n.resources.Capacity() {
-		if resources.IsHugePages(name) && (cfg.features == nil || cfg.features.Enabled(features.HugepageAwareEviction)) {
+		if resources.IsHugePages(name) && cfg.enabled(features.HugepageAwareEviction) {
 			hugePages += q.Value()
 		}
 	}
@@ -169,6 +171,32 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 	}
 	return resources.New(resources.Options{Machine: machine, MaxPods: podsCapacity(&cfg.Kubelet, machine.NumCPU),
 		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
+}
+
+// volumeStatsAggPeriod maps volumeStatsAggPeriod onto stats.Options: 0 (or
+// less) turns volume measuring off.
+func volumeStatsAggPeriod(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// crashLoopBackOff is the container restart back-off, as upstream's
+// newCrashLoopBackOff: 10s doubling to 300s; 1s to 60s with
+// ReduceDefaultCrashLoopBackOffDecay; at most
+// crashLoopBackOff.maxContainerRestartPeriod with KubeletCrashLoopBackOffMax
+// (the initial delay never above it).
+func crashLoopBackOff(cfg *Config) *flowcontrol.Backoff {
+	initial, maxDelay := 10*time.Second, 300*time.Second
+	if cfg.enabled(features.ReduceDefaultCrashLoopBackOffDecay) {
+		initial, maxDelay = time.Second, 60*time.Second
+	}
+	if p := cfg.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil && cfg.enabled(features.KubeletCrashLoopBackOffMax) {
+		maxDelay = p.Duration
+		initial = min(initial, maxDelay)
+	}
+	return flowcontrol.NewBackOff(initial, maxDelay)
 }
 
 // podsCapacity is the node's pods capacity: maxPods, or podsPerCore times
@@ -320,7 +348,8 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptrOr(cfg.Kubelet.MaxParallelImagePulls, 0)),
 		PullQPS: float32(*cfg.Kubelet.RegistryPullQPS), PullBurst: int(cfg.Kubelet.RegistryBurst), ContainerLogMaxSize: logSize.Value(),
-		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
+		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), ContainerLogMaxWorkers: int(*cfg.Kubelet.ContainerLogMaxWorkers),
+		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: lifecycle, StateDir: cfg.RootDirectory, PodCgroups: podCgroups,
 	})
@@ -364,6 +393,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Parts: parts,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
+			CrashLoopBackOff: crashLoopBackOff(cfg),
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Logger: logger.Named("kubelet"),

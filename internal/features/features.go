@@ -23,11 +23,19 @@ import (
 const (
 	// HugepageAwareEviction takes the huge pages off memory.available.
 	HugepageAwareEviction featuregate.Feature = "HugepageAwareEviction"
+	// KubeletCrashLoopBackOffMax lets crashLoopBackOff.maxContainerRestartPeriod
+	// set the container restart back-off's maximum.
+	KubeletCrashLoopBackOffMax featuregate.Feature = "KubeletCrashLoopBackOffMax"
+	// ReduceDefaultCrashLoopBackOffDecay makes the restart back-off start at
+	// 1s and stop at 60s.
+	ReduceDefaultCrashLoopBackOffDecay featuregate.Feature = "ReduceDefaultCrashLoopBackOffDecay"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
 var honoured = map[featuregate.Feature]bool{
-	HugepageAwareEviction: true,
+	HugepageAwareEviction:              true,
+	KubeletCrashLoopBackOffMax:         true,
+	ReduceDefaultCrashLoopBackOffDecay: true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

@@ -171,6 +171,10 @@ type SecretGetter interface {
 
 // PressureAdmitter decides whether the node under resource pressure takes a
 // pod (eviction.Manager).
-type PressureAdmitter interface {
+type PressureAdmitter = PodAdmitter
+
+// PodAdmitter is one admission check: a refusal gives the pod's reason and
+// message.
+type PodAdmitter interface {
 	Admit(pod *v1.Pod) (reason, message string, ok bool)
 }

@@ -114,8 +114,11 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.
 func (k *Kubelet) handleAdd(p *v1.Pod) {
 	if !k.workers.IsPodTerminationRequested(p.UID) {
-		if k.deps.pressure != nil {
-			if reason, msg, ok := k.deps.pressure.Admit(p); !ok {
+		for _, a := range []PodAdmitter{k.deps.pressure, k.deps.sysctls} {
+			if a == nil {
+				continue
+			}
+			if reason, msg, ok := a.Admit(p); !ok {
 				k.reject(p, reason, msg)
 				return
 			}

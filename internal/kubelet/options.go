@@ -82,6 +82,10 @@ type Parts struct {
 	// (eviction.Manager): it is asked first, as upstream's eviction admit
 	// handler. Optional: nil admits regardless of pressure.
 	Pressure PressureAdmitter
+	// Sysctls refuses pods that set sysctls neither safe nor allowed
+	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Pressure, as
+	// upstream's handler order. Optional: nil admits every sysctl.
+	Sysctls PodAdmitter
 	// NewPodWorkers builds the pod workers around the kubelet's sync
 	// functions. Optional: nil is podworkers.New with Cache.
 	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers

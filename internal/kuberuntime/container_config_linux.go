@@ -101,7 +101,7 @@ func (m *Manager) containerSecurityContext(pod *v1.Pod, container *v1.Container,
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *eff.RunAsGroup}
 	}
 
-	seccomp, err := seccompProfile(m.seccompRoot, eff.SeccompProfile)
+	seccomp, err := seccompProfile(m.seccompRoot, eff.SeccompProfile, m.seccompDefault)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +144,12 @@ func toRuntimeCapabilities(c *v1.Capabilities) *runtimeapi.Capability {
 
 // seccompProfile maps the effective seccomp profile; a Localhost profile is
 // relative to root (<root-dir>/seccomp). Without one the container is
-// Unconfined (the upstream default while the SeccompDefault kubelet option is off).
-func seccompProfile(root string, p *v1.SeccompProfile) (*runtimeapi.SecurityProfile, error) {
+// Unconfined, or RuntimeDefault with seccompDefault, as upstream.
+func seccompProfile(root string, p *v1.SeccompProfile, fallbackRuntimeDefault bool) (*runtimeapi.SecurityProfile, error) {
 	if p == nil {
+		if fallbackRuntimeDefault {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
+		}
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 	}
 	switch p.Type {

@@ -265,8 +265,28 @@ func TestContainerResources(t *testing.T) {
 func TestSeccompLocalhostUnderRootDir(t *testing.T) {
 	t.Parallel()
 	name := "profiles/audit.json"
-	got, err := seccompProfile("/srv/kubelet/seccomp", &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &name})
+	got, err := seccompProfile("/srv/kubelet/seccomp", &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &name}, true)
 	if err != nil || got.GetLocalhostRef() != "/srv/kubelet/seccomp/profiles/audit.json" {
 		t.Fatalf("seccompProfile = %v, %v", got, err)
+	}
+}
+
+// seccompDefault: a container that sets no profile gets RuntimeDefault, an
+// explicit Unconfined stays.
+func TestSeccompDefault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p    *v1.SeccompProfile
+		def  bool
+		want runtimeapi.SecurityProfile_ProfileType
+	}{
+		{nil, false, runtimeapi.SecurityProfile_Unconfined},
+		{nil, true, runtimeapi.SecurityProfile_RuntimeDefault},
+		{&v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}, true, runtimeapi.SecurityProfile_Unconfined},
+	} {
+		got, err := seccompProfile("/r", tc.p, tc.def)
+		if err != nil || got.GetProfileType() != tc.want {
+			t.Errorf("seccompProfile(%v, %v) = %v %v, want %v", tc.p, tc.def, got, err, tc.want)
+		}
 	}
 }

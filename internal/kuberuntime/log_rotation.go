@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,10 +47,16 @@ type logRotationRuntime interface {
 	ReopenContainerLog(ctx context.Context, containerID string) error
 }
 
-// rotateLogsLoop rotates container logs every 10 seconds until ctx ends.
+// rotateLogsLoop rotates container logs every logMonitorInterval (default
+// 10s) until ctx ends, with logMaxWorkers containers at a time.
 func (m *Manager) rotateLogsLoop(ctx context.Context) {
 	r := newLogRotator(m.runtime, m.logMaxSize, m.logMaxFiles, m.logger)
-	ticker := time.NewTicker(logRotationInterval)
+	r.workers = m.logMaxWorkers
+	interval := m.logMonitorInterval
+	if interval <= 0 {
+		interval = logRotationInterval
+	}
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		faultinject.Point("kuberuntime.rotateLogs")
@@ -70,6 +77,9 @@ type logRotator struct {
 	maxFiles int
 	logger   *zap.Logger
 	now      func() time.Time
+	// workers is how many containers are rotated at once (<= 1: one).
+	workers  int
+	mu       sync.Mutex                  // guards failures
 	failures map[string]*rotationFailure // by container ID
 }
 
@@ -113,29 +123,45 @@ func (r *logRotator) rotateAll(ctx context.Context) {
 	for _, c := range containers {
 		live[c.GetId()] = true
 	}
+	r.mu.Lock()
 	for id := range r.failures {
 		if !live[id] {
 			delete(r.failures, id) // gone or stopped: forget its streak
 		}
 	}
+	r.mu.Unlock()
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range max(r.workers, 1) {
+		wg.Go(func() {
+			for id := range ids {
+				r.rotateOne(ctx, id)
+			}
+		})
+	}
 	for _, c := range containers {
 		if ctx.Err() != nil {
-			return
+			break
 		}
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			continue
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			ids <- c.GetId()
 		}
-		r.rotateOne(ctx, c.GetId())
 	}
+	close(ids)
+	wg.Wait()
 }
 
 // rotateOne rotates one container's log if due, tracking failures.
 func (r *logRotator) rotateOne(ctx context.Context, id string) {
+	r.mu.Lock()
 	f := r.failures[id]
+	r.mu.Unlock()
 	if f != nil && r.now().Before(f.retryAt) {
 		return
 	}
 	err := r.rotateContainer(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err == nil {
 		if f != nil {
 			r.logger.Info("container log rotation works again", zap.String("containerID", id))

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -389,5 +390,35 @@ func TestRotateLogsLoop(t *testing.T) {
 	}
 	if fi, err := os.Stat(running); err != nil || fi.Size() != 0 {
 		t.Errorf("live log after reopen: %v %v", fi, err)
+	}
+}
+
+// containerLogMaxWorkers rotates several containers at once; every one is
+// rotated, each once.
+func TestLogRotationWorkers(t *testing.T) {
+	t.Parallel()
+	rt := &rcRotationRuntime{states: map[string]runtimeapi.ContainerState{}, paths: map[string]string{}}
+	dir := t.TempDir()
+	for i := range 6 {
+		id := fmt.Sprintf("c%d", i)
+		p := filepath.Join(dir, id, "0.log")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, 2048), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		rt.states[id], rt.paths[id] = runtimeapi.ContainerState_CONTAINER_RUNNING, p
+	}
+	r := newLogRotator(rt, 1024, 5, zap.NewNop())
+	r.workers = 3
+	r.rotateAll(context.Background())
+	if _, reopens := rt.counts(); reopens != 6 {
+		t.Fatalf("%d reopens, want 6", reopens)
+	}
+	for id, p := range rt.paths {
+		if fi, err := os.Stat(p); err != nil || fi.Size() != 0 {
+			t.Errorf("%s: live log %v %v, want a new empty one", id, fi, err)
+		}
 	}
 }

@@ -140,6 +140,14 @@ type Options struct {
 	// ContainerLogMaxSize in bytes, default 10Mi; ContainerLogMaxFiles default 5.
 	ContainerLogMaxSize  int64
 	ContainerLogMaxFiles int
+	// SeccompDefault gives containers that set no seccomp profile the
+	// runtime's default instead of Unconfined (seccompDefault).
+	SeccompDefault bool
+	// ContainerLogMaxWorkers is how many containers' logs are rotated at
+	// once (default 1); ContainerLogMonitorInterval how often the logs are
+	// checked (default 10s).
+	ContainerLogMaxWorkers      int
+	ContainerLogMonitorInterval time.Duration
 	// CPUCFSQuota enforces CPU limits (the caller passes its flag value, the
 	// kubelet's default is true); CPUCFSQuotaPeriod defaults to 100ms.
 	CPUCFSQuota       bool
@@ -178,25 +186,28 @@ func (noLifecycle) PreStartContainer(*v1.Pod, *v1.Container, string)            
 // Manager is the runtime manager. It is safe for concurrent use by the pod
 // workers (one SyncPod per pod at a time).
 type Manager struct {
-	runtime           internalapi.RuntimeService
-	images            internalapi.ImageManagerService
-	helper            RuntimeHelper
-	logger            *zap.Logger
-	recorder          EventRecorder
-	podLogsDir        string
-	seccompRoot       string // Localhost seccomp profiles are relative to it
-	imagePullBackOff  *flowcontrol.Backoff
-	pullSlots         chan struct{}            // nil: pulls are not bounded
-	pullLimiter       flowcontrol.RateLimiter // nil: pulls are not throttled
-	logMaxSize        int64
-	logMaxFiles       int
-	cpuCFSQuota       bool
-	cpuCFSQuotaPeriod time.Duration
-	machineMemory     int64
-	runtimeName       string
-	lifecycle         ContainerLifecycle
-	actuated          *kubecontainer.ResourceState // nil: no in-place resize
-	podCgroups        PodCgroupResizer
+	runtime            internalapi.RuntimeService
+	images             internalapi.ImageManagerService
+	helper             RuntimeHelper
+	logger             *zap.Logger
+	recorder           EventRecorder
+	podLogsDir         string
+	seccompRoot        string // Localhost seccomp profiles are relative to it
+	seccompDefault     bool
+	imagePullBackOff   *flowcontrol.Backoff
+	pullSlots          chan struct{}           // nil: pulls are not bounded
+	pullLimiter        flowcontrol.RateLimiter // nil: pulls are not throttled
+	logMaxSize         int64
+	logMaxFiles        int
+	logMaxWorkers      int
+	logMonitorInterval time.Duration
+	cpuCFSQuota        bool
+	cpuCFSQuotaPeriod  time.Duration
+	machineMemory      int64
+	runtimeName        string
+	lifecycle          ContainerLifecycle
+	actuated           *kubecontainer.ResourceState // nil: no in-place resize
+	podCgroups         PodCgroupResizer
 
 	podInfraImage string
 	probeResults  ProbeResults
@@ -219,24 +230,27 @@ func New(opts Options) (*Manager, error) {
 		return nil, errors.New("kuberuntime: Options.MachineMemoryBytes is required (the machine's MemTotal)")
 	}
 	m := &Manager{
-		runtime:           opts.Runtime,
-		images:            opts.Images,
-		helper:            opts.Helper,
-		logger:            opts.Logger,
-		recorder:          opts.Recorder,
-		podLogsDir:        opts.PodLogsDir,
-		seccompRoot:       opts.SeccompProfileRoot,
-		imagePullBackOff:  opts.ImagePullBackOff,
-		pullSlots:         pullSlots(opts.SerializeImagePulls, opts.MaxParallelImagePulls),
-		logMaxSize:        opts.ContainerLogMaxSize,
-		logMaxFiles:       opts.ContainerLogMaxFiles,
-		cpuCFSQuota:       opts.CPUCFSQuota,
-		cpuCFSQuotaPeriod: opts.CPUCFSQuotaPeriod,
-		machineMemory:     opts.MachineMemoryBytes,
-		runtimeName:       opts.RuntimeName,
-		podInfraImage:     opts.PodInfraImage,
-		probeResults:      opts.ProbeResults,
-		hookClient:        newHookHTTPClient(),
+		runtime:            opts.Runtime,
+		images:             opts.Images,
+		helper:             opts.Helper,
+		logger:             opts.Logger,
+		recorder:           opts.Recorder,
+		podLogsDir:         opts.PodLogsDir,
+		seccompRoot:        opts.SeccompProfileRoot,
+		seccompDefault:     opts.SeccompDefault,
+		imagePullBackOff:   opts.ImagePullBackOff,
+		pullSlots:          pullSlots(opts.SerializeImagePulls, opts.MaxParallelImagePulls),
+		logMaxSize:         opts.ContainerLogMaxSize,
+		logMaxFiles:        opts.ContainerLogMaxFiles,
+		logMaxWorkers:      opts.ContainerLogMaxWorkers,
+		logMonitorInterval: opts.ContainerLogMonitorInterval,
+		cpuCFSQuota:        opts.CPUCFSQuota,
+		cpuCFSQuotaPeriod:  opts.CPUCFSQuotaPeriod,
+		machineMemory:      opts.MachineMemoryBytes,
+		runtimeName:        opts.RuntimeName,
+		podInfraImage:      opts.PodInfraImage,
+		probeResults:       opts.ProbeResults,
+		hookClient:         newHookHTTPClient(),
 	}
 	if opts.PullQPS > 0 {
 		m.pullLimiter = flowcontrol.NewTokenBucketRateLimiter(opts.PullQPS, max(opts.PullBurst, 1))

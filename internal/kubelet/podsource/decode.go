@@ -2,12 +2,9 @@ package podsource
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/core"
 )
 
 // maxManifestBytes caps one manifest file or URL body (upstream maxConfigLength).
@@ -170,34 +168,9 @@ func (s manifestSource) preparePod(pod *v1.Pod) error {
 	return checkAPIReferences(pod)
 }
 
-// podUID hashes the defaulted pod, then the source (upstream writes the source after the
-// pod, so both count).
+// podUID is upstream's static pod UID (core.StaticPodUID).
 func (s manifestSource) podUID(pod *v1.Pod) k8stypes.UID {
-	h := fnv.New128a()
-	writePod(h, pod)
-	if s.isURL {
-		fmt.Fprintf(h, "url:%s", s.path)
-	} else {
-		fmt.Fprintf(h, "host:%s", s.nodeName)
-		fmt.Fprintf(h, "file:%s", s.path)
-	}
-	return k8stypes.UID(hex.EncodeToString(h.Sum(nil)))
-}
-
-// HashPod returns the hex 128-bit FNV-1a hash of the pod's JSON. The UID of a static pod,
-// and so its config.hash annotation, extends this hash with the pod's source.
-func HashPod(pod *v1.Pod) string {
-	h := fnv.New128a()
-	writePod(h, pod)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func writePod(h hash.Hash, pod *v1.Pod) {
-	// encoding/json sorts map keys, so equal pods always give equal bytes.
-	if err := json.NewEncoder(h).Encode(pod); err != nil {
-		// A v1.Pod always encodes; keep the hash deterministic regardless.
-		fmt.Fprintf(h, "encode error: %v", err)
-	}
+	return k8stypes.UID(core.StaticPodUID(pod, s.nodeName, s.path, !s.isURL))
 }
 
 // addToleration adds t unless the pod already has an equal toleration.

@@ -216,28 +216,6 @@ func TestDecodeManifestUID(t *testing.T) {
 	}
 }
 
-func TestHashPod(t *testing.T) {
-	t.Parallel()
-	pod := decodeOne(t, webYAML, testPath, testNode)
-	h := HashPod(pod)
-	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(h) {
-		t.Fatalf("HashPod = %q, want 32 hex digits", h)
-	}
-	if again := HashPod(pod.DeepCopy()); again != h {
-		t.Errorf("hash of a copy %q != %q", again, h)
-	}
-	edited := pod.DeepCopy()
-	edited.Spec.Containers[0].Image = "other"
-	if HashPod(edited) == h {
-		t.Error("hash did not change with the image")
-	}
-	edited = pod.DeepCopy()
-	edited.Labels["x"] = "y"
-	if HashPod(edited) == h {
-		t.Error("hash did not change with a label")
-	}
-}
-
 func decodeOne(t *testing.T, data, path, node string) *v1.Pod {
 	t.Helper()
 	pods, err := DecodeManifest([]byte(data), path, node)

@@ -7,29 +7,41 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// SetDefaults fills in the v1 API defaults the kubelet relies on, as the API server's
-// defaulting does for pods (k8s.io/kubernetes pkg/apis/core/v1 defaults): pod spec
-// (restartPolicy Always, dnsPolicy ClusterFirst, terminationGracePeriodSeconds 30,
-// schedulerName, securityContext {}, enableServiceLinks true, host ports for hostNetwork
-// pods), containers (imagePullPolicy, termination message path and policy, port protocol,
-// requests default to limits, resize policy, probe and handler defaults, fieldRef
-// apiVersion) and volumes (emptyDir when no source, hostPath type "", default modes,
-// service account token expiry). Values already set are kept.
+// SetDefaults fills in the v1 API defaults, as upstream v1.37's defaulting of a
+// decoded pod does with its default feature gates (k8s.io/kubernetes
+// pkg/apis/core/v1 SetObjectDefaults_Pod): pod spec (service account names,
+// restartPolicy Always, dnsPolicy ClusterFirst, terminationGracePeriodSeconds
+// 30 and a negative one 1, schedulerName, securityContext {},
+// enableServiceLinks true, host ports for hostNetwork pods), containers
+// (imagePullPolicy, termination message path and policy, port protocol,
+// quantities rounded to milli and requests defaulted to limits, probe and
+// handler defaults, fieldRef apiVersion), volumes (emptyDir when no source,
+// hostPath type "", default modes, token expiry, iSCSI, RBD, Azure disk and
+// ScaleIO defaults, image pull policy, claim template volume mode) and the
+// status's pod IPs. Values already set are kept. The static pod UID hashes
+// the result (core.StaticPodUID), so every default counts: the golden test
+// against upstream's kubelet keeps them exact.
 func SetDefaults(pod *v1.Pod) {
 	spec := &pod.Spec
 	setPodSpecDefaults(spec)
 	for i := range spec.InitContainers {
-		setContainerDefaults(&spec.InitContainers[i], false)
+		setContainerDefaults(&spec.InitContainers[i])
 	}
 	for i := range spec.Containers {
-		setContainerDefaults(&spec.Containers[i], true)
+		setContainerDefaults(&spec.Containers[i])
 	}
 	for i := range spec.EphemeralContainers {
-		setContainerDefaults((*v1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon), false)
+		setContainerDefaults((*v1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	for i := range spec.Volumes {
 		setVolumeDefaults(&spec.Volumes[i])
 	}
+	roundUpMilli(spec.Overhead)
+	if spec.Resources != nil {
+		roundUpMilli(spec.Resources.Limits)
+		roundUpMilli(spec.Resources.Requests)
+	}
+	setPodStatusDefaults(&pod.Status)
 	if spec.HostNetwork {
 		defaultHostNetworkPorts(spec.Containers)
 		defaultHostNetworkPorts(spec.InitContainers)
@@ -37,6 +49,14 @@ func SetDefaults(pod *v1.Pod) {
 }
 
 func setPodSpecDefaults(spec *v1.PodSpec) {
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = spec.DeprecatedServiceAccount
+	}
+	spec.DeprecatedServiceAccount = spec.ServiceAccountName
+	if spec.TerminationGracePeriodSeconds != nil && *spec.TerminationGracePeriodSeconds < 0 {
+		one := int64(1) // a negative grace period becomes 1s, as the API server does
+		spec.TerminationGracePeriodSeconds = &one
+	}
 	if spec.DNSPolicy == "" {
 		spec.DNSPolicy = v1.DNSClusterFirst
 	}
@@ -59,9 +79,8 @@ func setPodSpecDefaults(spec *v1.PodSpec) {
 	}
 }
 
-// setContainerDefaults defaults one container; regular containers (not init or
-// ephemeral ones) also get the default resize policy.
-func setContainerDefaults(c *v1.Container, regular bool) {
+// setContainerDefaults defaults one container.
+func setContainerDefaults(c *v1.Container) {
 	if c.ImagePullPolicy == "" {
 		if imageTag(c.Image) == "latest" {
 			c.ImagePullPolicy = v1.PullAlways
@@ -81,9 +100,6 @@ func setContainerDefaults(c *v1.Container, regular bool) {
 		}
 	}
 	setResourceDefaults(&c.Resources)
-	if regular {
-		setResizePolicyDefaults(c)
-	}
 	for _, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		setProbeDefaults(p)
 	}
@@ -94,6 +110,9 @@ func setContainerDefaults(c *v1.Container, regular bool) {
 	for i := range c.Env {
 		if vf := c.Env[i].ValueFrom; vf != nil {
 			setFieldRefDefaults(vf.FieldRef)
+			if vf.FileKeyRef != nil && vf.FileKeyRef.Optional == nil {
+				vf.FileKeyRef.Optional = new(bool)
+			}
 		}
 	}
 }
@@ -137,26 +156,6 @@ func roundUpMilli(list v1.ResourceList) {
 	}
 }
 
-// setResizePolicyDefaults adds RestartPolicy NotRequired for requested cpu and memory
-// without a policy (InPlacePodVerticalScaling is on by default upstream).
-func setResizePolicyDefaults(c *v1.Container) {
-	if c.Resources.Requests == nil {
-		return
-	}
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-		if _, ok := c.Resources.Requests[name]; !ok {
-			continue
-		}
-		found := false
-		for _, p := range c.ResizePolicy {
-			found = found || p.ResourceName == name
-		}
-		if !found {
-			c.ResizePolicy = append(c.ResizePolicy, v1.ContainerResizePolicy{ResourceName: name, RestartPolicy: v1.NotRequired})
-		}
-	}
-}
-
 func setProbeDefaults(p *v1.Probe) {
 	if p == nil {
 		return
@@ -174,6 +173,9 @@ func setProbeDefaults(p *v1.Probe) {
 		p.FailureThreshold = 3
 	}
 	setHTTPGetDefaults(p.HTTPGet)
+	if p.GRPC != nil && p.GRPC.Service == nil {
+		p.GRPC.Service = new(string)
+	}
 }
 
 func setHandlerDefaults(h *v1.LifecycleHandler) {
@@ -204,6 +206,50 @@ func setVolumeDefaults(vol *v1.Volume) {
 	src := &vol.VolumeSource
 	if *src == (v1.VolumeSource{}) {
 		src.EmptyDir = &v1.EmptyDirVolumeSource{}
+	}
+	if src.Image != nil && src.Image.PullPolicy == "" {
+		src.Image.PullPolicy = v1.PullIfNotPresent
+		if imageTag(src.Image.Reference) == "latest" {
+			src.Image.PullPolicy = v1.PullAlways
+		}
+	}
+	if src.ISCSI != nil && src.ISCSI.ISCSIInterface == "" {
+		src.ISCSI.ISCSIInterface = "default"
+	}
+	if r := src.RBD; r != nil {
+		setZeroString(&r.RBDPool, "rbd")
+		setZeroString(&r.RadosUser, "admin")
+		setZeroString(&r.Keyring, "/etc/ceph/keyring")
+	}
+	if d := src.AzureDisk; d != nil {
+		if d.CachingMode == nil {
+			m := v1.AzureDataDiskCachingReadWrite
+			d.CachingMode = &m
+		}
+		if d.FSType == nil {
+			fs := "ext4"
+			d.FSType = &fs
+		}
+		if d.ReadOnly == nil {
+			d.ReadOnly = new(bool)
+		}
+		if d.Kind == nil {
+			k := v1.AzureSharedBlobDisk
+			d.Kind = &k
+		}
+	}
+	if sio := src.ScaleIO; sio != nil {
+		setZeroString(&sio.StorageMode, "ThinProvisioned")
+		setZeroString(&sio.FSType, "xfs")
+	}
+	if e := src.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+		spec := &e.VolumeClaimTemplate.Spec
+		if spec.VolumeMode == nil {
+			m := v1.PersistentVolumeFilesystem
+			spec.VolumeMode = &m
+		}
+		roundUpMilli(spec.Resources.Limits)
+		roundUpMilli(spec.Resources.Requests)
 	}
 	if src.HostPath != nil && src.HostPath.Type == nil {
 		unset := v1.HostPathUnset
@@ -238,6 +284,26 @@ func setProjectionDefaults(sources []v1.VolumeProjection) {
 				setFieldRefDefaults(d.Items[j].FieldRef)
 			}
 		}
+	}
+}
+
+func setZeroString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+// setPodStatusDefaults keeps podIP and podIPs consistent, as the API
+// server's defaulting does.
+func setPodStatusDefaults(st *v1.PodStatus) {
+	hasIP, hasIPs := st.PodIP != "", len(st.PodIPs) > 0
+	switch {
+	case hasIP && !hasIPs:
+		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
+	case !hasIP && hasIPs:
+		st.PodIP = st.PodIPs[0].IP
+	case hasIP && hasIPs && st.PodIPs[0].IP != st.PodIP:
+		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
 	}
 }
 

@@ -83,7 +83,7 @@ func TestSetDefaults(t *testing.T) {
 			r := p.Spec.Containers[0].Resources.Requests
 			expect(t, r.Cpu().String(), "100m")
 			expect(t, r.Memory().String(), "64Mi")
-			expect(t, len(p.Spec.Containers[0].ResizePolicy), 2)
+			expect(t, len(p.Spec.Containers[0].ResizePolicy), 0) // upstream v1.37 defaults no resize policy
 		}},
 		{"fieldRef apiVersion", func(p *v1.Pod) {
 			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "N", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}

@@ -55,6 +55,10 @@ type Options struct {
 	// RuntimeCgroup is --runtime-cgroups, reported as the "runtime" system
 	// container; "" for none.
 	RuntimeCgroup string
+	// VolumeStatsAggPeriod is how long a volume's measured usage is reused
+	// (volumeStatsAggPeriod): 0 = a minute, negative = volumes are not
+	// measured (upstream's 0).
+	VolumeStatsAggPeriod time.Duration
 	// Logger; nil = no logging.
 	Logger *zap.Logger
 }
@@ -119,7 +123,7 @@ func New(opts Options) (*Provider, error) {
 		memory:     uint64(max(opts.MemoryCapacity, 0)),
 		now:        time.Now,
 		rates:      newRateCache(),
-		du:         newDuCache(),
+		du:         newDuCache(opts.VolumeStatsAggPeriod),
 		registry:   prometheus.NewRegistry(),
 
 		podsCgroup: opts.PodsCgroup, runtimeCgroup: opts.RuntimeCgroup, started: time.Now(),

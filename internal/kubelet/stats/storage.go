@@ -41,6 +41,7 @@ func isEphemeralPluginDir(name string) bool {
 // walk per directory runs at a time; others wait for it, or take the previous
 // result when there is one.
 type duCache struct {
+	ttl     time.Duration // < 0: nothing is measured
 	mu      sync.Mutex
 	entries map[string]*duEntry
 }
@@ -53,8 +54,11 @@ type duEntry struct {
 	computing chan struct{} // non-nil while a walk runs
 }
 
-func newDuCache() *duCache {
-	return &duCache{entries: map[string]*duEntry{}}
+func newDuCache(ttl time.Duration) *duCache {
+	if ttl == 0 {
+		ttl = volumeStatsTTL
+	}
+	return &duCache{ttl: ttl, entries: map[string]*duEntry{}}
 }
 
 // get returns the usage of path and its filesystem's figures.
@@ -67,7 +71,7 @@ func (c *duCache) get(ctx context.Context, path string, now time.Time) (diskUsag
 			c.entries[path] = e
 		}
 		e.usedAt = now
-		if e.valid && (now.Sub(e.usage.at) < volumeStatsTTL || e.computing != nil) {
+		if e.valid && (now.Sub(e.usage.at) < c.ttl || e.computing != nil) {
 			u, f := e.usage, e.fs
 			c.mu.Unlock()
 			return u, f, nil
@@ -171,6 +175,9 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, desired *v1.Pod)
 	plugins, err := os.ReadDir(volumesDir)
 	if err != nil {
 		return nil
+	}
+	if p.du.ttl < 0 {
+		return nil // volumeStatsAggPeriod 0: volumes are not measured
 	}
 	var out []statsapi.VolumeStats
 	for _, plugin := range plugins {

@@ -17,7 +17,7 @@ func TestDuCache(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	mustWrite(t, filepath.Join(dir, "a"), make([]byte, 4096))
-	c := newDuCache()
+	c := newDuCache(0)
 	ctx := context.Background()
 	now := time.Now()
 	first, fs, err := c.get(ctx, dir, now)
@@ -131,5 +131,26 @@ func TestNewValidates(t *testing.T) {
 	p, err := New(Options{Runtime: e.rt, Images: e.img, NodeName: "n", RootDir: "/var/lib/kubelet/"})
 	if err != nil || p.podLogsDir != defaultPodLogsDir || p.rootDir != "/var/lib/kubelet" {
 		t.Errorf("defaults: %v %q %q", err, p.podLogsDir, p.rootDir)
+	}
+}
+
+// volumeStatsAggPeriod sets how long a measure is reused.
+func TestDuCacheTTL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustWrite(t, filepath.Join(dir, "a"), make([]byte, 4096))
+	c := newDuCache(5 * time.Second)
+	ctx := context.Background()
+	now := time.Now()
+	first, _, err := c.get(ctx, dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, "b"), make([]byte, 4096))
+	if again, _, _ := c.get(ctx, dir, now.Add(4*time.Second)); again != first {
+		t.Errorf("within 5s = %+v, want the cached %+v", again, first)
+	}
+	if later, _, _ := c.get(ctx, dir, now.Add(5*time.Second)); later.bytes <= first.bytes {
+		t.Errorf("after 5s = %+v, want b counted", later)
 	}
 }
