@@ -78,7 +78,7 @@ type APIOptions struct {
 	DisableDebugging  bool
 	DisableSystemLogs bool
 	DisableProfiling  bool
-	Health  HealthChecker
+	Health            HealthChecker
 	// LogDir, when set, is served read-only under /logs/ (upstream: /var/log/).
 	// Paths with ".." are refused, and symlinks cannot leave the directory.
 	LogDir string

@@ -63,7 +63,7 @@ func TestFromV1(t *testing.T) {
 		Spec: v1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{Name: "c", Image: "i", Ports: []v1.ContainerPort{{ContainerPort: 80}},
-				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}},
+				Resources:      v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}},
 				ReadinessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Port: intstr.FromString("http")}}}}},
 		},
 	}
