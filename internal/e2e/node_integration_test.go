@@ -54,6 +54,7 @@ type node struct {
 	rt         runtimeView
 	local      *http.Transport // to the local socket; see get
 	kubelet    *proc
+	shimOnly   *proc    // the shim-only instance of useShimOnly, if any
 	procs      []*proc  // every process of the test, for logs on failure
 	teardown   []func() // run in order after the kubelet stopped (runtimes, shims)
 }
@@ -79,9 +80,7 @@ func newNode(t testing.TB) *node {
 		manifests: filepath.Join(dir, "manifests"), rootDir: filepath.Join(dir, "root"), logsDir: filepath.Join(dir, "logs"),
 		ipamDir: filepath.Join(dir, "ipam"), cniConf: filepath.Join(dir, "net.d"), cniCache: filepath.Join(dir, "cache"),
 		shimRoot: filepath.Join(dir, "shim"), healthz: freePort(t), apiPort: freePort(t)}
-	n.endpoint = "unix://" + filepath.Join(dir, "k.sock")
-	n.runtime = []string{"--container-runtime=docker", "--docker-endpoint=" + s.docker}
-	n.rt = dockerView{s: s}
+	n.useDocker()
 	t.Cleanup(n.cleanup) // registered first: runs after the cleanups of later fixtures
 	for _, d := range []string{n.manifests, n.rootDir, n.logsDir, n.ipamDir, n.cniConf, n.cniCache, n.shimRoot} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -40,6 +40,7 @@ func (n *node) useShimOnly() {
 		n.t.Fatal(err)
 	}
 	n.procs = append(n.procs, shim)
+	n.shimOnly = shim
 	n.teardown = append(n.teardown, func() {
 		if err := shim.stop(30 * time.Second); err != nil {
 			n.t.Errorf("the shim-only instance after SIGTERM: %v", err)
@@ -47,6 +48,23 @@ func (n *node) useShimOnly() {
 	})
 	waitSocket(n.t, sock, shim, 30*time.Second)
 	n.useRemote("unix://"+sock, dockerView{s: n.s})
+}
+
+// stopShimOnly stops the shim-only instance (SIGTERM), as a node's
+// operator does when it replaces the kubelet and its shim.
+func (n *node) stopShimOnly(t testing.TB) {
+	t.Helper()
+	if err := n.shimOnly.stop(30 * time.Second); err != nil {
+		t.Fatalf("the shim-only instance after SIGTERM: %v", err)
+	}
+}
+
+// useDocker points the node's kubelet back at its own dockershim (docker
+// mode), as newNode does.
+func (n *node) useDocker() {
+	n.endpoint = "unix://" + filepath.Join(n.dir, "k.sock")
+	n.runtime = []string{"--container-runtime=docker", "--docker-endpoint=" + n.s.docker}
+	n.rt = dockerView{s: n.s}
 }
 
 // waitSocket waits for a unix socket to appear while p runs.
