@@ -110,7 +110,9 @@ func versionInfo(v string) apimachineryversion.Info {
 
 // runWithLogger builds the logger (klog routed into it) and runs the mode.
 func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
-	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.Kubelet.Logging.Format, Output: stderr})
+	level := zap.NewAtomicLevel()
+	cfg.logLevel = &level
+	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.Kubelet.Logging.Format, Output: stderr, Level: &level})
 	if err != nil {
 		return err
 	}

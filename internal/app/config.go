@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/featuregate"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -73,6 +74,8 @@ type Config struct {
 	// fileFeatureGates are the config file's featureGates: --feature-gates
 	// is merged over them (the flag wins per gate), as upstream.
 	fileFeatureGates map[string]bool
+	// logLevel is the process logger's level, changed by /debug/flags/v.
+	logLevel *zap.AtomicLevel
 	// skippedDropins are the --config-dir files without the .conf suffix.
 	skippedDropins []string
 	// features is FeatureGate's result, set when the node starts.

@@ -17,7 +17,6 @@ import (
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
 	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
-	"enableDebugFlagsHandler",
 	"kubeletCgroups", "systemCgroups",
 	"singleProcessOOMKill",
 	"cpuManagerPolicyOptions",
@@ -46,7 +45,7 @@ var honouredFields = []string{
 	"tlsCertFile", "tlsPrivateKeyFile", "tlsCipherSuites", "tlsMinVersion", "tlsCurvePreferences",
 	"rotateCertificates", "serverTLSBootstrap", "authentication", "authorization",
 	"registryPullQPS", "registryBurst", "eventRecordQPS", "eventBurst",
-	"enableDebuggingHandlers", "enableContentionProfiling", "enableProfilingHandler", "enableSystemLogHandler",
+	"enableDebuggingHandlers", "enableContentionProfiling", "enableProfilingHandler", "enableSystemLogHandler", "enableDebugFlagsHandler",
 	"healthzPort", "healthzBindAddress", "oomScoreAdj", "clusterDomain", "clusterDNS",
 	"streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency", "nodeStatusReportFrequency", "nodeLeaseDurationSeconds",
 	"imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",

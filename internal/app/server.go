@@ -56,6 +56,8 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 		DisableDebugging:  !*cfg.Kubelet.EnableDebuggingHandlers,
 		DisableSystemLogs: !*cfg.Kubelet.EnableSystemLogHandler,
 		DisableProfiling:  !*cfg.Kubelet.EnableProfilingHandler,
+		DisableDebugFlags: !*cfg.Kubelet.EnableDebugFlagsHandler,
+		SetVerbosity:      func(v string) (string, error) { return logging.SetVerbosity(cfg.logLevel, v) },
 	}
 	if *cfg.Kubelet.EnableDebuggingHandlers && *cfg.Kubelet.EnableProfilingHandler && cfg.Kubelet.EnableContentionProfiling {
 		goruntime.SetBlockProfileRate(1)

@@ -78,6 +78,10 @@ type APIOptions struct {
 	DisableDebugging  bool
 	DisableSystemLogs bool
 	DisableProfiling  bool
+	// SetVerbosity serves PUT /debug/flags/v (the body is the new -v);
+	// nil, or DisableDebugFlags (enableDebugFlagsHandler false), answers 405.
+	SetVerbosity      func(val string) (string, error)
+	DisableDebugFlags bool
 	Health            HealthChecker
 	// LogDir, when set, is served read-only under /logs/ (upstream: /var/log/).
 	// Paths with ".." are refused, and symlinks cannot leave the directory.
@@ -234,6 +238,11 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 	case a.opts.LogDir != "":
 		mux.HandleFunc("GET /logs/", a.nodeLogs)
 	}
+	if a.opts.DisableDebugFlags || a.opts.SetVerbosity == nil {
+		mux.Handle("/debug/flags/v", disabledEndpoint("flags endpoint is disabled."))
+	} else {
+		mux.Handle("/debug/flags/v", stringFlagPut(a.opts.SetVerbosity))
+	}
 	if a.opts.DisableProfiling {
 		mux.Handle("/debug/pprof/", disabledEndpoint("profiling endpoint is disabled."))
 		return
@@ -244,6 +253,32 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+}
+
+// stringFlagPut serves a flag set by PUT as upstream's
+// StringFlagPutHandler: the body goes to set, its answer or error comes back
+// as plain text (200 or 400); other methods get 406.
+func stringFlagPut(set func(string) (string, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, text := http.StatusNotAcceptable, "unsupported http method"
+		if r.Method == http.MethodPut {
+			body, err := io.ReadAll(io.LimitReader(r.Body, 64))
+			switch {
+			case err != nil:
+				status, text = http.StatusBadRequest, "error reading request body: "+err.Error()
+			default:
+				if text, err = set(string(body)); err != nil {
+					status, text = http.StatusBadRequest, err.Error()
+				} else {
+					status = http.StatusOK
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(status)
+		_, _ = fmt.Fprintln(w, text)
+	})
 }
 
 // disabledEndpoint answers 405 with msg, upstream's answer on a disabled

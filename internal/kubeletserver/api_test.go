@@ -516,3 +516,45 @@ func TestDisabledDebugEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// PUT /debug/flags/v sets the verbosity through SetVerbosity with upstream's
+// answers; enableDebugFlagsHandler false answers 405.
+func TestDebugFlagsV(t *testing.T) {
+	t.Parallel()
+	var got string
+	opts := testAPIOptions(&fakeHost{})
+	opts.SetVerbosity = func(v string) (string, error) {
+		if v == "x" {
+			return "", errors.New("bad")
+		}
+		got = v
+		return "successfully set klog.logging.verbosity to " + v, nil
+	}
+	h, err := NewAPIHandler(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPut, "/debug/flags/v", strings.NewReader("5"))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || got != "5" || strings.TrimSpace(rec.Body.String()) != "successfully set klog.logging.verbosity to 5" {
+		t.Fatalf("PUT 5: %d %q (set %q)", rec.Code, rec.Body.String(), got)
+	}
+	for _, tc := range []struct {
+		method, body string
+		want         int
+	}{{http.MethodPut, "x", http.StatusBadRequest}, {http.MethodGet, "", http.StatusNotAcceptable}} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/debug/flags/v", strings.NewReader(tc.body)))
+		if rec.Code != tc.want {
+			t.Errorf("%s %q: %d, want %d", tc.method, tc.body, rec.Code, tc.want)
+		}
+	}
+	opts.DisableDebugFlags = true
+	h, _ = NewAPIHandler(opts)
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/debug/flags/v", strings.NewReader("5")))
+	if rec.Code != http.StatusMethodNotAllowed || strings.TrimSpace(rec.Body.String()) != "flags endpoint is disabled." {
+		t.Errorf("disabled: %d %q", rec.Code, rec.Body.String())
+	}
+}

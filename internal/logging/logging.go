@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 )
 
 // Log formats accepted by Options.Format.
@@ -40,6 +42,9 @@ type Options struct {
 	Format string
 	// Output receives the log lines. Nil means os.Stderr.
 	Output io.Writer
+	// Level, when set, is the logger's level, so SetVerbosity can change it
+	// while the process runs (/debug/flags/v).
+	Level *zap.AtomicLevel
 }
 
 // Validate reports the first problem with o, naming the command-line flag
@@ -68,12 +73,35 @@ func New(opts Options) (*zap.Logger, error) {
 		out = os.Stderr
 	}
 	sink := zapcore.Lock(zapcore.AddSync(out))
-	core := zapcore.NewCore(newEncoder(opts.Format), sink, levelFor(opts.Verbosity))
+	var level zapcore.LevelEnabler = levelFor(opts.Verbosity)
+	if opts.Level != nil {
+		opts.Level.SetLevel(levelFor(opts.Verbosity))
+		level = opts.Level
+	}
+	core := zapcore.NewCore(newEncoder(opts.Format), sink, level)
 	return zap.New(core,
 		zap.AddCaller(),
 		zap.AddStacktrace(zapcore.DPanicLevel),
 		zap.ErrorOutput(sink),
 	), nil
+}
+
+// SetVerbosity is /debug/flags/v: it sets the -v of the running process
+// from val (a non-negative integer), klog's and level's (the Level of New's
+// Options), with the answers of upstream's handler.
+func SetVerbosity(level *zap.AtomicLevel, val string) (string, error) {
+	v, err := strconv.ParseUint(val, 10, 32)
+	if err != nil {
+		return "", err
+	}
+	var kl klog.Level
+	if err := kl.Set(val); err != nil {
+		return "", fmt.Errorf("failed set klog.logging.verbosity %s: %v", val, err)
+	}
+	if level != nil {
+		level.SetLevel(levelFor(int(v)))
+	}
+	return fmt.Sprintf("successfully set klog.logging.verbosity to %s", val), nil
 }
 
 // levelFor maps a kubelet -v value onto the zap level of the process logger.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"k8s.io/klog/v2"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -127,4 +128,31 @@ func TestNewVerbosityGatesDebug(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SetVerbosity changes a running logger's level (Debug from 4) and klog's V,
+// with upstream's answers.
+func TestSetVerbosity(t *testing.T) {
+	level := zap.NewAtomicLevel()
+	var buf bytes.Buffer
+	logger, err := New(Options{Verbosity: 1, Output: &buf, Level: &level})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger.Debug("hidden")
+	msg, err := SetVerbosity(&level, "5")
+	if err != nil || msg != "successfully set klog.logging.verbosity to 5" {
+		t.Fatalf("SetVerbosity = %q %v", msg, err)
+	}
+	logger.Debug("shown")
+	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "shown") {
+		t.Fatalf("log %q", buf.String())
+	}
+	if !klog.V(5).Enabled() {
+		t.Error("klog V(5) off after -v 5")
+	}
+	if _, err := SetVerbosity(&level, "-1"); err == nil {
+		t.Error("a negative verbosity was taken")
+	}
+	_, _ = SetVerbosity(&level, "0")
 }
