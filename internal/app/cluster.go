@@ -183,8 +183,8 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 	return nodestatus.New(nodestatus.Options{
 		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: ips,
 		ProviderID: cfg.Kubelet.ProviderID, NoControllerAttachDetach: !*cfg.Kubelet.EnableControllerAttachDetach,
-		ExternalCloudProvider: external,
-		Labels:                cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
+		ExternalCloudProvider: external, UpdatePodCIDR: n.podCIDR.update,
+		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
 		Resources: n.resources, Pressure: n.eviction, Images: n.images, MaxImages: int(*cfg.Kubelet.NodeStatusMaxImages),
 		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: cfg.ReportedVersion,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,

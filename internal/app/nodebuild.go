@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -41,6 +42,7 @@ import (
 type node struct {
 	name      string
 	ips       []net.IP
+	podCIDR   *podCIDR
 	conn      *apiConn // nil: standalone
 	resources *resources.Node
 	cgroups   *cm.Manager
@@ -96,6 +98,10 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
 		return nil, err
+	}
+	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
+	if _, err := n.podCIDR.update(context.Background(), cfg.Kubelet.PodCIDR); err != nil {
+		logger.Error("Pod CIDR update failed", zap.Error(err))
 	}
 	if conn != nil {
 		if n.nodeStatus, err = newNodeStatus(cfg, conn, clients, n, logger); err != nil {

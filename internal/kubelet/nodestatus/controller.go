@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,9 +139,15 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		return fmt.Errorf("get node %q: %w", c.opts.NodeName, err)
 	}
 	node := original.DeepCopy()
+	cidrChanged := false
+	if len(node.Spec.PodCIDRs) != 0 && c.opts.UpdatePodCIDR != nil {
+		if cidrChanged, err = c.opts.UpdatePodCIDR(ctx, strings.Join(node.Spec.PodCIDRs, ",")); err != nil {
+			c.log.Error("Error updating pod CIDR", zap.Error(err))
+		}
+	}
 	labelsFixed := ensureOSArchLabels(node)
 	c.setNodeStatus(ctx, node)
-	changed := labelsFixed || statusChanged(&original.Status, &node.Status)
+	changed := cidrChanged || labelsFixed || statusChanged(&original.Status, &node.Status)
 	expired := c.clock.Since(c.lastReport) >= c.opts.StatusReportFrequency+c.reportDelay
 	if !changed && !expired {
 		c.storeNode(original)

@@ -328,3 +328,45 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 		})
 	}
 }
+
+// The node's spec.podCIDRs go to UpdatePodCIDR before each status update; a
+// change is reported with a status patch.
+func TestUpdateNodeStatusPodCIDR(t *testing.T) {
+	t.Parallel()
+	var got []string
+	changed := true
+	c, client, _, clk, _ := testController(t, Options{StatusUpdateFrequency: 10 * time.Second, StatusReportFrequency: time.Hour,
+		UpdatePodCIDR: func(_ context.Context, cidrs string) (bool, error) {
+			got = append(got, cidrs)
+			return changed, nil
+		}})
+	ctx := context.Background()
+	if !c.registerWithAPIServer(ctx) {
+		t.Fatal("not registered")
+	}
+	if err := c.updateNodeStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("UpdatePodCIDR called without podCIDRs: %v", got)
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = "10.244.3.0/24", []string{"10.244.3.0/24", "fd00:3::/64"}
+	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patches := countPatches(client)
+	clk.Step(10 * time.Second)
+	if err := c.updateNodeStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "10.244.3.0/24,fd00:3::/64" {
+		t.Fatalf("UpdatePodCIDR got %v", got)
+	}
+	if countPatches(client) != patches+1 {
+		t.Errorf("a pod CIDR change did not patch the status")
+	}
+}

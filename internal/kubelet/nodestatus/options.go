@@ -123,6 +123,11 @@ type Options struct {
 	// node IP is published in the alpha.kubernetes.io/provided-node-ip
 	// annotation, and addresses the cloud controller manager set are kept.
 	ExternalCloudProvider bool
+	// UpdatePodCIDR hands the node's spec.podCIDRs (comma separated) to the
+	// runtime when they are set, before every status update, as upstream's
+	// updatePodCIDR; it reports whether they changed (the status is then
+	// patched). Optional.
+	UpdatePodCIDR func(ctx context.Context, cidrs string) (bool, error)
 	// DoNotRegister (--register-node=false): the kubelet does not create its
 	// Node; it waits until the Node exists, then updates its status and Lease.
 	DoNotRegister bool
