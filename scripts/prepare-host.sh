@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 PACKAGES=(
 	docker.io containernetworking-plugins busybox-static docker-registry
 	apache2-utils openssl iptables conntrack containerd iproute2
-	ca-certificates git e2fsprogs mount
+	ca-certificates git e2fsprogs mount util-linux dbus-daemon
 )
 DOCKERD_LOG=/var/log/dockerd-kubelet-dockershim.log
 DOCKERD_PID=/var/run/docker.pid
