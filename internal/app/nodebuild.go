@@ -33,6 +33,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/sysctl"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -177,6 +178,21 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 	}
 	return resources.New(resources.Options{Machine: machine, MaxPods: podsCapacity(&cfg.Kubelet, machine.NumCPU),
 		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
+}
+
+// newSysctlAllowlist is the sysctl admission check: upstream's safe sysctls
+// this kernel namespaces plus allowedUnsafeSysctls.
+func newSysctlAllowlist(cfg *Config, logger *zap.Logger) (*sysctl.Allowlist, error) {
+	kernel, err := sysctl.KernelVersion()
+	if err != nil {
+		logger.Error("failed to get kernel version, unable to determine which sysctls are available", zap.Error(err))
+	}
+	allowed := append(sysctl.SafeSysctls(kernel), cfg.Kubelet.AllowedUnsafeSysctls...)
+	al, err := sysctl.NewAllowlist(allowed)
+	if err != nil {
+		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	return al, nil
 }
 
 // volumeStatsAggPeriod maps volumeStatsAggPeriod onto stats.Options: 0 (or
@@ -388,6 +404,9 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		PLEG:  pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")}),
 		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus,
 		Pressure: n.eviction,
+	}
+	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
+		return nil, err
 	}
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
