@@ -11,6 +11,7 @@ require (
 	github.com/docker/go-connections v0.8.2
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-logr/zapr v1.3.0
+	github.com/godbus/dbus/v5 v5.2.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -186,7 +186,12 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		ExternalCloudProvider: external, UpdatePodCIDR: n.podCIDR.update,
 		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
 		Resources: n.resources, Pressure: n.eviction, Images: n.images, MaxImages: int(*cfg.Kubelet.NodeStatusMaxImages),
-		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: n.state.ReadinessError, KubeletVersion: cfg.ReportedVersion,
+		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: func() error {
+			if err := n.state.ReadinessError(); err != nil {
+				return err
+			}
+			return n.shutdown.ShutdownStatus()
+		}, KubeletVersion: cfg.ReportedVersion,
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,

@@ -33,7 +33,6 @@ var notHonouredFields = []string{
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
 	"enableSystemLogQuery",
-	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority",
 	"tracing",
 	"userNamespaces",
 }
@@ -60,7 +59,7 @@ var honouredFields = []string{
 	"systemReserved", "kubeReserved", "reservedSystemCPUs", "systemReservedCgroup", "kubeReservedCgroup",
 	"enforceNodeAllocatable", "allowedUnsafeSysctls", "providerID", "kernelMemcgNotification",
 	"logging.format", "logging.flushFrequency", "logging.verbosity",
-	"crashLoopBackOff", "seccompDefault", "registerWithTaints", "registerNode",
+	"crashLoopBackOff", "seccompDefault", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "registerWithTaints", "registerNode",
 	"localStorageCapacityIsolation", "containerRuntimeEndpoint", "imageServiceEndpoint",
 }
 

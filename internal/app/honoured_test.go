@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	logsapi "k8s.io/component-base/logs/api/v1"
 	tracingapi "k8s.io/component-base/tracing/api/v1"
@@ -48,10 +47,10 @@ func TestNotHonoured(t *testing.T) {
 	}
 	k.MemoryManagerPolicy = "Static"
 	k.MaxPods = 20 // honoured
-	k.ShutdownGracePeriod.Duration = 30 * time.Second
+	k.HairpinMode = "hairpin-veth"
 	k.Logging.VModule = []logsapi.VModuleItem{{FilePattern: "x", Verbosity: 2}}
 	k.Tracing = &tracingapi.TracingConfiguration{}
-	want := []string{"logging.vmodule", "memoryManagerPolicy", "shutdownGracePeriod", "tracing"}
+	want := []string{"hairpinMode", "logging.vmodule", "memoryManagerPolicy", "tracing"}
 	if got := notHonoured(&k, &def); !slices.Equal(got, want) {
 		t.Fatalf("notHonoured = %v, want %v", got, want)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
@@ -44,6 +45,7 @@ type node struct {
 	name      string
 	ips       []net.IP
 	podCIDR   *podCIDR
+	shutdown  *nodeshutdown.Manager
 	conn      *apiConn // nil: standalone
 	resources *resources.Node
 	cgroups   *cm.Manager
@@ -98,6 +100,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
+		return nil, err
+	}
+	if n.shutdown, err = newShutdownManager(cfg, n, reg, nodeRecorder(conn, name, logger), logger); err != nil {
 		return nil, err
 	}
 	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
@@ -178,6 +183,22 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 	}
 	return resources.New(resources.Options{Machine: machine, MaxPods: podsCapacity(&cfg.Kubelet, machine.NumCPU),
 		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
+}
+
+// newShutdownManager builds graceful node shutdown (shutdownGracePeriod,
+// shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority) over
+// logind; its pods and kills go through the kubelet, built later.
+func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, event func(string, string, string), logger *zap.Logger) (*nodeshutdown.Manager, error) {
+	k := &cfg.Kubelet
+	return nodeshutdown.New(nodeshutdown.Options{
+		ShutdownGracePeriod: k.ShutdownGracePeriod.Duration, ShutdownGracePeriodCriticalPods: k.ShutdownGracePeriodCriticalPods.Duration,
+		ByPodPriority: k.ShutdownGracePeriodByPodPriority,
+		ActivePods:    func() []*v1.Pod { return n.kubelet.ActivePods() },
+		KillPod: func(ctx context.Context, pod *v1.Pod, grace int64, statusFn func(*v1.PodStatus)) error {
+			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
+		},
+		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: event, Logger: logger.Named("nodeshutdown"),
+	})
 }
 
 // newSysctlAllowlist is the sysctl admission check: upstream's safe sysctls
@@ -408,6 +429,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
 		return nil, err
 	}
+	parts.Shutdown = n.shutdown
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
 	}

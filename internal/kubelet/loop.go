@@ -127,7 +127,11 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 			k.reject(p, reason, msg)
 			return
 		}
-		if reason, msg, ok := k.canAdmit(p); !ok {
+		reason, msg, ok := k.canAdmit(p)
+		if ok && k.deps.shutdown != nil {
+			reason, msg, ok = k.deps.shutdown.Admit(p)
+		}
+		if !ok {
 			if err := k.deps.cpus.RemovePod(string(p.UID)); err != nil {
 				k.logger.Error("release the CPUs of a rejected pod", zap.String("pod", podRef(p)), zap.Error(err))
 			}

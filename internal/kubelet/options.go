@@ -86,6 +86,9 @@ type Parts struct {
 	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Pressure, as
 	// upstream's handler order. Optional: nil admits every sysctl.
 	Sysctls PodAdmitter
+	// Shutdown refuses pods while the node shuts down (nodeshutdown.Manager),
+	// asked last, as upstream. Optional.
+	Shutdown PodAdmitter
 	// NewPodWorkers builds the pod workers around the kubelet's sync
 	// functions. Optional: nil is podworkers.New with Cache.
 	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers
