@@ -16,16 +16,17 @@
 #     is only installed where none exists); our unit's ExecStart takes the same
 #     $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS
 #     $KUBELET_EXTRA_ARGS;
-#   - /var/lib/kubelet/kubeadm-flags.env: endpoints at cri-dockerd's socket are
-#     pointed at the built-in dockershim's (unix:///var/run/dockershim.sock),
-#     --container-runtime=remote becomes docker, every other flag is kept; the
-#     original is kept as kubeadm-flags.env.pre-kubelet-dockershim;
+#   - /var/lib/kubelet/kubeadm-flags.env (and config.yaml, instance-config.yaml
+#     of kubeadm 1.34+): endpoints at cri-dockerd's socket are pointed at the
+#     built-in dockershim's (unix:///var/run/dockershim.sock),
+#     --container-runtime=remote becomes docker, everything else is kept; each
+#     file changed is kept as FILE.pre-kubelet-dockershim;
 #   - cri-docker.socket and cri-docker.service, when their unit files exist, are
 #     stopped and disabled;
 #   - an upstream /usr/bin/kubelet is kept as /usr/bin/kubelet.upstream.
 # Every file it replaces is backed up and every file it creates is listed under
 # /var/lib/kubelet-dockershim/install, which --rollback reads: it restores the
-# upstream kubelet, kubeadm-flags.env and the replaced files, removes the ones
+# upstream kubelet, kubeadm's files and the replaced files, removes the ones
 # it created, re-enables and starts cri-docker.socket/.service and restarts
 # kubelet.service. Sockets are never removed: cri-dockerd's stays with it.
 #
@@ -41,6 +42,7 @@ source "$(dirname "$0")/lib.sh"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 
+ARGS=("$@")
 ROOT=/
 MODE=install
 EXAMPLES=0
@@ -57,16 +59,18 @@ while (($#)); do
 done
 [[ -d $ROOT ]] || kds_die "--root $ROOT is not a directory"
 ROOT=$(cd "$ROOT" && pwd)
-[[ $ROOT == / ]] && kds_require_root
+[[ $ROOT == / ]] && kds_require_root "${ARGS[@]}"
 R=${ROOT%/} # prefix for absolute paths: empty for /
 
 BIN=/usr/bin/kubelet
 BIN_BACKUP=/usr/bin/kubelet.upstream
-FLAGS_ENV=/var/lib/kubelet/kubeadm-flags.env
-FLAGS_BACKUP=$FLAGS_ENV.pre-kubelet-dockershim
 KUBEADM_CONFIG=/var/lib/kubelet/config.yaml
+# The files where kubeadm names the node's CRI endpoint; each one install.sh
+# rewrites is kept as FILE.pre-kubelet-dockershim.
+KUBEADM_FILES=(/var/lib/kubelet/kubeadm-flags.env "$KUBEADM_CONFIG" /var/lib/kubelet/instance-config.yaml)
+BACKUP_SUFFIX=.pre-kubelet-dockershim
 STATE=/var/lib/kubelet-dockershim/install
-CREATED=$STATE/created               # files install.sh created, one a line
+CREATED=$STATE/created                   # files install.sh created, one a line
 CRI_DOCKER_UNITS=$STATE/cri-docker-units # units it stopped and disabled
 SHIM_ENDPOINT=unix:///var/run/dockershim.sock
 # cri-dockerd's default socket, as kubeadm writes it (with or without unix://).
@@ -151,34 +155,26 @@ ENV
 	fi
 }
 
-# migrate_kubeadm_flags: point kubeadm's runtime endpoint at the built-in
-# dockershim when it names cri-dockerd's socket, in kubeadm-flags.env (or, as
-# a flag there, when only /var/lib/kubelet/config.yaml names it: flags win).
-migrate_kubeadm_flags() {
-	local f=$R$FLAGS_ENV tmp
-	if [[ -f $f ]] && grep -qE "$CRI_DOCKERD_RE" "$f"; then
-		cp -p "$f" "$R$FLAGS_BACKUP"
+# migrate_kubeadm_files: point kubeadm's runtime endpoint at the built-in
+# dockershim where it names cri-dockerd's socket: as flags in kubeadm-flags.env
+# (kubeadm before NodeLocalCRISocket) and as containerRuntimeEndpoint in
+# config.yaml and instance-config.yaml (kubeadm with it, 1.34+, where
+# `kubeadm upgrade` rebuilds config.yaml from instance-config.yaml).
+migrate_kubeadm_files() {
+	local p f tmp
+	for p in "${KUBEADM_FILES[@]}"; do
+		f=$R$p
+		if [[ ! -f $f ]] || ! grep -qE "$CRI_DOCKERD_RE" "$f"; then
+			continue
+		fi
+		cp -p "$f" "$f$BACKUP_SUFFIX"
 		tmp=$(mktemp "$f.XXXXXX")
 		sed -E -e "s#$CRI_DOCKERD_RE#$SHIM_ENDPOINT#g" \
 			-e 's#--container-runtime(=|[[:space:]]+)remote#--container-runtime=docker#g' "$f" >"$tmp"
 		chmod --reference="$f" "$tmp"
 		mv "$tmp" "$f"
-		kds_log "$FLAGS_ENV: cri-dockerd's endpoint now $SHIM_ENDPOINT (original: $FLAGS_BACKUP)"
-	elif [[ -f $R$KUBEADM_CONFIG ]] && grep -qE "^containerRuntimeEndpoint:.*$CRI_DOCKERD_RE" "$R$KUBEADM_CONFIG" &&
-		! { [[ -f $f ]] && grep -q -- --container-runtime-endpoint "$f"; }; then
-		if [[ -f $f ]]; then
-			cp -p "$f" "$R$FLAGS_BACKUP"
-			if grep -q '^KUBELET_KUBEADM_ARGS="' "$f"; then
-				sed -i -E "s#^KUBELET_KUBEADM_ARGS=\"(.*)\"\$#KUBELET_KUBEADM_ARGS=\"\\1 --container-runtime-endpoint=$SHIM_ENDPOINT\"#" "$f"
-			else
-				echo "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=$SHIM_ENDPOINT\"" >>"$f"
-			fi
-		else
-			echo "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=$SHIM_ENDPOINT\"" >"$f"
-			record "$FLAGS_ENV" "$CREATED"
-		fi
-		kds_log "$FLAGS_ENV: --container-runtime-endpoint=$SHIM_ENDPOINT overrides $KUBEADM_CONFIG"
-	fi
+		kds_log "$p: cri-dockerd's endpoint is now $SHIM_ENDPOINT (original: $p$BACKUP_SUFFIX)"
+	done
 }
 
 # find_cri_docker_units: record the cri-dockerd units whose unit files exist.
@@ -199,7 +195,7 @@ do_install() {
 	install_kubelet_binary
 	install_units
 	install_configs
-	migrate_kubeadm_flags
+	migrate_kubeadm_files
 	find_cri_docker_units
 	if [[ -f $R$CRI_DOCKER_UNITS ]]; then
 		mapfile -t units <"$R$CRI_DOCKER_UNITS"
@@ -231,7 +227,7 @@ restore() {
 
 do_rollback() {
 	local units=() f d
-	[[ -d $R$STATE || -e $R$BIN_BACKUP || -e $R$FLAGS_BACKUP ]] ||
+	[[ -d $R$STATE || -e $R$BIN_BACKUP ]] ||
 		kds_die "nothing to roll back: $STATE does not exist"
 	if [[ -f $R$CRI_DOCKER_UNITS ]]; then
 		mapfile -t units <"$R$CRI_DOCKER_UNITS"
@@ -241,7 +237,9 @@ do_rollback() {
 		systemctl disable kubelet.service
 	fi
 	restore "$BIN_BACKUP" "$BIN"
-	restore "$FLAGS_BACKUP" "$FLAGS_ENV"
+	for f in "${KUBEADM_FILES[@]}"; do
+		restore "$f$BACKUP_SUFFIX" "$f"
+	done
 	if [[ -f $R$CREATED ]]; then
 		while read -r f; do
 			[[ -n $f ]] && rm -f "$R$f" && kds_log "removed $f"
