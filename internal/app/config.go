@@ -74,6 +74,8 @@ type Config struct {
 	// fileFeatureGates are the config file's featureGates: --feature-gates
 	// is merged over them (the flag wins per gate), as upstream.
 	fileFeatureGates map[string]bool
+	// keyring is the node's registry credentials (newNodeKeyring).
+	keyring *nodeKeyring
 	// logLevel is the process logger's level, changed by /debug/flags/v.
 	logLevel *zap.AtomicLevel
 	// skippedDropins are the --config-dir files without the .conf suffix.

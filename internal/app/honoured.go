@@ -93,8 +93,6 @@ func (c *Config) notHonoured() []string {
 		{"--experimental-allocatable-ignore-eviction", c.ExperimentalAllocatableIgnoreEviction},
 		{"--experimental-mounter-path", c.ExperimentalMounterPath != ""},
 		{"--network-plugin-mtu", c.NetworkPluginMTU != 0},
-		{"--image-credential-provider-config", c.ImageCredentialProviderConfig != ""},
-		{"--image-credential-provider-bin-dir", c.ImageCredentialProviderBinDir != ""},
 	} {
 		if f.set {
 			out = append(out, f.name)

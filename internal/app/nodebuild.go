@@ -386,13 +386,18 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 	if err != nil {
 		return nil, fmt.Errorf("containerLogMaxSize: %w", err)
 	}
+	keyring, err := newNodeKeyring(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	return kuberuntime.New(kuberuntime.Options{
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptrOr(cfg.Kubelet.MaxParallelImagePulls, 0)),
 		PullQPS: float32(*cfg.Kubelet.RegistryPullQPS), PullBurst: int(cfg.Kubelet.RegistryBurst), ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), ContainerLogMaxWorkers: int(*cfg.Kubelet.ContainerLogMaxWorkers),
-		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
+		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault,
+		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: lifecycle, StateDir: cfg.RootDirectory, PodCgroups: podCgroups,
 	})

@@ -22,12 +22,17 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 	if err != nil {
 		return dockershim.Options{}, err
 	}
+	keyring, err := newNodeKeyring(cfg, logger)
+	if err != nil {
+		return dockershim.Options{}, err
+	}
 	return dockershim.Options{
 		DockerEndpoint:       cfg.DockerEndpoint,
 		PullProgressDeadline: cfg.ImagePullProgressDeadline,
 		RootDirectory:        cfg.DockershimRootDirectory,
 		SeccompProfileRoot:   cfg.seccompProfileRoot(),
 		PodInfraImage:        cfg.PodInfraContainerImage,
+		SandboxImageKeyring:  keyring,
 		NetworkPlugin:        cfg.NetworkPlugin,
 		CNIConfDir:           cfg.CNIConfDir,
 		CNIBinDirs:           cfg.CNIBinDirs(),

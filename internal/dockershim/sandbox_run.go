@@ -95,10 +95,47 @@ func (s *Service) ensureSandboxImage(ctx context.Context) error {
 	} else if !errors.Is(err, libdocker.ErrNotFound) {
 		return fmt.Errorf("inspect sandbox image %s: %w", s.podInfraImage, err)
 	}
-	if err := s.docker.PullImage(ctx, s.podInfraImage, nil); err != nil {
-		return fmt.Errorf("pull sandbox image %s: %w", s.podInfraImage, err)
+	var creds []*runtimeapi.AuthConfig
+	if s.keyring != nil {
+		creds, _ = s.keyring.Lookup(sandboxImageRepository(s.podInfraImage))
 	}
-	return nil
+	if len(creds) == 0 {
+		creds = []*runtimeapi.AuthConfig{nil} // anonymous
+	}
+	var errs []error
+	for _, c := range creds {
+		auth, err := pullAuthConfig(c)
+		if err == nil {
+			if err = s.docker.PullImage(ctx, s.podInfraImage, auth); err == nil {
+				return nil
+			}
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("pull sandbox image %s: %w", s.podInfraImage, errors.Join(errs...))
+}
+
+// Keyring answers registry credentials for an image repository (e.g.
+// registry.k8s.io/pause), most specific first.
+type Keyring interface {
+	Lookup(repository string) ([]*runtimeapi.AuthConfig, bool)
+}
+
+// sandboxImageRepository is the repository of an image reference, Docker
+// Hub's normalised (docker.io/library/...), without tag or digest.
+func sandboxImageRepository(ref string) string {
+	name, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	domain, rest, found := strings.Cut(name, "/")
+	if !found || (!strings.ContainsAny(domain, ".:") && domain != "localhost") {
+		domain, rest = "docker.io", name
+	}
+	if domain == "docker.io" && !strings.Contains(rest, "/") {
+		rest = "library/" + rest
+	}
+	return domain + "/" + rest
 }
 
 // createSandboxContainer creates the pause container and returns its full ID.

@@ -99,6 +99,11 @@ type Options struct {
 	RootDirectory string
 	// PodInfraImage is the sandbox (pause) image.
 	PodInfraImage string
+	// SandboxImageKeyring answers the node's registry credentials for the
+	// sandbox image's repository (the kubelet's Docker config files and
+	// credential providers), as the 1.23 dockershim pulled it. Optional:
+	// nil pulls it anonymously.
+	SandboxImageKeyring Keyring
 	// SeccompProfileRoot is the only directory Localhost seccomp profiles are
 	// read from (the kubelet's <root-dir>/seccomp); required, absolute.
 	SeccompProfileRoot string
@@ -121,6 +126,7 @@ type Service struct {
 	runtimeapi.UnimplementedImageServiceServer
 
 	podInfraImage string
+	keyring       Keyring // nil: the sandbox image is pulled anonymously
 	rootDir       string
 	seccompRoot   string // Localhost seccomp profiles only from here
 	logger        *zap.Logger
@@ -220,6 +226,7 @@ type serviceParts struct {
 func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 	s := &Service{
 		podInfraImage: opts.PodInfraImage,
+		keyring:       opts.SandboxImageKeyring,
 		rootDir:       opts.RootDirectory,
 		seccompRoot:   opts.SeccompProfileRoot,
 		logger:        logger,

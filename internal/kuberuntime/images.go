@@ -115,6 +115,11 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 	if err != nil {
 		return "", err
 	}
+	if m.nodeKeyring != nil {
+		if node, ok := m.nodeKeyring.Lookup(ref.repository()); ok {
+			creds = append(creds, node...)
+		}
+	}
 	if m.pullSlots != nil {
 		select {
 		case m.pullSlots <- struct{}{}:
@@ -147,6 +152,12 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 		return imageRef, nil
 	}
 	return "", errors.Join(errs...)
+}
+
+// NodeKeyring answers the node's registry credentials for an image
+// repository (e.g. docker.io/library/busybox), most specific first.
+type NodeKeyring interface {
+	Lookup(repository string) ([]*runtimeapi.AuthConfig, bool)
 }
 
 // errPullQPSExceeded is upstream's error for a pull over registryPullQPS.

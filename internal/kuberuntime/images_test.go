@@ -481,3 +481,46 @@ func TestEnsureImageExistsPullQPS(t *testing.T) {
 		t.Fatalf("second pull: %q %v, want pull QPS exceeded", msg, err)
 	}
 }
+
+type rcNodeKeyring map[string][]*runtimeapi.AuthConfig
+
+func (k rcNodeKeyring) Lookup(repo string) ([]*runtimeapi.AuthConfig, bool) {
+	a, ok := k[repo]
+	return a, ok
+}
+
+// The node's credentials (Docker config files, credential providers) come
+// after the pod's pull secrets, and alone when no secret matches.
+func TestEnsureImageExistsNodeKeyring(t *testing.T) {
+	t.Parallel()
+	node := rcNodeKeyring{"127.0.0.1:5000/app": {{Username: "node", Password: "pw"}}}
+	for _, tc := range []struct {
+		desc       string
+		secrets    []v1.Secret
+		pullErrors int
+		wantUsers  []string
+	}{
+		{"node credentials alone", nil, 0, []string{"node"}},
+		{"pull secret first, then the node's", []v1.Secret{rcSecret("s", v1.SecretTypeDockerConfigJson, map[string]string{"127.0.0.1:5000": "alice:pw"})},
+			1, []string{"alice", "node"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			env := newRCImageEnv(t, func(o *Options) { o.NodeKeyring = node })
+			for i := 0; i < tc.pullErrors; i++ {
+				env.images.InjectError("PullImage", fmt.Errorf("unauthorized %d", i))
+			}
+			pod, c := rcImagePod("127.0.0.1:5000/app:1", v1.PullAlways)
+			if _, _, err := env.m.ensureImageExists(context.Background(), pod, c, tc.secrets, nil); err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			for _, a := range env.imgs.pulls() {
+				users = append(users, a.GetUsername())
+			}
+			if !reflect.DeepEqual(users, tc.wantUsers) {
+				t.Errorf("pull users = %v, want %v", users, tc.wantUsers)
+			}
+		})
+	}
+}

@@ -140,6 +140,11 @@ type Options struct {
 	// ContainerLogMaxSize in bytes, default 10Mi; ContainerLogMaxFiles default 5.
 	ContainerLogMaxSize  int64
 	ContainerLogMaxFiles int
+	// NodeKeyring answers the node's own registry credentials for an image
+	// repository (the Docker config files, credential provider plugins),
+	// tried after the pod's pull secrets, as upstream's union keyring.
+	// Optional.
+	NodeKeyring NodeKeyring
 	// SeccompDefault gives containers that set no seccomp profile the
 	// runtime's default instead of Unconfined (seccompDefault).
 	SeccompDefault bool
@@ -194,6 +199,7 @@ type Manager struct {
 	podLogsDir         string
 	seccompRoot        string // Localhost seccomp profiles are relative to it
 	seccompDefault     bool
+	nodeKeyring        NodeKeyring
 	imagePullBackOff   *flowcontrol.Backoff
 	pullSlots          chan struct{}           // nil: pulls are not bounded
 	pullLimiter        flowcontrol.RateLimiter // nil: pulls are not throttled
@@ -238,6 +244,7 @@ func New(opts Options) (*Manager, error) {
 		podLogsDir:         opts.PodLogsDir,
 		seccompRoot:        opts.SeccompProfileRoot,
 		seccompDefault:     opts.SeccompDefault,
+		nodeKeyring:        opts.NodeKeyring,
 		imagePullBackOff:   opts.ImagePullBackOff,
 		pullSlots:          pullSlots(opts.SerializeImagePulls, opts.MaxParallelImagePulls),
 		logMaxSize:         opts.ContainerLogMaxSize,

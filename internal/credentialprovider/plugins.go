@@ -1,0 +1,233 @@
+package credentialprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	configv1 "k8s.io/kubelet/config/v1"
+	credentialproviderapi "k8s.io/kubelet/pkg/apis/credentialprovider"
+	"k8s.io/utils/clock"
+)
+
+// Plugins is the keyring of the exec credential provider plugins of a
+// CredentialProviderConfig (--image-credential-provider-config and
+// --image-credential-provider-bin-dir). A nil *Plugins has no credentials.
+type Plugins struct {
+	providers []*pluginProvider
+	logger    *zap.Logger
+}
+
+// PluginsOption changes a default of NewPlugins.
+type PluginsOption func(*pluginsOptions)
+
+type pluginsOptions struct {
+	logger  *zap.Logger
+	clock   clock.Clock
+	environ func() []string
+}
+
+// WithLogger logs plugin failures and cache decisions to logger.
+func WithLogger(logger *zap.Logger) PluginsOption {
+	return func(o *pluginsOptions) {
+		if logger != nil {
+			o.logger = logger
+		}
+	}
+}
+
+// NewPlugins loads the CredentialProviderConfig at configPath (a file, or a
+// directory whose *.json, *.yaml and *.yml files are merged in lexical
+// order), validates it and checks that each provider's binary exists in
+// binDir. It only wires: plugins run on Lookup. The kubelet calls it only when
+// either path is set.
+func NewPlugins(configPath, binDir string, opts ...PluginsOption) (*Plugins, error) {
+	o := pluginsOptions{logger: zap.NewNop(), clock: clock.RealClock{}, environ: os.Environ}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if _, err := os.Stat(binDir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("plugin binary directory %s did not exist", binDir)
+		}
+		return nil, fmt.Errorf("error inspecting binary directory %s: %w", binDir, err)
+	}
+	cfg, err := loadPluginConfig(configPath)
+	if err != nil {
+		return nil, err
+	}
+	codecs := newProtocolCodecs()
+	logger := o.logger.Named("credential-provider")
+	plugins := &Plugins{logger: logger}
+	for i := range cfg.Providers {
+		p, err := newPluginProvider(&cfg.Providers[i], binDir, codecs, o)
+		if err != nil {
+			return nil, err
+		}
+		p.logger = logger.With(zap.String("provider", p.name))
+		plugins.providers = append(plugins.providers, p)
+	}
+	return plugins, nil
+}
+
+// loadPluginConfig reads and validates the config.
+func loadPluginConfig(configPath string) (*configv1.CredentialProviderConfig, error) {
+	dec, err := newConfigDecoder()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := readPluginConfig(configPath, dec)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validatePluginConfig(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("failed to validate credential provider config: %w", errs.ToAggregate())
+	}
+	return cfg, nil
+}
+
+// newPluginProvider wires one validated provider.
+func newPluginProvider(p *configv1.CredentialProvider, binDir string, codecs serializer.CodecFactory, o pluginsOptions) (*pluginProvider, error) {
+	bin := filepath.Join(binDir, p.Name)
+	if _, err := exec.LookPath(bin); err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return nil, fmt.Errorf("plugin binary executable %s did not exist", bin)
+		}
+		return nil, fmt.Errorf("error inspecting binary executable %s: %w", bin, err)
+	}
+	gv := pluginAPIVersions()[p.APIVersion]
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	if !ok {
+		return nil, fmt.Errorf("error initializing plugin provider %s: unsupported media type %q", p.Name, runtime.ContentTypeJSON)
+	}
+	env := make([]string, 0, len(p.Env))
+	for _, e := range p.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return &pluginProvider{
+		name:                 p.Name,
+		matchImages:          p.MatchImages,
+		defaultCacheDuration: p.DefaultCacheDuration.Duration,
+		needsServiceAccount:  p.TokenAttributes != nil && p.TokenAttributes.RequireServiceAccount != nil && *p.TokenAttributes.RequireServiceAccount,
+		clock:                o.clock,
+		cache:                newCredentialCache(o.clock),
+		plugin: &execPlugin{
+			name:       p.Name,
+			path:       bin,
+			apiVersion: p.APIVersion,
+			args:       p.Args,
+			env:        env,
+			environ:    o.environ,
+			encoder:    codecs.EncoderForVersion(info.Serializer, gv),
+			decoder:    codecs.UniversalDecoder(),
+		},
+	}, nil
+}
+
+// Lookup implements Keyring: every provider whose matchImages match image
+// answers (from its cache or by running the plugin), and the union of their
+// answers is matched against image as Docker config entries are. A failing
+// plugin is logged and contributes nothing.
+func (p *Plugins) Lookup(image string) ([]AuthConfig, bool) {
+	if p == nil {
+		return nil, false
+	}
+	k := &basicKeyring{}
+	for _, provider := range p.providers {
+		cfg, err := provider.provide(context.Background(), image)
+		if err != nil {
+			provider.logger.Error("Failed to provide credentials for image", zap.String("image", image), zap.Error(err))
+			continue
+		}
+		k.add(cfg)
+	}
+	return k.lookup(image)
+}
+
+// pluginProvider is one configured plugin with its cache.
+type pluginProvider struct {
+	name                 string
+	matchImages          []string
+	defaultCacheDuration time.Duration
+	// needsServiceAccount: tokenAttributes.requireServiceAccount is true.
+	// Lookups carry no service account, so such a plugin is never run, as
+	// upstream does for a pod without one.
+	needsServiceAccount bool
+	clock               clock.Clock
+	logger              *zap.Logger
+	plugin              *execPlugin
+	cache               *credentialCache
+	flight              flightGroup
+}
+
+// provide returns the plugin's credentials for image; an image the plugin
+// does not match gets none.
+func (p *pluginProvider) provide(ctx context.Context, image string) (dockerConfig, error) {
+	if !p.matches(image) {
+		return nil, nil
+	}
+	if p.needsServiceAccount {
+		p.logger.Debug("Service account name is empty", zap.String("image", image))
+		return nil, nil
+	}
+	registry := registryOf(image)
+	if cfg, ok := p.cache.get(image, registry, globalCacheKey); ok {
+		return cfg, nil
+	}
+	// Concurrent lookups of one image share a run.
+	response, err := p.flight.do(image, func() (*credentialproviderapi.CredentialProviderResponse, error) {
+		return p.plugin.run(ctx, image)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
+	}
+
+	var cacheKey string
+	switch response.CacheKeyType {
+	case credentialproviderapi.ImagePluginCacheKeyType:
+		cacheKey = image
+	case credentialproviderapi.RegistryPluginCacheKeyType:
+		cacheKey = registry
+	case credentialproviderapi.GlobalPluginCacheKeyType:
+		cacheKey = globalCacheKey
+	default:
+		return nil, fmt.Errorf("credential provider plugin did not return a valid cacheKeyType: %s", response.CacheKeyType)
+	}
+	cfg := make(dockerConfig, len(response.Auth))
+	for match, auth := range response.Auth {
+		cfg[match] = dockerConfigEntry{Username: auth.Username, Password: auth.Password}
+	}
+
+	ttl := p.defaultCacheDuration
+	if response.CacheDuration != nil {
+		ttl = response.CacheDuration.Duration
+	}
+	if ttl > 0 { // 0: do not cache
+		p.cache.put(cacheKey, cfg, p.clock.Now().Add(ttl))
+	}
+	return cfg, nil
+}
+
+// matches says whether image matches one of the provider's matchImages.
+func (p *pluginProvider) matches(image string) bool {
+	for _, m := range p.matchImages {
+		if ok, _ := urlsMatchStr(m, image); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// registryOf is the registry host (with port) of image: its first component.
+func registryOf(image string) string {
+	registry, _, _ := strings.Cut(image, "/")
+	return registry
+}

@@ -1,0 +1,103 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/registry"
+)
+
+// TestIntegrationNodeCredentials: images on a password-protected registry
+// are pulled with the node's own credentials, as upstream's kubelet finds
+// them: a credential provider plugin (--image-credential-provider-config and
+// -bin-dir, the exec protocol credentialprovider.kubelet.k8s.io/v1; a small
+// script of this test answers for the registry as 127.0.0.1:<port>) and the
+// Docker config file in the root dir (config.json, for the same registry as
+// localhost:<port>). No pod has a pull secret; pulls are Always.
+func TestIntegrationNodeCredentials(t *testing.T) {
+	const user, pass = "nodecreds", "s3cret"
+	n := newNode(t)
+	reg := registry.Start(t, user, pass)
+	_, port, _ := strings.Cut(reg, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Push busybox with a private docker CLI config: the login stays in the test.
+	cli := t.TempDir()
+	image := reg + "/private/busybox:1"
+	for _, args := range [][]string{{"login", "-u", user, "--password-stdin", reg}, {"tag", busyboxImage, image}, {"push", image}, {"rmi", image}} {
+		cmd := exec.CommandContext(ctx, "docker", append([]string{"-H", n.s.docker}, args...)...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+cli)
+		if args[0] == "login" {
+			cmd.Stdin = strings.NewReader(pass)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docker %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("docker", "-H", n.s.docker, "rmi", image, "localhost:"+port+"/private/busybox:1").Run()
+	})
+
+	bin := filepath.Join(n.dir, "credbin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin := fmt.Sprintf(`#!/bin/sh
+cat >/dev/null
+echo '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":{"127.0.0.1:%s":{"username":"%s","password":"%s"}}}'
+`, port, user, pass)
+	if err := os.WriteFile(filepath.Join(bin, "test-provider"), []byte(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	providers := filepath.Join(n.dir, "credential-providers.yaml")
+	if err := os.WriteFile(providers, []byte(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: test-provider
+  matchImages: ["127.0.0.1:`+port+`"]
+  defaultCacheDuration: 1m
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	if err := os.WriteFile(filepath.Join(n.rootDir, "config.json"),
+		[]byte(`{"auths":{"localhost:`+port+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.extra = append(n.extra, "--image-credential-provider-config="+providers, "--image-credential-provider-bin-dir="+bin)
+	n.start()
+	pod := func(name, image string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: @NS@
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: Always
+    command: ["sleep", "3600"]
+`, name, image)
+	}
+	n.writeManifest("plugin.yaml", pod("plugin", image))
+	n.writeManifest("dockercfg.yaml", pod("dockercfg", "localhost:"+port+"/private/busybox:1"))
+	for _, name := range []string{"plugin", "dockercfg"} {
+		n.waitPod(name, podStartTimeout, "running with an image pulled with the node's credentials", func(p *v1.Pod) bool {
+			return p.Status.Phase == v1.PodRunning
+		})
+	}
+}
