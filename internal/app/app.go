@@ -124,7 +124,7 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	defer restore()
 	if cfg.LockFilePath != "" {
 		logger.Info("Acquiring file lock", zap.String("path", cfg.LockFilePath))
-		lock, err := acquireLockFile(cfg.LockFilePath)
+		lock, err := acquireLockFile(ctx, cfg.LockFilePath)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -258,7 +259,7 @@ func featureGatesUsage() string {
 func configPathsFromArgs(args []string) (file, dir string) {
 	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
-	fs.SetOutput(discard{})
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	path := fs.String("config", "", "")
 	dropins := fs.String("config-dir", "", "")
@@ -268,10 +269,6 @@ func configPathsFromArgs(args []string) (file, dir string) {
 	}
 	return *path, *dropins
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // checkFlagOnly reports the flag-only settings that are invalid.
 func (c *Config) checkFlagOnly() []error {

@@ -37,7 +37,11 @@ var notHonouredFields = []string{
 	"userNamespaces",
 }
 
-// honouredFields are the fields this kubelet acts on.
+// honouredFields are the fields this kubelet acts on. Two are met by
+// construction: logging.flushFrequency (this logger never buffers: every
+// entry is written at once) and, in remote mode, streamingConnectionIdleTimeout
+// (the runtime's own streaming server applies its timeout, as with upstream's
+// kubelet; the built-in shim applies this one).
 var honouredFields = []string{
 	"enableServer", "staticPodPath", "podLogsDir", "syncFrequency", "fileCheckFrequency", "httpCheckFrequency",
 	"staticPodURL", "staticPodURLHeader", "address", "port", "readOnlyPort",

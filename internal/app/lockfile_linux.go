@@ -5,24 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
 // acquireLockFile takes an exclusive flock on path (created if missing),
-// waiting while another process holds it, as upstream's --lock-file. The
-// lock lasts as long as the returned file stays open.
-func acquireLockFile(path string) (*os.File, error) {
+// waiting while another process holds it, as upstream's --lock-file, or
+// until ctx ends (a signal still stops a kubelet that waits). The lock lasts
+// as long as the returned file stays open.
+func acquireLockFile(ctx context.Context, path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("unable to acquire file lock on %q: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("unable to acquire file lock on %q: %w", path, err)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("unable to acquire file lock on %q: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("unable to acquire file lock on %q: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return f, nil
 }
 
 // watchLockFileContention returns a channel closed when another process

@@ -16,11 +16,18 @@ import (
 func TestLockFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "kubelet.lock")
-	f, err := acquireLockFile(path)
+	f, err := acquireLockFile(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// A second taker waits, and gives up when its context ends.
+	waitCtx, stopWaiting := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stopWaiting()
+	if g, err := acquireLockFile(waitCtx, path); err == nil {
+		g.Close()
+		t.Fatal("the lock was taken twice")
+	}
 	other, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

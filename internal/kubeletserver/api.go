@@ -213,7 +213,7 @@ func (a *api) installAuthRequired(mux *http.ServeMux) {
 		mux.HandleFunc("GET /configz", a.configz)
 	}
 	if a.opts.DisableDebugging {
-		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/checkpoint/", "/debug/pprof/", "/logs/"} {
+		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/debug/pprof/", "/logs/"} {
 			mux.Handle(p, disabledEndpoint("Debug endpoints are disabled."))
 		}
 		return

@@ -34,6 +34,10 @@ type rcRotationRuntime struct {
 	reopenErr error
 	reopens   int
 	statuses  int
+	// hold, when set, runs inside ContainerStatus outside the lock; inFlight
+	// and maxInFlight count the concurrent calls.
+	hold                  func()
+	inFlight, maxInFlight int
 }
 
 func (r *rcRotationRuntime) ListContainers(_ context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -51,7 +55,16 @@ func (r *rcRotationRuntime) ListContainers(_ context.Context, f *runtimeapi.Cont
 
 func (r *rcRotationRuntime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
 	r.mu.Lock()
+	r.inFlight++
+	r.maxInFlight = max(r.maxInFlight, r.inFlight)
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		hold()
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.inFlight--
 	r.statuses++
 	st, ok := r.states[id]
 	if !ok {
@@ -410,12 +423,18 @@ func TestLogRotationWorkers(t *testing.T) {
 		}
 		rt.states[id], rt.paths[id] = runtimeapi.ContainerState_CONTAINER_RUNNING, p
 	}
+	rt.hold = func() { time.Sleep(20 * time.Millisecond) }
 	r := newLogRotator(rt, 1024, 5, zap.NewNop())
 	r.workers = 3
 	r.rotateAll(context.Background())
 	if _, reopens := rt.counts(); reopens != 6 {
 		t.Fatalf("%d reopens, want 6", reopens)
 	}
+	rt.mu.Lock()
+	if rt.maxInFlight != 3 {
+		t.Errorf("%d containers rotated at once, want 3 (containerLogMaxWorkers)", rt.maxInFlight)
+	}
+	rt.mu.Unlock()
 	for id, p := range rt.paths {
 		if fi, err := os.Stat(p); err != nil || fi.Size() != 0 {
 			t.Errorf("%s: live log %v %v, want a new empty one", id, fi, err)
