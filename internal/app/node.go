@@ -40,7 +40,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 		logger.Warn("These feature gates have no effect in this kubelet", zap.Strings("gates", gates))
 	}
 	if settings := cfg.notHonoured(); len(settings) > 0 {
-		logger.Warn("has no effect: "+strings.Join(settings, ", "), zap.Strings("settings", settings))
+		logger.Warn("Kubelet configuration has no effect: "+strings.Join(settings, ", "), zap.Strings("settings", settings))
 	}
 	for _, f := range cfg.skippedDropins {
 		logger.Debug("Skipped file in drop-in directory (does not have .conf extension)", zap.String("file", f))

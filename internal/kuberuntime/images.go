@@ -128,14 +128,17 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 			return "", ctx.Err()
 		}
 	}
-	if m.pullLimiter != nil && !m.pullLimiter.TryAccept() {
-		return "", errPullQPSExceeded
-	}
 	if len(creds) == 0 {
 		creds = []*runtimeapi.AuthConfig{nil}
 	}
 	var errs []error
 	for _, auth := range creds {
+		// Every pull counts against registryPullQPS, as upstream's throttled
+		// image service.
+		if m.pullLimiter != nil && !m.pullLimiter.TryAccept() {
+			errs = append(errs, errPullQPSExceeded)
+			continue
+		}
 		imageRef, err := m.images.PullImage(ctx, spec, auth, sandboxConfig)
 		if err != nil {
 			errs = append(errs, err)

@@ -130,6 +130,17 @@ func (r *logRotator) rotateAll(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	if r.workers <= 1 { // the default: no goroutine per round
+		for _, c := range containers {
+			if ctx.Err() != nil {
+				return
+			}
+			if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				r.rotateOne(ctx, c.GetId())
+			}
+		}
+		return
+	}
 	ids := make(chan string)
 	var wg sync.WaitGroup
 	for range max(r.workers, 1) {

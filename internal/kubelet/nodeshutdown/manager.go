@@ -364,7 +364,6 @@ func (m *Manager) nextEvent(ctx context.Context, bus *logindConn, events <-chan 
 // handleEvent acts on one PrepareForShutdown: true stops the pods and
 // releases the lock, false (a cancelled shutdown) takes the lock again.
 func (m *Manager) handleEvent(ctx context.Context, bus *logindConn, active bool) {
-	m.log.Debug("Shutdown manager detected new shutdown event, isNodeShuttingDownNow", zap.Bool("event", active))
 	kind, msg := "shutdown", "Shutdown manager detected shutdown event"
 	if !active {
 		kind, msg = "cancelled", "Shutdown manager detected shutdown cancellation"

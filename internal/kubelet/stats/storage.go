@@ -171,13 +171,13 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, desired *v1.Pod)
 			inSpec[v.Name] = true
 		}
 	}
+	if p.du.ttl < 0 {
+		return nil // volumeStatsAggPeriod 0: volumes are not measured
+	}
 	volumesDir := filepath.Join(p.rootDir, "pods", uid, "volumes")
 	plugins, err := os.ReadDir(volumesDir)
 	if err != nil {
 		return nil
-	}
-	if p.du.ttl < 0 {
-		return nil // volumeStatsAggPeriod 0: volumes are not measured
 	}
 	var out []statsapi.VolumeStats
 	for _, plugin := range plugins {
