@@ -198,6 +198,11 @@ func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, event f
 			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
 		},
 		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: event, Logger: logger.Named("nodeshutdown"),
+		SyncNodeStatus: func() {
+			if n.nodeStatus != nil {
+				n.nodeStatus.SyncNow()
+			}
+		},
 	})
 }
 

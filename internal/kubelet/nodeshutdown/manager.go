@@ -59,8 +59,12 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Recorder records an event about the node; nil = none.
 	Recorder func(eventType, reason, message string)
-	Logger   *zap.Logger
-	Clock    clock.Clock // nil = the real clock
+	// SyncNodeStatus asks for a node status update at once, so that the
+	// Ready=False "node is shutting down" (or its end) reaches the API
+	// before the pods stop, as upstream. Optional; must not block.
+	SyncNodeStatus func()
+	Logger         *zap.Logger
+	Clock          clock.Clock // nil = the real clock
 }
 
 // Manager delays the node's shutdown with a logind inhibitor lock and stops
@@ -375,6 +379,9 @@ func (m *Manager) handleEvent(ctx context.Context, bus *logindConn, active bool)
 	m.mu.Lock()
 	m.shuttingDown = active
 	m.mu.Unlock()
+	if m.opts.SyncNodeStatus != nil {
+		m.opts.SyncNodeStatus()
+	}
 	if !active {
 		if err := m.acquireLock(ctx, bus); err != nil {
 			m.log.Error("Failed to take the inhibit lock again after the shutdown was cancelled", zap.Error(err))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,6 +330,8 @@ func TestShutdownAndCancel(t *testing.T) {
 	}
 	releaseCritical := make(chan struct{})
 	env.kubelet.block = map[string]chan struct{}{"node-critical": releaseCritical}
+	var syncs atomic.Int32
+	env.opts.SyncNodeStatus = func() { syncs.Add(1) }
 	m := mustNew(t, env.opts)
 	start(t, m)
 	first := env.logind.lockList()[0]
@@ -337,6 +340,9 @@ func TestShutdownAndCancel(t *testing.T) {
 	env.logind.prepareForShutdown(true)
 	if !waitFor(func() bool { return len(env.kubelet.killed()) == 4 }, 5*time.Second) {
 		t.Fatalf("killed %v, want all 4 pods", env.kubelet.killedNames())
+	}
+	if syncs.Load() != 1 {
+		t.Errorf("%d node status syncs asked at the shutdown, want 1", syncs.Load())
 	}
 	if err := m.ShutdownStatus(); err == nil || err.Error() != "node is shutting down" {
 		t.Errorf("ShutdownStatus() = %v, want \"node is shutting down\"", err)

@@ -92,7 +92,20 @@ func (c *Controller) runStatusLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C():
+		case <-c.syncNow:
+			t.Stop()
+			next = c.clock.Now() // due now
 		}
+	}
+}
+
+// SyncNow asks for a node status update at once (the node shutdown manager
+// calls it so that Ready=False reaches the API before the pods stop, as
+// upstream's syncNodeStatus). It does not wait.
+func (c *Controller) SyncNow() {
+	select {
+	case c.syncNow <- struct{}{}:
+	default: // one is pending already
 	}
 }
 

@@ -370,3 +370,40 @@ func TestUpdateNodeStatusPodCIDR(t *testing.T) {
 		t.Errorf("a pod CIDR change did not patch the status")
 	}
 }
+
+// SyncNow makes the status loop update at once, without waiting for its
+// period (the node shutdown manager's Ready=False).
+func TestSyncNow(t *testing.T) {
+	t.Parallel()
+	c, client, _, _, _ := testController(t, Options{StatusUpdateFrequency: time.Hour, StatusReportFrequency: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !c.registerWithAPIServer(ctx) {
+		t.Fatal("not registered")
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); c.runStatusLoop(ctx) }()
+	defer func() { cancel(); <-done }()
+	// The loop's first update is at once; then nothing for an hour.
+	deadline := time.Now().Add(5 * time.Second)
+	for countPatches(client) < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	before := gets()
+	c.SyncNow()
+	for gets() == before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if gets() == before {
+		t.Fatal("SyncNow did not update the node status")
+	}
+}

@@ -154,6 +154,9 @@ type Controller struct {
 	lastUnschedulable bool
 	runtimeName       string
 	rebootRecorded    bool
+
+	// syncNow asks the status loop for an update at once (SyncNow).
+	syncNow chan struct{}
 }
 
 // New validates opts, applies the defaults and wires a Controller; it starts nothing.
@@ -181,6 +184,7 @@ func New(opts Options) (*Controller, error) {
 		lookupIP:       net.LookupIP,
 		defaultRouteIP: defaultRouteIP,
 		localIP:        onLocalInterface,
+		syncNow:        make(chan struct{}, 1),
 	}, nil
 }
 
