@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	credentialproviderapi "k8s.io/kubelet/pkg/apis/credentialprovider"
 	"k8s.io/utils/clock"
 )
 
@@ -68,44 +67,4 @@ func (c *credentialCache) put(key string, cfg dockerConfig, expires time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries[key] = cacheEntry{cfg: cfg, expires: expires}
-}
-
-// flightGroup lets concurrent callers with the same key share one call.
-type flightGroup struct {
-	mu    sync.Mutex
-	calls map[string]*flightCall
-}
-
-type flightCall struct {
-	done     chan struct{}
-	dups     int // callers that joined this call
-	response *credentialproviderapi.CredentialProviderResponse
-	err      error
-}
-
-// do runs fn unless a call with key is in flight, in which case it waits for
-// that call and returns its result.
-func (g *flightGroup) do(key string, fn func() (*credentialproviderapi.CredentialProviderResponse, error)) (*credentialproviderapi.CredentialProviderResponse, error) {
-	g.mu.Lock()
-	if c, ok := g.calls[key]; ok {
-		c.dups++
-		g.mu.Unlock()
-		<-c.done
-		return c.response, c.err
-	}
-	if g.calls == nil {
-		g.calls = map[string]*flightCall{}
-	}
-	c := &flightCall{done: make(chan struct{})}
-	g.calls[key] = c
-	g.mu.Unlock()
-
-	defer func() {
-		g.mu.Lock()
-		delete(g.calls, key)
-		g.mu.Unlock()
-		close(c.done)
-	}()
-	c.response, c.err = fn()
-	return c.response, c.err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	configv1 "k8s.io/kubelet/config/v1"
@@ -165,7 +166,7 @@ type pluginProvider struct {
 	logger              *zap.Logger
 	plugin              *execPlugin
 	cache               *credentialCache
-	flight              flightGroup
+	flight              singleflight.Group
 }
 
 // provide returns the plugin's credentials for image; an image the plugin
@@ -183,13 +184,12 @@ func (p *pluginProvider) provide(ctx context.Context, image string) (dockerConfi
 		return cfg, nil
 	}
 	// Concurrent lookups of one image share a run.
-	response, err := p.flight.do(image, func() (*credentialproviderapi.CredentialProviderResponse, error) {
-		return p.plugin.run(ctx, image)
-	})
+	res, err, _ := p.flight.Do(image, func() (any, error) { return p.plugin.run(ctx, image) })
 	if err != nil {
 		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
 	}
 
+	response := res.(*credentialproviderapi.CredentialProviderResponse)
 	var cacheKey string
 	switch response.CacheKeyType {
 	case credentialproviderapi.ImagePluginCacheKeyType:

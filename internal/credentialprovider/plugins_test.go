@@ -8,14 +8,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-	credentialproviderapi "k8s.io/kubelet/pkg/apis/credentialprovider"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -320,45 +318,5 @@ func TestNilPlugins(t *testing.T) {
 	var p *Plugins
 	if got, ok := p.Lookup("a.example.com/app"); ok || got != nil {
 		t.Errorf("Lookup = %v, %v", got, ok)
-	}
-}
-
-func TestFlightGroupSharesOneCall(t *testing.T) {
-	t.Parallel()
-	var g flightGroup
-	release := make(chan struct{})
-	started := make(chan struct{})
-	calls := 0
-	want := &credentialproviderapi.CredentialProviderResponse{CacheKeyType: credentialproviderapi.GlobalPluginCacheKeyType}
-	fn := func() (*credentialproviderapi.CredentialProviderResponse, error) {
-		calls++
-		close(started)
-		<-release
-		return want, nil
-	}
-	var wg sync.WaitGroup
-	results := make([]*credentialproviderapi.CredentialProviderResponse, 3)
-	wg.Add(1)
-	go func() { defer wg.Done(); results[0], _ = g.do("img", fn) }()
-	<-started
-	for i := 1; i < 3; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); results[i], _ = g.do("img", fn) }()
-	}
-	// Wait until both followers have joined the leader's call.
-	for joined := 0; joined < 2; time.Sleep(time.Millisecond) {
-		g.mu.Lock()
-		joined = g.calls["img"].dups
-		g.mu.Unlock()
-	}
-	close(release)
-	wg.Wait()
-	if calls != 1 {
-		t.Errorf("fn ran %d times, want 1", calls)
-	}
-	for i, r := range results {
-		if r != want {
-			t.Errorf("result %d = %v", i, r)
-		}
 	}
 }
