@@ -106,9 +106,6 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 		return nil, err
 	}
 	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
-	if _, err := n.podCIDR.update(context.Background(), cfg.Kubelet.PodCIDR); err != nil {
-		logger.Error("Pod CIDR update failed", zap.Error(err))
-	}
 	if conn != nil {
 		if n.nodeStatus, err = newNodeStatus(cfg, conn, clients, n, logger); err != nil {
 			return nil, err

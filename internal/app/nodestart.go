@@ -29,6 +29,11 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	lc.onStop("node context", cancel)
 	n.state.Check(ctx)
 	lc.run(ctx, "runtime state", n.state.Run)
+	// --pod-cidr of a standalone node; the node's spec.podCIDRs follow at
+	// every status update.
+	if _, err := n.podCIDR.update(ctx, cfg.Kubelet.PodCIDR); err != nil {
+		logger.Error("Pod CIDR update failed", zap.Error(err))
+	}
 	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
 		return err
 	}
