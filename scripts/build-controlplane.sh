@@ -2,7 +2,8 @@
 # build-controlplane.sh: build a real Kubernetes control plane for end-to-end tests:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes
 # v1.37.1), upstream's kubelet as upstream-kubelet (what this kubelet's flags and
-# feature gates are compared with), staticpoduid (upstream's static pod UIDs) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
+# feature gates are compared with), cri-dockerd v0.4.3 (its own module,
+# scripts/cridockerd), staticpoduid (upstream's static pod UIDs) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
 # the throwaway module in scripts/controlplane (never the product's go.mod). The
 # binaries are cached in $KDS_CONTROLPLANE_DIR (default /var/cache/kubelet-dockershim/
 # controlplane) and rebuilt only when scripts/controlplane changes: a cold build takes
@@ -28,6 +29,18 @@ if [[ ! -x $OUT/bin/staticpoduid || $(cat "$OUT/staticpoduid.stamp" 2>/dev/null)
 	mkdir -p "$OUT/bin"
 	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/staticpoduid" ./staticpoduid)
 	echo "$tool_stamp" >"$OUT/staticpoduid.stamp"
+fi
+# cri-dockerd v0.4.3 (the live switch from upstream's kubelet on cri-dockerd):
+# its own throwaway module, because it pins k8s.io/kubernetes v1.29; a cold
+# build takes about 2.5 minutes, then it is cached with its own stamp.
+CD_MOD="$KDS_SCRIPTS/cridockerd"
+cd_stamp=$(cat "$CD_MOD/go.mod" "$CD_MOD/go.sum" "$CD_MOD/tools.go" | sha256sum | cut -c1-16)
+if [[ ! -x $OUT/bin/cri-dockerd || $(cat "$OUT/cri-dockerd.stamp" 2>/dev/null) != "$cd_stamp" ]]; then
+	kds_log "building cri-dockerd v0.4.3 (cold: about 2.5 min)"
+	mkdir -p "$OUT/bin"
+	(cd "$CD_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/Mirantis/cri-dockerd/cmd/version.Version=0.4.3" \
+		-o "$OUT/bin/cri-dockerd" github.com/Mirantis/cri-dockerd)
+	echo "$cd_stamp" >"$OUT/cri-dockerd.stamp"
 fi
 stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/tools.go" "$0" | sha256sum | cut -c1-16)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$stamp" ]]; then

@@ -36,6 +36,9 @@ type Config struct {
 	DockerEndpoint          string
 	PodInfraContainerImage  string
 	DockershimRootDirectory string
+	// CRIDockerdRootDirectory is cri-dockerd's root directory, whose sandbox
+	// checkpoints the shim reads when it adopts cri-dockerd's pods.
+	CRIDockerdRootDirectory string
 	// SeccompProfileRoot is where the shim reads Localhost seccomp profiles
 	// from; empty means <root-dir>/seccomp.
 	SeccompProfileRoot        string
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		DockerEndpoint:            "unix:///var/run/docker.sock",
 		PodInfraContainerImage:    "registry.k8s.io/pause:3.10",
 		DockershimRootDirectory:   "/var/lib/dockershim",
+		CRIDockerdRootDirectory:   "/var/lib/cri-dockerd",
 		NetworkPlugin:             "cni",
 		CNIBinDir:                 "/opt/cni/bin",
 		CNIConfDir:                "/etc/cni/net.d",

@@ -160,6 +160,7 @@ func addRuntimeFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.DockerEndpoint, "docker-endpoint", cfg.DockerEndpoint, "The Docker daemon endpoint.")
 	fs.StringVar(&cfg.PodInfraContainerImage, "pod-infra-container-image", cfg.PodInfraContainerImage, "The image of each pod's sandbox (pause) container.")
 	fs.StringVar(&cfg.DockershimRootDirectory, "experimental-dockershim-root-directory", cfg.DockershimRootDirectory, "The dockershim's state directory (sandbox checkpoints).")
+	fs.StringVar(&cfg.CRIDockerdRootDirectory, "cri-dockerd-root-directory", cfg.CRIDockerdRootDirectory, "cri-dockerd's root directory (its flag of the same name): the pods cri-dockerd ran on this Docker are adopted, not restarted, with the port mappings of its sandbox checkpoints. Empty: only libcni's cache and Docker are read.")
 	fs.StringVar(&cfg.SeccompProfileRoot, "experimental-dockershim-seccomp-profile-root", cfg.SeccompProfileRoot, "The only directory the dockershim reads Localhost seccomp profiles from (default <root-dir>/seccomp, where the kubelet resolves them).")
 	fs.StringVar(&cfg.NetworkPlugin, "network-plugin", cfg.NetworkPlugin, "The network plugin: cni.")
 	fs.Int32Var(&cfg.NetworkPluginMTU, "network-plugin-mtu", cfg.NetworkPluginMTU, "The MTU passed to the CNI plugins (0: the plugin's own).")

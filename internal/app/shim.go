@@ -27,19 +27,20 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 		return dockershim.Options{}, err
 	}
 	return dockershim.Options{
-		DockerEndpoint:       cfg.DockerEndpoint,
-		PullProgressDeadline: cfg.ImagePullProgressDeadline,
-		RootDirectory:        cfg.DockershimRootDirectory,
-		SeccompProfileRoot:   cfg.seccompProfileRoot(),
-		PodInfraImage:        cfg.PodInfraContainerImage,
-		SandboxImageKeyring:  keyring,
-		NetworkPlugin:        cfg.NetworkPlugin,
-		CNIConfDir:           cfg.CNIConfDir,
-		CNIBinDirs:           cfg.CNIBinDirs(),
-		CNICacheDir:          cfg.CNICacheDir,
-		StreamingAddr:        addr,
-		StreamIdleTimeout:    cfg.Kubelet.StreamingConnectionIdleTimeout.Duration,
-		Logger:               logger.Named("dockershim"),
+		DockerEndpoint:          cfg.DockerEndpoint,
+		PullProgressDeadline:    cfg.ImagePullProgressDeadline,
+		RootDirectory:           cfg.DockershimRootDirectory,
+		CRIDockerdRootDirectory: cfg.CRIDockerdRootDirectory,
+		SeccompProfileRoot:      cfg.seccompProfileRoot(),
+		PodInfraImage:           cfg.PodInfraContainerImage,
+		SandboxImageKeyring:     keyring,
+		NetworkPlugin:           cfg.NetworkPlugin,
+		CNIConfDir:              cfg.CNIConfDir,
+		CNIBinDirs:              cfg.CNIBinDirs(),
+		CNICacheDir:             cfg.CNICacheDir,
+		StreamingAddr:           addr,
+		StreamIdleTimeout:       cfg.Kubelet.StreamingConnectionIdleTimeout.Duration,
+		Logger:                  logger.Named("dockershim"),
 	}, nil
 }
 

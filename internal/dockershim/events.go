@@ -176,7 +176,10 @@ func (b *eventBroker) follow(ctx context.Context, last *int64) (got bool, err er
 func eventOptions(lastNano int64) libdocker.EventsOptions {
 	f := libdocker.NewFilterArgs(
 		libdocker.FilterArg("type", "container"),
-		libdocker.FilterArg("label", labelManaged+"=true"),
+		// Any Kubernetes container, also those cri-dockerd or the 1.23
+		// dockershim created (adopted on a switch): they carry the type
+		// label but not this shim's.
+		libdocker.FilterArg("label", labelType),
 		libdocker.FilterArg("event", "create"),
 		libdocker.FilterArg("event", "start"),
 		libdocker.FilterArg("event", "die"),

@@ -43,7 +43,7 @@ func TestEventsCRIType(t *testing.T) {
 func TestEventsOptions(t *testing.T) {
 	t.Parallel()
 	o := eventOptions(0)
-	if o.Since != "" || !o.Filters.ExactMatch("type", "container") || !o.Filters.ExactMatch("label", labelManaged+"=true") {
+	if o.Since != "" || !o.Filters.ExactMatch("type", "container") || !o.Filters.ExactMatch("label", labelType) {
 		t.Errorf("first subscription options = %+v", o)
 	}
 	if got := eventOptions(1700000000999999999).Since; got != "1700000001.000000000" {

@@ -3,6 +3,7 @@ package dockershim
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"go.uber.org/zap"
 )
@@ -27,7 +28,7 @@ func (s *Service) resumeLogs(ctx context.Context) error {
 	}
 	for _, c := range cs {
 		path := c.Labels[labelLogPath]
-		if path == "" || c.State == "created" || !own[c.Labels[labelSandboxID]] {
+		if path == "" || c.State == "created" || !own[c.Labels[labelSandboxID]] || isSymlink(path) {
 			continue
 		}
 		j, err := s.docker.InspectContainer(ctx, c.ID)
@@ -38,4 +39,13 @@ func (s *Service) resumeLogs(ctx context.Context) error {
 		s.logs.Follow(s.bgContext(), c.ID, path, j.Config != nil && j.Config.Tty)
 	}
 	return nil
+}
+
+// isSymlink reports whether a container's log path is a symbolic link: the
+// log of a container cri-dockerd or the 1.23 dockershim created (in a sandbox
+// this shim adopted) links to Docker's own json-file log, which Docker keeps
+// writing; there is nothing to copy.
+func isSymlink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }

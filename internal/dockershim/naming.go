@@ -74,10 +74,11 @@ type parsedName struct {
 }
 
 // parseName parses k8s_<container>_<pod>_<namespace>_<uid>_<attempt>, with or without
-// the leading "/" Docker puts on names.
+// the leading "/" Docker puts on names, and with or without the random 7th field
+// cri-dockerd and the 1.23 dockershim append when a name is taken.
 func parseName(name string) (parsedName, error) {
 	parts := strings.Split(strings.TrimPrefix(name, "/"), nameSep)
-	if len(parts) != 6 || parts[0] != namePrefix {
+	if len(parts) != 6 && len(parts) != 7 || parts[0] != namePrefix {
 		return parsedName{}, fmt.Errorf("%q is not a k8s_ container name", name)
 	}
 	attempt, err := strconv.ParseUint(parts[5], 10, 32)

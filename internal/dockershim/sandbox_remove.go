@@ -21,7 +21,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if id == "" {
 		return &runtimeapi.RemovePodSandboxResponse{}, nil
 	}
-	if err := s.teardownNetwork(ctx, id, running.netns); err != nil {
+	if err := s.teardownNetwork(ctx, id, running); err != nil {
 		return nil, err
 	}
 	if err := s.removeSandboxContainers(ctx, id); err != nil {

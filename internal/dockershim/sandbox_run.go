@@ -348,7 +348,7 @@ func resolvConf(d *runtimeapi.DNSConfig) string {
 func (s *Service) rollbackSandbox(ctx context.Context, log *zap.Logger, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := s.teardownNetwork(cctx, id, ""); err != nil {
+	if err := s.teardownNetwork(cctx, id, sandboxRuntime{}); err != nil {
 		log.Error("rollback: tear down network", zap.Error(err))
 		return // keep container and checkpoint so StopPodSandbox can retry
 	}

@@ -20,7 +20,7 @@ func (s *Service) PodSandboxStatus(ctx context.Context, req *runtimeapi.PodSandb
 	if err != nil {
 		return nil, err
 	}
-	st := s.sandboxStatusFromJSON(j)
+	st := s.sandboxStatusFromJSON(ctx, j)
 	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
 	if req.GetVerbose() {
 		resp.Info = sandboxVerboseInfo(j)
@@ -41,11 +41,11 @@ func (s *Service) sandboxStatus(ctx context.Context, id string) (*runtimeapi.Pod
 	if err != nil {
 		return nil, err
 	}
-	return s.sandboxStatusFromJSON(j), nil
+	return s.sandboxStatusFromJSON(ctx, j), nil
 }
 
 // sandboxStatusFromJSON builds the CRI status of a sandbox container.
-func (s *Service) sandboxStatusFromJSON(j libdocker.ContainerJSON) *runtimeapi.PodSandboxStatus {
+func (s *Service) sandboxStatusFromJSON(ctx context.Context, j libdocker.ContainerJSON) *runtimeapi.PodSandboxStatus {
 	labels, annotations := splitLabels(j.Config.Labels)
 	st := &runtimeapi.PodSandboxStatus{
 		Id:             j.ID,
@@ -56,23 +56,31 @@ func (s *Service) sandboxStatusFromJSON(j libdocker.ContainerJSON) *runtimeapi.P
 		Annotations:    annotations,
 		RuntimeHandler: j.Config.Labels[labelHandler],
 		Linux: &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{
-			Options: namespaceOptions(j.Config.Labels),
+			Options: sandboxNamespaceOptions(j),
 		}},
 	}
 	if j.State != nil && j.State.Running {
 		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
 	}
-	st.Network = s.sandboxNetworkStatus(j)
+	st.Network = s.sandboxNetworkStatus(ctx, j)
 	return st
 }
 
-// sandboxNetworkStatus returns the pod IPs recorded in the checkpoint; host-network
-// pods report none (the kubelet uses the node IP).
-func (s *Service) sandboxNetworkStatus(j libdocker.ContainerJSON) *runtimeapi.PodSandboxNetworkStatus {
-	if j.Config.Labels[labelHostNetwork] == "true" {
+// sandboxNetworkStatus returns the pod IPs recorded in the checkpoint (a
+// sandbox another runtime created is adopted first); host-network pods
+// report none (the kubelet uses the node IP).
+func (s *Service) sandboxNetworkStatus(ctx context.Context, j libdocker.ContainerJSON) *runtimeapi.PodSandboxNetworkStatus {
+	if sandboxUsesHostNetwork(j) {
+		if foreign(j.Config.Labels) {
+			// Adopted all the same: the containers this shim starts in it
+			// are then its own (their logs are resumed after a restart).
+			if _, err := s.sandboxCheckpoint(ctx, j); err != nil {
+				s.logger.Warn("adopt sandbox", zap.String("sandbox", j.ID), zap.Error(err))
+			}
+		}
 		return &runtimeapi.PodSandboxNetworkStatus{}
 	}
-	cp, err := s.checkpoints.Read(j.ID)
+	cp, err := s.sandboxCheckpoint(ctx, j)
 	if err != nil {
 		if !errors.Is(err, checkpoint.ErrNotFound) {
 			s.logger.Warn("read sandbox checkpoint", zap.String("sandbox", j.ID), zap.Error(err))

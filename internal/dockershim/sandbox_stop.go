@@ -31,7 +31,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if id == "" {
 		return &runtimeapi.StopPodSandboxResponse{}, nil
 	}
-	if err := s.teardownNetwork(ctx, id, running.netns); err != nil {
+	if err := s.teardownNetwork(ctx, id, running); err != nil {
 		return nil, err
 	}
 	if err := s.stopSandboxContainers(ctx, id); err != nil {
@@ -49,6 +49,9 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 type sandboxRuntime struct {
 	exists bool
 	netns  string // /proc/<pid>/ns/net while it runs, else ""
+	// container is Docker's view while the container exists (a sandbox
+	// another runtime created is adopted from it).
+	container *libdocker.ContainerJSON
 }
 
 // resolveSandboxForTeardown finds the full ID of a sandbox from its container or, when
@@ -59,7 +62,7 @@ func (s *Service) resolveSandboxForTeardown(ctx context.Context, id string) (str
 	}
 	j, err := s.inspect(ctx, "pod_sandbox_id", id, typeSandbox)
 	if err == nil {
-		rt := sandboxRuntime{exists: true}
+		rt := sandboxRuntime{exists: true, container: &j}
 		if j.State != nil && j.State.Running && j.State.Pid > 0 {
 			rt.netns = fmt.Sprintf("/proc/%d/ns/net", j.State.Pid)
 		}
@@ -75,10 +78,18 @@ func (s *Service) resolveSandboxForTeardown(ctx context.Context, id string) (str
 }
 
 // teardownNetwork runs CNI DEL for a sandbox whose checkpoint says the network is set
-// up, retrying a few times, then records that it is down. A corrupt checkpoint is
-// logged and treated as missing.
-func (s *Service) teardownNetwork(ctx context.Context, id, netns string) error {
-	cp, err := s.checkpoints.Read(id)
+// up, retrying a few times, then records that it is down. A sandbox another runtime
+// created is adopted first (so its DEL runs too). A corrupt checkpoint is logged and
+// treated as missing.
+func (s *Service) teardownNetwork(ctx context.Context, id string, rt sandboxRuntime) error {
+	netns := rt.netns
+	var cp *checkpoint.PodSandbox
+	var err error
+	if rt.container != nil {
+		cp, err = s.sandboxCheckpoint(ctx, *rt.container)
+	} else {
+		cp, err = s.checkpoints.Read(id)
+	}
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		s.unpinNetNS(id)

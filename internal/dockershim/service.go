@@ -46,6 +46,7 @@ type networkPlugin interface {
 	Status() error
 	SetUpPod(ctx context.Context, pod network.Pod) (*network.Result, error)
 	TearDownPod(ctx context.Context, pod network.Pod) error
+	CachedIPs(ctx context.Context, sandboxID string) ([]string, error)
 }
 
 // checkpointStore persists sandbox checkpoints; *checkpoint.Store implements it.
@@ -97,6 +98,10 @@ type Options struct {
 	PullProgressDeadline time.Duration
 	// RootDirectory holds sandbox checkpoints (default /var/lib/dockershim).
 	RootDirectory string
+	// CRIDockerdRootDirectory is cri-dockerd's --cri-dockerd-root-directory
+	// (default /var/lib/cri-dockerd): the sandboxes it created are adopted
+	// with the port mappings of its checkpoints. Empty: none are read.
+	CRIDockerdRootDirectory string
 	// PodInfraImage is the sandbox (pause) image.
 	PodInfraImage string
 	// SandboxImageKeyring answers the node's registry credentials for the
@@ -128,7 +133,8 @@ type Service struct {
 	podInfraImage string
 	keyring       Keyring // nil: the sandbox image is pulled anonymously
 	rootDir       string
-	seccompRoot   string // Localhost seccomp profiles only from here
+	legacyDirs    []string // foreign checkpoints: this shim's own dir (1.23 format), cri-dockerd's
+	seccompRoot   string   // Localhost seccomp profiles only from here
 	logger        *zap.Logger
 
 	docker      dockerClient
@@ -213,6 +219,17 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
+// legacyCheckpointDirs are where cri-dockerd's and the 1.23 dockershim's
+// sandbox checkpoints are read from: this shim's own directory first (the
+// 1.23 default root was the same), then cri-dockerd's.
+func legacyCheckpointDirs(opts Options) []string {
+	dirs := []string{filepath.Join(opts.RootDirectory, "sandbox")}
+	if opts.CRIDockerdRootDirectory != "" {
+		dirs = append(dirs, filepath.Join(opts.CRIDockerdRootDirectory, "sandbox"))
+	}
+	return dirs
+}
+
 // serviceParts are the collaborators New builds; tests pass fakes.
 type serviceParts struct {
 	docker      dockerClient
@@ -228,6 +245,7 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 		podInfraImage: opts.PodInfraImage,
 		keyring:       opts.SandboxImageKeyring,
 		rootDir:       opts.RootDirectory,
+		legacyDirs:    legacyCheckpointDirs(opts),
 		seccompRoot:   opts.SeccompProfileRoot,
 		logger:        logger,
 		docker:        p.docker,

@@ -141,6 +141,7 @@ func sameSet(a, b []string) bool {
 type upstreamKubelet struct {
 	bin, config, sysctls string
 	roPort               int
+	extra                []string // more flags
 	p                    *proc
 }
 
@@ -223,6 +224,7 @@ func (u *upstreamKubelet) start(n *node) {
 	}
 	args := []string{u.bin, "--config=" + u.config, "--container-runtime-endpoint=" + n.endpoint, "--root-dir=" + n.rootDir,
 		"--cert-dir=" + filepath.Join(n.rootDir, "pki"), "--hostname-override=" + n.name, "-v=2"}
+	args = append(args, u.extra...)
 	script.WriteString("exec")
 	for _, a := range args {
 		script.WriteString(" '" + a + "'")
@@ -274,7 +276,8 @@ func (u *upstreamKubelet) waitRunning(t *testing.T, n *node, names []string, tim
 		got := map[string]v1.Pod{}
 		for _, p := range pods {
 			for _, name := range names {
-				if p.Name == n.podName(name) && podReady(&p) && p.Status.PodIP != "" {
+				// Without an API server it reports no IP for host network pods.
+				if p.Name == n.podName(name) && podReady(&p) && (p.Status.PodIP != "" || p.Spec.HostNetwork) {
 					got[name] = p
 				}
 			}

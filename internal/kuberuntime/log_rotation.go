@@ -216,6 +216,13 @@ func (r *logRotator) rotateContainer(ctx context.Context, id string) error {
 	if path == "" || status.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return nil
 	}
+	if lfi, err := os.Lstat(path); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+		// A container cri-dockerd or the 1.23 dockershim created (adopted on a
+		// switch): its log path links to Docker's json-file log, which Docker
+		// writes and rotates by its own log options; renaming the link would
+		// only break it.
+		return nil
+	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A failed reopen or a restart in the middle of a rotation: get the live

@@ -194,6 +194,20 @@ func TestLogRotationSkips(t *testing.T) {
 		{desc: "exited container", size: 4096, state: runtimeapi.ContainerState_CONTAINER_EXITED},
 		{desc: "no log path", size: 4096, state: runtimeapi.ContainerState_CONTAINER_RUNNING, mutate: func(e *rcRotationEnv) { e.rt.paths["c1"] = "" }},
 		{
+			// cri-dockerd's containers: the log path links to Docker's
+			// json-file log (outside the directory, which stays as it is).
+			desc: "log path is a symlink", size: -1, state: runtimeapi.ContainerState_CONTAINER_RUNNING,
+			mutate: func(e *rcRotationEnv) {
+				target := filepath.Join(filepath.Dir(filepath.Dir(e.path)), "docker-json.log")
+				if err := os.WriteFile(target, []byte(strings.Repeat("x", 4096)), 0o640); err != nil {
+					panic(err)
+				}
+				if err := os.Symlink(target, e.path); err != nil {
+					panic(err)
+				}
+			},
+		},
+		{
 			desc: "rotated less than a second ago", size: 4096, state: runtimeapi.ContainerState_CONTAINER_RUNNING,
 			mutate: func(e *rcRotationEnv) {
 				if err := os.WriteFile(e.path+".20240102-030405.gz", nil, 0o640); err != nil {

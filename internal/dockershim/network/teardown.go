@@ -39,7 +39,14 @@ func (m *Manager) TearDownPod(ctx context.Context, pod Pod) error {
 	}
 	defer unlock()
 
-	targets := m.teardownTargets(ctx, pod, log)
+	targets, foreignLoopback := m.teardownTargets(ctx, pod, log)
+	for _, t := range foreignLoopback {
+		// Best effort, as this shim's own loopback DEL: it only drops the
+		// cache entry.
+		if err := m.cni.DelNetworkList(ctx, t.list, t.rt); err != nil {
+			log.Debug("cached loopback teardown failed (ignored)", zap.Error(err))
+		}
+	}
 	if len(targets) == 0 {
 		log.Debug("no network config and no cached attachment: nothing to tear down")
 		m.delLoopback(ctx, pod, log)
@@ -58,8 +65,10 @@ func (m *Manager) TearDownPod(ctx context.Context, pod Pod) error {
 }
 
 // teardownTargets lists the DELs for pod, preferring libcni's cache over the
-// current configuration.
-func (m *Manager) teardownTargets(ctx context.Context, pod Pod, log *zap.Logger) []delTarget {
+// current configuration. foreignLoopback are the loopback attachments
+// cri-dockerd and the 1.23 dockershim cached under eth0 (this shim's own is
+// under lo): DEL drops their cache entries.
+func (m *Manager) teardownTargets(ctx context.Context, pod Pod, log *zap.Logger) (targets, foreignLoopback []delTarget) {
 	current, curErr := m.defaultNetwork(ctx)
 	if curErr != nil {
 		log.Debug("no current default network", zap.Error(curErr))
@@ -68,9 +77,8 @@ func (m *Manager) teardownTargets(ctx context.Context, pod Pod, log *zap.Logger)
 	if err != nil {
 		log.Warn("reading libcni's cached attachments", zap.Error(err))
 	}
-	var targets []delTarget
 	for _, a := range attachments {
-		if a.IfName != defaultIfName || a.Network == loopbackNetwork {
+		if a.IfName != defaultIfName {
 			continue
 		}
 		list, err := cachedList(a, current)
@@ -78,12 +86,17 @@ func (m *Manager) teardownTargets(ctx context.Context, pod Pod, log *zap.Logger)
 			log.Warn("unusable cached network config", zap.String("network", a.Network), zap.Error(err))
 			continue
 		}
-		targets = append(targets, delTarget{list: list, rt: cachedRuntimeConf(pod, a), source: "cache"})
+		t := delTarget{list: list, rt: cachedRuntimeConf(pod, a), source: "cache"}
+		if a.Network == loopbackNetwork {
+			foreignLoopback = append(foreignLoopback, t)
+			continue
+		}
+		targets = append(targets, t)
 	}
 	if len(targets) == 0 && current != nil {
 		targets = append(targets, delTarget{list: current.list, rt: runtimeConf(pod), source: "config"})
 	}
-	return targets
+	return targets, foreignLoopback
 }
 
 // cachedList parses the network list cached with an attachment, falling

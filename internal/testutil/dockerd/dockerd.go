@@ -59,6 +59,9 @@ type Options struct {
 	// (a loop mount at Disk, the data root in Disk/docker), for tests that fill
 	// the runtime's disk; the test may put more (a kubelet root dir) on Disk.
 	DiskMiB int64
+	// OCIRuntime, when set, is the path of the daemon's default OCI runtime
+	// (a runc-compatible program), registered as "test-runtime".
+	OCIRuntime string
 }
 
 // Daemon is a private dockerd. Its methods are not safe for concurrent use.
@@ -74,6 +77,7 @@ type Daemon struct {
 
 	sock, logPath, confPath string
 	liveRestore             bool
+	ociRuntime              string
 	cmd                     *exec.Cmd
 	exited                  chan struct{}
 	waitErr                 error // set before exited closes
@@ -93,7 +97,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 		t.Fatal(err)
 	}
 	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
-		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore}
+		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime}
 	d.Endpoint = "unix://" + d.sock
 	t.Cleanup(func() { d.cleanup(t) })
 	if err := d.createBridge(); err != nil {
@@ -172,7 +176,12 @@ func (d *Daemon) createBridge() error {
 
 // writeConfig writes daemon.json (the reloadable part of the configuration).
 func (d *Daemon) writeConfig() error {
-	b, err := json.Marshal(map[string]any{"live-restore": d.liveRestore})
+	conf := map[string]any{"live-restore": d.liveRestore}
+	if d.ociRuntime != "" {
+		conf["runtimes"] = map[string]any{"test-runtime": map[string]string{"path": d.ociRuntime}}
+		conf["default-runtime"] = "test-runtime"
+	}
+	b, err := json.Marshal(conf)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,57 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+)
+
+// CachedIPs returns the pod IPs of a sandbox from the result libcni cached
+// for its eth0 when the sandbox was added to a network, whoever ran the ADD:
+// this shim, cri-dockerd and the 1.23 dockershim all cache it under
+// <cache dir>/results/<network>-<sandbox id>-eth0. It is how a sandbox
+// another runtime created gets its IP back without entering its namespace.
+// No cached attachment is an error; so is one whose result names no IP.
+func (m *Manager) CachedIPs(ctx context.Context, sandboxID string) ([]string, error) {
+	// The ID becomes part of a cache file's path.
+	if sandboxID == "" || strings.Trim(sandboxID, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("%w: sandbox ID %q is not a Docker container ID", ErrInvalidPod, sandboxID)
+	}
+	current, _ := m.defaultNetwork(ctx)
+	attachments, err := m.cni.GetCachedAttachments(sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("reading libcni's cached attachments of sandbox %s: %w", sandboxID, err)
+	}
+	var errs []error
+	for _, a := range attachments {
+		if a.IfName != defaultIfName || a.Network == loopbackNetwork {
+			continue
+		}
+		list, err := cachedList(a, current)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("network %q: %w", a.Network, err))
+			continue
+		}
+		res, err := m.cni.GetNetworkListCachedResult(list, &libcni.RuntimeConf{ContainerID: sandboxID, IfName: a.IfName})
+		if err != nil || res == nil {
+			errs = append(errs, fmt.Errorf("network %q: cached result: %w", a.Network, errors.Join(err, errors.New("none"))))
+			continue
+		}
+		r, err := newResult(res, a.IfName)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("network %q: %w", a.Network, err))
+			continue
+		}
+		if len(r.IPs) > 0 {
+			return r.IPs, nil
+		}
+		errs = append(errs, fmt.Errorf("network %q: the cached result names no IP of %s", a.Network, a.IfName))
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("libcni cached no %s attachment of sandbox %s", defaultIfName, sandboxID)
+	}
+	return nil, errors.Join(errs...)
+}
