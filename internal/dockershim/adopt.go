@@ -36,14 +36,24 @@ func sandboxUsesHostNetwork(j libdocker.ContainerJSON) bool {
 	if j.Config != nil && !foreign(j.Config.Labels) {
 		return j.Config.Labels[labelHostNetwork] == "true"
 	}
-	return j.HostConfig != nil && j.HostConfig.NetworkMode.IsHost()
+	hc := hostConfigOf(j)
+	return hc != nil && hc.NetworkMode.IsHost()
+}
+
+// hostConfigOf is a container's HostConfig, nil when Docker gave none.
+func hostConfigOf(j libdocker.ContainerJSON) *libdocker.HostConfig {
+	if j.ContainerJSONBase == nil {
+		return nil
+	}
+	return j.HostConfig
 }
 
 // sandboxNamespaceOptions is a sandbox's namespace modes: this shim's label,
 // or for other runtimes' sandboxes what they report, read from Docker's
 // modes (network and IPC: node or pod; PID: node or container).
 func sandboxNamespaceOptions(j libdocker.ContainerJSON) *runtimeapi.NamespaceOption {
-	if j.Config == nil || !foreign(j.Config.Labels) || j.HostConfig == nil {
+	hc := hostConfigOf(j)
+	if j.Config == nil || !foreign(j.Config.Labels) || hc == nil {
 		var labels map[string]string
 		if j.Config != nil {
 			labels = j.Config.Labels
@@ -57,9 +67,9 @@ func sandboxNamespaceOptions(j libdocker.ContainerJSON) *runtimeapi.NamespaceOpt
 		return otherwise
 	}
 	return &runtimeapi.NamespaceOption{
-		Network: mode(j.HostConfig.NetworkMode.IsHost(), runtimeapi.NamespaceMode_POD),
-		Pid:     mode(j.HostConfig.PidMode.IsHost(), runtimeapi.NamespaceMode_CONTAINER),
-		Ipc:     mode(j.HostConfig.IpcMode.IsHost(), runtimeapi.NamespaceMode_POD),
+		Network: mode(hc.NetworkMode.IsHost(), runtimeapi.NamespaceMode_POD),
+		Pid:     mode(hc.PidMode.IsHost(), runtimeapi.NamespaceMode_CONTAINER),
+		Ipc:     mode(hc.IpcMode.IsHost(), runtimeapi.NamespaceMode_POD),
 	}
 }
 
@@ -79,6 +89,9 @@ func (s *Service) sandboxCheckpoint(ctx context.Context, j libdocker.ContainerJS
 // adoptSandbox writes this shim's checkpoint for a sandbox another runtime
 // created and returns it.
 func (s *Service) adoptSandbox(ctx context.Context, j libdocker.ContainerJSON) (*checkpoint.PodSandbox, error) {
+	if j.ContainerJSONBase == nil {
+		return nil, fmt.Errorf("adopt sandbox: %w: Docker gave no container details", checkpoint.ErrNotFound)
+	}
 	meta := sandboxMetadataOf(j.Name, j.Config.Labels)
 	if meta.Namespace == "" || meta.Uid == "" {
 		return nil, fmt.Errorf("sandbox %s: %w: %q is not a Kubernetes sandbox name", j.ID, checkpoint.ErrNotFound, j.Name)
@@ -87,8 +100,10 @@ func (s *Service) adoptSandbox(ctx context.Context, j libdocker.ContainerJSON) (
 		ID: j.ID, Name: meta.Name, Namespace: meta.Namespace, UID: meta.Uid,
 		HostNetwork: sandboxUsesHostNetwork(j),
 	}
-	if t, err := time.Parse(time.RFC3339Nano, j.Created); err == nil {
-		cp.CreatedAt = t
+	if j.ContainerJSONBase != nil {
+		if t, err := time.Parse(time.RFC3339Nano, j.Created); err == nil {
+			cp.CreatedAt = t
+		}
 	}
 	log := s.logger.With(zap.String("sandbox", j.ID), zap.String("pod", meta.Namespace+"/"+meta.Name))
 	origin := "another runtime"
@@ -118,7 +133,7 @@ func (s *Service) adoptedIPs(ctx context.Context, j libdocker.ContainerJSON, log
 	if cacheErr == nil {
 		return ips
 	}
-	if j.State == nil || !j.State.Running || j.State.Pid <= 0 {
+	if j.ContainerJSONBase == nil || j.State == nil || !j.State.Running || j.State.Pid <= 0 {
 		log.Warn("adopted sandbox: no pod IP in libcni's cache and the sandbox is not running", zap.Error(cacheErr))
 		return nil
 	}

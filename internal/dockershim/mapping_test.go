@@ -35,6 +35,8 @@ func TestNames(t *testing.T) {
 	}{
 		{"container", "/k8s_nginx_web_default_u1_3", parsedName{"nginx", "web", "default", "u1", 3}, false},
 		{"sandbox", "k8s_POD_web_default_u1_0", parsedName{"POD", "web", "default", "u1", 0}, false},
+		{"random suffix (cri-dockerd, 1.23)", "/k8s_nginx_web_default_u1_3_1a2b3c4d", parsedName{"nginx", "web", "default", "u1", 3}, false},
+		{"too many fields", "k8s_nginx_web_default_u1_3_1a2b3c4d_x", parsedName{}, true},
 		{"not k8s", "/happy_turing", parsedName{}, true},
 		{"bad attempt", "k8s_a_b_c_d_x", parsedName{}, true},
 	} {

@@ -128,15 +128,15 @@ func decodeLegacy(content []byte) (*Legacy, error) {
 	return l, nil
 }
 
-// convert checks a foreign port mapping and returns this package's form,
-// the protocol upper case as the CRI spells it.
+// convert checks a foreign port mapping and returns this package's form
+// (the protocol lower case, as the shim writes it and CNI takes it).
 func (pm *legacyPortMapping) convert() (PortMapping, error) {
 	if pm == nil || pm.Protocol == nil || pm.ContainerPort == nil || pm.HostPort == nil {
 		return PortMapping{}, errors.New("protocol, container_port and host_port are required")
 	}
-	proto := strings.ToUpper(*pm.Protocol)
+	proto := strings.ToLower(*pm.Protocol)
 	switch proto {
-	case "TCP", "UDP", "SCTP":
+	case "tcp", "udp", "sctp":
 	default:
 		return PortMapping{}, fmt.Errorf("protocol %q is not tcp, udp or sctp", *pm.Protocol)
 	}

@@ -15,8 +15,8 @@ import (
 // v1.1.1 over structs of the 1.23 dockershim's shape in a package named
 // dockershim (its type names are part of the hashed text).
 func TestReadLegacy(t *testing.T) {
-	ports := []PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: 8080}}
-	two := []PortMapping{{Protocol: "TCP", ContainerPort: 80, HostPort: 8080, HostIP: "127.0.0.1"}, {Protocol: "UDP", ContainerPort: 53}}
+	ports := []PortMapping{{Protocol: "tcp", ContainerPort: 80, HostPort: 8080}}
+	two := []PortMapping{{Protocol: "tcp", ContainerPort: 80, HostPort: 8080, HostIP: "127.0.0.1"}, {Protocol: "udp", ContainerPort: 53}}
 	twoJSON := `"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":8080,"host_ip":"127.0.0.1"},{"protocol":"udp","container_port":53,"host_port":0}]`
 	for _, tc := range []struct {
 		name, file string

@@ -25,6 +25,7 @@ import (
 type (
 	ContainerSummary   = container.Summary
 	ContainerJSON      = container.InspectResponse
+	ContainerJSONBase  = container.ContainerJSONBase
 	ContainerConfig    = container.Config
 	HostConfig         = container.HostConfig
 	Resources          = container.Resources
