@@ -16,6 +16,9 @@
 # Ctrl-C stops the kubelet (pods keep running); `./scripts/controlplane.sh down
 # STATE_DIR` stops the control plane. Env: KDS_CLUSTER_DIR (default
 # /var/lib/kubelet-dockershim/cluster).
+# Like upstream's kubelet at protectKernelDefaults' default (false), the kubelet
+# sets the kernel tunables it needs (vm/overcommit_memory=1, kernel/panic=10,
+# kernel/panic_on_oops=1, ...) on this machine.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -7,6 +7,9 @@
 #
 # Then: curl -s 127.0.0.1:10248/healthz; curl -s --unix-socket /var/lib/kubelet/kubelet-local.sock http://local/pods; docker ps
 # Extra arguments are passed to the kubelet, e.g. --v=4.
+# Like upstream's kubelet at protectKernelDefaults' default (false), the kubelet
+# sets the kernel tunables it needs (vm/overcommit_memory=1, kernel/panic=10,
+# kernel/panic_on_oops=1, ...) on this machine.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -20,16 +20,20 @@ type hostFiles struct {
 	// Swaps is /proc/swaps; OOMScoreAdj is /proc/self/oom_score_adj.
 	Swaps       string
 	OOMScoreAdj string
+	// ProcSys holds the kernel tunables (/proc/sys).
+	ProcSys string
 }
 
-var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj"}
+var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj", ProcSys: procSysDir()}
 
 // prepareProcess applies, at start and in upstream's order and wording, the
 // settings that concern the kubelet process and its host: runOnce (refused:
 // this kubelet has no run-once mode), failCgroupV1, failSwapOn, maxOpenFiles
-// (RLIMIT_NOFILE) and oomScoreAdj. A refused limit or score is logged and
-// start goes on, as upstream (raising the hard limit or a negative score
-// needs CAP_SYS_RESOURCE).
+// (RLIMIT_NOFILE), oomScoreAdj, and the kernel tunables (protectKernelDefaults:
+// checked, else set). A refused limit or score is logged and start goes on, as
+// upstream (raising the hard limit or a negative score needs CAP_SYS_RESOURCE);
+// a kernel tunable that is wrong (protected) or cannot be set stops it, as
+// upstream's container manager does.
 func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 	k := &cfg.Kubelet
 	if k.RunOnce {
@@ -61,6 +65,9 @@ func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 	}
 	if err := os.WriteFile(h.OOMScoreAdj, []byte(strconv.Itoa(int(*k.OOMScoreAdj))), 0); err != nil {
 		logger.Info("Failed to ApplyOOMScoreAdj", zap.Error(err))
+	}
+	if err := setupKernelTunables(h.ProcSys, k.ProtectKernelDefaults, logger); err != nil {
+		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	return nil
 }

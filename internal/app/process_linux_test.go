@@ -39,7 +39,7 @@ func TestPrepareProcess(t *testing.T) {
 			c.Kubelet.MaxOpenFiles = 0 // leave the test process's limit alone
 			tc.mod(&c)
 			oom := filepath.Join(t.TempDir(), "oom_score_adj")
-			h := hostFiles{CgroupRoot: dir, Swaps: tc.swaps, OOMScoreAdj: oom}
+			h := hostFiles{CgroupRoot: dir, Swaps: tc.swaps, OOMScoreAdj: oom, ProcSys: fakeProcSys(t, nil)}
 			err := prepareProcess(&c, h, zap.NewNop())
 			if tc.wantErr == "" {
 				if err != nil {
@@ -64,7 +64,7 @@ func TestPrepareProcessOOMScoreRefused(t *testing.T) {
 	c.Kubelet.MaxOpenFiles = 0
 	*c.Kubelet.FailSwapOn = false
 	core, logs := observer.New(zap.InfoLevel)
-	h := hostFiles{CgroupRoot: t.TempDir(), Swaps: "/proc/swaps", OOMScoreAdj: filepath.Join(t.TempDir(), "missing", "oom_score_adj")}
+	h := hostFiles{CgroupRoot: t.TempDir(), Swaps: "/proc/swaps", OOMScoreAdj: filepath.Join(t.TempDir(), "missing", "oom_score_adj"), ProcSys: fakeProcSys(t, nil)}
 	if err := prepareProcess(&c, h, zap.New(core)); err != nil {
 		t.Fatal(err)
 	}

@@ -144,6 +144,8 @@ func TestIntegrationCgroupDriverMismatch(t *testing.T) {
 		"--experimental-dockershim-root-directory="+filepath.Join(dir, "shim"), "--root-dir="+filepath.Join(dir, "root"), "--cert-dir="+filepath.Join(dir, "root", "pki"),
 		"--cni-conf-dir="+filepath.Join(dir, "net.d"), "--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"),
 		"--healthz-port=0")
+	// Its kernel tunables go to a fake /proc/sys, not this shared machine's.
+	cmd.Env = append(os.Environ(), procSysTestEnv+"="+fakeProcSys(t, nil))
 	got, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {

@@ -82,6 +82,9 @@ func setupSuite() *suite {
 	if s.err = requireHost(); s.err != nil {
 		return s
 	}
+	if s.err = fakeProcSys(filepath.Join(dir, "proc-sys")); s.err != nil {
+		return s
+	}
 	if s.err = s.startDockerd(); s.err != nil {
 		return s
 	}
@@ -387,4 +390,25 @@ func mountsUnder(dir string) ([]string, error) {
 	}
 	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
 	return mps, nil
+}
+
+// fakeProcSys copies the kernel tunables the kubelet sets at start into dir
+// and points every kubelet the suite starts at it (the kubelet's test-only
+// KUBELET_DOCKERSHIM_TEST_PROC_SYS): at protectKernelDefaults' default they
+// set them, as upstream's do, and must not on this shared machine.
+func fakeProcSys(dir string) error {
+	for name := range upstreamTunables {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", name))
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return os.Setenv("KUBELET_DOCKERSHIM_TEST_PROC_SYS", dir)
 }
