@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
@@ -80,26 +78,7 @@ func TestIntegrationLiveSwitchCRIDockerd(t *testing.T) {
 	n.endpoint = "unix://" + filepath.Join(n.dir, "k.sock")
 	n.runtime = []string{"--container-runtime=docker", "--docker-endpoint=" + d.Endpoint, "--cri-dockerd-root-directory=" + cdRoot}
 	n.start()
-	for _, name := range names {
-		p := n.waitPod(name, 2*time.Minute, "running, ready", func(p *v1.Pod) bool { return podReady(p) })
-		b := before[name]
-		// A host network pod's IP is the node's (and upstream's kubelet
-		// reports none without an API server).
-		if p.UID != b.UID || !p.Spec.HostNetwork && p.Status.PodIP != b.Status.PodIP {
-			t.Errorf("%s: after the switch UID %s IP %s, before UID %s IP %s", name, p.UID, p.Status.PodIP, b.UID, b.Status.PodIP)
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.RestartCount != 0 {
-				t.Errorf("%s/%s: restart count %d after the switch", name, cs.Name, cs.RestartCount)
-			}
-		}
-	}
-	// Longer than a sync period and a manifest re-read: a kubelet that does
-	// not adopt a sandbox has replaced it by now.
-	time.Sleep(15 * time.Second)
-	if after := n.containers(true); !sameSet(ids, after) {
-		t.Fatalf("containers changed when this kubelet took over from cri-dockerd:\nbefore %v\nafter  %v", ids, after)
-	}
+	n.checkTookOver(names, before, ids)
 	if got := n.checkpoints(); len(got) != 3 {
 		t.Errorf("this shim holds %d checkpoints after the switch, want the 3 adopted sandboxes: %v", len(got), got)
 	}

@@ -66,24 +66,7 @@ func TestIntegrationLiveSwitchUpstream(t *testing.T) {
 	n.stopShimOnly(t)
 	n.useDocker()
 	n.start()
-	for _, name := range names {
-		p := n.waitPod(name, 2*time.Minute, "running, ready", func(p *v1.Pod) bool { return podReady(p) })
-		b := before[name]
-		if p.UID != b.UID || p.Status.PodIP != b.Status.PodIP {
-			t.Errorf("%s: after the switch UID %s IP %s, before UID %s IP %s", name, p.UID, p.Status.PodIP, b.UID, b.Status.PodIP)
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.RestartCount != 0 {
-				t.Errorf("%s/%s: restart count %d after the switch", name, cs.Name, cs.RestartCount)
-			}
-		}
-	}
-	// Longer than a sync period and a manifest re-read: a kubelet that
-	// does not adopt a container has replaced it by now.
-	time.Sleep(15 * time.Second)
-	if after := n.containers(true); !sameSet(ids, after) {
-		t.Fatalf("containers changed when this kubelet took over:\nbefore %v\nafter  %v", ids, after)
-	}
+	n.checkTookOver(names, before, ids)
 
 	// 3. And back to upstream's kubelet on the shim-only instance.
 	if err := n.kubelet.stop(30 * time.Second); err != nil {
@@ -103,6 +86,33 @@ func TestIntegrationLiveSwitchUpstream(t *testing.T) {
 		t.Fatalf("containers changed when upstream's kubelet took over again:\nfirst %v\nnow   %v", ids, again)
 	}
 	up.stop(t)
+}
+
+// checkTookOver checks, after this kubelet started on another's node, that
+// every named pod runs with its UID and IP (a host network pod's IP is the
+// node's, and upstream's kubelet reports none without an API server) and no
+// restart, and that the containers are still ids after longer than a sync
+// period and a manifest re-read: a kubelet that does not adopt a container
+// or sandbox has replaced it by then.
+func (n *node) checkTookOver(names []string, before map[string]v1.Pod, ids []string) {
+	t := n.t
+	t.Helper()
+	for _, name := range names {
+		p := n.waitPod(name, 2*time.Minute, "running, ready", func(p *v1.Pod) bool { return podReady(p) })
+		b := before[name]
+		if p.UID != b.UID || !p.Spec.HostNetwork && p.Status.PodIP != b.Status.PodIP {
+			t.Errorf("%s: after the switch UID %s IP %s, before UID %s IP %s", name, p.UID, p.Status.PodIP, b.UID, b.Status.PodIP)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("%s/%s: restart count %d after the switch", name, cs.Name, cs.RestartCount)
+			}
+		}
+	}
+	time.Sleep(15 * time.Second)
+	if after := n.containers(true); !sameSet(ids, after) {
+		t.Fatalf("containers changed when this kubelet took over:\nbefore %v\nafter  %v", ids, after)
+	}
 }
 
 func liveSwitchPod(name, extra string) string {

@@ -202,17 +202,9 @@ func (s *Store) Read(id string) (*PodSandbox, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.path(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
-	}
+	content, err := readFile(s.path(id), id)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", id, err)
-	}
-	defer f.Close()
-	content, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: read: %w", id, err)
+		return nil, err
 	}
 	cp, err := decode(content)
 	if err != nil {
@@ -222,6 +214,24 @@ func (s *Store) Read(id string) (*PodSandbox, error) {
 		return nil, fmt.Errorf("checkpoint %s: %w: file holds id %q", id, ErrCorrupt, cp.ID)
 	}
 	return cp, nil
+}
+
+// readFile reads at most maxFileSize+1 bytes of a checkpoint file; a missing
+// file is ErrNotFound. name is what errors call it.
+func readFile(path, name string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	defer f.Close()
+	content, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: read: %w", name, err)
+	}
+	return content, nil
 }
 
 // decode parses and verifies a checkpoint file's content.

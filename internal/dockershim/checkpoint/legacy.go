@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -73,17 +71,9 @@ var legacyTypeNames = []struct {
 // matches neither writer, or a value is out of range. The file is never
 // changed.
 func ReadLegacy(path string) (*Legacy, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, ErrNotFound)
-	}
+	content, err := readFile(path, path)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	defer f.Close()
-	content, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: read: %w", path, err)
+		return nil, err
 	}
 	l, err := decodeLegacy(content)
 	if err != nil {
