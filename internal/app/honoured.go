@@ -66,18 +66,42 @@ var honouredFields = []string{
 	"localStorageCapacityIsolation", "containerRuntimeEndpoint", "imageServiceEndpoint",
 }
 
+// honouredOnlyAt are not-honoured fields whose default this kubelet does
+// not meet either, with the value at which what it does is what the field
+// says: they are named whatever their value, except that one.
+var honouredOnlyAt = map[string]func(k *kubeletv1beta1.KubeletConfiguration) bool{
+	// Upstream's default (true) creates KUBE-IPTABLES-HINT, the canary
+	// chains and KUBE-FIREWALL's localnet rule; this kubelet creates no
+	// iptables rule of its own.
+	"makeIPTablesUtilChains": func(k *kubeletv1beta1.KubeletConfiguration) bool {
+		return k.MakeIPTablesUtilChains != nil && !*k.MakeIPTablesUtilChains
+	},
+	// Upstream's default (Watch) watches each referenced object; this
+	// kubelet reads them through a cache with a time-to-live, which is the
+	// Cache strategy.
+	"configMapAndSecretChangeDetectionStrategy": func(k *kubeletv1beta1.KubeletConfiguration) bool {
+		return k.ConfigMapAndSecretChangeDetectionStrategy == kubeletv1beta1.TTLCacheChangeDetectionStrategy
+	},
+}
+
 // notHonoredKey is the /configz key listing what is set but not acted on.
 const notHonoredKey = "notHonored"
 
 // notHonoured returns the json paths of the fields of k that differ from
-// def and that this kubelet does not act on, sorted.
+// def and that this kubelet does not act on, and those of honouredOnlyAt not
+// at their one honoured value, sorted.
 func notHonoured(k, def *kubeletv1beta1.KubeletConfiguration) []string {
 	var out []string
 	walkConfigLeaves(reflect.ValueOf(*k), reflect.ValueOf(*def), "", func(path string, differs bool) {
-		if differs && coveredBy(path, notHonouredFields) {
+		if _, special := honouredOnlyAt[path]; differs && !special && coveredBy(path, notHonouredFields) {
 			out = append(out, path)
 		}
 	})
+	for path, honoured := range honouredOnlyAt {
+		if !honoured(k) {
+			out = append(out, path)
+		}
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -42,8 +42,14 @@ func TestNotHonoured(t *testing.T) {
 	t.Parallel()
 	def := DefaultConfig().Kubelet
 	k := DefaultConfig().Kubelet
+	// Upstream's defaults of these two are not what this kubelet does.
+	if got, want := notHonoured(&k, &def), []string{"configMapAndSecretChangeDetectionStrategy", "makeIPTablesUtilChains"}; !slices.Equal(got, want) {
+		t.Fatalf("defaults: %v, want %v", got, want)
+	}
+	k.ConfigMapAndSecretChangeDetectionStrategy = kubeletv1beta1.TTLCacheChangeDetectionStrategy
+	*k.MakeIPTablesUtilChains = false
 	if got := notHonoured(&k, &def); len(got) != 0 {
-		t.Fatalf("defaults: %v", got)
+		t.Fatalf("Cache and no iptables chains, what this kubelet does: %v", got)
 	}
 	k.MemoryManagerPolicy = "Static"
 	k.MaxPods = 20 // honoured
