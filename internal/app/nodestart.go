@@ -65,9 +65,13 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 		lc.run(ctx, "pod status sync", n.statusSync.Run)
 	}
 	lc.run(ctx, "pod sources", n.sources.Run)
-	if err := n.shutdown.Start(ctx); err != nil {
+	shutdownCtx, stopShutdown := context.WithCancel(ctx)
+	if err := n.shutdown.Start(shutdownCtx); err != nil {
 		logger.Warn("Graceful node shutdown is off: the node shutdown manager did not start", zap.Error(err))
 	}
+	// Its watch ends with its context; shutdown waits for it (and the
+	// inhibit lock's release).
+	lc.onStop("node shutdown manager", func() { stopShutdown(); n.shutdown.Wait() })
 	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)), zap.String("local-socket", localSocketPath(cfg)))
 	notifyReady(logger)
 	err := n.kubelet.Run(ctx)

@@ -168,6 +168,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
+// Wait returns once the background work Start began has ended (after its
+// context ended): the watch, and the inhibit lock released.
+func (m *Manager) Wait() { m.wg.Wait() }
+
 // Admit refuses every pod while the node shuts down.
 func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 	if m.ShutdownStatus() != nil {
