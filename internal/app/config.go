@@ -187,17 +187,15 @@ func (c *Config) FeatureGate() (featuregate.FeatureGate, error) {
 	return fg, nil
 }
 
-// enabled reports whether gate f is on: the gate set of the start, or the
-// defaults when the node has not started (tests).
+// enabled reports whether gate f is on: the gate set of the start, or, before
+// the node started (tests), the set the configuration gives now (not kept: the
+// configuration may still change).
 func (c *Config) enabled(f featuregate.Feature) bool {
-	if c.features == nil {
-		fg, err := c.FeatureGate()
-		if err != nil {
-			return false
-		}
-		c.features = fg
+	if c.features != nil {
+		return c.features.Enabled(f)
 	}
-	return c.features.Enabled(f)
+	fg, err := c.FeatureGate()
+	return err == nil && fg.Enabled(f)
 }
 
 // ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.
