@@ -32,6 +32,17 @@ var kernelTunables = []struct {
 // directory instead of the shared test machine's kernel.
 const procSysTestEnv = "KUBELET_DOCKERSHIM_TEST_PROC_SYS"
 
+// runningInUserNS reports whether this process is in a user namespace other
+// than the initial one: its uid_map is not the whole identity mapping.
+func runningInUserNS(uidMap string) bool {
+	b, err := os.ReadFile(uidMap)
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
+}
+
 // procSysDir is /proc/sys, or the test directory procSysTestEnv names.
 func procSysDir() string {
 	if d := os.Getenv(procSysTestEnv); d != "" {
@@ -43,8 +54,9 @@ func procSysDir() string {
 // setupKernelTunables does what upstream's container manager does at start:
 // with protectKernelDefaults a tunable that differs is an error naming it
 // (the kubelet does not start); without, it is set, and a failure to set it
-// is an error too.
-func setupKernelTunables(dir string, protect bool, logger *zap.Logger) error {
+// is an error too, except in a user namespace with inUserNSOK (the gate
+// KubeletInUserNamespace), where it is logged.
+func setupKernelTunables(dir string, protect, inUserNS, inUserNSOK bool, logger *zap.Logger) error {
 	var errs []error
 	for _, kt := range kernelTunables {
 		path := filepath.Join(dir, kt.name)
@@ -67,6 +79,13 @@ func setupKernelTunables(dir string, protect bool, logger *zap.Logger) error {
 		}
 		logger.Info("Updating kernel flag", zap.String("flag", kt.name), zap.Int("expectedValue", kt.value), zap.Int("actualValue", val))
 		if err := os.WriteFile(path, []byte(strconv.Itoa(kt.value)), 0o640); err != nil {
+			if inUserNS && inUserNSOK {
+				logger.Info("Updating kernel flag failed (running in UserNS, ignoring)", zap.String("flag", kt.name), zap.Error(err))
+				continue
+			}
+			if inUserNS {
+				logger.Error("Updating kernel flag failed (Hint: enable KubeletInUserNamespace feature flag to ignore the error)", zap.String("flag", kt.name), zap.Error(err))
+			}
 			errs = append(errs, err)
 		}
 	}

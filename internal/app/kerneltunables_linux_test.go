@@ -48,7 +48,7 @@ func readTunable(t *testing.T, dir, name string) string {
 func TestSetupKernelTunables(t *testing.T) {
 	t.Parallel()
 	dir := fakeProcSys(t, nil)
-	if err := setupKernelTunables(dir, false, zap.NewNop()); err != nil {
+	if err := setupKernelTunables(dir, false, false, true, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
@@ -57,12 +57,12 @@ func TestSetupKernelTunables(t *testing.T) {
 			t.Errorf("%s = %s after setup, want %s", name, got, want)
 		}
 	}
-	if err := setupKernelTunables(dir, true, zap.NewNop()); err != nil {
+	if err := setupKernelTunables(dir, true, false, true, zap.NewNop()); err != nil {
 		t.Errorf("protected, all as wanted: %v", err)
 	}
 
 	one := fakeProcSys(t, map[string]string{"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1", "vm/panic_on_oom": "1"})
-	err := setupKernelTunables(one, true, zap.NewNop())
+	err := setupKernelTunables(one, true, false, true, zap.NewNop())
 	if err == nil || err.Error() != "invalid kernel flag: vm/panic_on_oom, expected value: 0, actual value: 1" {
 		t.Errorf("one wrong, protected: %v", err)
 	}
@@ -70,13 +70,13 @@ func TestSetupKernelTunables(t *testing.T) {
 		t.Errorf("a protected tunable was changed to %s", got)
 	}
 	two := fakeProcSys(t, map[string]string{"kernel/panic": "10", "kernel/panic_on_oops": "1", "vm/panic_on_oom": "1"})
-	err = setupKernelTunables(two, true, zap.NewNop())
+	err = setupKernelTunables(two, true, false, true, zap.NewNop())
 	if err == nil || err.Error() != "[invalid kernel flag: vm/overcommit_memory, expected value: 1, actual value: 0, "+
 		"invalid kernel flag: vm/panic_on_oom, expected value: 0, actual value: 1]" {
 		t.Errorf("two wrong, protected: %v", err)
 	}
 	missing := fakeProcSys(t, map[string]string{"kernel/keys/root_maxbytes": ""})
-	if err := setupKernelTunables(missing, false, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "root_maxbytes") {
+	if err := setupKernelTunables(missing, false, false, true, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "root_maxbytes") {
 		t.Errorf("a missing tunable: %v", err)
 	}
 }
@@ -94,5 +94,47 @@ func TestPrepareProcessKernelTunables(t *testing.T) {
 	err := prepareProcess(&c, h, zap.NewNop())
 	if err == nil || err.Error() != "failed to start ContainerManager: invalid kernel flag: kernel/panic_on_oops, expected value: 1, actual value: 0" {
 		t.Errorf("prepareProcess = %v", err)
+	}
+}
+
+// In a user namespace a tunable that cannot be set is logged, not fatal,
+// while the gate KubeletInUserNamespace is on (its default), as upstream;
+// elsewhere, or with the gate off, it stops the kubelet.
+func TestKernelTunablesInUserNamespace(t *testing.T) {
+	t.Parallel()
+	dir := fakeProcSys(t, nil)
+	// kernel/panic made unwritable even for root: a link to a read-only
+	// sysctl (mode 0444; its value 65536 is not the wanted 10).
+	p := filepath.Join(dir, "kernel/panic")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/sys/kernel/ngroups_max", p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		inUserNS, gate, wantErr bool
+	}{{true, true, false}, {true, false, true}, {false, true, true}} {
+		err := setupKernelTunables(dir, false, tc.inUserNS, tc.gate, zap.NewNop())
+		if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "kernel/panic") {
+			t.Errorf("in a user namespace %v, gate %v: %v (want an error: %v)", tc.inUserNS, tc.gate, err, tc.wantErr)
+		}
+	}
+}
+
+func TestRunningInUserNS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for body, want := range map[string]bool{
+		"         0          0 4294967295\n": false,
+		"         0     100000      65536\n": true,
+	} {
+		p := filepath.Join(dir, "uid_map")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := runningInUserNS(p); got != want {
+			t.Errorf("uid_map %q: in a user namespace = %v, want %v", body, got, want)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
 // hostFiles are the host files the process checks read and write (tests
@@ -20,11 +22,12 @@ type hostFiles struct {
 	// Swaps is /proc/swaps; OOMScoreAdj is /proc/self/oom_score_adj.
 	Swaps       string
 	OOMScoreAdj string
-	// ProcSys holds the kernel tunables (/proc/sys).
-	ProcSys string
+	// ProcSys holds the kernel tunables (/proc/sys); UIDMap is
+	// /proc/self/uid_map (a user namespace maps less than all uids).
+	ProcSys, UIDMap string
 }
 
-var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj", ProcSys: procSysDir()}
+var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj", ProcSys: procSysDir(), UIDMap: "/proc/self/uid_map"}
 
 // prepareProcess applies, at start and in upstream's order and wording, the
 // settings that concern the kubelet process and its host: runOnce (refused:
@@ -66,7 +69,10 @@ func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 	if err := os.WriteFile(h.OOMScoreAdj, []byte(strconv.Itoa(int(*k.OOMScoreAdj))), 0); err != nil {
 		logger.Info("Failed to ApplyOOMScoreAdj", zap.Error(err))
 	}
-	if err := setupKernelTunables(h.ProcSys, k.ProtectKernelDefaults, logger); err != nil {
+	if h.ProcSys != "/proc/sys" {
+		logger.Warn("Kernel tunables are read and set in a test directory, not /proc/sys", zap.String("dir", h.ProcSys), zap.String("env", procSysTestEnv))
+	}
+	if err := setupKernelTunables(h.ProcSys, k.ProtectKernelDefaults, runningInUserNS(h.UIDMap), cfg.enabled(features.KubeletInUserNamespace), logger); err != nil {
 		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	return nil

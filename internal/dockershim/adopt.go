@@ -78,20 +78,36 @@ func sandboxNamespaceOptions(j libdocker.ContainerJSON) *runtimeapi.NamespaceOpt
 // checkpoint of its own (or only a 1.23 one in its directory). Errors wrap
 // checkpoint.ErrNotFound when there is nothing to read or adopt.
 func (s *Service) sandboxCheckpoint(ctx context.Context, j libdocker.ContainerJSON) (*checkpoint.PodSandbox, error) {
+	if j.ContainerJSONBase == nil {
+		return nil, fmt.Errorf("sandbox checkpoint: %w: Docker gave no container details", checkpoint.ErrNotFound)
+	}
 	cp, err := s.checkpoints.Read(j.ID)
-	if err == nil || j.Config == nil || !foreign(j.Config.Labels) ||
-		!errors.Is(err, checkpoint.ErrNotFound) && !errors.Is(err, checkpoint.ErrCorrupt) {
+	if !adoptable(j, err) {
+		return cp, err
+	}
+	// One adoption at a time per sandbox (the kubelet's relist and its pod
+	// worker ask at once): the second finds the first's checkpoint, rather
+	// than reading it as a corrupt 1.23 one and losing the port mappings.
+	unlock := s.adoptLocks.lock(j.ID)
+	defer unlock()
+	if cp, err = s.checkpoints.Read(j.ID); !adoptable(j, err) {
 		return cp, err
 	}
 	return s.adoptSandbox(ctx, j)
 }
 
+// adoptable reports whether a sandbox needs adopting: another runtime made
+// it and this shim has no checkpoint of its own for it (none, or a 1.23 one).
+func adoptable(j libdocker.ContainerJSON, readErr error) bool {
+	return readErr != nil && j.Config != nil && foreign(j.Config.Labels) &&
+		(errors.Is(readErr, checkpoint.ErrNotFound) || errors.Is(readErr, checkpoint.ErrCorrupt))
+}
+
 // adoptSandbox writes this shim's checkpoint for a sandbox another runtime
-// created and returns it.
+// created and returns it. A running pod-network sandbox whose IP was found
+// nowhere is not written (the next question tries again) but returned, so
+// that a teardown still sends the DEL.
 func (s *Service) adoptSandbox(ctx context.Context, j libdocker.ContainerJSON) (*checkpoint.PodSandbox, error) {
-	if j.ContainerJSONBase == nil {
-		return nil, fmt.Errorf("adopt sandbox: %w: Docker gave no container details", checkpoint.ErrNotFound)
-	}
 	meta := sandboxMetadataOf(j.Name, j.Config.Labels)
 	if meta.Namespace == "" || meta.Uid == "" {
 		return nil, fmt.Errorf("sandbox %s: %w: %q is not a Kubernetes sandbox name", j.ID, checkpoint.ErrNotFound, j.Name)
@@ -100,10 +116,8 @@ func (s *Service) adoptSandbox(ctx context.Context, j libdocker.ContainerJSON) (
 		ID: j.ID, Name: meta.Name, Namespace: meta.Namespace, UID: meta.Uid,
 		HostNetwork: sandboxUsesHostNetwork(j),
 	}
-	if j.ContainerJSONBase != nil {
-		if t, err := time.Parse(time.RFC3339Nano, j.Created); err == nil {
-			cp.CreatedAt = t
-		}
+	if t, err := time.Parse(time.RFC3339Nano, j.Created); err == nil {
+		cp.CreatedAt = t
 	}
 	log := s.logger.With(zap.String("sandbox", j.ID), zap.String("pod", meta.Namespace+"/"+meta.Name))
 	origin := "another runtime"
@@ -116,6 +130,9 @@ func (s *Service) adoptSandbox(ctx context.Context, j libdocker.ContainerJSON) (
 		// never added is harmless, a skipped one leaks the IP.
 		cp.NetworkSetUp = true
 		cp.IPs = s.adoptedIPs(ctx, j, log)
+		if len(cp.IPs) == 0 && j.State != nil && j.State.Running {
+			return cp, nil
+		}
 	}
 	if err := s.checkpoints.Write(cp); err != nil {
 		return nil, fmt.Errorf("adopt sandbox %s: %w", j.ID, err)
@@ -133,7 +150,7 @@ func (s *Service) adoptedIPs(ctx context.Context, j libdocker.ContainerJSON, log
 	if cacheErr == nil {
 		return ips
 	}
-	if j.ContainerJSONBase == nil || j.State == nil || !j.State.Running || j.State.Pid <= 0 {
+	if j.State == nil || !j.State.Running || j.State.Pid <= 0 {
 		log.Warn("adopted sandbox: no pod IP in libcni's cache and the sandbox is not running", zap.Error(cacheErr))
 		return nil
 	}

@@ -146,6 +146,7 @@ type Service struct {
 	events      *eventBroker
 	stats       *statsCollector
 	imageLocks  keyLock // serialises RemoveImage per image ID
+	adoptLocks  keyLock // serialises the adoption of a sandbox per ID
 
 	host      hostInfo      // immutable after Start
 	runConfig runtimeConfig // UpdateRuntimeConfig state

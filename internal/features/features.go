@@ -29,6 +29,9 @@ const (
 	// ReduceDefaultCrashLoopBackOffDecay makes the restart back-off start at
 	// 1s and stop at 60s.
 	ReduceDefaultCrashLoopBackOffDecay featuregate.Feature = "ReduceDefaultCrashLoopBackOffDecay"
+	// KubeletInUserNamespace lets a kubelet in a user namespace start though
+	// it cannot set the kernel tunables.
+	KubeletInUserNamespace featuregate.Feature = "KubeletInUserNamespace"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -36,6 +39,7 @@ var honoured = map[featuregate.Feature]bool{
 	HugepageAwareEviction:              true,
 	KubeletCrashLoopBackOffMax:         true,
 	ReduceDefaultCrashLoopBackOffDecay: true,
+	KubeletInUserNamespace:             true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

@@ -17,8 +17,9 @@ const (
 	// OriginCRIDockerd is cri-dockerd (checkpoints in <its root>/sandbox,
 	// /var/lib/cri-dockerd/sandbox by default).
 	OriginCRIDockerd Origin = "cri-dockerd"
-	// OriginDockershim123 is the dockershim built into kubelet 1.23 and
-	// older (checkpoints in /var/lib/dockershim/sandbox).
+	// OriginDockershim123 is the dockershim built into kubelet 1.23
+	// (checkpoints in /var/lib/dockershim/sandbox). Older kubelets wrote the
+	// same format once port mappings had a host_ip; checked against 1.23's.
 	OriginDockershim123 Origin = "dockershim (kubelet 1.23)"
 )
 

@@ -14,10 +14,27 @@ import (
 // the network namespace at nsPath (for example /proc/<pid>/ns/net), IPv4
 // first, as `ip -o addr show dev <ifName> scope global` lists them (what
 // cri-dockerd and the 1.23 dockershim report as the pod IP). No process is
-// run: the calling goroutine's thread enters the namespace, reads the
-// interface over netlink and returns. A thread that cannot return to its
-// namespace is never reused (it stays locked and exits with the goroutine).
+// run: a goroutine of its own enters the namespace on its locked thread,
+// reads the interface over netlink and returns. A thread that cannot return
+// to its namespace is never reused: its goroutine ends with it still locked,
+// and the runtime then ends the thread; the caller's thread is never moved.
 func GlobalAddrs(nsPath, ifName string) ([]string, error) {
+	type result struct {
+		addrs []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		addrs, err := globalAddrs(nsPath, ifName)
+		done <- result{addrs, err}
+	}()
+	r := <-done
+	return r.addrs, r.err
+}
+
+// globalAddrs is GlobalAddrs on the calling goroutine, which it leaves
+// locked to its thread when the thread cannot return to its namespace.
+func globalAddrs(nsPath, ifName string) ([]string, error) {
 	target, err := os.Open(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open network namespace: %w", err)
