@@ -43,12 +43,15 @@ func runningInUserNS(uidMap string) bool {
 	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
 }
 
-// procSysDir is /proc/sys, or the test directory procSysTestEnv names.
+// procSys is where the kernel tunables live.
+const procSys = "/proc/sys"
+
+// procSysDir is procSys, or the test directory procSysTestEnv names.
 func procSysDir() string {
 	if d := os.Getenv(procSysTestEnv); d != "" {
 		return d
 	}
-	return "/proc/sys"
+	return procSys
 }
 
 // setupKernelTunables does what upstream's container manager does at start:

@@ -69,7 +69,7 @@ func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 	if err := os.WriteFile(h.OOMScoreAdj, []byte(strconv.Itoa(int(*k.OOMScoreAdj))), 0); err != nil {
 		logger.Info("Failed to ApplyOOMScoreAdj", zap.Error(err))
 	}
-	if h.ProcSys != "/proc/sys" {
+	if h.ProcSys != procSys {
 		logger.Warn("Kernel tunables are read and set in a test directory, not /proc/sys", zap.String("dir", h.ProcSys), zap.String("env", procSysTestEnv))
 	}
 	if err := setupKernelTunables(h.ProcSys, k.ProtectKernelDefaults, runningInUserNS(h.UIDMap), cfg.enabled(features.KubeletInUserNamespace), logger); err != nil {

@@ -27,7 +27,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if err := s.removeSandboxContainers(ctx, id); err != nil {
 		return nil, err
 	}
-	if running.exists {
+	if running.container != nil {
 		if err := s.docker.RemoveContainer(ctx, id); err != nil && !errors.Is(err, libdocker.ErrNotFound) {
 			return nil, fmt.Errorf("remove sandbox container %s: %w", id, err)
 		}

@@ -37,7 +37,7 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 	if err := s.stopSandboxContainers(ctx, id); err != nil {
 		return nil, err
 	}
-	if running.exists {
+	if running.container != nil {
 		if err := s.docker.StopContainer(ctx, id, sandboxStopGrace); err != nil && !errors.Is(err, libdocker.ErrNotFound) {
 			return nil, fmt.Errorf("stop sandbox container %s: %w", id, err)
 		}
@@ -47,11 +47,10 @@ func (s *Service) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSan
 
 // sandboxRuntime is what Docker says about a sandbox container.
 type sandboxRuntime struct {
-	exists bool
-	netns  string // /proc/<pid>/ns/net while it runs, else ""
-	// container is Docker's view while the container exists (a sandbox
+	// container is Docker's view, nil when the container is gone (a sandbox
 	// another runtime created is adopted from it).
 	container *libdocker.ContainerJSON
+	netns     string // /proc/<pid>/ns/net while it runs, else ""
 }
 
 // resolveSandboxForTeardown finds the full ID of a sandbox from its container or, when
@@ -62,7 +61,7 @@ func (s *Service) resolveSandboxForTeardown(ctx context.Context, id string) (str
 	}
 	j, err := s.inspect(ctx, "pod_sandbox_id", id, typeSandbox)
 	if err == nil {
-		rt := sandboxRuntime{exists: true, container: &j}
+		rt := sandboxRuntime{container: &j}
 		if j.State != nil && j.State.Running && j.State.Pid > 0 {
 			rt.netns = fmt.Sprintf("/proc/%d/ns/net", j.State.Pid)
 		}

@@ -21,23 +21,21 @@ func (m *Manager) CachedIPs(ctx context.Context, sandboxID string) ([]string, er
 		return nil, fmt.Errorf("%w: sandbox ID %q is not a Docker container ID", ErrInvalidPod, sandboxID)
 	}
 	current, _ := m.defaultNetwork(ctx)
-	attachments, err := m.cni.GetCachedAttachments(sandboxID)
+	attachments, errs, err := m.cachedAttachments(sandboxID, current)
 	if err != nil {
-		return nil, fmt.Errorf("reading libcni's cached attachments of sandbox %s: %w", sandboxID, err)
+		return nil, err
 	}
-	var errs []error
-	for _, a := range attachments {
-		if a.IfName != defaultIfName || a.Network == loopbackNetwork {
+	for _, ca := range attachments {
+		a := ca.attachment
+		if a.Network == loopbackNetwork {
 			continue
 		}
-		list, err := cachedList(a, current)
+		res, err := m.cni.GetNetworkListCachedResult(ca.list, &libcni.RuntimeConf{ContainerID: sandboxID, IfName: a.IfName})
+		if err == nil && res == nil {
+			err = errors.New("none")
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("network %q: %w", a.Network, err))
-			continue
-		}
-		res, err := m.cni.GetNetworkListCachedResult(list, &libcni.RuntimeConf{ContainerID: sandboxID, IfName: a.IfName})
-		if err != nil || res == nil {
-			errs = append(errs, fmt.Errorf("network %q: cached result: %w", a.Network, errors.Join(err, errors.New("none"))))
+			errs = append(errs, fmt.Errorf("network %q: cached result: %w", a.Network, err))
 			continue
 		}
 		r, err := newResult(res, a.IfName)
@@ -54,4 +52,34 @@ func (m *Manager) CachedIPs(ctx context.Context, sandboxID string) ([]string, er
 		return nil, fmt.Errorf("libcni cached no %s attachment of sandbox %s", defaultIfName, sandboxID)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// cachedAttachment is an eth0 attachment libcni cached for a sandbox, with
+// the network list to DEL it or read its result with.
+type cachedAttachment struct {
+	attachment *libcni.NetworkAttachment
+	list       *libcni.NetworkConfigList
+}
+
+// cachedAttachments lists a sandbox's cached eth0 attachments (loopback
+// included: cri-dockerd and the 1.23 dockershim cached it under eth0), each
+// with its cached network list, else current's when it has the same name.
+// Unusable ones come back as errs; err is a failure to read the cache.
+func (m *Manager) cachedAttachments(sandboxID string, current *network) (out []cachedAttachment, errs []error, err error) {
+	attachments, err := m.cni.GetCachedAttachments(sandboxID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading libcni's cached attachments of sandbox %s: %w", sandboxID, err)
+	}
+	for _, a := range attachments {
+		if a.IfName != defaultIfName {
+			continue
+		}
+		list, err := cachedList(a, current)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unusable cached config of network %q: %w", a.Network, err))
+			continue
+		}
+		out = append(out, cachedAttachment{attachment: a, list: list})
+	}
+	return out, errs, nil
 }

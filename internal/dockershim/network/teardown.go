@@ -73,21 +73,16 @@ func (m *Manager) teardownTargets(ctx context.Context, pod Pod, log *zap.Logger)
 	if curErr != nil {
 		log.Debug("no current default network", zap.Error(curErr))
 	}
-	attachments, err := m.cni.GetCachedAttachments(pod.ID)
+	attachments, unusable, err := m.cachedAttachments(pod.ID, current)
 	if err != nil {
 		log.Warn("reading libcni's cached attachments", zap.Error(err))
 	}
-	for _, a := range attachments {
-		if a.IfName != defaultIfName {
-			continue
-		}
-		list, err := cachedList(a, current)
-		if err != nil {
-			log.Warn("unusable cached network config", zap.String("network", a.Network), zap.Error(err))
-			continue
-		}
-		t := delTarget{list: list, rt: cachedRuntimeConf(pod, a), source: "cache"}
-		if a.Network == loopbackNetwork {
+	for _, e := range unusable {
+		log.Warn("cached attachment not torn down", zap.Error(e))
+	}
+	for _, ca := range attachments {
+		t := delTarget{list: ca.list, rt: cachedRuntimeConf(pod, ca.attachment), source: "cache"}
+		if ca.attachment.Network == loopbackNetwork {
 			foreignLoopback = append(foreignLoopback, t)
 			continue
 		}
