@@ -196,6 +196,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
 		Recorder:              conn.recorder,
-		Logger:                logger.Named("nodestatus"),
+		Registerer:            n.reg, BootTime: nodestatus.BootTime(),
+		Logger: logger.Named("nodestatus"),
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	internalapi "k8s.io/cri-api/pkg/apis"
 
@@ -48,8 +47,11 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err := prepareProcess(cfg, realHostFiles, logger); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	met, err := newNodeMetrics(cfg, fg)
+	if err != nil {
+		return err
+	}
+	reg := met.reg
 	lc := newLifecycle(logger)
 	defer lc.shutdown()
 	if cfg.ContainerRuntime == RuntimeDocker {
@@ -72,6 +74,9 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := met.setNodeName(name); err != nil {
+		return err
+	}
 	conn, err := connectAPIServer(ctx, cfg, name, logger)
 	if err != nil {
 		return err
@@ -81,7 +86,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	return n.run(ctx, cfg, lc, reg, logger)
+	return n.run(ctx, cfg, lc, met.gatherer, logger)
 }
 
 // dialCRI builds the remote runtime and image clients; each checks Version.

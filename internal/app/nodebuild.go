@@ -58,6 +58,7 @@ type node struct {
 	stats     *stats.Provider
 	eviction  *eviction.Manager
 	images    *images.Manager
+	reg       prometheus.Registerer // /metrics
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -70,7 +71,7 @@ type node struct {
 // sources, the status store, the prober, volumes, PLEG; the kubelet; then
 // what needs the kubelet (the API status sync, stats). It starts nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{name: name, ips: nodeIPs(cfg), conn: conn}
+	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg}
 	recorder := podRecorder(conn, logger)
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
@@ -79,7 +80,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
 		return nil, err
 	}
-	if n.cgroups, err = newContainerManager(cfg, n.resources, reserved, nodeRecorder(conn, name, logger), logger); err != nil {
+	if n.cgroups, err = newContainerManager(cfg, n, reserved, nodeRecorder(conn, name, logger), logger); err != nil {
 		return nil, err
 	}
 	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
@@ -96,7 +97,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if err != nil {
 		return nil, err
 	}
-	if n.runtime, err = newRuntimeManager(cfg, clients, helper, results, recorder, n.resources.Machine(), n.cpus, n.cgroups, logger); err != nil {
+	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, recorder, logger); err != nil {
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
@@ -258,12 +259,13 @@ func podsCapacity(k *kubeletv1beta1.KubeletConfiguration, cpus int) int {
 // systemReserved and kubeReserved with "pods" in enforceNodeAllocatable,
 // capacity without; the reservations enforced on their own cgroups; the QoS
 // and pod cgroups.
-func newContainerManager(cfg *Config, node *resources.Node, reserved nodeReservations, event func(eventType, reason, message string),
+func newContainerManager(cfg *Config, n *node, reserved nodeReservations, event func(eventType, reason, message string),
 	logger *zap.Logger) (*cm.Manager, error) {
 	k := &cfg.Kubelet
+	node := n.resources
 	opts := cm.Options{
 		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
-		PodPidsLimit: *k.PodPidsLimit, Event: event, Logger: logger,
+		PodPidsLimit: *k.PodPidsLimit, Event: event, Registerer: n.reg, Logger: logger,
 		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
 	}
 	if !opts.CgroupsPerQOS {
@@ -380,10 +382,12 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 	return runtimehelper.New(opts)
 }
 
-// newRuntimeManager builds the runtime manager over the CRI clients.
-func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults,
-	rec kubelet.Recorder, machine resources.Machine, lifecycle kuberuntime.ContainerLifecycle, podCgroups kuberuntime.PodCgroupResizer,
-	logger *zap.Logger) (*kuberuntime.Manager, error) {
+// newRuntimeManager builds the runtime manager over the CRI clients, with the
+// node's machine facts, CPU manager (the container lifecycle), pod cgroups
+// and metrics registry.
+func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults,
+	rec kubelet.Recorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	machine := n.resources.Machine()
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("containerLogMaxSize: %w", err)
@@ -401,7 +405,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, helper kuberuntime.Runt
 		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault,
 		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
-		RuntimeName: clients.runtimeName, Lifecycle: lifecycle, StateDir: cfg.RootDirectory, PodCgroups: podCgroups,
+		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
 	})
 }
 
@@ -427,9 +431,13 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		return nil, err
 	}
 	cache := kubecontainer.NewCache()
+	relist, err := pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Registerer: n.reg, Logger: logger.Named("pleg")})
+	if err != nil {
+		return nil, err
+	}
 	parts := kubelet.Parts{
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
-		PLEG:  pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Logger: logger.Named("pleg")}),
+		PLEG:  relist,
 		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus,
 		Pressure: n.eviction,
 	}
@@ -450,7 +458,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 			CrashLoopBackOff: crashLoopBackOff(cfg),
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},
-		Recorder: recorder, Logger: logger.Named("kubelet"),
+		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),
 	})
 }
 

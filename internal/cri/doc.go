@@ -15,11 +15,12 @@
 // they end:
 //
 //	kubelet_runtime_operations_total{operation_type}
-//	kubelet_runtime_operations_errors_total{operation_type,code}
+//	kubelet_runtime_operations_errors_total{operation_type}
 //	kubelet_runtime_operations_duration_seconds{operation_type}
 //
 // operation_type uses the kubelet's names ("run_podsandbox", "list_containers",
-// "image_fs_info", ...); code is the gRPC status code name ("NotFound").
+// "image_fs_info", ...). An RPC counts as an error when its gRPC status is not
+// OK; the code itself is not a label, as upstream.
 //
 // Only internal/app imports this package; everything below it receives the
 // internalapi.RuntimeService and internalapi.ImageManagerService interfaces.

@@ -30,21 +30,21 @@ type runtimeMetrics struct {
 func newRuntimeMetrics(reg prometheus.Registerer) (*runtimeMetrics, error) {
 	operations, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: operationsTotalName,
-		Help: "Cumulative number of runtime operations by operation type.",
+		Help: "[ALPHA] Cumulative number of runtime operations by operation type.",
 	}, []string{"operation_type"}))
 	if err != nil {
 		return nil, err
 	}
 	errs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: operationsErrorsName,
-		Help: "Cumulative number of runtime operation errors by operation type and gRPC status code.",
-	}, []string{"operation_type", "code"}))
+		Help: "[ALPHA] Cumulative number of runtime operation errors by operation type.",
+	}, []string{"operation_type"}))
 	if err != nil {
 		return nil, err
 	}
 	duration, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    operationsDurationName,
-		Help:    "Duration in seconds of runtime operations. Broken down by operation type.",
+		Help:    "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type.",
 		Buckets: prometheus.ExponentialBuckets(.005, 2.5, 14),
 	}, []string{"operation_type"}))
 	if err != nil {
@@ -76,7 +76,7 @@ func (m *runtimeMetrics) observe(method string, elapsed time.Duration, code code
 	m.operations.WithLabelValues(op).Inc()
 	m.duration.WithLabelValues(op).Observe(elapsed.Seconds())
 	if code != codes.OK {
-		m.errors.WithLabelValues(op, code.String()).Inc()
+		m.errors.WithLabelValues(op).Inc()
 	}
 }
 

@@ -111,7 +111,7 @@ func TestSpanRecordsMetrics(t *testing.T) {
 			}
 			errs := 0.0
 			if tc.wantCode != "" {
-				errs = counter(t, reg, operationsErrorsName, opCode("start_container", tc.wantCode))
+				errs = counter(t, reg, operationsErrorsName, op("start_container"))
 				if errs != 1 {
 					t.Errorf("errors{code=%s} = %v, want 1", tc.wantCode, errs)
 				}

@@ -26,6 +26,7 @@ func testDeploymentDockerMode(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
 	n.start()
 	checkDeployment(t, n)
+	checkClusterMetrics(t, n)
 }
 
 // testDeploymentRemoteMode: the same with the kubelet in remote mode on a
@@ -35,6 +36,18 @@ func testDeploymentRemoteMode(t *testing.T, c *controlplane.Cluster) {
 	n.useShimOnly()
 	n.start()
 	checkDeployment(t, n)
+	checkClusterMetrics(t, n)
+}
+
+// checkClusterMetrics checks /metrics (on the local socket) of a node that
+// ran pods of the API against upstream's names, types, labels and help texts.
+func checkClusterMetrics(t *testing.T, n *clusterNode) {
+	t.Helper()
+	body, code, err := n.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	checkUpstreamMetrics(t, body, true)
 }
 
 // checkDeployment creates `kubectl create deployment web --replicas=3` of the

@@ -171,6 +171,7 @@ func TestIntegrationDockerModePodRuns(t *testing.T) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
+	checkUpstreamMetrics(t, body, false)
 	checkExposure(t, n)
 }
 

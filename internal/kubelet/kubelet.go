@@ -89,6 +89,10 @@ func New(opts Options) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
+	sm, err := newSyncMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	k := &Kubelet{
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
@@ -110,7 +114,7 @@ func New(opts Options) (*Kubelet, error) {
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
-		secrets: p.Secrets, backOff: c.CrashLoopBackOff, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
+		secrets: p.Secrets, backOff: c.CrashLoopBackOff, metrics: sm, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:
@@ -121,13 +125,16 @@ func New(opts Options) (*Kubelet, error) {
 	if p.NewPodWorkers != nil {
 		k.workers = p.NewPodWorkers(k.syncer)
 	} else {
-		k.workers = podworkers.New(podworkers.Options{
+		if k.workers, err = podworkers.New(podworkers.Options{
 			Sync:           k.syncer,
 			Cache:          p.Cache,
 			ResyncInterval: c.ResyncInterval,
 			BackOffPeriod:  defaultBackOffPeriod,
+			Registerer:     opts.Registerer,
 			Logger:         opts.Logger,
-		})
+		}); err != nil {
+			return nil, err
+		}
 	}
 	return k, nil
 }

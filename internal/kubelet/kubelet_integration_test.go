@@ -174,11 +174,15 @@ func wireKubelet(t *testing.T, ctx context.Context, dir, endpoint, node, ns stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	relist, err := pleg.NewGeneric(pleg.Options{Runtime: krt, Cache: cache, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := Options{
 		Parts: Parts{
 			Runtime: krt, Streaming: krt, Helper: helper, State: state, Sources: src, Status: st, Volumes: vols,
 			Prober: prober.NewManager(prober.Options{Runner: krt, Results: results, Status: st, Logger: logger}),
-			Cache:  cache, PLEG: pleg.NewGeneric(pleg.Options{Runtime: krt, Cache: cache, Logger: logger}),
+			Cache:  cache, PLEG: relist,
 		},
 		Config: Config{NodeIP: []byte{127, 0, 0, 1}, HousekeepingInterval: 200 * time.Millisecond, ResyncInterval: 2 * time.Second},
 		Logger: logger,

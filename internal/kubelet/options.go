@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -32,6 +34,10 @@ type Options struct {
 	Config Config
 	// Recorder records pod events; nil records nothing.
 	Recorder Recorder
+	// Registerer receives the kubelet's and its pod workers' upstream series
+	// (kubelet_pod_start_duration_seconds, kubelet_pod_worker_*); nil: not
+	// registered.
+	Registerer prometheus.Registerer
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -50,6 +51,7 @@ type podSyncer struct {
 	// activePods are the pods the QoS cgroups are sized for.
 	activePods func() []*v1.Pod
 	backOff    *flowcontrol.Backoff
+	metrics    *syncMetrics
 	logger     *zap.Logger
 	// requestGC asks for an early container GC (a pod terminated).
 	requestGC func()
@@ -90,15 +92,21 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 //
 // Only failures other than back-offs are returned, so a container in back-off is
 // retried at the next resync rather than after the error back-off.
-func (s *podSyncer) SyncPod(ctx context.Context, _ podworkers.UpdateType, pod *v1.Pod, ps *kubecontainer.PodStatus) (bool, error) {
+func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateType, pod *v1.Pod, ps *kubecontainer.PodStatus) (bool, error) {
 	if ps == nil {
 		ps = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	seen := firstSeen(pod)
+	if updateType == podworkers.SyncPodCreate && !seen.IsZero() {
+		s.metrics.workerStart.Observe(time.Since(seen).Seconds())
 	}
 	// Everything below works on what the kubelet allocated: a resize not
 	// accepted yet does not reach the runtime.
 	pod = s.resize.allocatedPod(pod)
 	s.beforeRuntimeSync(pod, ps)
 	apiStatus := s.gen.Generate(pod, ps, false)
+	existing, known := s.status.GetPodStatus(pod.UID)
+	s.metrics.observePodStart(seen, existing, known, apiStatus.Phase)
 	s.status.SetPodStatus(pod, apiStatus)
 	if status.IsTerminal(apiStatus.Phase) {
 		return true, nil

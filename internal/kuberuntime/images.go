@@ -87,12 +87,15 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		}
 		return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
 	}
+	took := time.Since(start).Truncate(time.Millisecond)
+	m.metrics.imagePullDuration.WithLabelValues(imageSizeBucket(pulled.size)).Observe(took.Seconds())
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled,
-		fmt.Sprintf("Successfully pulled image %q in %v", requested, time.Since(start).Truncate(time.Millisecond)))
+		fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+			requested, pulled.took.Truncate(time.Millisecond), took, pulled.size))
 	if bo := m.imagePullBackOff; bo != nil {
 		bo.GC()
 	}
-	return pulled, "", nil
+	return pulled.ref, "", nil
 }
 
 // lookupImageRef returns the runtime's ID of the image, or "" when it is absent.
@@ -107,13 +110,22 @@ func (m *Manager) lookupImageRef(ctx context.Context, spec *runtimeapi.ImageSpec
 	return resp.GetImage().GetId(), nil
 }
 
+// pullResult is a successful pull: the image ref the runtime reports, the
+// image's size (0: unknown) and how long the pull took, not counting the wait
+// for a pull slot.
+type pullResult struct {
+	ref  string
+	size uint64
+	took time.Duration
+}
+
 // pullImage pulls the image, trying each pull secret that matches its registry (most
-// specific first) until one works; without a match it pulls anonymously. It returns
-// the image ref the runtime reports (from the pull, else from the image status).
-func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+// specific first) until one works; without a match it pulls anonymously. The ref
+// is the one the runtime reports (from the pull, else from the image status).
+func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
 	creds, err := credentialsForImage(secrets, ref.repository())
 	if err != nil {
-		return "", err
+		return pullResult{}, err
 	}
 	if m.nodeKeyring != nil {
 		if node, ok := m.nodeKeyring.Lookup(ref.repository()); ok {
@@ -125,12 +137,13 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 		case m.pullSlots <- struct{}{}:
 			defer func() { <-m.pullSlots }()
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return pullResult{}, ctx.Err()
 		}
 	}
 	if len(creds) == 0 {
 		creds = []*runtimeapi.AuthConfig{nil}
 	}
+	start := time.Now()
 	var errs []error
 	for _, auth := range creds {
 		// Every pull counts against registryPullQPS, as upstream's throttled
@@ -144,17 +157,22 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 			errs = append(errs, err)
 			continue
 		}
-		if imageRef == "" {
-			if imageRef, err = m.lookupImageRef(ctx, spec); err != nil {
-				return "", fmt.Errorf("inspect pulled image %q: %w", spec.Image, err)
-			}
-			if imageRef == "" {
-				return "", fmt.Errorf("image %q is not present after a successful pull", spec.Image)
-			}
+		took := time.Since(start)
+		// The image's status gives its size (and the ref when the pull did
+		// not), as upstream's puller asks for it after each pull.
+		resp, err := m.images.ImageStatus(ctx, spec, false)
+		switch {
+		case imageRef != "":
+		case err != nil:
+			return pullResult{}, fmt.Errorf("inspect pulled image %q: %w", spec.Image, err)
+		case resp.GetImage() == nil:
+			return pullResult{}, fmt.Errorf("image %q is not present after a successful pull", spec.Image)
+		default:
+			imageRef = resp.GetImage().GetId()
 		}
-		return imageRef, nil
+		return pullResult{ref: imageRef, size: resp.GetImage().GetSize(), took: took}, nil
 	}
-	return "", errors.Join(errs...)
+	return pullResult{}, errors.Join(errs...)
 }
 
 // NodeKeyring answers the node's registry credentials for an image

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -172,6 +174,9 @@ type Options struct {
 	StateDir string
 	// PodCgroups resizes pod cgroups in place; nil leaves them alone.
 	PodCgroups PodCgroupResizer
+	// Registerer receives upstream's kubelet_started_* and
+	// kubelet_image_pull_duration_seconds series; nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 // ContainerLifecycle is upstream's internal container lifecycle: the
@@ -191,6 +196,7 @@ func (noLifecycle) PreStartContainer(*v1.Pod, *v1.Container, string)            
 // Manager is the runtime manager. It is safe for concurrent use by the pod
 // workers (one SyncPod per pod at a time).
 type Manager struct {
+	metrics            *syncMetrics
 	runtime            internalapi.RuntimeService
 	images             internalapi.ImageManagerService
 	helper             RuntimeHelper
@@ -235,7 +241,12 @@ func New(opts Options) (*Manager, error) {
 	if opts.MachineMemoryBytes <= 0 {
 		return nil, errors.New("kuberuntime: Options.MachineMemoryBytes is required (the machine's MemTotal)")
 	}
+	met, err := newSyncMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manager{
+		metrics:            met,
 		runtime:            opts.Runtime,
 		images:             opts.Images,
 		helper:             opts.Helper,

@@ -152,6 +152,7 @@ func (r *syncRun) podIP() string {
 // sandbox config the containers are created with.
 func (r *syncRun) prepareSandbox(ctx context.Context, changes podActions) bool {
 	if changes.CreateSandbox {
+		r.m.metrics.startedPods.Inc()
 		id, cfg, ips, ok := r.m.createSandbox(ctx, r.pod, changes.Attempt, r.result)
 		if !ok {
 			return false
@@ -179,6 +180,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	r := &kubecontainer.SyncResult{Action: kubecontainer.CreatePodSandbox, Target: formatPod(pod)}
 	result.Add(r)
 	fail := func(err error) (string, *runtimeapi.PodSandboxConfig, []string, bool) {
+		m.metrics.startedPodsErrors.Inc()
 		r.Fail(kubecontainer.ErrCreatePodSandbox, fmt.Sprintf("Failed to create pod sandbox: %v", err))
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
 		m.logger.Error("create pod sandbox failed", zap.String("pod", formatPod(pod)), zap.Error(err))
@@ -227,8 +229,11 @@ func (r *syncRun) start(ctx context.Context, c *v1.Container) error {
 		res.Fail(err, msg)
 		return err
 	}
+	typ := containerType(r.pod, c)
+	r.m.metrics.startedContainers.WithLabelValues(typ).Inc()
 	msg, err := r.startContainer(ctx, c)
 	if err != nil {
+		r.m.metrics.startedContainersErrs.WithLabelValues(typ, err.Error()).Inc()
 		res.Fail(err, msg)
 		r.m.logger.Info("container start failed", zap.String("pod", formatPod(r.pod)), zap.String("container", c.Name),
 			zap.String("reason", err.Error()), zap.String("message", msg))

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -56,7 +58,10 @@ type Options struct {
 	// Mounts are the cgroup hierarchies (cgroupfs.ParseMountinfo of
 	// /proc/self/mountinfo); nil reads them.
 	Mounts *cgroupfs.Mounts
-	Logger *zap.Logger
+	// Registerer receives kubelet_cgroup_manager_duration_seconds; nil: not
+	// registered.
+	Registerer prometheus.Registerer
+	Logger     *zap.Logger
 }
 
 // ReservedCgroup is a reservation enforced on an existing cgroup.
@@ -85,15 +90,16 @@ const (
 // container manager lays it out. Disabled (--cgroups-per-qos=false) every
 // method is a no-op and pods get no cgroup parent.
 type Manager struct {
-	driver   Driver
-	enabled  bool
-	fs       *cgroupFS
-	pod      PodConfig
-	pidLimit int64
-	kubepods *ResourceConfig
-	reserved []ReservedCgroup
-	event    func(eventType, reason, message string)
-	logger   *zap.Logger
+	driver    Driver
+	enabled   bool
+	fs        *cgroupFS
+	durations *prometheus.HistogramVec
+	pod       PodConfig
+	pidLimit  int64
+	kubepods  *ResourceConfig
+	reserved  []ReservedCgroup
+	event     func(eventType, reason, message string)
+	logger    *zap.Logger
 
 	root, burstable, besteffort CgroupName
 
@@ -106,8 +112,12 @@ func New(opts Options) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	durations, err := newDurations(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
-		kubepods: opts.Kubepods, reserved: opts.Reserved, event: opts.Event, logger: logger.Named("cm")}
+		kubepods: opts.Kubepods, reserved: opts.Reserved, event: opts.Event, durations: durations, logger: logger.Named("cm")}
 	if m.event == nil {
 		m.event = func(string, string, string) {}
 	}
@@ -224,7 +234,7 @@ func (m *Manager) setExisting(r ReservedCgroup) error {
 	if err := m.fs.Validate(p, name); err != nil {
 		return err
 	}
-	return m.fs.Set(p, r.Config)
+	return m.update(p, r.Config)
 }
 
 // Run brings the QoS cgroups up to date every minute (besides the updates as
@@ -251,9 +261,9 @@ func (m *Manager) Run(ctx context.Context, activePods func() []*v1.Pod) {
 func (m *Manager) ensure(n CgroupName, rc *ResourceConfig) error {
 	p := m.path(n)
 	if m.fs.Exists(p) {
-		return m.fs.Set(p, rc)
+		return m.update(p, rc)
 	}
-	return m.fs.Create(p, rc)
+	return m.create(p, rc)
 }
 
 // UpdateQoS sets the burstable cgroup's cpu shares to the sum of the
@@ -272,10 +282,10 @@ func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 		}
 	}
 	shares, minShares := MilliCPUToShares(milli), uint64(MinShares)
-	if err := m.fs.Set(m.path(m.burstable), &ResourceConfig{CPUShares: &shares}); err != nil {
+	if err := m.update(m.path(m.burstable), &ResourceConfig{CPUShares: &shares}); err != nil {
 		return err
 	}
-	return m.fs.Set(m.path(m.besteffort), &ResourceConfig{CPUShares: &minShares})
+	return m.update(m.path(m.besteffort), &ResourceConfig{CPUShares: &minShares})
 }
 
 // podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for
@@ -358,7 +368,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod, active []*v1.Pod) error {
 	if m.pidLimit > 0 {
 		rc.PidsLimit = &m.pidLimit
 	}
-	if err := m.fs.Create(p, rc); err != nil {
+	if err := m.create(p, rc); err != nil {
 		return fmt.Errorf("create the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
@@ -376,7 +386,7 @@ func (m *Manager) DestroyPod(uid k8stypes.UID) error {
 		if err != nil {
 			return err
 		}
-		errs = append(errs, m.fs.Destroy(m.path(n)))
+		errs = append(errs, m.destroy(m.path(n)))
 	}
 	return errors.Join(errs...)
 }
@@ -490,7 +500,7 @@ func (m *Manager) ResizePodCgroup(pod *v1.Pod, r kubecontainer.PodCgroupResource
 		return err
 	}
 	rc := &ResourceConfig{CPUShares: r.CPUShares, CPUQuota: r.CPUQuota, CPUPeriod: r.CPUPeriod, Memory: r.Memory}
-	if err := m.fs.Set(m.path(n), rc); err != nil {
+	if err := m.update(m.path(n), rc); err != nil {
 		return fmt.Errorf("resize the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil

@@ -72,7 +72,7 @@ func TestMetricRegistration(t *testing.T) {
 	m1.collected.WithLabelValues(reasonAge).Inc()
 	m2.collected.WithLabelValues(reasonSpace).Add(2)
 	want := `
-# HELP kubelet_image_garbage_collected_total Total number of images garbage collected by the kubelet, whether through disk usage or image age.
+# HELP kubelet_image_garbage_collected_total [ALPHA] Total number of images garbage collected by the kubelet, whether through disk usage or image age.
 # TYPE kubelet_image_garbage_collected_total counter
 kubelet_image_garbage_collected_total{reason="age"} 1
 kubelet_image_garbage_collected_total{reason="space"} 2

@@ -18,7 +18,7 @@ const (
 func newCollectedTotal(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Subsystem: "kubelet", Name: "image_garbage_collected_total",
-		Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+		Help: "[ALPHA] Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
 	}, []string{"reason"})
 	if reg == nil {
 		return c, nil

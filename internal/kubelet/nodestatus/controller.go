@@ -179,6 +179,9 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	}
 	c.lastReport = c.clock.Now()
 	c.storeNode(updated)
+	if cond := findCondition(updated.Status.Conditions, v1.NodeReady); cond != nil && cond.Status == v1.ConditionTrue {
+		c.startup.nodeReady()
+	}
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -131,6 +133,13 @@ type Options struct {
 	// DoNotRegister (--register-node=false): the kubelet does not create its
 	// Node; it waits until the Node exists, then updates its status and Lease.
 	DoNotRegister bool
+	// Registerer receives upstream's kubelet_node_startup_* gauges; nil: not
+	// registered.
+	Registerer prometheus.Registerer
+	// StartTime is when the kubelet started and BootTime when the machine
+	// booted (zero: unknown), for the node startup gauges. Zero StartTime:
+	// when New is called.
+	StartTime, BootTime time.Time
 }
 
 // Controller registers the node and keeps its status and Lease current. Create it
@@ -157,6 +166,7 @@ type Controller struct {
 
 	// syncNow asks the status loop for an update at once (SyncNow).
 	syncNow chan struct{}
+	startup *startupTracker
 }
 
 // New validates opts, applies the defaults and wires a Controller; it starts nothing.
@@ -177,7 +187,15 @@ func New(opts Options) (*Controller, error) {
 	if len(opts.NodeIPs) > 2 {
 		return nil, fmt.Errorf("nodestatus: at most two NodeIPs (one per family), got %d", len(opts.NodeIPs))
 	}
+	if opts.StartTime.IsZero() {
+		opts.StartTime = opts.Clock.Now()
+	}
+	startup, err := newStartupTracker(opts.Registerer, opts.Clock, opts.BootTime, opts.StartTime)
+	if err != nil {
+		return nil, err
+	}
 	return &Controller{
+		startup:        startup,
 		opts:           opts,
 		log:            opts.Logger,
 		clock:          opts.Clock,

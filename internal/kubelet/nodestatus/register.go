@@ -51,6 +51,7 @@ func (c *Controller) registerWithAPIServer(ctx context.Context) bool {
 	step := 100 * time.Millisecond
 	for {
 		node := c.initialNode(ctx)
+		c.startup.attemptRegister()
 		c.log.Info("Attempting to register node", zap.String("node", node.Name))
 		if err := c.tryRegister(ctx, node); err == nil {
 			c.log.Info("Successfully registered node", zap.String("node", node.Name))
@@ -125,6 +126,7 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 	}
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
+		c.startup.registeredNewNode()
 		c.markRegistered(created)
 		return nil
 	}

@@ -66,11 +66,14 @@ type EventedPLEG struct {
 }
 
 // NewEvented wires an EventedPLEG; Run starts it. It panics without Runtime or Events.
-func NewEvented(opts EventedOptions) *EventedPLEG {
+func NewEvented(opts EventedOptions) (*EventedPLEG, error) {
 	if opts.Events == nil {
 		panic("pleg: EventedOptions.Events is required")
 	}
-	g := NewGeneric(opts.Options)
+	g, err := NewGeneric(opts.Options)
+	if err != nil {
+		return nil, err
+	}
 	if opts.FallbackRelistPeriod <= 0 {
 		opts.FallbackRelistPeriod = DefaultFallbackRelistPeriod
 	}
@@ -87,7 +90,7 @@ func NewEvented(opts EventedOptions) *EventedPLEG {
 		slowPeriod:   opts.FallbackRelistPeriod,
 		maxRetries:   opts.MaxStreamRetries,
 		retryBackoff: opts.StreamRetryBackoff,
-	}
+	}, nil
 }
 
 // Watch returns the channel of lifecycle events (shared by the stream and the relist).
@@ -152,9 +155,14 @@ func (e *EventedPLEG) stream(ctx context.Context) (connected bool, err error) {
 	errCh := make(chan error, 1)
 	go func() {
 		defer logging.HandleCrash(e.generic.logger, "pleg event stream")
-		errCh <- e.events.GetContainerEvents(sctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+		err := e.events.GetContainerEvents(sctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
+			e.generic.metrics.connSuccess.Inc()
 			once.Do(func() { close(connCh) })
 		})
+		if ctx.Err() == nil {
+			e.generic.metrics.connErrors.Inc()
+		}
+		errCh <- err
 	}()
 	producerDone := false
 	defer func() {
@@ -207,6 +215,9 @@ func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventR
 	}
 	uid := k8stypes.UID(md.GetUid())
 	ts := e.generic.clock.Now()
+	if ev.GetCreatedAt() > 0 {
+		e.generic.metrics.connLatency.Observe(ts.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
+	}
 	status, err := e.generic.runtime.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace())
 	if err != nil {
 		if ctx.Err() != nil {

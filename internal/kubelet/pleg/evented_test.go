@@ -76,13 +76,17 @@ func startEvented(t *testing.T, refuse bool) *eventedHarness {
 	t.Helper()
 	h := &eventedHarness{rt: newFakeRuntime(), src: newFakeEvents(), clk: clocktesting.NewFakeClock(t0), cache: kubecontainer.NewCache(), done: make(chan struct{})}
 	h.src.refuse = refuse
-	h.pleg = NewEvented(EventedOptions{
+	var err error
+	h.pleg, err = NewEvented(EventedOptions{
 		Options:              Options{Runtime: h.rt, Cache: h.cache, Clock: h.clk, RelistPeriod: time.Second},
 		Events:               h.src,
 		FallbackRelistPeriod: time.Minute,
 		MaxStreamRetries:     3,
 		StreamRetryBackoff:   10 * time.Second,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() {

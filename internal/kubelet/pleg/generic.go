@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -82,6 +83,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Clock; nil: the real clock.
 	Clock clock.Clock
+	// Registerer receives upstream's PLEG series (kubelet_pleg_*,
+	// kubelet_running_*, kubelet_evented_pleg_connection_*); nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 // GenericPLEG relists the runtime periodically; see the package doc.
@@ -91,6 +95,7 @@ type GenericPLEG struct {
 	logger  *zap.Logger
 	clock   clock.Clock
 	events  chan *PodLifecycleEvent
+	metrics *metrics
 
 	relistPeriod    atomic.Int64 // time.Duration
 	relistThreshold atomic.Int64 // time.Duration
@@ -114,7 +119,7 @@ type statusBackoff struct {
 }
 
 // NewGeneric wires a GenericPLEG; Run starts it. It panics without a Runtime.
-func NewGeneric(opts Options) *GenericPLEG {
+func NewGeneric(opts Options) (*GenericPLEG, error) {
 	if opts.Runtime == nil {
 		panic("pleg: Options.Runtime is required")
 	}
@@ -133,7 +138,12 @@ func NewGeneric(opts Options) *GenericPLEG {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	p := &GenericPLEG{
+		metrics:         m,
 		runtime:         opts.Runtime,
 		cache:           opts.Cache,
 		logger:          opts.Logger.Named("pleg"),
@@ -147,7 +157,7 @@ func NewGeneric(opts Options) *GenericPLEG {
 	}
 	p.relistPeriod.Store(int64(opts.RelistPeriod))
 	p.relistThreshold.Store(int64(RelistThreshold))
-	return p
+	return p, nil
 }
 
 // Watch returns the channel of lifecycle events. It is never closed; readers
@@ -172,12 +182,14 @@ func (p *GenericPLEG) Run(ctx context.Context) {
 }
 
 // Healthy reports false once the last successful relist is older than the
-// threshold (3 minutes), or before the first one.
+// threshold (3 minutes), or before the first one. As upstream, it sets
+// kubelet_pleg_last_seen_seconds to the last relist's time.
 func (p *GenericPLEG) Healthy() (bool, error) {
 	last := p.lastRelist.Load()
 	if last == nil {
 		return false, fmt.Errorf("pleg has yet to be successful")
 	}
+	p.metrics.lastSeen.Set(float64(last.Unix()))
 	threshold := time.Duration(p.relistThreshold.Load())
 	if elapsed := p.clock.Since(*last); elapsed > threshold {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
@@ -220,6 +232,10 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 	defer p.relistMu.Unlock()
 
 	timestamp := p.clock.Now()
+	if last := p.lastRelist.Load(); last != nil {
+		p.metrics.relistInterval.Observe(timestamp.Sub(*last).Seconds())
+	}
+	defer func() { p.metrics.relistDuration.Observe(p.clock.Since(timestamp).Seconds()) }()
 	pods, err := p.runtime.GetPods(ctx, true)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -228,6 +244,7 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 		return
 	}
 	p.lastRelist.Store(&timestamp)
+	p.metrics.observeRunning(pods)
 	p.records.setCurrent(pods)
 
 	reinspect := map[k8stypes.UID]*kubecontainer.Pod{}

@@ -22,7 +22,15 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func newTestPLEG(rt *fakeRuntime) (*GenericPLEG, *kubecontainer.Cache, *clocktesting.FakeClock) {
 	clk := clocktesting.NewFakeClock(t0)
 	cache := kubecontainer.NewCache()
-	return NewGeneric(Options{Runtime: rt, Cache: cache, Clock: clk}), cache, clk
+	return mustGeneric(Options{Runtime: rt, Cache: cache, Clock: clk}), cache, clk
+}
+
+func mustGeneric(opts Options) *GenericPLEG {
+	p, err := NewGeneric(opts)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }
 
 // drain returns the queued events as sorted "uid/type/data" strings.
@@ -204,7 +212,7 @@ func TestRelistBoundsAHangingStatusRead(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	cache := kubecontainer.NewCache()
 	const timeout = 50 * time.Millisecond
-	p := NewGeneric(Options{Runtime: rt, Cache: cache, Clock: clk, StatusReadTimeout: timeout})
+	p := mustGeneric(Options{Runtime: rt, Cache: cache, Clock: clk, StatusReadTimeout: timeout})
 	ctx := context.Background()
 	rt.setPods(pod("stuck", ctrs(ctr("c1", kubecontainer.StateRunning))), pod("ok", ctrs(ctr("c2", kubecontainer.StateRunning))))
 	rt.setHang("stuck", true)
@@ -313,7 +321,7 @@ func TestRunRelistsEveryPeriodUntilCancelled(t *testing.T) {
 	t.Parallel()
 	rt := newFakeRuntime()
 	clk := clocktesting.NewFakeClock(t0)
-	p := NewGeneric(Options{Runtime: rt, Clock: clk, RelistPeriod: 5 * time.Second})
+	p := mustGeneric(Options{Runtime: rt, Clock: clk, RelistPeriod: 5 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

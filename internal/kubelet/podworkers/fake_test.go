@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
@@ -114,6 +116,7 @@ type harness struct {
 	sync  *fakeSync
 	cache *fakeCache
 	clk   *clocktesting.FakeClock
+	reg   *prometheus.Registry
 }
 
 const (
@@ -127,9 +130,14 @@ func newHarness(t *testing.T) *harness {
 		sync:  &fakeSync{calls: make(chan call, 100)},
 		cache: &fakeCache{minTimes: map[k8stypes.UID][]time.Time{}, block: map[k8stypes.UID]chan struct{}{}},
 		clk:   clocktesting.NewFakeClock(t0),
+		reg:   prometheus.NewPedanticRegistry(),
 	}
-	h.w = New(Options{Sync: h.sync, Cache: h.cache, ResyncInterval: testResync, BackOffPeriod: testBackOff,
-		Logger: zaptest.NewLogger(t), Clock: h.clk})
+	var err error
+	h.w, err = New(Options{Sync: h.sync, Cache: h.cache, ResyncInterval: testResync, BackOffPeriod: testBackOff,
+		Logger: zaptest.NewLogger(t), Clock: h.clk, Registerer: h.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.w.Stop)
 	return h
 }

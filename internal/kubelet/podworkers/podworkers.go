@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 // PodWorkers runs one worker goroutine per pod UID; see the package doc for the
 // state machine. All methods are safe for concurrent use.
 type PodWorkers struct {
+	duration       *prometheus.HistogramVec // kubelet_pod_worker_duration_seconds
 	sync           SyncFuncs
 	cache          StatusCache
 	resyncInterval time.Duration
@@ -135,7 +138,7 @@ func (s *podState) mergeActive(u UpdatePodOptions) {
 
 // New wires the pod workers; goroutines start with the first UpdatePod of each
 // pod. It panics without Sync or Cache (programmer error).
-func New(opts Options) *PodWorkers {
+func New(opts Options) (*PodWorkers, error) {
 	if opts.Sync == nil || opts.Cache == nil {
 		panic("podworkers: Options.Sync and Options.Cache are required")
 	}
@@ -151,8 +154,13 @@ func New(opts Options) *PodWorkers {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	duration, err := newWorkerDuration(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &PodWorkers{
+		duration:       duration,
 		sync:           opts.Sync,
 		cache:          opts.Cache,
 		resyncInterval: opts.ResyncInterval,
@@ -164,7 +172,7 @@ func New(opts Options) *PodWorkers {
 		pods:           map[k8stypes.UID]*podState{},
 		startedStatic:  map[string]k8stypes.UID{},
 		waitingStatic:  map[string][]k8stypes.UID{},
-	}
+	}, nil
 }
 
 // Stop cancels every worker's sync and waits for the goroutines to exit. Later
@@ -239,6 +247,12 @@ func (p *PodWorkers) UpdatePod(opts UpdatePodOptions) {
 
 	if !known {
 		p.startWorker(uid, st, pod)
+	}
+	if opts.StartTime.IsZero() {
+		opts.StartTime = now
+	}
+	if st.pending != nil && st.pending.StartTime.Before(opts.StartTime) {
+		opts.StartTime = st.pending.StartTime
 	}
 	st.pending = &opts
 	st.working = true

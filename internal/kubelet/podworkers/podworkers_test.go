@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -380,4 +382,46 @@ func TestStopInterruptsAndWaits(t *testing.T) {
 	if late {
 		t.Error("an update after Stop started a worker")
 	}
+}
+
+// TestWorkerDurationMetric: each unit of work is observed under its update
+// type, the resync as "sync", the work that finishes the pod as
+// "terminated" (upstream's labels).
+func TestWorkerDurationMetric(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("a", "1")})
+	h.expect(t, call{kind: "sync", uid: "a"})
+	h.idle(t, "a")
+	h.clk.Step(testResync)
+	h.expect(t, call{kind: "sync", uid: "a"})
+	h.idle(t, "a")
+	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: newPod("a", "1")})
+	h.expect(t, call{kind: "terminating", uid: "a"})
+	h.expect(t, call{kind: "terminated", uid: "a"})
+	deadline := time.Now().Add(5 * time.Second)
+	for sampleCounts(t, h.reg)["terminated"] != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := sampleCounts(t, h.reg); got["create"] != 1 || got["sync"] != 1 || got["kill"] != 1 {
+		t.Errorf("kubelet_pod_worker_duration_seconds samples by operation_type = %v, want create, sync, kill and terminated once", got)
+	}
+}
+
+func sampleCounts(t *testing.T, reg *prometheus.Registry) map[string]uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kubelet_pod_worker_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -95,7 +97,11 @@ type KillPodOptions struct {
 // RunningPod is set (an orphan in the runtime with no config), which can only
 // be killed.
 type UpdatePodOptions struct {
-	UpdateType     UpdateType
+	UpdateType UpdateType
+	// StartTime is when the update was made, the start of its
+	// kubelet_pod_worker_duration_seconds; zero: when UpdatePod is called.
+	// Updates merged while one is pending keep the oldest.
+	StartTime      time.Time
 	Pod            *v1.Pod
 	RunningPod     *kubecontainer.Pod
 	KillPodOptions *KillPodOptions
@@ -142,4 +148,7 @@ type Options struct {
 	Logger *zap.Logger
 	// Clock; nil: the real clock.
 	Clock clock.Clock
+	// Registerer receives kubelet_pod_worker_duration_seconds; nil: not
+	// registered.
+	Registerer prometheus.Registerer
 }

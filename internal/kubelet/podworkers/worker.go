@@ -18,9 +18,10 @@ import (
 type podWork struct {
 	state       PodWorkerState
 	updateType  UpdateType
-	pod         *v1.Pod // the spec, or a placeholder for a runtime-only pod
-	runtimeOnly bool    // an orphan: only the terminating step runs
-	gracePeriod *int64  // for TerminatingPod
+	startTime   time.Time // when the update was made
+	pod         *v1.Pod   // the spec, or a placeholder for a runtime-only pod
+	runtimeOnly bool      // an orphan: only the terminating step runs
+	gracePeriod *int64    // for TerminatingPod
 }
 
 // startResult is what the worker does after startSync.
@@ -96,6 +97,8 @@ func (p *PodWorkers) runWork(ctx context.Context, uid k8stypes.UID, w podWork, l
 	log := p.logger.With(zap.String("pod", w.pod.Namespace+"/"+w.pod.Name), zap.String("podUID", string(uid)),
 		zap.Stringer("workType", w.state), zap.Stringer("updateType", w.updateType))
 	isTerminal, err := p.doSync(ctx, uid, w, lastSync)
+	op := w.updateType.String()
+	defer func() { p.duration.WithLabelValues(op).Observe(p.clock.Since(w.startTime).Seconds()) }()
 
 	transition := false
 	switch {
@@ -104,6 +107,7 @@ func (p *PodWorkers) runWork(ctx context.Context, uid k8stypes.UID, w podWork, l
 	case err != nil:
 		log.Error("error syncing pod, will retry", zap.Error(err), zap.Duration("backOff", p.backOffPeriod))
 	case w.state == TerminatedPod:
+		op = workTerminated
 		log.Debug("pod finished")
 		p.completeTerminated(uid)
 		return 0, true
@@ -165,7 +169,7 @@ func (p *PodWorkers) startSync(uid k8stypes.UID) (context.Context, podWork, star
 	}
 	u := *st.pending
 	st.pending = nil
-	w := podWork{state: st.workType(), updateType: u.UpdateType, pod: u.Pod, runtimeOnly: u.Pod == nil}
+	w := podWork{state: st.workType(), updateType: u.UpdateType, startTime: u.StartTime, pod: u.Pod, runtimeOnly: u.Pod == nil}
 	if w.runtimeOnly {
 		w.pod = placeholderPod(u.RunningPod)
 	}
@@ -179,6 +183,7 @@ func (p *PodWorkers) startSync(uid k8stypes.UID) (context.Context, podWork, star
 		switch {
 		case !canEverStart:
 			p.logger.Debug("pod terminated before it could start", zap.String("podUID", string(uid)))
+			p.duration.WithLabelValues(workTerminated).Observe(p.clock.Since(u.StartTime).Seconds())
 			st.terminatedAt = p.clock.Now()
 			st.finish()
 			p.releaseStatic(st.fullname, uid)
@@ -208,6 +213,7 @@ func (p *PodWorkers) requeueResync(uid k8stypes.UID) {
 	}
 	u := *st.active
 	u.UpdateType = SyncPodSync
+	u.StartTime = p.clock.Now()
 	st.pending = &u
 	st.working = true
 }
@@ -220,6 +226,7 @@ func (p *PodWorkers) requeueLast(st *podState) {
 		return
 	}
 	u := *st.active
+	u.StartTime = p.clock.Now()
 	st.pending = &u
 	st.working = true
 	st.notify()
