@@ -15,7 +15,7 @@ import (
 // upstreamMetric is one line of testdata/upstream_metrics.txt.
 type upstreamMetric struct {
 	name, typ, when, help string
-	labels               []string
+	labels                []string
 }
 
 // readUpstreamMetrics reads testdata/upstream_metrics.txt.
