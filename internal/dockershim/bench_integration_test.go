@@ -121,3 +121,47 @@ func BenchmarkListContainerStats50(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPodStats50 measures, with 50 running pods (a sandbox and one container
+// each) on an in-process shim, ListPodSandboxStats and the two lists a stats Summary
+// asks for next to it, so that a -cpuprofile shows the shim's side.
+func BenchmarkPodStats50(b *testing.B) {
+	const pods = 50
+	s := benchShim(b)
+	ctx := context.Background()
+	for i := range pods {
+		cfg := s.sandboxConfig(fmt.Sprintf("pstats%02d", i))
+		sb := s.runSandbox(cfg)
+		s.createStart(sb, cfg, containerConfig("c", "sleep", "600"))
+	}
+	mine := map[string]string{testLabel: s.env.runID}
+	for _, sub := range []struct {
+		name string
+		run  func() (int, error)
+	}{
+		{"ListPodSandboxStats", func() (int, error) {
+			r, err := s.rt.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{Filter: &runtimeapi.PodSandboxStatsFilter{LabelSelector: mine}})
+			return len(r.GetStats()), err
+		}},
+		{"ListPodSandbox", func() (int, error) {
+			r, err := s.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: mine}})
+			return len(r.GetItems()), err
+		}},
+		{"ListContainers", func() (int, error) {
+			r, err := s.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+			return len(r.GetContainers()), err
+		}},
+	} {
+		b.Run(sub.name, func(b *testing.B) {
+			for b.Loop() {
+				n, err := sub.run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n < pods {
+					b.Fatalf("%d items, want at least %d", n, pods)
+				}
+			}
+		})
+	}
+}

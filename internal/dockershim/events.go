@@ -20,7 +20,9 @@ import (
 // of managed objects) and fans each event out to the GetContainerEvents streams. A
 // broken stream is re-subscribed with bounded exponential backoff, asking Docker to
 // replay what happened since the last event seen. A subscriber whose buffer is full
-// loses events (with a warning) rather than stalling the others.
+// loses events (with a warning) rather than stalling the others. Observers (the stats
+// cache) are told of every event and of the stream going up and down, synchronously
+// from the broker's loop, so they never lose one.
 
 const (
 	eventBufferSize = 256
@@ -33,6 +35,14 @@ type eventSource interface {
 	Events(ctx context.Context, opts libdocker.EventsOptions) (<-chan libdocker.EventMessage, <-chan error)
 }
 
+// eventObserver is told of each event and of the stream going up or down, from the
+// broker's loop with the broker's lock held: it must be quick and must not call the
+// broker back.
+type eventObserver interface {
+	observeEvent(m libdocker.EventMessage)
+	observeStream(up bool)
+}
+
 // eventBroker fans Docker container events out to subscribers.
 type eventBroker struct {
 	src        eventSource
@@ -41,10 +51,12 @@ type eventBroker struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 
-	mu      sync.Mutex
-	subs    map[*eventSubscription]struct{}
-	started bool
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	subs      map[*eventSubscription]struct{}
+	observers []eventObserver
+	live      bool // a subscription to Docker is being followed
+	started   bool
+	wg        sync.WaitGroup
 }
 
 // eventSubscription is one subscriber's buffered channel.
@@ -102,10 +114,31 @@ func (b *eventBroker) unsubscribe(sub *eventSubscription) {
 	b.mu.Unlock()
 }
 
-// publish hands m to every subscriber without blocking.
+// addObserver registers o and tells it at once whether the stream is up.
+func (b *eventBroker) addObserver(o eventObserver) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.observers = append(b.observers, o)
+	o.observeStream(b.live)
+}
+
+// setLive records whether a subscription is being followed and tells the observers.
+func (b *eventBroker) setLive(up bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.live = up
+	for _, o := range b.observers {
+		o.observeStream(up)
+	}
+}
+
+// publish hands m to every observer, then to every subscriber without blocking.
 func (b *eventBroker) publish(m libdocker.EventMessage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for _, o := range b.observers {
+		o.observeEvent(m)
+	}
 	for sub := range b.subs {
 		select {
 		case sub.ch <- m:
@@ -149,6 +182,8 @@ func (b *eventBroker) follow(ctx context.Context, last *int64) (got bool, err er
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs, errs := b.src.Events(sctx, eventOptions(*last))
+	b.setLive(true)
+	defer b.setLive(false)
 	for {
 		select {
 		case <-ctx.Done():

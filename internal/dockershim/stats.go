@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,13 +12,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Stats are cheap by design: the shim never calls Docker's stats API. A container's
 // PID, cgroup parent and writable layer size come from one InspectContainerWithSize
-// per container and per sizeTTL (single-flight, so concurrent requests share it); CPU
-// and memory are read from its cgroup files (cgroups_linux.go) at each request.
+// per container and per sizeTTL (single-flight, so concurrent requests share it), and
+// are forgotten when Docker reports it started, died or was removed; CPU and memory
+// are read from its cgroup files at each request, through files kept open
+// (stats_cgfiles_linux.go). The list RPCs take their targets from one Docker list
+// reused while Docker's events say nothing changed (stats_index.go).
 
 const (
 	// statsSizeTTL is how long a writable layer size (and the PID read with it) is reused.
@@ -31,6 +32,8 @@ const (
 	statsMinRateInterval = 100 * time.Millisecond
 	// statsParallelism bounds concurrent per-container work of one list request.
 	statsParallelism = 8
+	// statsFileIdle closes cgroup files no request read for so long.
+	statsFileIdle = 2 * time.Minute
 )
 
 // statsDocker is the part of Docker the stats collector uses.
@@ -112,6 +115,7 @@ type statsEntry struct {
 	cpu          cpuTracker
 	podCPU       cpuTracker
 	usedAt       time.Time
+	epoch        uint64 // bumped when an event made the facts stale (forget)
 }
 
 // statsView is a copy of an entry's inspect-derived facts.
@@ -134,6 +138,9 @@ type statsCollector struct {
 	mu      sync.Mutex
 	entries map[string]*statsEntry
 	fsMount string // <docker root>/<storage driver>, read once
+
+	index     statsIndex // managed containers, listed once for many requests
+	watchOnce sync.Once  // registers the collector with the event broker
 
 	imageUsers imageUserCache
 	imageFs    imageFsCache
@@ -184,6 +191,7 @@ func (c *statsCollector) ensure(ctx context.Context, id string, needPid bool) (s
 		}
 		ch := make(chan struct{})
 		e.refreshing = ch
+		epoch := e.epoch
 		c.mu.Unlock()
 		j, err := c.docker.InspectContainerWithSize(ctx, id)
 		c.mu.Lock()
@@ -202,6 +210,9 @@ func (c *statsCollector) ensure(ctx context.Context, id string, needPid bool) (s
 			return statsView{}, err
 		}
 		e.apply(j, c.now())
+		if e.epoch != epoch {
+			e.inspectedAt = time.Time{} // an event came meanwhile: inspect again next time
+		}
 		v := e.view()
 		c.mu.Unlock()
 		return v, nil
@@ -248,6 +259,9 @@ func (c *statsCollector) sample(id string, pid int, pod bool) (usageSample, erro
 	if !cached {
 		found, err := c.cgroups.lookup(pid)
 		if err != nil {
+			if errors.Is(err, errCgroupGone) {
+				c.forgetPid(id, pid)
+			}
 			return usageSample{}, fmt.Errorf("cgroup of pid %d: %w", pid, err)
 		}
 		cg = found
@@ -263,10 +277,12 @@ func (c *statsCollector) sample(id string, pid int, pod bool) (usageSample, erro
 	s, err := c.cgroups.read(cg, c.now())
 	if err != nil && errors.Is(err, errCgroupGone) {
 		c.mu.Lock()
-		if e := c.entries[id]; e != nil && e.cgPid == pid {
-			e.cgPid = 0
+		if e := c.entries[id]; e != nil && e.pid == pid {
+			// Stopped, or restarted with another PID: inspect again next time.
+			e.cgPid, e.inspectedAt = 0, time.Time{}
 		}
 		c.mu.Unlock()
+		c.cgroups.release(cg)
 	}
 	return s, err
 }
@@ -288,16 +304,27 @@ func (c *statsCollector) cpuRate(id string, pod bool, s usageSample) *runtimeapi
 	return e.cpu.update(s.cpuNanos, s.at)
 }
 
-// prune forgets containers nobody asked about for statsEntryIdle.
-func (c *statsCollector) prune() {
+// forgetPid makes the next request inspect id again when its PID is still pid.
+func (c *statsCollector) forgetPid(id string, pid int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e := c.entries[id]; e != nil && e.pid == pid {
+		e.cgPid, e.inspectedAt = 0, time.Time{}
+	}
+}
+
+// prune forgets containers nobody asked about for statsEntryIdle and closes the
+// cgroup files no request read for statsFileIdle.
+func (c *statsCollector) prune() {
+	c.mu.Lock()
 	now := c.now()
 	for id, e := range c.entries {
 		if e.refreshing == nil && now.Sub(e.usedAt) > statsEntryIdle {
 			delete(c.entries, id)
 		}
 	}
+	c.mu.Unlock()
+	c.cgroups.pruneFiles(now.Add(-statsFileIdle))
 }
 
 // writableLayersTotal sums the writable layer sizes known to the cache.
@@ -349,6 +376,7 @@ func imageFsMountpoint(info libdocker.Info) string {
 type statsTarget struct {
 	id      string
 	name    string
+	typ     string // labelType: typeSandbox or typeContainer
 	labels  map[string]string
 	running bool
 }
@@ -358,13 +386,14 @@ func targetOfSummary(c *libdocker.ContainerSummary) statsTarget {
 	if len(c.Names) > 0 {
 		name = c.Names[0]
 	}
-	return statsTarget{id: c.ID, name: name, labels: c.Labels, running: c.State == "running"}
+	return statsTarget{id: c.ID, name: name, typ: c.Labels[labelType], labels: c.Labels, running: c.State == "running"}
 }
 
 func targetOfJSON(j libdocker.ContainerJSON) statsTarget {
 	t := statsTarget{id: j.ID, name: j.Name, running: j.State != nil && j.State.Running}
 	if j.Config != nil {
 		t.labels = j.Config.Labels
+		t.typ = j.Config.Labels[labelType]
 	}
 	return t
 }
@@ -377,7 +406,7 @@ func (s *Service) ContainerStats(ctx context.Context, req *runtimeapi.ContainerS
 		return nil, err
 	}
 	st, _, err := s.containerStatsOf(ctx, targetOfJSON(j))
-	if err != nil {
+	if err != nil && !errors.Is(err, errCgroupGone) { // stopped meanwhile: no usage
 		return nil, err
 	}
 	return &runtimeapi.ContainerStatsResponse{Stats: st}, nil
@@ -408,76 +437,9 @@ func (s *Service) StreamContainerStats(req *runtimeapi.StreamContainerStatsReque
 	return nil
 }
 
-func (s *Service) listContainerStats(ctx context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
-	defer s.stats.prune()
-	list, err := s.listManaged(ctx, typeContainer)
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	var targets []statsTarget
-	for i := range list {
-		t := targetOfSummary(&list[i])
-		if t.running && containerStatsMatch(t, f) {
-			targets = append(targets, t)
-		}
-	}
-	stats, _ := s.containerStatsAll(ctx, targets)
-	return stats, nil
-}
-
-// containerStatsMatch applies a ContainerStatsFilter to a container.
-func containerStatsMatch(t statsTarget, f *runtimeapi.ContainerStatsFilter) bool {
-	if f == nil {
-		return true
-	}
-	if f.GetId() != "" && !strings.HasPrefix(t.id, f.GetId()) {
-		return false
-	}
-	if f.GetPodSandboxId() != "" && !strings.HasPrefix(t.labels[labelSandboxID], f.GetPodSandboxId()) {
-		return false
-	}
-	labels, _ := splitLabels(t.labels)
-	return matchLabels(f.GetLabelSelector(), labels)
-}
-
-// containerStatsAll computes stats of many containers with bounded parallelism. Those
-// that vanished meanwhile are left out. samples[i] belongs to stats[i].
-func (s *Service) containerStatsAll(ctx context.Context, targets []statsTarget) ([]*runtimeapi.ContainerStats, []usageSample) {
-	type result struct {
-		st  *runtimeapi.ContainerStats
-		smp usageSample
-	}
-	results := make([]result, len(targets))
-	sem := make(chan struct{}, statsParallelism)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			defer logging.HandleCrash(s.logger, "container stats")
-			st, smp, err := s.containerStatsOf(ctx, t)
-			if err != nil {
-				s.logger.Debug("container stats", zap.String("id", t.id), zap.Error(err))
-				return
-			}
-			results[i] = result{st, smp}
-		}()
-	}
-	wg.Wait()
-	stats := make([]*runtimeapi.ContainerStats, 0, len(targets))
-	samples := make([]usageSample, 0, len(targets))
-	for _, r := range results {
-		if r.st != nil {
-			stats = append(stats, r.st)
-			samples = append(samples, r.smp)
-		}
-	}
-	return stats, samples
-}
-
 // containerStatsOf computes one container's stats and returns its raw cgroup sample
-// (zero when it is not running) for pod totals.
+// (zero when it is not running) for pod totals. When its cgroup is gone (it stopped
+// after it was listed) the error matches errCgroupGone and st has no usage.
 func (s *Service) containerStatsOf(ctx context.Context, t statsTarget) (*runtimeapi.ContainerStats, usageSample, error) {
 	labels, annotations := splitLabels(t.labels)
 	st := &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{
@@ -506,6 +468,9 @@ func (s *Service) containerStatsOf(ctx context.Context, t statsTarget) (*runtime
 		return st, usageSample{}, nil
 	}
 	smp, err := s.stats.sample(t.id, v.pid, false)
+	if errors.Is(err, errCgroupGone) {
+		return st, usageSample{}, fmt.Errorf("container %s: %w", t.id, err)
+	}
 	if err != nil {
 		s.logger.Debug("read container cgroup", zap.String("id", t.id), zap.Error(err))
 		return st, usageSample{}, nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,16 +23,18 @@ import (
 // statsCgroup is where one container's cgroup files are.
 type statsCgroup = cgroupPaths
 
-// cgroupReader finds and reads cgroups through procRoot (/proc).
+// cgroupReader finds and reads cgroups through procRoot (/proc), keeping the cgroup
+// files open between requests (cgroupFiles).
 type cgroupReader struct {
 	procRoot string
+	files    *cgroupFiles
 
 	mu     sync.Mutex
 	mounts *cgroupMounts // read once from <procRoot>/self/mountinfo
 }
 
 func newCgroupReader(procRoot string) *cgroupReader {
-	return &cgroupReader{procRoot: procRoot}
+	return &cgroupReader{procRoot: procRoot, files: newCgroupFiles()}
 }
 
 // lookup finds the cgroup directories of process pid.
@@ -73,14 +76,48 @@ func (r *cgroupReader) cgroupMounts() (cgroupMounts, error) {
 
 func (r *cgroupReader) parent(cg statsCgroup) statsCgroup { return cg.parent() }
 
+// read samples one cgroup through the held files.
 func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) {
-	return readCgroupSample(cg, now)
+	c, err := r.files.sample(cg, now)
+	if err != nil {
+		return usageSample{at: now}, err
+	}
+	return usageSample{
+		at:              now,
+		cpuNanos:        c.CPUNanos,
+		hasCPU:          c.HasCPU,
+		hasMemory:       c.HasMemory,
+		memUsage:        c.Memory.Usage,
+		workingSet:      c.Memory.WorkingSet,
+		rss:             c.Memory.RSS,
+		pageFaults:      c.Memory.PageFaults,
+		majorPageFaults: c.Memory.MajorPageFaults,
+		memLimit:        c.Memory.Limit,
+		pids:            c.Pids,
+		hasPids:         c.HasPids,
+	}, nil
 }
+
+// release closes the held files of a container's cgroup (it died or was removed).
+func (r *cgroupReader) release(cg statsCgroup) {
+	r.files.release(cg.unified, cg.cpuacct, cg.memory, cg.pids)
+}
+
+// pruneFiles closes the files no request read since before.
+func (r *cgroupReader) pruneFiles(before time.Time) { r.files.prune(before) }
 
 // network reads the interfaces of pid's network namespace from /proc/<pid>/net/dev
 // (the file shows the namespace of the process that is named), except loopback.
 func (r *cgroupReader) network(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
-	b, err := os.ReadFile(filepath.Join(r.procRoot, strconv.Itoa(pid), "net", "dev"))
+	// Read and closed at once: an open net/dev would keep the namespace alive.
+	path := filepath.Join(r.procRoot, strconv.Itoa(pid), "net", "dev")
+	bp := r.files.bufs.Get().(*[]byte)
+	defer r.files.bufs.Put(bp)
+	n, err := readOnce(path, *bp)
+	b := (*bp)[:max(n, 0)]
+	if err == nil && n == len(*bp) {
+		b, err = os.ReadFile(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read net/dev of pid %d: %w", pid, err)
 	}
@@ -154,7 +191,8 @@ func (s *Service) PodSandboxStats(ctx context.Context, req *runtimeapi.PodSandbo
 	if err != nil {
 		return nil, fmt.Errorf("list containers of sandbox %s: %w", j.ID, err)
 	}
-	return &runtimeapi.PodSandboxStatsResponse{Stats: s.podStatsOf(ctx, targetOfJSON(j), runningTargets(cs))}, nil
+	st, _ := s.podStatsOf(ctx, targetOfJSON(j), runningTargets(cs))
+	return &runtimeapi.PodSandboxStatsResponse{Stats: st}, nil
 }
 
 // ListPodSandboxStats reports the running sandboxes matching the filter (id by prefix,
@@ -183,26 +221,35 @@ func (s *Service) StreamPodSandboxStats(req *runtimeapi.StreamPodSandboxStatsReq
 
 func (s *Service) listPodStats(ctx context.Context, f *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	defer s.stats.prune()
-	sbs, err := s.listManaged(ctx, typeSandbox)
+	all, err := s.statsTargets(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, err
 	}
-	cs, err := s.listManaged(ctx, typeContainer)
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
-	}
-	bySandbox := map[string][]libdocker.ContainerSummary{}
-	for _, c := range cs {
-		id := c.Labels[labelSandboxID]
-		bySandbox[id] = append(bySandbox[id], c)
-	}
-	var out []*runtimeapi.PodSandboxStats
-	for i := range sbs {
-		t := targetOfSummary(&sbs[i])
-		if !t.running || !podStatsMatch(t, f) {
-			continue
+	bySandbox := map[string][]statsTarget{}
+	var sandboxes []statsTarget
+	for _, t := range all {
+		switch {
+		case !t.running:
+		case t.typ == typeContainer:
+			bySandbox[t.labels[labelSandboxID]] = append(bySandbox[t.labels[labelSandboxID]], t)
+		case t.typ == typeSandbox && podStatsMatch(t, f):
+			sandboxes = append(sandboxes, t)
 		}
-		out = append(out, s.podStatsOf(ctx, t, runningTargets(bySandbox[t.id])))
+	}
+	stats := make([]*runtimeapi.PodSandboxStats, len(sandboxes))
+	s.statsForEach(len(sandboxes), func(i int) {
+		st, gone := s.podStatsOf(ctx, sandboxes[i], bySandbox[sandboxes[i].id])
+		if gone {
+			s.stats.index.invalidate() // stopped since it was listed: list again next time
+			return
+		}
+		stats[i] = st
+	})
+	out := make([]*runtimeapi.PodSandboxStats, 0, len(stats))
+	for _, st := range stats {
+		if st != nil {
+			out = append(out, st)
+		}
 	}
 	return out, nil
 }
@@ -231,8 +278,9 @@ func runningTargets(cs []libdocker.ContainerSummary) []statsTarget {
 
 // podStatsOf builds a sandbox's stats. Pod totals come from the pod's own cgroup (the
 // parent of the sandbox container's, when a cgroup parent was set) or else from the
-// sum of the sandbox's and its containers' cgroups. Failures leave fields empty.
-func (s *Service) podStatsOf(ctx context.Context, sb statsTarget, containers []statsTarget) *runtimeapi.PodSandboxStats {
+// sum of the sandbox's and its containers' cgroups. Failures leave fields empty; gone
+// reports a sandbox listed as running whose process or cgroup is gone (it stopped).
+func (s *Service) podStatsOf(ctx context.Context, sb statsTarget, containers []statsTarget) (_ *runtimeapi.PodSandboxStats, gone bool) {
 	labels, annotations := splitLabels(sb.labels)
 	linux := &runtimeapi.LinuxPodSandboxStats{}
 	out := &runtimeapi.PodSandboxStats{
@@ -241,17 +289,21 @@ func (s *Service) podStatsOf(ctx context.Context, sb statsTarget, containers []s
 		},
 		Linux: linux,
 	}
-	cstats, samples := s.containerStatsAll(ctx, containers)
+	cstats, samples := s.containerStatsAll(ctx, containers, false)
 	linux.Containers = cstats
 	if !sb.running {
-		return out
+		return out, false
 	}
 	v, err := s.stats.ensure(ctx, sb.id, true)
 	if err != nil || v.pid == 0 {
 		s.logger.Debug("sandbox stats: no running sandbox process", zap.String("id", sb.id), zap.Error(err))
-		return out
+		return out, err == nil || errors.Is(err, libdocker.ErrNotFound)
 	}
 	total, err := s.podUsage(sb.id, v, samples)
+	if errors.Is(err, errCgroupGone) {
+		s.logger.Debug("sandbox cgroup is gone", zap.String("id", sb.id), zap.Error(err))
+		return out, true
+	}
 	if err != nil {
 		s.logger.Debug("sandbox cgroup", zap.String("id", sb.id), zap.Error(err))
 	} else {
@@ -268,7 +320,7 @@ func (s *Service) podStatsOf(ctx context.Context, sb statsTarget, containers []s
 		}
 		linux.Network = n
 	}
-	return out
+	return out, false
 }
 
 // podUsage reads the pod cgroup, or sums the sandbox's and its containers' samples.

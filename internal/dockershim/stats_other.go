@@ -32,6 +32,10 @@ func (*cgroupReader) read(statsCgroup, time.Time) (usageSample, error) {
 	return usageSample{}, errStatsNotOnLinux
 }
 
+func (*cgroupReader) release(statsCgroup) {}
+
+func (*cgroupReader) pruneFiles(time.Time) {}
+
 func (*cgroupReader) network(int, time.Time) (*runtimeapi.NetworkUsage, error) {
 	return nil, errStatsNotOnLinux
 }

@@ -26,6 +26,7 @@ type statsFakeDocker struct {
 	images     []libdocker.ImageSummary
 	sizeCalls  int
 	imageCalls int
+	listCalls  int
 	release    chan struct{} // when set, InspectContainerWithSize waits for it
 }
 
@@ -61,12 +62,13 @@ func (f *statsFakeDocker) InspectContainerWithSize(ctx context.Context, id strin
 func (f *statsFakeDocker) ListContainers(_ context.Context, opts libdocker.ListOptions) ([]libdocker.ContainerSummary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.listCalls++
 	var out []libdocker.ContainerSummary
 	for _, j := range f.containers {
 		match := true
 		for _, l := range opts.Filters.Get("label") {
-			k, v, _ := strings.Cut(l, "=")
-			if j.Config.Labels[k] != v {
+			k, v, hasValue := strings.Cut(l, "=") // "key" alone: the label is set (Docker's semantics)
+			if got, ok := j.Config.Labels[k]; !ok || (hasValue && got != v) {
 				match = false
 			}
 		}

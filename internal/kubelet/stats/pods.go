@@ -16,7 +16,7 @@ import (
 )
 
 // runtimeView is everything one Summary asks the runtime: three list calls, whatever
-// the number of pods.
+// the number of pods, or only ListPodSandboxStats while the other two are kept.
 type runtimeView struct {
 	sandboxes  map[string]*runtimeapi.PodSandbox // terminated duplicates removed
 	containers map[string]*runtimeapi.Container  // running containers
@@ -27,23 +27,28 @@ type runtimeView struct {
 }
 
 // listRuntime runs ListPodSandbox, ListContainers and ListPodSandboxStats
-// concurrently. A runtime that answers Unimplemented to ListPodSandboxStats is asked
-// ListContainerStats instead, then and on every later Summary.
+// concurrently, or ListPodSandboxStats alone when the kept lists cover its answer
+// (runtimelists.go). A runtime that answers Unimplemented to ListPodSandboxStats is
+// asked ListContainerStats instead, then and on every later Summary.
 func (p *Provider) listRuntime(ctx context.Context) (*runtimeView, error) {
+	cached, podStats, asked, psErr := p.podStatsCached(ctx)
+	if cached != nil {
+		return cached, nil
+	}
 	var (
-		wg                  sync.WaitGroup
-		sbs                 []*runtimeapi.PodSandbox
-		cs                  []*runtimeapi.Container
-		podStats            []*runtimeapi.PodSandboxStats
-		sbErr, csErr, psErr error
+		wg           sync.WaitGroup
+		sbs          []*runtimeapi.PodSandbox
+		cs           []*runtimeapi.Container
+		sbErr, csErr error
 	)
+	at := p.now()
 	wg.Go(func() { sbs, sbErr = p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) })
 	wg.Go(func() {
 		running := &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 		cs, csErr = p.runtime.ListContainers(ctx, running)
 	})
 	strict := !p.noPodStats.Load()
-	if strict {
+	if strict && !asked {
 		wg.Go(func() { podStats, psErr = p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{}) })
 	}
 	wg.Wait()
@@ -58,9 +63,30 @@ func (p *Provider) listRuntime(ctx context.Context) (*runtimeView, error) {
 			return nil, fmt.Errorf("list pod sandbox stats: %w", psErr)
 		}
 		p.noPodStats.Store(true)
+		p.lists.forget()
 		p.logger.Info("the runtime does not implement ListPodSandboxStats; using ListContainerStats", zap.Error(psErr))
 		strict = false
 	}
+	v := newRuntimeView(sbs, cs)
+	if strict {
+		v.podStats = podStats
+		if v.podStats == nil {
+			v.podStats = []*runtimeapi.PodSandboxStats{}
+		}
+		p.lists.store(v, sbs, v.podStats, at)
+		return v, nil
+	}
+	st, err := p.runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("list container stats: %w", err)
+	}
+	v.containerStats = st
+	return v, nil
+}
+
+// newRuntimeView indexes the lists: sandboxes without terminated duplicates, running
+// containers.
+func newRuntimeView(sbs []*runtimeapi.PodSandbox, cs []*runtimeapi.Container) *runtimeView {
 	v := &runtimeView{sandboxes: map[string]*runtimeapi.PodSandbox{}, containers: map[string]*runtimeapi.Container{}}
 	for _, sb := range removeTerminatedPods(sbs) {
 		v.sandboxes[sb.GetId()] = sb
@@ -70,19 +96,7 @@ func (p *Provider) listRuntime(ctx context.Context) (*runtimeView, error) {
 			v.containers[c.GetId()] = c
 		}
 	}
-	if strict {
-		v.podStats = podStats
-		if v.podStats == nil {
-			v.podStats = []*runtimeapi.PodSandboxStats{}
-		}
-		return v, nil
-	}
-	st, err := p.runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
-	if err != nil {
-		return nil, fmt.Errorf("list container stats: %w", err)
-	}
-	v.containerStats = st
-	return v, nil
+	return v
 }
 
 // removeTerminatedPods keeps, of sandboxes sharing a pod name and namespace (a pod

@@ -81,6 +81,7 @@ type Provider struct {
 	now   func() time.Time
 	rates *rateCache
 	du    *duCache
+	lists listCache // ListPodSandbox and ListContainers answers, reused while they cover the stats
 	// noPodStats is set once the runtime answered Unimplemented to
 	// ListPodSandboxStats.
 	noPodStats atomic.Bool

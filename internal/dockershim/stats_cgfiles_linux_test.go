@@ -1,0 +1,178 @@
+package dockershim
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
+)
+
+// TestStatsCgroupFiles: samples through the held files equal cgroupfs.ReadSample's,
+// see rewritten content, and files are closed on release, prune and removal.
+func TestStatsCgroupFiles(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	v1 := cgroupPaths{
+		cpuacct: filepath.Join(base, "v1/cpuacct/c"),
+		memory:  filepath.Join(base, "v1/memory/c"),
+		pids:    filepath.Join(base, "v1/pids/c"),
+	}
+	fstest.WriteTree(t, v1.cpuacct, map[string]string{"cpuacct.usage": "123456789\n"})
+	fstest.WriteTree(t, v1.memory, map[string]string{
+		"memory.usage_in_bytes": "1000000\n",
+		"memory.limit_in_bytes": "9223372036854771712\n",
+		"memory.stat": "cache 5\nrss 1\ninactive_file 3\npgfault 7\ntotal_cache 50\ntotal_rss 700000\n" +
+			"total_inactive_file 200000\ntotal_pgfault 42\ntotal_pgmajfault 2\nhierarchical_memory_limit 9223372036854771712\n",
+	})
+	fstest.WriteTree(t, v1.pids, map[string]string{"pids.current": "3\n"})
+	v2 := cgroupPaths{v2: true, unified: filepath.Join(base, "v2/c")}
+	fstest.WriteTree(t, v2.unified, map[string]string{
+		"cpu.stat": "usage_usec 2500\nuser_usec 2000\n", "memory.current": "500\n", "memory.max": "4096\n",
+		"memory.stat": "anon 300\nfile 100\ninactive_file 100\npgfault 9\npgmajfault 1\n", "pids.current": "4\n",
+	})
+	now := time.Unix(100, 0)
+	r := newCgroupReader("/proc")
+	for _, cg := range []cgroupPaths{v1, v2} {
+		want, err := readCgroupSample(cg, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // opened, then held
+			got, err := r.read(cg, now)
+			if err != nil || got != want {
+				t.Fatalf("held files: %+v, %v\nos.ReadFile:  %+v", got, err, want)
+			}
+		}
+	}
+	if n := r.files.held(); n != 10 {
+		t.Errorf("%d files held, want 10 (5 per sample)", n)
+	}
+
+	fstest.WriteTree(t, v2.unified, map[string]string{"cpu.stat": "usage_usec 7000\n"})
+	if got, err := r.read(v2, now); err != nil || got.cpuNanos != 7e6 {
+		t.Errorf("after a rewrite: cpu %d, %v; want 7000000", got.cpuNanos, err)
+	}
+
+	r.release(v1)
+	if n := r.files.held(); n != 5 {
+		t.Errorf("after releasing v1: %d files held, want 5", n)
+	}
+	r.pruneFiles(now.Add(time.Second))
+	if n := r.files.held(); n != 0 {
+		t.Errorf("after pruning: %d files held, want 0", n)
+	}
+
+	if err := os.RemoveAll(v2.unified); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.read(v2, now); !errors.Is(err, errCgroupGone) {
+		t.Errorf("removed cgroup: err = %v, want errCgroupGone", err)
+	}
+}
+
+// TestStatsFollowsEvents runs the list stats RPCs with a followed event stream: the
+// Docker list is reused while nothing happens, a die event drops the container at the
+// next request and closes its cgroup files, a broken stream makes every request list.
+func TestStatsFollowsEvents(t *testing.T) {
+	t.Parallel()
+	procRoot, _ := statsTestProc(t)
+	f := &statsFakeDocker{containers: map[string]libdocker.ContainerJSON{
+		"sb": statsFakeContainer("sb", typeSandbox, "", 42, 0, "", nil),
+		"c1": statsFakeContainer("c1", typeContainer, "sb", 42, 1, "", nil),
+	}}
+	s := statsTestService(t, f)
+	src := newEventsFakeSource(1)
+	s.events = newEventBroker(src, zaptest.NewLogger(t))
+	s.stats.cgroups = newCgroupReader(procRoot)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); s.events.Wait() }()
+	s.events.Start(ctx)
+	<-src.next // subscribed
+	lists := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.listCalls }
+	podStats := func() *runtimeapi.PodSandboxStats {
+		t.Helper()
+		r, err := s.ListPodSandboxStats(ctx, &runtimeapi.ListPodSandboxStatsRequest{})
+		if err != nil || len(r.Stats) != 1 {
+			t.Fatalf("ListPodSandboxStats = %v, %v; want one sandbox", r, err)
+		}
+		return r.Stats[0]
+	}
+	waitInvalid := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.stats.index.mu.Lock()
+			stale := s.stats.index.gen != s.stats.index.listedGen
+			s.stats.index.mu.Unlock()
+			if stale {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the event did not reach the stats index")
+			}
+		}
+	}
+
+	for i := range 3 {
+		if st := podStats(); len(st.Linux.Containers) != 1 {
+			t.Fatalf("request %d: containers %v, want c1", i, st.Linux.Containers)
+		}
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("%d Docker lists for 3 quiet requests, want 1", n)
+	}
+	if s.stats.cgroups.files.held() == 0 {
+		t.Error("no cgroup file is held open between requests")
+	}
+
+	// c1 stops outside the shim.
+	f.mu.Lock()
+	f.containers["c1"] = statsFakeContainer("c1", typeContainer, "sb", 0, 1, "", nil)
+	f.mu.Unlock()
+	src.subs[0].msgs <- eventsMsg("die", "c1", map[string]string{labelType: typeContainer}, 100, 0)
+	waitInvalid()
+	if st := podStats(); len(st.Linux.Containers) != 0 || lists() != 2 {
+		t.Errorf("after c1 died: containers %v after %d lists; want none after 2", st.Linux.Containers, lists())
+	}
+	s.stats.mu.Lock()
+	pid := s.stats.entries["c1"].pid
+	s.stats.mu.Unlock()
+	if pid != 0 {
+		t.Errorf("c1's pid %d is still known after it died", pid)
+	}
+	src.subs[0].msgs <- eventsMsg("destroy", "c1", map[string]string{labelType: typeContainer}, 101, 0)
+	waitInvalid()
+	s.stats.mu.Lock()
+	_, kept := s.stats.entries["c1"]
+	s.stats.mu.Unlock()
+	if kept {
+		t.Error("c1's entry was kept after it was removed")
+	}
+
+	// The stream breaks: every request lists until it is followed again.
+	src.subs[0].errs <- errors.New("stream broke")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.stats.index.mu.Lock()
+		live := s.stats.index.live
+		s.stats.index.mu.Unlock()
+		if !live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the index still trusts a broken stream")
+		}
+	}
+	before := lists()
+	podStats()
+	podStats()
+	if n := lists() - before; n < 1 {
+		t.Errorf("%d lists for 2 requests without an event stream, want at least 1", n)
+	}
+}
