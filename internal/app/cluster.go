@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,7 +37,7 @@ type apiConn struct {
 // connectAPIServer TLS-bootstraps when needed (--bootstrap-kubeconfig), then
 // builds the client from --kubeconfig with client certificate rotation, and
 // the event recorder. It returns nil without --kubeconfig.
-func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger *zap.Logger) (*apiConn, error) {
+func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, reg prometheus.Registerer, logger *zap.Logger) (*apiConn, error) {
 	if cfg.Kubeconfig == "" {
 		if cfg.BootstrapKubeconfig != "" {
 			return nil, fmt.Errorf("--bootstrap-kubeconfig=%s needs --kubeconfig (where the bootstrapped credentials are written)", cfg.BootstrapKubeconfig)
@@ -45,7 +47,7 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, logger 
 	opts := clientcert.Options{
 		KubeconfigPath: cfg.Kubeconfig, BootstrapKubeconfigPath: cfg.BootstrapKubeconfig,
 		CertDir: cfg.CertDirectory, NodeName: nodeName,
-		RotateCertificates: cfg.Kubelet.RotateCertificates, Logger: logger.Named("clientcert"),
+		RotateCertificates: cfg.Kubelet.RotateCertificates, Registerer: reg, Logger: logger.Named("clientcert"),
 	}
 	if err := clientcert.Bootstrap(ctx, opts); err != nil {
 		return nil, fmt.Errorf("TLS bootstrap: %w", err)

@@ -77,7 +77,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err := met.setNodeName(name); err != nil {
 		return err
 	}
-	conn, err := connectAPIServer(ctx, cfg, name, logger)
+	conn, err := connectAPIServer(ctx, cfg, name, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,7 @@ type node struct {
 	eviction  *eviction.Manager
 	images    *images.Manager
 	reg       prometheus.Registerer // /metrics
+	events    pleg.EventSource      // the CRI runtime's container events
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -71,7 +72,7 @@ type node struct {
 // sources, the status store, the prober, volumes, PLEG; the kubelet; then
 // what needs the kubelet (the API status sync, stats). It starts nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg}
+	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: clients.runtime}
 	recorder := podRecorder(conn, logger)
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
@@ -431,7 +432,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		return nil, err
 	}
 	cache := kubecontainer.NewCache()
-	relist, err := pleg.NewGeneric(pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: time.Second, Registerer: n.reg, Logger: logger.Named("pleg")})
+	relist, err := newPLEG(cfg, n, cache, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -460,6 +461,18 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),
 	})
+}
+
+// newPLEG builds the generic PLEG (a relist every second), or with the
+// EventedPLEG gate the evented one: the runtime's container events refresh
+// the pods, and the relist runs every 300s as a safety net (every second
+// while the event stream is down, and at once after it broke).
+func newPLEG(cfg *Config, n *node, cache *kubecontainer.Cache, logger *zap.Logger) (kubelet.PLEG, error) {
+	opts := pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: pleg.DefaultRelistPeriod, Registerer: n.reg, Logger: logger.Named("pleg")}
+	if !cfg.enabled(features.EventedPLEG) {
+		return pleg.NewGeneric(opts)
+	}
+	return pleg.NewEvented(pleg.EventedOptions{Options: opts, Events: n.events})
 }
 
 // newVolumes builds the volume manager.

@@ -25,6 +25,7 @@ type apiServerDeps struct {
 	host         kubeletserver.HostInterface
 	health       kubeletserver.HealthChecker
 	gatherer     prometheus.Gatherer
+	registerer   prometheus.Registerer // the serving certificate's series
 	stats        statsServer
 	probeMetrics prometheus.Gatherer
 	nodeName     string
@@ -117,7 +118,7 @@ func apiSecurity(ctx context.Context, cfg *Config, d apiServerDeps) (func(http.H
 	serving := auth.ServingOptions{
 		CertFile: cfg.Kubelet.TLSCertFile, KeyFile: cfg.Kubelet.TLSPrivateKeyFile, CertDir: cfg.CertDirectory,
 		NodeName: d.nodeName, Hostnames: []string{d.nodeName}, IPs: d.nodeIPs, ServerTLSBootstrap: cfg.Kubelet.ServerTLSBootstrap,
-		Logger: d.logger.Named("serving"),
+		Registerer: d.registerer, Logger: d.logger.Named("serving"),
 	}
 	if err := setTLSOptions(&serving, &cfg.Kubelet, d.logger); err != nil {
 		return nil, nil, err

@@ -32,6 +32,9 @@ const (
 	// KubeletInUserNamespace lets a kubelet in a user namespace start though
 	// it cannot set the kernel tunables.
 	KubeletInUserNamespace featuregate.Feature = "KubeletInUserNamespace"
+	// EventedPLEG refreshes pods from the runtime's container events, with
+	// the relist every 300s as a safety net.
+	EventedPLEG featuregate.Feature = "EventedPLEG"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -40,6 +43,7 @@ var honoured = map[featuregate.Feature]bool{
 	KubeletCrashLoopBackOffMax:         true,
 	ReduceDefaultCrashLoopBackOffDecay: true,
 	KubeletInUserNamespace:             true,
+	EventedPLEG:                        true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

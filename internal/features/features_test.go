@@ -64,13 +64,14 @@ func TestDefaults(t *testing.T) {
 func TestNoEffect(t *testing.T) {
 	t.Parallel()
 	got := NoEffect(map[string]bool{
-		"HugepageAwareEviction":  false, // honoured
-		"APIResponseCompression": true,  // the default
-		"EventedPLEG":            true,
-		"AllBeta":                true,
-		"NoSuchGate":             true, // refused elsewhere
+		"HugepageAwareEviction":        false, // honoured
+		"APIResponseCompression":       true,  // the default
+		"EventedPLEG":                  true,  // honoured
+		"CPUManagerPolicyAlphaOptions": true,
+		"AllBeta":                      true,
+		"NoSuchGate":                   true, // refused elsewhere
 	})
-	if want := []string{"AllBeta=true", "EventedPLEG=true"}; !slices.Equal(got, want) {
+	if want := []string{"AllBeta=true", "CPUManagerPolicyAlphaOptions=true"}; !slices.Equal(got, want) {
 		t.Errorf("NoEffect = %v, want %v", got, want)
 	}
 }

@@ -63,6 +63,21 @@ type EventedPLEG struct {
 	slowPeriod   time.Duration
 	maxRetries   int
 	retryBackoff time.Duration
+
+	// Each pod's status is read on a goroutine of its own (so that a pod
+	// whose runtime calls hang holds back no other), once for the events
+	// that arrived while the previous read ran.
+	mu      sync.Mutex
+	pending map[k8stypes.UID]*pendingRefresh
+	readers sync.WaitGroup
+}
+
+// pendingRefresh is a pod's read to do and the events to emit after it.
+type pendingRefresh struct {
+	md      *runtimeapi.PodSandboxMetadata
+	events  []*PodLifecycleEvent
+	reading bool // a reader goroutine runs for the pod
+	queued  bool // a read is due after the running one
 }
 
 // NewEvented wires an EventedPLEG; Run starts it. It panics without Runtime or Events.
@@ -90,6 +105,7 @@ func NewEvented(opts EventedOptions) (*EventedPLEG, error) {
 		slowPeriod:   opts.FallbackRelistPeriod,
 		maxRetries:   opts.MaxStreamRetries,
 		retryBackoff: opts.StreamRetryBackoff,
+		pending:      map[k8stypes.UID]*pendingRefresh{},
 	}, nil
 }
 
@@ -111,6 +127,7 @@ func (e *EventedPLEG) Run(ctx context.Context) {
 	}()
 	e.runStream(ctx)
 	wg.Wait()
+	e.readers.Wait()
 }
 
 // runStream keeps the event stream open, falling back to the fast relist while
@@ -189,7 +206,7 @@ func (e *EventedPLEG) stream(ctx context.Context) (connected bool, err error) {
 			// whatever happened before the stream opened.
 			e.generic.setRelistPeriod(e.slowPeriod, FallbackRelistThreshold)
 		case ev := <-ch:
-			e.handle(sctx, ev)
+			e.handle(ctx, ev)
 		case err := <-errCh:
 			producerDone = true
 			if err == nil {
@@ -205,7 +222,8 @@ func (e *EventedPLEG) stream(ctx context.Context) (connected bool, err error) {
 	}
 }
 
-// handle refreshes the pod of one container event and emits its lifecycle event.
+// handle queues a read of the event's pod and its lifecycle event, which is
+// sent once the read is done.
 func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventResponse) {
 	md := ev.GetPodSandboxStatus().GetMetadata()
 	if md.GetUid() == "" {
@@ -213,26 +231,80 @@ func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventR
 		e.generic.requestRelist()
 		return
 	}
-	uid := k8stypes.UID(md.GetUid())
-	ts := e.generic.clock.Now()
 	if ev.GetCreatedAt() > 0 {
-		e.generic.metrics.connLatency.Observe(ts.Sub(time.Unix(0, ev.GetCreatedAt())).Seconds())
+		e.generic.metrics.connLatency.Observe(e.generic.clock.Since(time.Unix(0, ev.GetCreatedAt())).Seconds())
 	}
-	status, err := e.generic.runtime.GetPodStatus(ctx, uid, md.GetName(), md.GetNamespace())
+	uid := k8stypes.UID(md.GetUid())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.pending[uid]
+	if p == nil {
+		p = &pendingRefresh{}
+		e.pending[uid] = p
+	}
+	p.md, p.queued = md, true
+	if t := eventType(ev.GetContainerEventType()); t != "" {
+		p.events = append(p.events, &PodLifecycleEvent{ID: uid, Type: t, Data: ev.GetContainerId()})
+	}
+	if !p.reading {
+		p.reading = true
+		e.readers.Add(1)
+		go e.readLoop(ctx, uid)
+	}
+}
+
+// readLoop reads the pod's status, and again as long as events came in
+// meanwhile; each read's events are sent after it.
+func (e *EventedPLEG) readLoop(ctx context.Context, uid k8stypes.UID) {
+	defer e.readers.Done()
+	defer logging.HandleCrash(e.generic.logger, "pleg pod status read")
+	for {
+		e.mu.Lock()
+		p := e.pending[uid]
+		if !p.queued || ctx.Err() != nil {
+			delete(e.pending, uid)
+			e.mu.Unlock()
+			return
+		}
+		md, events := p.md, p.events
+		p.queued, p.events = false, nil
+		e.mu.Unlock()
+		if e.refresh(ctx, uid, md) {
+			e.generic.send(events)
+		}
+	}
+}
+
+// refresh reads a pod's status into the cache, bounded by the status read
+// timeout; false when it could not (the error is cached and a relist asked
+// for, which retries the pod).
+func (e *EventedPLEG) refresh(ctx context.Context, uid k8stypes.UID, md *runtimeapi.PodSandboxMetadata) bool {
+	ts := e.generic.clock.Now()
+	readCtx, cancel := context.WithTimeout(ctx, e.generic.statusTimeout)
+	defer cancel()
+	status, err := e.generic.runtime.GetPodStatus(readCtx, uid, md.GetName(), md.GetNamespace())
 	if err != nil {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		e.generic.logger.Error("container event: read pod status", zap.String("podUID", string(uid)), zap.Error(err))
 		e.generic.cache.Set(uid, nil, fmt.Errorf("read status of pod %s/%s (%s): %w", md.GetNamespace(), md.GetName(), uid, err), ts)
+		e.generic.RequestPodReinspect(uid)
 		e.generic.requestRelist()
-		return
+		return false
 	}
 	status.IPs = podIPs(e.generic.cache, uid, status)
 	e.generic.cache.Set(uid, status, nil, ts)
-	if t := eventType(ev.GetContainerEventType()); t != "" {
-		e.generic.send([]*PodLifecycleEvent{{ID: uid, Type: t, Data: ev.GetContainerId()}})
-	}
+	e.generic.metrics.observePod(uid, status)
+	return true
+}
+
+// RequestPodReinspect has the pod's status read again at once (after an
+// in-place resize, which no container event reports): the relist that reads
+// it is asked for now rather than at the slow period.
+func (e *EventedPLEG) RequestPodReinspect(uid k8stypes.UID) {
+	e.generic.RequestPodReinspect(uid)
+	e.generic.requestRelist()
 }
 
 // eventType maps a CRI event type; "" for events that only refresh the cache.

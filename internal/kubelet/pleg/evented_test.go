@@ -210,3 +210,82 @@ func TestEventType(t *testing.T) {
 		t.Errorf("eventType = %v, want %v", got, want)
 	}
 }
+
+// TestEventedHangingPodBlocksNoOther: each pod's status is read on its own,
+// so a pod whose runtime calls hang delays no other pod's events; the hung
+// read ends at the status read timeout, with the error cached.
+func TestEventedHangingPodBlocksNoOther(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, false)
+	h.rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))), pod("b", ctrs(ctr("c2", kubecontainer.StateRunning))))
+	h.rt.setHang("a", true)
+	waitFor(t, func() bool { return h.period() == time.Minute })
+	h.src.events <- event("a", "c1", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	waitFor(t, func() bool { return h.rt.calls("a") >= 1 })
+	h.src.events <- event("b", "c2", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-h.pleg.Watch():
+			if ev.ID == "a" {
+				t.Fatalf("event %+v of the hanging pod", ev)
+			}
+			if ev.ID == "b" && ev.Type == ContainerStarted {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event of pod b while pod a's status read hangs")
+		}
+	}
+}
+
+// TestEventedReinspectRelistsNow: a reinspection (after a resize) does not
+// wait for the slow relist.
+func TestEventedReinspectRelistsNow(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, false)
+	h.rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))))
+	waitFor(t, func() bool {
+		if h.period() != time.Minute {
+			return false
+		}
+		h.clk.Step(time.Minute)
+		return h.rt.calls("a") == 1
+	})
+	h.pleg.RequestPodReinspect("a")
+	waitFor(t, func() bool { return h.rt.calls("a") == 2 })
+}
+
+// TestFailedRelistRetriesFast: with a slow period, a relist that could not
+// list the runtime is retried after the normal 1s, not the slow period.
+func TestFailedRelistRetriesFast(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	clk := clocktesting.NewFakeClock(t0)
+	p := mustGeneric(Options{Runtime: rt, Clock: clk, RelistPeriod: 5 * time.Minute})
+	rt.setListErr(errors.New("runtime down"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, func() bool { return rt.lists() >= 1 })
+	waitFor(t, func() bool {
+		clk.Step(DefaultRelistPeriod)
+		return rt.lists() >= 3
+	})
+	rt.setListErr(nil)
+	lists := rt.lists()
+	waitFor(t, func() bool {
+		clk.Step(DefaultRelistPeriod)
+		return rt.lists() > lists
+	})
+	// Listed fine: the next relist waits for the slow period.
+	lists = rt.lists()
+	for range 10 {
+		clk.Step(DefaultRelistPeriod)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := rt.lists(); n > lists+1 {
+		t.Errorf("%d relists within 10s of a 5m period after a good one", n-lists)
+	}
+}

@@ -165,11 +165,17 @@ func NewGeneric(opts Options) (*GenericPLEG, error) {
 func (p *GenericPLEG) Watch() <-chan *PodLifecycleEvent { return p.events }
 
 // Run relists until ctx ends: one relist, then a pause of the relist period
-// (or until a relist is requested), and so on.
+// (or until a relist is requested), and so on. After a relist that failed
+// the pause is at most DefaultRelistPeriod: a slow period (the evented
+// PLEG's) must not leave the cache stale for minutes after the runtime came
+// back.
 func (p *GenericPLEG) Run(ctx context.Context) {
 	for {
-		p.Relist(ctx)
-		t := p.clock.NewTimer(time.Duration(p.relistPeriod.Load()))
+		period := time.Duration(p.relistPeriod.Load())
+		if !p.Relist(ctx) {
+			period = min(period, DefaultRelistPeriod)
+		}
+		t := p.clock.NewTimer(period)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -226,8 +232,9 @@ func (p *GenericPLEG) requestRelist() {
 
 // Relist lists every pod of the runtime once, emits the events of what changed
 // since the previous relist and refreshes the cache for the pods that changed
-// (and for those whose status read failed last time).
-func (p *GenericPLEG) Relist(ctx context.Context) {
+// (and for those whose status read failed last time). It reports whether the
+// runtime could be listed.
+func (p *GenericPLEG) Relist(ctx context.Context) bool {
 	p.relistMu.Lock()
 	defer p.relistMu.Unlock()
 
@@ -241,7 +248,7 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 		if ctx.Err() == nil {
 			p.logger.Error("relist: list pods", zap.Error(err))
 		}
-		return
+		return false
 	}
 	p.lastRelist.Store(&timestamp)
 	p.metrics.observeRunning(pods)
@@ -270,6 +277,7 @@ func (p *GenericPLEG) Relist(ctx context.Context) {
 	// others did not change.
 	p.cache.UpdateTime(timestamp)
 	p.podsToReinspect = reinspect
+	return true
 }
 
 // readStatus is updateCache bounded by the status read timeout. A read that

@@ -2,6 +2,10 @@ package pleg
 
 import (
 	"fmt"
+	"sync"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,6 +23,7 @@ type metrics struct {
 	connErrors        prometheus.Counter
 	connSuccess       prometheus.Counter
 	connLatency       prometheus.Histogram
+	running           runningIndex
 }
 
 // newMetrics builds the series and registers them with reg (nil: not
@@ -72,21 +77,74 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// podCounts is what one pod adds to kubelet_running_pods and
+// kubelet_running_containers.
+type podCounts struct {
+	sandboxRunning bool
+	states         map[kubecontainer.State]int
+}
+
+// runningIndex keeps each pod's counts so that the evented PLEG, which reads
+// one pod at a time, keeps the running gauges as current as the relist does.
+type runningIndex struct {
+	mu   sync.Mutex
+	pods map[k8stypes.UID]podCounts
+}
+
 // observeRunning sets kubelet_running_pods (pods with a running sandbox) and
 // kubelet_running_containers by state from one relist. As upstream, only the
 // states present are set: a state that drops to none keeps its last value.
 func (m *metrics) observeRunning(pods []*kubecontainer.Pod) {
+	idx := make(map[k8stypes.UID]podCounts, len(pods))
+	for _, p := range pods {
+		c := podCounts{states: map[kubecontainer.State]int{}}
+		for _, sb := range p.Sandboxes {
+			c.sandboxRunning = c.sandboxRunning || sb.State == kubecontainer.StateRunning
+		}
+		for _, ctr := range p.Containers {
+			c.states[ctr.State]++
+		}
+		idx[p.ID] = c
+	}
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	m.running.pods = idx
+	m.setRunningLocked()
+}
+
+// observePod updates one pod's counts from its status (the evented PLEG's
+// read); nil: the pod is gone.
+func (m *metrics) observePod(uid k8stypes.UID, status *kubecontainer.PodStatus) {
+	m.running.mu.Lock()
+	defer m.running.mu.Unlock()
+	if m.running.pods == nil {
+		m.running.pods = map[k8stypes.UID]podCounts{}
+	}
+	if status == nil {
+		delete(m.running.pods, uid)
+		m.setRunningLocked()
+		return
+	}
+	c := podCounts{states: map[kubecontainer.State]int{}}
+	for _, sb := range status.SandboxStatuses {
+		c.sandboxRunning = c.sandboxRunning || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY
+	}
+	for _, cs := range status.ContainerStatuses {
+		c.states[cs.State]++
+	}
+	m.running.pods[uid] = c
+	m.setRunningLocked()
+}
+
+func (m *metrics) setRunningLocked() {
 	running := 0
 	byState := map[kubecontainer.State]int{}
-	for _, p := range pods {
-		for _, sb := range p.Sandboxes {
-			if sb.State == kubecontainer.StateRunning {
-				running++
-				break
-			}
+	for _, c := range m.running.pods {
+		if c.sandboxRunning {
+			running++
 		}
-		for _, c := range p.Containers {
-			byState[c.State]++
+		for st, n := range c.states {
+			byState[st] += n
 		}
 	}
 	m.runningPods.Set(float64(running))

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -67,7 +69,11 @@ type ServingOptions struct {
 	// (tlsCipherSuites, tlsCurvePreferences).
 	CipherSuites     []uint16
 	CurvePreferences []tls.CurveID
-	Logger           *zap.Logger
+	// Registerer receives, with ServerTLSBootstrap, upstream's serving
+	// certificate series (kubelet_certificate_manager_server_*,
+	// kubelet_server_expiration_renew_errors); nil: not registered.
+	Registerer prometheus.Registerer
+	Logger     *zap.Logger
 }
 
 // ServingTLSConfig returns the TLS configuration of the kubelet API server.
@@ -249,18 +255,27 @@ func startServingCertManager(ctx context.Context, o ServingOptions, logger *zap.
 		return nil, fmt.Errorf("serving certificate store in %s: %w", o.CertDir, err)
 	}
 	client := o.Client
+	met, err := newServingCertMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	mctx := klog.NewContext(ctx, zapr.NewLogger(logger.Named("manager")))
 	m, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn:      func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
-		GetTemplate:      servingTemplate(o),
-		SignerName:       certificatesv1.KubeletServingSignerName,
-		GetUsages:        certificate.DefaultKubeletServingGetUsages,
-		CertificateStore: store,
-		Name:             "kubelet-serving",
-		Ctx:              &mctx,
+		CertificateRenewFailure: met.renewErrors,
+		CertificateRotation:     met.rotation,
+		ClientsetFn:             func(*tls.Certificate) (kubernetes.Interface, error) { return client, nil },
+		GetTemplate:             servingTemplate(o),
+		SignerName:              certificatesv1.KubeletServingSignerName,
+		GetUsages:               certificate.DefaultKubeletServingGetUsages,
+		CertificateStore:        store,
+		Name:                    "kubelet-serving",
+		Ctx:                     &mctx,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate manager: %w", err)
+	}
+	if err := registerServingTTL(o.Registerer, m); err != nil {
+		return nil, err
 	}
 	fields := []zap.Field{zap.String("certDir", o.CertDir)}
 	if c := m.Current(); c != nil && c.Leaf != nil {

@@ -3,6 +3,8 @@ package clientcert
 import (
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"go.uber.org/zap"
 )
 
@@ -23,6 +25,11 @@ type Options struct {
 	// RotateCertificates is rotateCertificates of the KubeletConfiguration:
 	// renew the client certificate before it expires.
 	RotateCertificates bool
+	// Registerer receives, with rotation on, upstream's
+	// kubelet_certificate_manager_client_ttl_seconds and
+	// kubelet_certificate_manager_client_expiration_renew_errors; nil: not
+	// registered.
+	Registerer prometheus.Registerer
 	// Logger receives progress and errors; nil = zap.NewNop().
 	Logger *zap.Logger
 }

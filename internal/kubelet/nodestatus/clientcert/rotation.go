@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -95,8 +97,13 @@ func startRotation(ctx context.Context, base *rest.Config, opts Options, logger 
 		return nil, err
 	}
 	subject := nodeSubject(opts.NodeName)
+	renewErrors := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "kubelet", Subsystem: "certificate_manager", Name: "client_expiration_renew_errors",
+		Help: "[ALPHA] Counter of certificate renewal errors.",
+	})
 	mctx := klog.NewContext(ctx, zapr.NewLogger(logger.Named("manager")))
 	r.manager, err = certificate.NewManager(&certificate.Config{
+		CertificateRenewFailure: renewErrors,
 		ClientsetFn:             r.clientset,
 		Template:                &x509.CertificateRequest{Subject: subject},
 		SignerName:              certificatesv1.KubeAPIServerClientKubeletSignerName,
@@ -109,6 +116,9 @@ func startRotation(ctx context.Context, base *rest.Config, opts Options, logger 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client certificate manager: %w", err)
+	}
+	if err := registerClientMetrics(opts.Registerer, r.manager, renewErrors); err != nil {
+		return nil, err
 	}
 	rot := &connRotator{current: r.manager.Current, closeAll: r.dialer.CloseAll, logger: logger, last: r.manager.Current()}
 	fields := []zap.Field{zap.String("certDir", opts.CertDir), zap.String("subject", subject.String())}
@@ -249,4 +259,30 @@ func (s *notifyingStore) Update(cert, key []byte) (*tls.Certificate, error) {
 		}
 	}
 	return c, err
+}
+
+// registerClientMetrics registers upstream's client certificate series with
+// reg (nil: none): the renewal errors and the TTL, read at each scrape
+// (+Inf without a certificate).
+func registerClientMetrics(reg prometheus.Registerer, m certificate.Manager, renewErrors prometheus.Counter) error {
+	if reg == nil {
+		return nil
+	}
+	ttl := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Subsystem: "kubelet", Name: "certificate_manager_client_ttl_seconds",
+		Help: "[ALPHA] Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until " +
+			"certificate expiry (negative if already expired). If client certificate is invalid or unused, the value will be +INF.",
+	}, func() float64 {
+		c := m.Current()
+		if c == nil || c.Leaf == nil {
+			return math.Inf(1)
+		}
+		return math.Trunc(time.Until(c.Leaf.NotAfter).Seconds())
+	})
+	for _, c := range []prometheus.Collector{renewErrors, ttl} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("client certificate metrics: %w", err)
+		}
+	}
+	return nil
 }
