@@ -7,6 +7,17 @@
 #      PKGS       packages (default ./internal/...)
 #      CHURN_CYCLES  pod create/delete cycles of BenchmarkChurn (default 1000):
 #                 BENCH=Churn CHURN_CYCLES=1000 PKGS=./internal/e2e ./scripts/bench.sh
+#      BURST_PODS    BenchmarkBurst: static pods written at once into a node's
+#                 manifest dir (default 30), timed to their container's Docker
+#                 StartedAt, against the floor: as many pause+busybox pairs
+#                 started straight through Docker's API with the same CNI ADD
+#      BURST_ROUNDS  interleaved kubelet/floor rounds; medians are reported
+#                 (default 1; compare medians of 3 or more: single runs vary
+#                 by about +-12 % on 2 cores)
+#      BURST_IDLE    the kubelet's idle window after the burst (default 60s)
+#                 BENCH=Burst BURST_PODS=100 BURST_ROUNDS=3 PKGS=./internal/e2e ./scripts/bench.sh -v
+#                 (-v: go test keeps only 10 lines of a benchmark's log
+#                 otherwise, and BenchmarkBurst logs a table per round)
 # Extra arguments are passed to go test.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh

@@ -18,6 +18,12 @@
 #      FUZZTIME    how long each fuzz target runs after the tests, as go test's
 #                  -fuzztime (default 30000x, a count of inputs; 0, 0s or 0x
 #                  skips them, e.g. when PKGS narrows the run)
+#      BURST       1 (default) runs the burst benchmark once after the tests
+#                  and prints its figures: BenchmarkBurst with BURST_PODS=30,
+#                  BURST_ROUNDS=1 and a 20 s idle window instead of 60 s
+#                  (scripts/bench.sh has the full form). About 1.5 to 2
+#                  minutes; it fails only on an error (pods that never start,
+#                  a clean-up that fails), never on the times. 0 skips it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -86,11 +92,27 @@ if ! [[ ${FUZZTIME:-30000x} =~ ^0[sx]?$ ]]; then
 	step "fuzz (${FUZZTIME:-30000x} per target)" fuzz_short
 fi
 
+# burst_once runs BenchmarkBurst once at N=30 (see BURST above).
+BURST_LOG=$KDS_STATE_DIR/burst.log
+burst_once() {
+	BURST_PODS=30 BURST_ROUNDS=1 BURST_IDLE=20s \
+		go test -count=1 -p 1 -timeout 15m -run '^$' -bench '^BenchmarkBurst$' -benchtime 1x -v ./internal/e2e 2>&1 |
+		tee "$BURST_LOG"
+	return "${PIPESTATUS[0]}"
+}
+if [[ ${BURST:-1} != 0 ]]; then
+	step "burst benchmark (30 pods, informational)" burst_once
+fi
+
 printf '\n=== summary\n'
 printf '%s\n' "${RESULTS[@]}"
 if [[ -s $LOG ]]; then
 	grep -E '^--- FAIL|^FAIL[[:space:]]|^panic:' "$LOG" | sed 's/^/      /' || true
 	printf '      %s packages ok, %s failed\n' "$(grep -c '^ok ' "$LOG" || true)" "$(grep -c '^FAIL[[:space:]]' "$LOG" || true)"
+fi
+if [[ -s $BURST_LOG ]]; then
+	printf 'burst (30 pods, figures only, no pass/fail on time):\n'
+	grep -E '^BenchmarkBurst(-[0-9]+)?[[:space:]]+[0-9]|medians over' "$BURST_LOG" | sed -E 's/^[[:space:]]*burst_bench_integration_test\.go:[0-9]+: //; s/^/      /' || true
 fi
 if ((FAILED)); then
 	echo "test.sh: FAILED"

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,67 +13,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// BenchmarkStaticPodBurst30 writes 30 static pod manifests at once and measures, per
-// pod, the time from its manifest being written to all its containers running (as
-// /pods reports it), then the kubelet process's CPU and RSS while it idles with the 30
-// pods. In docker mode that process is the kubelet and the dockershim together.
-// Run: go test ./internal/e2e -run '^$' -bench StaticPodBurst30 -benchtime 1x
-func BenchmarkStaticPodBurst30(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		n := newNode(b)
-		n.start()
-		const pods = 30
-		written := make(map[string]time.Time, pods)
-		for p := 0; p < pods; p++ {
-			name := fmt.Sprintf("burst%02d", p)
-			n.writeManifest(name+".yaml", sleeperManifest(name, "1"))
-			written[n.podName(name)] = time.Now()
-		}
-		latencies := n.waitAllRunning(written, 3*time.Minute)
-		sort.Float64s(latencies)
-		b.ReportMetric(percentile(latencies, 0.50), "p50-s")
-		b.ReportMetric(percentile(latencies, 0.99), "p99-s")
-		b.ReportMetric(latencies[len(latencies)-1], "all-running-s")
+// Helpers of the benchmarks of this package. The static pod burst (formerly
+// BenchmarkStaticPodBurst30, 30 pods timed to /pods reporting them running) is
+// BenchmarkBurst in burst_bench_integration_test.go: its default of 30 pods
+// timed to Docker's StartedAt, against the Docker floor.
 
-		time.Sleep(10 * time.Second) // let start-up work settle
-		cpu, rss := idleUsage(b, n.kubelet.pid(), 30*time.Second)
-		b.ReportMetric(cpu, "idle-cpu-%")
-		b.ReportMetric(rss, "rss-MiB")
-	}
-}
-
-// waitAllRunning polls /pods until every pod of written has all containers running,
-// and returns each pod's latency in seconds.
-func (n *node) waitAllRunning(written map[string]time.Time, timeout time.Duration) []float64 {
-	n.t.Helper()
-	done := map[string]float64{}
-	deadline := time.Now().Add(timeout)
-	for len(done) < len(written) {
-		if time.Now().After(deadline) {
-			n.t.Fatalf("%d of %d pods running after %s", len(done), len(written), timeout)
-		}
-		pods, err := n.pods()
-		now := time.Now()
-		if err == nil {
-			for i := range pods {
-				p := &pods[i]
-				if _, ok := done[p.Name]; ok || !allRunning(p) {
-					continue
-				}
-				if t0, ok := written[p.Name]; ok {
-					done[p.Name] = now.Sub(t0).Seconds()
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	out := make([]float64, 0, len(done))
-	for _, d := range done {
-		out = append(out, d)
-	}
-	return out
-}
-
+// allRunning reports whether every container of a pod runs, as /pods reports it.
 func allRunning(p *v1.Pod) bool {
 	if len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
 		return false

@@ -57,6 +57,7 @@ type node struct {
 	shimOnly   *proc    // the shim-only instance of useShimOnly, if any
 	procs      []*proc  // every process of the test, for logs on failure
 	teardown   []func() // run in order after the kubelet stopped (runtimes, shims)
+	cleaned    bool     // cleanup ran (a test may run it early; t.Cleanup then skips it)
 }
 
 // runtimeView lists a test's containers in the runtime under the kubelet.
@@ -433,8 +434,13 @@ func (n *node) podLog(p *v1.Pod, container string, restart int) (string, error) 
 }
 
 // cleanup stops the processes by PID, removes the test's containers, the bridge
-// and the temp dir, and prints the logs' tails if the test failed.
+// and the temp dir, and prints the logs' tails if the test failed. It runs
+// once: a test that is done with a node before its end may call it early.
 func (n *node) cleanup() {
+	if n.cleaned {
+		return
+	}
+	n.cleaned = true
 	t := n.t
 	if n.local != nil {
 		n.local.CloseIdleConnections()
