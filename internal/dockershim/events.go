@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"go.uber.org/zap"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -28,6 +31,8 @@ const (
 	eventBufferSize = 256
 	eventMinBackoff = 100 * time.Millisecond
 	eventMaxBackoff = 5 * time.Second
+	// eventStatusTimeout bounds the status reads that fill in one event.
+	eventStatusTimeout = 2 * time.Second
 )
 
 // eventSource is the part of Docker the broker uses.
@@ -63,6 +68,10 @@ type eventBroker struct {
 type eventSubscription struct {
 	ch      chan libdocker.EventMessage
 	dropped int
+	// gap is closed when the broker's Docker stream broke after the
+	// subscription started: events may have been missed (a dockerd restart
+	// loses what the old daemon emitted), so the subscriber must resync.
+	gap chan struct{}
 }
 
 // newEventBroker wires a broker; Start runs it.
@@ -101,7 +110,7 @@ func (b *eventBroker) Wait() { b.wg.Wait() }
 
 // subscribe registers a subscriber; call unsubscribe when done.
 func (b *eventBroker) subscribe() *eventSubscription {
-	sub := &eventSubscription{ch: make(chan libdocker.EventMessage, b.bufSize)}
+	sub := &eventSubscription{ch: make(chan libdocker.EventMessage, b.bufSize), gap: make(chan struct{})}
 	b.mu.Lock()
 	b.subs[sub] = struct{}{}
 	b.mu.Unlock()
@@ -122,13 +131,22 @@ func (b *eventBroker) addObserver(o eventObserver) {
 	o.observeStream(b.live)
 }
 
-// setLive records whether a subscription is being followed and tells the observers.
+// setLive records whether a subscription is being followed and tells the
+// observers. When it goes down, every subscriber is told of the gap and
+// dropped: its stream ends, and its client relists (and subscribes again).
 func (b *eventBroker) setLive(up bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.live = up
 	for _, o := range b.observers {
 		o.observeStream(up)
+	}
+	if up {
+		return
+	}
+	for sub := range b.subs {
+		close(sub.gap)
+		delete(b.subs, sub)
 	}
 }
 
@@ -243,9 +261,11 @@ func criEventType(action string) (runtimeapi.ContainerEventType, bool) {
 	return 0, false
 }
 
-// GetContainerEvents streams container lifecycle events until the client goes away.
-// Sandbox (pause container) events carry the sandbox ID as container ID. Statuses are
-// best effort: a deleted object's status may be missing.
+// GetContainerEvents streams container lifecycle events until the client goes away,
+// or until the shim's Docker event stream breaks: the stream then ends with
+// Unavailable, since events may have been lost (the client relists and subscribes
+// again). Sandbox (pause container) events carry the sandbox ID as container ID.
+// Statuses are best effort: a deleted object's status may be missing.
 func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
 	ctx := stream.Context()
 	sub := s.events.subscribe()
@@ -254,6 +274,8 @@ func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runt
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-sub.gap:
+			return status.Error(codes.Unavailable, "the Docker event stream broke: events may have been missed; relist and subscribe again")
 		case m := <-sub.ch:
 			resp := s.containerEvent(ctx, m)
 			if resp == nil {
@@ -285,14 +307,23 @@ func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) 
 	if sandboxID == "" {
 		return resp
 	}
+	// The statuses are read with a bound: one pod whose Docker calls hang
+	// must not hold back every other pod's events (the stream is one queue).
+	// Past it the event goes out with the status its labels give.
+	ctx, cancel := context.WithTimeout(ctx, eventStatusTimeout)
+	defer cancel()
 	st, err := s.sandboxStatus(ctx, sandboxID)
 	switch {
 	case err == nil:
 		resp.PodSandboxStatus = st
-	case attrs[labelType] == typeSandbox:
-		resp.PodSandboxStatus = eventSandboxStatus(m)
+	case attrs[labelType] == typeSandbox || ctx.Err() != nil:
+		resp.PodSandboxStatus = eventSandboxStatus(m, sandboxID)
+		s.logger.Debug("container event: sandbox status from the event", zap.String("sandbox", sandboxID), zap.Error(err))
 	default:
 		s.logger.Debug("container event: sandbox status", zap.String("sandbox", sandboxID), zap.Error(err))
+	}
+	if ctx.Err() != nil {
+		return resp
 	}
 	cs, err := s.containerStatusesOfSandbox(ctx, sandboxID)
 	if err != nil {
@@ -302,9 +333,11 @@ func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) 
 	return resp
 }
 
-// eventSandboxStatus is a NOTREADY status rebuilt from a sandbox event's attributes
-// (which carry the labels), for sandboxes Docker no longer knows.
-func eventSandboxStatus(m libdocker.EventMessage) *runtimeapi.PodSandboxStatus {
+// eventSandboxStatus is a status rebuilt from an event's attributes (which carry
+// the labels): NOTREADY from a sandbox event (for sandboxes Docker no longer knows),
+// READY from an event of one of its containers (whose sandbox status could not be
+// read in time).
+func eventSandboxStatus(m libdocker.EventMessage, sandboxID string) *runtimeapi.PodSandboxStatus {
 	attrs := m.Actor.Attributes
 	dockerLabels := make(map[string]string, len(attrs))
 	for k, v := range attrs {
@@ -315,11 +348,27 @@ func eventSandboxStatus(m libdocker.EventMessage) *runtimeapi.PodSandboxStatus {
 		}
 	}
 	labels, annotations := splitLabels(dockerLabels)
-	return &runtimeapi.PodSandboxStatus{
-		Id:          m.Actor.ID,
+	st := &runtimeapi.PodSandboxStatus{
+		Id:          sandboxID,
 		Metadata:    sandboxMetadataOf(attrs["name"], attrs),
 		State:       runtimeapi.PodSandboxState_SANDBOX_NOTREADY,
 		Labels:      labels,
 		Annotations: annotations,
 	}
+	if attrs[labelType] != typeSandbox {
+		// A container carries its pod's identity in the kubelet's labels.
+		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
+		st.Metadata = &runtimeapi.PodSandboxMetadata{
+			Name: attrs[kubePodNameLabel], Namespace: attrs[kubePodNamespaceLabel], Uid: attrs[kubePodUIDLabel],
+		}
+	}
+	return st
 }
+
+// The labels the kubelet gives every container of a pod (upstream's
+// kubelet/types labels), which Docker events carry as attributes.
+const (
+	kubePodNameLabel      = "io.kubernetes.pod.name"
+	kubePodNamespaceLabel = "io.kubernetes.pod.namespace"
+	kubePodUIDLabel       = "io.kubernetes.pod.uid"
+)

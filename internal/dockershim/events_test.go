@@ -123,11 +123,21 @@ func TestEventsBrokerFanOutAndResubscribe(t *testing.T) {
 		}
 	}
 	src.subs[0].errs <- errors.New("stream broke")
+	// The break ends the subscriptions (their clients must resync) ...
+	for _, sub := range []*eventSubscription{a, c} {
+		select {
+		case <-sub.gap:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a subscription was not told of the gap in the stream")
+		}
+	}
+	// ... and a new one gets what the re-subscribed stream brings.
+	d := b.subscribe()
 	src.subs[1].msgs <- eventsMsg("die", "y", nil, 6e9, 0)
-	if m := eventsRecv(t, a.ch); m.Actor.ID != "y" {
+	if m := eventsRecv(t, d.ch); m.Actor.ID != "y" {
 		t.Fatalf("after re-subscribing got %+v", m)
 	}
-	b.unsubscribe(c)
+	b.unsubscribe(d)
 	cancel()
 	b.Wait()
 	src.mu.Lock()

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
@@ -34,9 +37,11 @@ import (
 //     DEL: host-local holds exactly the new pods' IPs, and iptables names no
 //     other address of the node's subnet) and its container
 //     restarts once; one ready sandbox and one running container per pod; a
-//     CRI event stream opened before the restarts reports the new sandboxes
-//     and containers (the shim's Docker event subscription came back), and
-//     container stats answer for every new container.
+//     CRI event stream opened before the restarts ends with Unavailable when
+//     the daemon goes away (events were lost: the client must relist), and
+//     the stream its client then opens again reports the new sandboxes and
+//     containers (the shim's Docker event subscription came back); container
+//     stats answer for every new container.
 const (
 	restartPods     = 10
 	dockerdDowntime = 20 * time.Second
@@ -348,15 +353,18 @@ func checkCounterLog(t *testing.T, n *node, p *v1.Pod, restart, atLeast int) {
 	}
 }
 
-// eventRecorder keeps the CRI container events of one stream.
+// eventRecorder keeps the CRI container events of a client that subscribes
+// again whenever its stream ends with Unavailable (a gap: events were lost).
 type eventRecorder struct {
 	mu      sync.Mutex
 	started map[string]bool
-	err     error // why the stream ended, if it did
+	gaps    int   // streams that ended with Unavailable
+	err     error // why the recording ended, if it did
 }
 
 // watchContainerEvents opens a GetContainerEvents stream on the kubelet's
-// in-process shim and records CONTAINER_STARTED events until the test ends.
+// in-process shim and records CONTAINER_STARTED events until the test ends,
+// subscribing again after each gap.
 func watchContainerEvents(t *testing.T, endpoint string) *eventRecorder {
 	t.Helper()
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -364,7 +372,8 @@ func watchContainerEvents(t *testing.T, endpoint string) *eventRecorder {
 		t.Fatalf("grpc client: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := runtimeapi.NewRuntimeServiceClient(conn).GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	client := runtimeapi.NewRuntimeServiceClient(conn)
+	stream, err := client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
 		t.Fatalf("GetContainerEvents: %v", err)
 	}
@@ -374,6 +383,14 @@ func watchContainerEvents(t *testing.T, endpoint string) *eventRecorder {
 		defer close(done)
 		for {
 			ev, err := stream.Recv()
+			if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+				r.mu.Lock()
+				r.gaps++
+				r.mu.Unlock()
+				if stream, err = client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{}); err == nil {
+					continue
+				}
+			}
 			r.mu.Lock()
 			if err != nil {
 				r.err = err
@@ -406,14 +423,17 @@ func (r *eventRecorder) waitStarted(t *testing.T, ids []string, timeout time.Dur
 				missing = append(missing, id)
 			}
 		}
-		streamErr := r.err
+		streamErr, gaps := r.err, r.gaps
 		r.mu.Unlock()
 		if len(missing) == 0 {
+			if gaps == 0 {
+				t.Error("the CRI event stream opened before the restarts did not end when the daemon went away: its client was not told that events were lost")
+			}
 			return
 		}
 		if streamErr != nil || time.Now().After(deadline) {
-			t.Errorf("the CRI event stream opened before the restarts did not report %d of %d new containers as started (stream error: %v): the shim's Docker event subscription did not come back",
-				len(missing), len(ids), streamErr)
+			t.Errorf("the CRI event streams (subscribed again after %d gaps) did not report %d of %d new containers as started (error: %v): the shim's Docker event subscription did not come back",
+				gaps, len(missing), len(ids), streamErr)
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
