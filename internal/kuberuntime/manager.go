@@ -174,6 +174,10 @@ type Options struct {
 	StateDir string
 	// PodCgroups resizes pod cgroups in place; nil leaves them alone.
 	PodCgroups PodCgroupResizer
+	// MaxParallelStarts bounds the runtime start steps (a sandbox's creation,
+	// a container's create and start) running at once, a free slot going to
+	// the pod seen first; 0: no bound.
+	MaxParallelStarts int
 	// Registerer receives upstream's kubelet_started_* and
 	// kubelet_image_pull_duration_seconds series; nil: not registered.
 	Registerer prometheus.Registerer
@@ -196,6 +200,7 @@ func (noLifecycle) PreStartContainer(*v1.Pod, *v1.Container, string)            
 // Manager is the runtime manager. It is safe for concurrent use by the pod
 // workers (one SyncPod per pod at a time).
 type Manager struct {
+	starts             *startGate // nil: no bound
 	metrics            *syncMetrics
 	runtime            internalapi.RuntimeService
 	images             internalapi.ImageManagerService
@@ -246,6 +251,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{
+		starts:             newStartGate(opts.MaxParallelStarts),
 		metrics:            met,
 		runtime:            opts.Runtime,
 		images:             opts.Images,

@@ -195,7 +195,12 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 			return fail(fmt.Errorf("create pod log directory: %w", err))
 		}
 	}
+	release, err := m.starts.acquire(ctx, pod)
+	if err != nil {
+		return fail(err)
+	}
 	id, err := m.runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
+	release()
 	if err != nil {
 		return fail(err)
 	}
@@ -265,24 +270,10 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 		return err.Error(), kubecontainer.ErrCreateContainerCfg
 	}
 
-	m.lifecycle.PreCreateContainer(pod, c, cfg)
-	m.recordCreated(pod, c)
-	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
+	id, msg, err := r.createAndStart(ctx, c, cfg)
 	if err != nil {
-		msg := grpcstatus.Convert(err).Message()
-		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
-		return msg, kubecontainer.ErrCreateContainer
+		return msg, err
 	}
-	m.lifecycle.PreStartContainer(pod, c, id)
-	m.recorder.Eventf(pod, v1.EventTypeNormal, eventCreated, "Created container: %s", c.Name)
-	faultinject.Kill("kuberuntime.container.before-start")
-	if err := m.runtime.StartContainer(ctx, id); err != nil {
-		msg := grpcstatus.Convert(err).Message()
-		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
-		return msg, kubecontainer.ErrRunContainer
-	}
-	m.recorder.Eventf(pod, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
-
 	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
 		cid := m.containerID(id)
 		msg, err := m.runLifecycleHandler(ctx, pod, c, cid, c.Lifecycle.PostStart, r.podIP())
@@ -298,6 +289,36 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 		}
 	}
 	return "", nil
+}
+
+// createAndStart creates and starts the container, holding one of the
+// start slots (pulls and hooks run outside it). On failure it returns a
+// message and the reason.
+func (r *syncRun) createAndStart(ctx context.Context, c *v1.Container, cfg *runtimeapi.ContainerConfig) (string, string, error) {
+	m, pod := r.m, r.pod
+	release, err := m.starts.acquire(ctx, pod)
+	if err != nil {
+		return "", err.Error(), kubecontainer.ErrCreateContainer
+	}
+	defer release()
+	m.lifecycle.PreCreateContainer(pod, c, cfg)
+	m.recordCreated(pod, c)
+	id, err := m.runtime.CreateContainer(ctx, r.sandboxID, cfg, r.sandboxConfig)
+	if err != nil {
+		msg := grpcstatus.Convert(err).Message()
+		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
+		return "", msg, kubecontainer.ErrCreateContainer
+	}
+	m.lifecycle.PreStartContainer(pod, c, id)
+	m.recorder.Eventf(pod, v1.EventTypeNormal, eventCreated, "Created container: %s", c.Name)
+	faultinject.Kill("kuberuntime.container.before-start")
+	if err := m.runtime.StartContainer(ctx, id); err != nil {
+		msg := grpcstatus.Convert(err).Message()
+		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %s", msg)
+		return "", msg, kubecontainer.ErrRunContainer
+	}
+	m.recorder.Eventf(pod, v1.EventTypeNormal, eventStarted, "Started container %s", c.Name)
+	return id, "", nil
 }
 
 // imagePullReason maps an image error to its reason sentinel.
