@@ -91,6 +91,11 @@ func readCgroupSample(p cgroupPaths, now time.Time) (usageSample, error) {
 	if err != nil {
 		return usageSample{at: now}, err
 	}
+	return usageSampleOf(c, now), nil
+}
+
+// usageSampleOf is the usage of a cgroup sample read at now.
+func usageSampleOf(c cgroupfs.Sample, now time.Time) usageSample {
 	return usageSample{
 		at:              now,
 		cpuNanos:        c.CPUNanos,
@@ -104,5 +109,5 @@ func readCgroupSample(p cgroupPaths, now time.Time) (usageSample, error) {
 		memLimit:        c.Memory.Limit,
 		pids:            c.Pids,
 		hasPids:         c.HasPids,
-	}, nil
+	}
 }

@@ -82,20 +82,7 @@ func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) 
 	if err != nil {
 		return usageSample{at: now}, err
 	}
-	return usageSample{
-		at:              now,
-		cpuNanos:        c.CPUNanos,
-		hasCPU:          c.HasCPU,
-		hasMemory:       c.HasMemory,
-		memUsage:        c.Memory.Usage,
-		workingSet:      c.Memory.WorkingSet,
-		rss:             c.Memory.RSS,
-		pageFaults:      c.Memory.PageFaults,
-		majorPageFaults: c.Memory.MajorPageFaults,
-		memLimit:        c.Memory.Limit,
-		pids:            c.Pids,
-		hasPids:         c.HasPids,
-	}, nil
+	return usageSampleOf(c, now), nil
 }
 
 // release closes the held files of a container's cgroup (it died or was removed).
