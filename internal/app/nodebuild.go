@@ -484,7 +484,7 @@ func newPLEG(cfg *Config, n *node, cache *kubecontainer.Cache, logger *zap.Logge
 
 // newVolumes builds the volume manager.
 func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, error) {
-	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Logger: logger.Named("volumes")}
+	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
 		opts.Objects = n.conn.objects
 	}

@@ -166,7 +166,9 @@ func TestIntegrationDockerModePodRuns(t *testing.T) {
 		t.Fatalf("GET /metrics: %d %v", code, err)
 	}
 	for _, want := range []string{`kubelet_runtime_operations_total{operation_type="run_podsandbox"}`,
-		`dockershim_operations_total{code="OK",operation="RunPodSandbox"}`} {
+		`dockershim_operations_total{code="OK",operation="RunPodSandbox"}`,
+		// The declared deviation: evented PLEG on in docker mode.
+		`kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %s", want)
 		}

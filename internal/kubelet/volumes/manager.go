@@ -27,6 +27,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -61,6 +64,9 @@ type Options struct {
 	Objects APIObjects
 	// Clock times service account token refreshes; nil = the real clock.
 	Clock clock.PassiveClock
+	// Registerer receives upstream's volume_manager_total_volumes and
+	// storage_operation_duration_seconds; nil: not registered.
+	Registerer prometheus.Registerer
 	// Logger; nil = no logging.
 	Logger *zap.Logger
 }
@@ -84,6 +90,7 @@ type Manager struct {
 	node    NodeAllocatable // nil: none
 	objects APIObjects      // nil: no API-backed volumes
 	tokens  *tokenCache
+	metrics *volumeMetrics
 	logger  *zap.Logger
 
 	mu sync.Mutex // serialises mounts, unmounts and removals
@@ -111,11 +118,16 @@ func New(opts Options) (*Manager, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	met, err := newVolumeMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Manager{
 		podsDir: filepath.Clean(opts.PodsDir),
 		node:    opts.Allocatable,
 		objects: opts.Objects,
 		tokens:  newTokenCache(opts.Objects, clk, logger),
+		metrics: met,
 		logger:  logger,
 	}, nil
 }
@@ -159,12 +171,15 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 
 	infos := make(map[string]VolumeInfo, len(pod.Spec.Volumes))
 	var errs []error
+	m.metrics.want(pod)
 	for i := range pod.Spec.Volumes {
 		if err := ctx.Err(); err != nil {
 			return infos, errors.Join(append(errs, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
 		}
 		vol := &pod.Spec.Volumes[i]
+		start := time.Now()
 		info, err := m.mountVolume(pod, vol, objVols[vol.Name])
+		m.metrics.mounted(pod.UID, vol.Name, pluginName(&vol.VolumeSource), start, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 			continue
@@ -212,10 +227,15 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	m.tokens.forgetPod(podUID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.removeTree(ctx, m.subPathsDir(podUID)); err != nil {
-		return fmt.Errorf("clean up subPath mounts: %w", err)
+	start := time.Now()
+	err := m.removeTree(ctx, m.subPathsDir(podUID))
+	if err != nil {
+		err = fmt.Errorf("clean up subPath mounts: %w", err)
+	} else {
+		err = m.removeTree(ctx, m.volumesDir(podUID))
 	}
-	return m.removeTree(ctx, m.volumesDir(podUID))
+	m.metrics.unmounted(podUID, start, err)
+	return err
 }
 
 // CleanupOrphans removes the directory of every pod under PodsDir that is not in
@@ -252,6 +272,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 			errs = append(errs, fmt.Errorf("orphaned pod %s: %w", uid, err))
 			continue
 		}
+		m.metrics.unmounted(uid, time.Now(), nil)
 		m.logger.Info("Removed orphaned pod directory", zap.String("podUID", string(uid)))
 	}
 	return errors.Join(errs...)
