@@ -33,6 +33,10 @@ const (
 	eventMaxBackoff = 5 * time.Second
 	// eventStatusTimeout bounds the status reads that fill in one event.
 	eventStatusTimeout = 2 * time.Second
+	// failedSandboxMute is how long the events of a sandbox whose set-up
+	// failed stay held back after its rollback (its die and destroy events
+	// come from Docker a moment later).
+	failedSandboxMute = time.Minute
 )
 
 // eventSource is the part of Docker the broker uses.
@@ -58,6 +62,7 @@ type eventBroker struct {
 
 	mu        sync.Mutex
 	subs      map[*eventSubscription]struct{}
+	muted     map[string]time.Time // container ID -> until (zero: until unmuted)
 	observers []eventObserver
 	live      bool // a subscription to Docker is being followed
 	started   bool
@@ -86,7 +91,56 @@ func newEventBroker(src eventSource, logger *zap.Logger) *eventBroker {
 		minBackoff: eventMinBackoff,
 		maxBackoff: eventMaxBackoff,
 		subs:       map[*eventSubscription]struct{}{},
+		muted:      map[string]time.Time{},
 	}
+}
+
+// mute keeps the events of container id from the subscribers (observers
+// still get them) until unmute: a sandbox being set up is not the client's
+// yet (RunPodSandbox has not answered), and one whose set-up failed never
+// will be.
+func (b *eventBroker) mute(id string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.muted[id] = time.Time{}
+}
+
+// unmute lets id's events through again, at once (after) or after the
+// given time, long enough for the events of a rolled-back sandbox's removal
+// to pass.
+func (b *eventBroker) unmute(id string, after time.Duration) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if after <= 0 {
+		delete(b.muted, id)
+		return
+	}
+	now := time.Now()
+	for other, until := range b.muted {
+		if !until.IsZero() && now.After(until) {
+			delete(b.muted, other)
+		}
+	}
+	b.muted[id] = now.Add(after)
+}
+
+// mutedLocked reports whether id's events are held back; caller holds mu.
+func (b *eventBroker) mutedLocked(id string) bool {
+	until, ok := b.muted[id]
+	if !ok {
+		return false
+	}
+	if !until.IsZero() && time.Now().After(until) {
+		delete(b.muted, id)
+		return false
+	}
+	return true
 }
 
 // Start runs the subscription loop until ctx ends. Later calls do nothing.
@@ -156,6 +210,9 @@ func (b *eventBroker) publish(m libdocker.EventMessage) {
 	defer b.mu.Unlock()
 	for _, o := range b.observers {
 		o.observeEvent(m)
+	}
+	if b.mutedLocked(m.Actor.ID) {
+		return
 	}
 	for sub := range b.subs {
 		select {

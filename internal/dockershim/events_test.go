@@ -299,3 +299,44 @@ func TestEventsGetContainerEvents(t *testing.T) {
 	}
 	s.events.Wait()
 }
+
+// TestEventsBrokerMute: a muted container's events reach the observers but
+// not the subscribers, until unmuted (at once, or after a while).
+func TestEventsBrokerMute(t *testing.T) {
+	t.Parallel()
+	b := newEventBroker(newEventsFakeSource(0), zaptest.NewLogger(t))
+	obs := &countingObserver{}
+	b.addObserver(obs)
+	sub := b.subscribe()
+	b.mute("sb")
+	b.publish(eventsMsg("start", "sb", nil, 1, 0))
+	b.publish(eventsMsg("start", "other", nil, 2, 0))
+	if m := eventsRecv(t, sub.ch); m.Actor.ID != "other" {
+		t.Fatalf("got %+v, want only the unmuted container's event", m)
+	}
+	b.unmute("sb", 0)
+	b.publish(eventsMsg("die", "sb", nil, 3, 0))
+	if m := eventsRecv(t, sub.ch); m.Actor.ID != "sb" {
+		t.Fatalf("got %+v after unmute, want sb's event", m)
+	}
+	b.mute("failed")
+	b.unmute("failed", 50*time.Millisecond)
+	b.publish(eventsMsg("destroy", "failed", nil, 4, 0))
+	time.Sleep(100 * time.Millisecond)
+	b.publish(eventsMsg("create", "failed", nil, 5, 0))
+	if m := eventsRecv(t, sub.ch); m.TimeNano != 5 {
+		t.Fatalf("got %+v, want the event after the mute ran out (time 5)", m)
+	}
+	if got := obs.count(); got != 5 {
+		t.Errorf("observer saw %d events, want all 5", got)
+	}
+}
+
+type countingObserver struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (o *countingObserver) observeEvent(libdocker.EventMessage) { o.mu.Lock(); o.n++; o.mu.Unlock() }
+func (o *countingObserver) observeStream(bool)                  {}
+func (o *countingObserver) count() int                          { o.mu.Lock(); defer o.mu.Unlock(); return o.n }

@@ -48,10 +48,17 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		return nil, err
 	}
 	log := s.logger.With(zap.String("sandbox", id), zap.String("pod", cfg.Metadata.Namespace+"/"+cfg.Metadata.Name))
+	// The sandbox's container events reach GetContainerEvents clients only
+	// once it is theirs: a failed set-up (a CNI ADD that fails) emits none,
+	// so that an evented client does not retry at once, past its back-off.
+	s.events.mute(id)
 	defer func() {
 		if retErr != nil {
 			s.rollbackSandbox(ctx, log, id)
+			s.events.unmute(id, failedSandboxMute)
+			return
 		}
+		s.events.unmute(id, 0)
 	}()
 	cp := newSandboxCheckpoint(id, cfg)
 	if err := s.checkpoints.Write(cp); err != nil {
