@@ -197,7 +197,10 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	}
 	release, err := m.starts.acquire(ctx, pod)
 	if err != nil {
-		return fail(err)
+		// The sync was interrupted (the pod is going away) while waiting for
+		// a start slot: nothing failed, no event.
+		r.Fail(kubecontainer.ErrCreatePodSandbox, fmt.Sprintf("Failed to create pod sandbox: %v", err))
+		return "", nil, nil, false
 	}
 	id, err := m.runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
 	release()
