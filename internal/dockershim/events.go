@@ -214,6 +214,11 @@ func (b *eventBroker) publish(m libdocker.EventMessage) {
 	if b.mutedLocked(m.Actor.ID) {
 		return
 	}
+	b.sendLocked(m)
+}
+
+// sendLocked hands m to every subscriber without blocking; caller holds mu.
+func (b *eventBroker) sendLocked(m libdocker.EventMessage) {
 	for sub := range b.subs {
 		select {
 		case sub.ch <- m:
@@ -225,6 +230,24 @@ func (b *eventBroker) publish(m libdocker.EventMessage) {
 			}
 		}
 	}
+}
+
+// sandboxReady ends the mute of a sandbox whose set-up succeeded and sends
+// its subscribers the sandbox's started event then, as containerd sends it at
+// the end of RunPodSandbox (Docker's own start event was held back while the
+// network was set up).
+func (b *eventBroker) sandboxReady(id string, labels map[string]string) {
+	if b == nil {
+		return
+	}
+	m := libdocker.EventMessage{TimeNano: time.Now().UnixNano()}
+	m.Action = "start"
+	m.Actor.ID = id
+	m.Actor.Attributes = labels
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.muted, id)
+	b.sendLocked(m)
 }
 
 // run subscribes to Docker events and re-subscribes after failures until ctx ends.

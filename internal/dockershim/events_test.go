@@ -330,6 +330,18 @@ func TestEventsBrokerMute(t *testing.T) {
 	if got := obs.count(); got != 5 {
 		t.Errorf("observer saw %d events, want all 5", got)
 	}
+	// A sandbox whose set-up succeeded: its held-back start is sent then.
+	b.mute("ready")
+	b.publish(eventsMsg("start", "ready", nil, 6, 0))
+	b.sandboxReady("ready", map[string]string{labelType: typeSandbox})
+	if m := eventsRecv(t, sub.ch); m.Actor.ID != "ready" || string(m.Action) != "start" || m.Actor.Attributes[labelType] != typeSandbox {
+		t.Fatalf("got %+v, want the sandbox's start when it is ready", m)
+	}
+	select {
+	case m := <-sub.ch:
+		t.Fatalf("unexpected event %+v (the held-back one must not come too)", m)
+	default:
+	}
 }
 
 type countingObserver struct {

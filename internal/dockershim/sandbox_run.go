@@ -58,7 +58,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 			s.events.unmute(id, failedSandboxMute)
 			return
 		}
-		s.events.unmute(id, 0)
+		s.events.sandboxReady(id, sandboxEventLabels(cfg, sandboxName(cfg.Metadata), req.GetRuntimeHandler()))
 	}()
 	cp := newSandboxCheckpoint(id, cfg)
 	if err := s.checkpoints.Write(cp); err != nil {
@@ -159,6 +159,18 @@ func (s *Service) createSandboxContainer(ctx context.Context, cfg *runtimeapi.Po
 		return "", fmt.Errorf("create sandbox container: %w", err)
 	}
 	return id, nil
+}
+
+// sandboxEventLabels are the attributes Docker would give the sandbox's
+// events: its labels and its container name.
+func sandboxEventLabels(cfg *runtimeapi.PodSandboxConfig, name, handler string) map[string]string {
+	internal, err := sandboxInternalLabels(cfg, handler)
+	if err != nil {
+		internal = map[string]string{labelType: typeSandbox}
+	}
+	attrs := makeLabels(cfg.Labels, cfg.Annotations, internal)
+	attrs["name"] = name
+	return attrs
 }
 
 // sandboxContainerConfig builds the pause container's Docker configuration.
