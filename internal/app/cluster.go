@@ -22,6 +22,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apiobjects"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus/clientcert"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 )
 
 // apiConn is the node's connection to its API server; nil for a standalone
@@ -198,7 +199,17 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
 		Recorder:              conn.recorder,
-		Registerer:            n.reg, BootTime: nodestatus.BootTime(),
+		Registerer:            n.reg, BootTime: bootTime(),
 		Logger: logger.Named("nodestatus"),
 	})
+}
+
+// bootTime is when the machine booted, zero when it cannot be read (the node
+// startup metrics that need it are then not set, as upstream's).
+func bootTime() time.Time {
+	t, err := stats.BootTime(time.Now())
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

@@ -1,11 +1,7 @@
 package nodestatus
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,23 +84,4 @@ func (t *startupTracker) nodeReady() {
 	if !t.boot.IsZero() {
 		t.total.Set(t.ready.Sub(t.boot).Seconds())
 	}
-}
-
-// BootTime reads the machine's boot time (btime of /proc/stat); zero when it
-// cannot be read.
-func BootTime() time.Time {
-	f, err := os.Open("/proc/stat")
-	if err != nil {
-		return time.Time{}
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "btime "); ok {
-			if secs, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-				return time.Unix(secs, 0)
-			}
-		}
-	}
-	return time.Time{}
 }

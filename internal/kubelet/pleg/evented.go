@@ -11,6 +11,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -66,7 +67,8 @@ type EventedPLEG struct {
 
 	// Each pod's status is read on a goroutine of its own (so that a pod
 	// whose runtime calls hang holds back no other), once for the events
-	// that arrived while the previous read ran.
+	// that arrived while the previous read ran. A pod has an entry while its
+	// reader runs.
 	mu      sync.Mutex
 	pending map[k8stypes.UID]*pendingRefresh
 	readers sync.WaitGroup
@@ -74,10 +76,9 @@ type EventedPLEG struct {
 
 // pendingRefresh is a pod's read to do and the events to emit after it.
 type pendingRefresh struct {
-	md      *runtimeapi.PodSandboxMetadata
-	events  []*PodLifecycleEvent
-	reading bool // a reader goroutine runs for the pod
-	queued  bool // a read is due after the running one
+	md     *runtimeapi.PodSandboxMetadata
+	events []*PodLifecycleEvent
+	queued bool // a read is due
 }
 
 // NewEvented wires an EventedPLEG; Run starts it. It panics without Runtime or Events.
@@ -237,19 +238,16 @@ func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventR
 	uid := k8stypes.UID(md.GetUid())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.pending[uid]
-	if p == nil {
+	p, reading := e.pending[uid]
+	if !reading {
 		p = &pendingRefresh{}
 		e.pending[uid] = p
+		e.readers.Add(1)
+		go e.readLoop(ctx, uid)
 	}
 	p.md, p.queued = md, true
 	if t := eventType(ev.GetContainerEventType()); t != "" {
 		p.events = append(p.events, &PodLifecycleEvent{ID: uid, Type: t, Data: ev.GetContainerId()})
-	}
-	if !p.reading {
-		p.reading = true
-		e.readers.Add(1)
-		go e.readLoop(ctx, uid)
 	}
 }
 
@@ -275,27 +273,23 @@ func (e *EventedPLEG) readLoop(ctx context.Context, uid k8stypes.UID) {
 	}
 }
 
-// refresh reads a pod's status into the cache, bounded by the status read
-// timeout; false when it could not (the error is cached and a relist asked
-// for, which retries the pod).
+// refresh reads a pod's status into the cache (the relist's read), bounded
+// by the status read timeout; false when it could not (the error is cached
+// and a relist asked for, which retries the pod).
 func (e *EventedPLEG) refresh(ctx context.Context, uid k8stypes.UID, md *runtimeapi.PodSandboxMetadata) bool {
-	ts := e.generic.clock.Now()
 	readCtx, cancel := context.WithTimeout(ctx, e.generic.statusTimeout)
 	defer cancel()
-	status, err := e.generic.runtime.GetPodStatus(readCtx, uid, md.GetName(), md.GetNamespace())
-	if err != nil {
-		if ctx.Err() != nil {
-			return false
+	pod := &kubecontainer.Pod{ID: uid, Name: md.GetName(), Namespace: md.GetNamespace()}
+	if err := e.generic.updateCache(readCtx, uid, pod); err != nil {
+		if ctx.Err() == nil {
+			e.generic.RequestPodReinspect(uid)
+			e.generic.requestRelist()
 		}
-		e.generic.logger.Error("container event: read pod status", zap.String("podUID", string(uid)), zap.Error(err))
-		e.generic.cache.Set(uid, nil, fmt.Errorf("read status of pod %s/%s (%s): %w", md.GetNamespace(), md.GetName(), uid, err), ts)
-		e.generic.RequestPodReinspect(uid)
-		e.generic.requestRelist()
 		return false
 	}
-	status.IPs = podIPs(e.generic.cache, uid, status)
-	e.generic.cache.Set(uid, status, nil, ts)
-	e.generic.metrics.observePod(uid, status)
+	if status, err := e.generic.cache.Get(uid); err == nil {
+		e.generic.metrics.observePod(uid, status)
+	}
 	return true
 }
 

@@ -313,7 +313,7 @@ func (p *GenericPLEG) updateCache(ctx context.Context, uid k8stypes.UID, pod *ku
 	ts := p.clock.Now()
 	status, err := p.runtime.GetPodStatus(ctx, pod.ID, pod.Name, pod.Namespace)
 	if err != nil {
-		p.logger.Error("relist: read pod status", zap.String("pod", pod.Namespace+"/"+pod.Name),
+		p.logger.Error("read pod status", zap.String("pod", pod.Namespace+"/"+pod.Name),
 			zap.String("podUID", string(uid)), zap.Error(err))
 		err = fmt.Errorf("read status of pod %s/%s (%s): %w", pod.Namespace, pod.Name, uid, err)
 	} else {

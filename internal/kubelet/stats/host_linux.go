@@ -186,8 +186,9 @@ func (h *hostReader) taskCount() (int64, error) {
 	return strconv.ParseInt(total, 10, 64)
 }
 
-// bootTime is upstream's util.GetBootTime: now minus sysinfo's uptime, in seconds.
-func bootTime(now time.Time) (time.Time, error) {
+// BootTime is upstream's util.GetBootTime: now minus sysinfo's uptime, in
+// seconds (the node's startTime, and the start of the node startup metrics).
+func BootTime(now time.Time) (time.Time, error) {
 	var info unix.Sysinfo_t
 	if err := unix.Sysinfo(&info); err != nil {
 		return time.Time{}, fmt.Errorf("sysinfo: %w", err)

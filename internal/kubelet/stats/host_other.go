@@ -26,7 +26,8 @@ func (h *hostReader) rlimit(now time.Time) *statsapi.RlimitStats {
 	return &statsapi.RlimitStats{Time: metav1.NewTime(now)}
 }
 
-func bootTime(time.Time) (time.Time, error) { return time.Time{}, errUnsupported }
+// BootTime is not known off Linux.
+func BootTime(time.Time) (time.Time, error) { return time.Time{}, errUnsupported }
 
 func statFs(string, time.Time) (fsInfo, error) { return fsInfo{}, errUnsupported }
 

@@ -248,7 +248,7 @@ func (p *Provider) nodeSample(ctx context.Context) (nodeSample, *uint64, error) 
 // bootTime is when the node booted, read once (upstream's node startTime).
 func (p *Provider) bootTime() time.Time {
 	p.bootOnce.Do(func() {
-		t, err := bootTime(p.now())
+		t, err := BootTime(p.now())
 		if err != nil {
 			p.logger.Info("cannot read the boot time; node startTime will be zero", zap.Error(err))
 		}
