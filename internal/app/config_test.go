@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,36 @@ func TestCrashLoopBackOff(t *testing.T) {
 			}
 			if got := b.Get("c"); got != tc.max {
 				t.Errorf("max %v, want %v", got, tc.max)
+			}
+		})
+	}
+}
+
+// TestDockerModeGates: docker mode turns EventedPLEG on unless it is set
+// (either way); remote mode keeps upstream's default.
+func TestDockerModeGates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc    string
+		runtime string
+		gates   map[string]bool
+		want    map[string]bool
+	}{
+		{"docker, unset", RuntimeDocker, nil, map[string]bool{"EventedPLEG": true}},
+		{"docker, set off", RuntimeDocker, map[string]bool{"EventedPLEG": false}, map[string]bool{"EventedPLEG": false}},
+		{"docker, other gates kept", RuntimeDocker, map[string]bool{"AllAlpha": false}, map[string]bool{"AllAlpha": false, "EventedPLEG": true}},
+		{"remote", RuntimeRemote, nil, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig()
+			cfg.ContainerRuntime, cfg.Kubelet.FeatureGates = tc.runtime, tc.gates
+			applyDockerModeGates(&cfg)
+			if !maps.Equal(cfg.Kubelet.FeatureGates, tc.want) {
+				t.Errorf("feature gates %v, want %v", cfg.Kubelet.FeatureGates, tc.want)
+			}
+			if got := cfg.enabled("EventedPLEG"); got != (tc.want["EventedPLEG"]) {
+				t.Errorf("EventedPLEG enabled = %v, want %v", got, tc.want["EventedPLEG"])
 			}
 		})
 	}

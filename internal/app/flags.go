@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
-
 	// The json log format is registered, so --logging-format lists it and
 	// the log-json-* flags exist, as in upstream's kubelet.
 	_ "k8s.io/component-base/logs/json/register"
@@ -242,7 +241,28 @@ func finishFlags(fs *pflag.FlagSet, cfg *Config) error {
 			}
 		}
 	}
+	applyDockerModeGates(cfg)
 	return nil
+}
+
+// applyDockerModeGates turns EventedPLEG on in docker mode unless the flags
+// or the configuration set it: a declared deviation from upstream (where the
+// gate is alpha and off). The built-in shim's container events come from
+// Docker's own event stream, which the shim follows and replays after a
+// break, so the relist is only a safety net there (see the README). The
+// setting is in the configuration: /configz and kubernetes_feature_enabled
+// report the gate on.
+func applyDockerModeGates(cfg *Config) {
+	if cfg.ContainerRuntime != RuntimeDocker {
+		return
+	}
+	if _, set := cfg.Kubelet.FeatureGates[string(features.EventedPLEG)]; set {
+		return
+	}
+	if cfg.Kubelet.FeatureGates == nil {
+		cfg.Kubelet.FeatureGates = map[string]bool{}
+	}
+	cfg.Kubelet.FeatureGates[string(features.EventedPLEG)] = true
 }
 
 // featureGatesUsage is upstream's --feature-gates help: the known gates, one

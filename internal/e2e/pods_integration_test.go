@@ -167,8 +167,8 @@ func TestIntegrationDockerModePodRuns(t *testing.T) {
 	}
 	for _, want := range []string{`kubelet_runtime_operations_total{operation_type="run_podsandbox"}`,
 		`dockershim_operations_total{code="OK",operation="RunPodSandbox"}`,
-		// Upstream's default: the evented PLEG is opt-in.
-		`kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 0`} {
+		// The declared deviation: evented PLEG on in docker mode.
+		`kubernetes_feature_enabled{name="EventedPLEG",stage="ALPHA"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %s", want)
 		}

@@ -53,6 +53,9 @@ type PLEG interface {
 	Watch() <-chan *pleg.PodLifecycleEvent
 	Healthy() (bool, error)
 	RequestPodReinspect(uid k8stypes.UID)
+	// PodChanged: the kubelet changed the pod in the runtime; a worker's
+	// next status must be read after that.
+	PodChanged(uid k8stypes.UID, name, namespace string)
 }
 
 // Prober runs the containers' probes.

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -127,11 +128,14 @@ type fakeSource struct {
 func (s *fakeSource) Updates() <-chan kubecontainer.PodUpdate { return s.ch }
 func (s *fakeSource) SeenAllSources() bool                    { return s.seen }
 
-// fakePLEG delivers events the test sends.
+// fakePLEG delivers events the test sends and records PodChanged.
 type fakePLEG struct {
 	ch      chan *pleg.PodLifecycleEvent
 	healthy bool
 	ran     chan struct{}
+
+	mu      sync.Mutex
+	changed []k8stypes.UID
 }
 
 func (p *fakePLEG) Run(ctx context.Context) {
@@ -142,6 +146,18 @@ func (p *fakePLEG) Run(ctx context.Context) {
 }
 func (p *fakePLEG) Watch() <-chan *pleg.PodLifecycleEvent { return p.ch }
 func (p *fakePLEG) RequestPodReinspect(k8stypes.UID)      {}
+
+func (p *fakePLEG) PodChanged(uid k8stypes.UID, _, _ string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.changed = append(p.changed, uid)
+}
+
+func (p *fakePLEG) changes() []k8stypes.UID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.changed)
+}
 
 func (p *fakePLEG) Healthy() (bool, error) {
 	if !p.healthy {

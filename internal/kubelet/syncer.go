@@ -131,6 +131,9 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 	s.prober.AddPod(s.probeContext(ctx), pod)
 
 	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff)
+	if len(result.SyncResults) > 0 {
+		s.podChanged(pod)
+	}
 	s.reasons.Update(pod.UID, result)
 	s.afterRuntimeSync(pod, result)
 	err = result.Error()
@@ -157,7 +160,9 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kub
 		s.status.SetPodStatus(pod, s.gen.Generate(pod, ps, false))
 	}
 	s.prober.RemovePod(pod)
-	if err := s.runtime.KillPod(ctx, pod, nil, gracePeriod); err != nil {
+	err := s.runtime.KillPod(ctx, pod, nil, gracePeriod)
+	s.podChanged(pod)
+	if err != nil {
 		s.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedKillPod, "error killing pod: %v", err)
 		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -215,6 +220,13 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	return nil
 }
 
+// podChanged tells the PLEG that this sync acted on the pod in the runtime,
+// so that the worker's next sync waits for a status read after the action
+// (not one the action's event has yet to refresh).
+func (s *podSyncer) podChanged(pod *v1.Pod) {
+	s.pleg.PodChanged(pod.UID, pod.Name, pod.Namespace)
+}
+
 // ensurePodCgroup makes the pod's cgroup unless it exists. Containers of the
 // pod that run without it (a kubelet upgraded from one that made none, or a
 // cgroup removed behind its back) are killed first, so that every container
@@ -226,7 +238,9 @@ func (s *podSyncer) ensurePodCgroup(ctx context.Context, pod *v1.Pod, ps *kubeco
 	if hasRunningContainers(ps) {
 		s.logger.Info("killing the pod's containers: they run without the pod's cgroup",
 			zap.String("pod", pod.Namespace+"/"+pod.Name))
-		if err := s.runtime.KillPod(ctx, pod, nil, nil); err != nil {
+		err := s.runtime.KillPod(ctx, pod, nil, nil)
+		s.podChanged(pod)
+		if err != nil {
 			return fmt.Errorf("kill pod %s/%s to move it into its cgroup: %w", pod.Namespace, pod.Name, err)
 		}
 	}

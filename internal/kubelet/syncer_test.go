@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,32 @@ func TestSyncPodRunsThePod(t *testing.T) {
 	}
 	if st.StartTime == nil {
 		t.Error("no start time")
+	}
+}
+
+// TestSyncPodTellsPLEGOfChanges: a sync that acted on the pod in the runtime
+// (its result lists actions) tells the PLEG, so the worker's next status is
+// read after the action; a sync that did nothing does not.
+func TestSyncPodTellsPLEGOfChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	pod := staticPod("web", "uid-web")
+	ps := runningStatus(pod, "10.1.0.5")
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.pleg.changes(); len(got) != 0 {
+		t.Errorf("a sync without actions told the PLEG of changes to %v", got)
+	}
+	e.runtime.mu.Lock()
+	e.runtime.syncResult = kubecontainer.PodSyncResult{SyncResults: []*kubecontainer.SyncResult{{Action: kubecontainer.StartContainer, Target: "c"}}}
+	e.runtime.mu.Unlock()
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.pleg.changes(); !slices.Equal(got, []k8stypes.UID{pod.UID}) {
+		t.Errorf("PodChanged calls %v, want one for %s", got, pod.UID)
 	}
 }
 
@@ -239,6 +266,9 @@ func TestSyncTerminatingPod(t *testing.T) {
 			kills := e.runtime.kills()
 			if len(kills) != 1 || kills[0].running != nil || *kills[0].grace != 5 {
 				t.Fatalf("kills = %+v, want one with grace 5 and no running pod", kills)
+			}
+			if got := e.pleg.changes(); !slices.Equal(got, []k8stypes.UID{pod.UID}) {
+				t.Errorf("PodChanged calls %v after KillPod, want one for %s", got, pod.UID)
 			}
 			if tc.killErr != nil && !strings.Contains(strings.Join(e.events.all(), ""), "FailedKillPod") {
 				t.Error("no FailedKillPod event")

@@ -16,11 +16,18 @@ import (
 // PLEG moves it after every relist to say "every pod not updated individually
 // was unchanged at this time". GetNewerThan uses both to decide whether a
 // cached status is fresh enough for a pod worker.
+//
+// The global time does not vouch for a pod the kubelet itself changed
+// (MarkChanged) until a status read after the change is cached: an evented
+// PLEG moves the global time while the change's own event may still be on its
+// way, and a worker acting on the older status would repeat the change (start
+// a container twice).
 type Cache struct {
 	mu          sync.Mutex
 	pods        map[k8stypes.UID]*cacheEntry
 	timestamp   time.Time // global: zero until the first UpdateTime
 	subscribers map[k8stypes.UID][]*subscriber
+	changed     map[k8stypes.UID]time.Time // MarkChanged times not yet read past
 }
 
 // cacheEntry is one pod's status as of modified.
@@ -41,6 +48,7 @@ func NewCache() *Cache {
 	return &Cache{
 		pods:        map[k8stypes.UID]*cacheEntry{},
 		subscribers: map[k8stypes.UID][]*subscriber{},
+		changed:     map[k8stypes.UID]time.Time{},
 	}
 }
 
@@ -82,7 +90,22 @@ func (c *Cache) Set(uid k8stypes.UID, status *PodStatus, err error, ts time.Time
 		status = &PodStatus{ID: uid}
 	}
 	c.pods[uid] = &cacheEntry{status: status, err: err, modified: ts}
-	c.notify(uid, ts)
+	if at, ok := c.changed[uid]; ok && !ts.Before(at) {
+		delete(c.changed, uid)
+	}
+	c.notify(uid)
+}
+
+// MarkChanged records that the kubelet changed the pod in the runtime at ts:
+// until a status read at or after ts is Set, only the pod's own entry can
+// answer its waiters, never the global time. The caller has such a read
+// done (the evented PLEG reads the pod at once).
+func (c *Cache) MarkChanged(uid k8stypes.UID, ts time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at, ok := c.changed[uid]; !ok || ts.After(at) {
+		c.changed[uid] = ts
+	}
 }
 
 // Delete forgets a pod (it has nothing left in the runtime).
@@ -102,7 +125,7 @@ func (c *Cache) UpdateTime(ts time.Time) {
 	}
 	c.timestamp = ts
 	for uid := range c.subscribers {
-		c.notify(uid, ts)
+		c.notify(uid)
 	}
 }
 
@@ -117,7 +140,8 @@ func (c *Cache) get(uid k8stypes.UID) *cacheEntry {
 // newerThan returns the entry of uid if it is fresh with respect to minTime,
 // else nil. Caller holds mu.
 func (c *Cache) newerThan(uid k8stypes.UID, minTime time.Time) *cacheEntry {
-	globalNewer := !c.timestamp.IsZero() && c.timestamp.After(minTime)
+	_, changed := c.changed[uid]
+	globalNewer := !changed && !c.timestamp.IsZero() && c.timestamp.After(minTime)
 	e, ok := c.pods[uid]
 	switch {
 	case !ok && globalNewer:
@@ -128,20 +152,21 @@ func (c *Cache) newerThan(uid k8stypes.UID, minTime time.Time) *cacheEntry {
 	return nil
 }
 
-// notify hands the current entry to every waiter of uid that ts satisfies.
-// Caller holds mu.
-func (c *Cache) notify(uid k8stypes.UID, ts time.Time) {
+// notify hands the current entry to every waiter of uid it is fresh enough
+// for. Caller holds mu.
+func (c *Cache) notify(uid k8stypes.UID) {
 	subs := c.subscribers[uid]
 	if len(subs) == 0 {
 		return
 	}
 	var keep []*subscriber
 	for _, s := range subs {
-		if !ts.After(s.minTime) {
+		e := c.newerThan(uid, s.minTime)
+		if e == nil {
 			keep = append(keep, s)
 			continue
 		}
-		s.ch <- c.get(uid)
+		s.ch <- e
 	}
 	if len(keep) == 0 {
 		delete(c.subscribers, uid)

@@ -109,6 +109,49 @@ func TestCacheGetNewerThan(t *testing.T) {
 	}
 }
 
+// TestCacheMarkChanged: after the kubelet changed a pod, the global time no
+// longer answers for it (its own event may still be on its way); a read made
+// at or after the change does, and from then on the global time again.
+func TestCacheMarkChanged(t *testing.T) {
+	t.Parallel()
+	c := NewCache()
+	c.Set("a", &PodStatus{Name: "before"}, nil, t0.Add(-2*time.Second))
+	c.MarkChanged("a", t0.Add(-time.Second))
+	res := make(chan *PodStatus, 1)
+	go func() {
+		st, err := c.GetNewerThan(context.Background(), "a", t0)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- st
+	}()
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.subscribers["a"]) == 1 })
+	c.UpdateTime(t0.Add(time.Second))
+	// A read that began before the change does not clear it either.
+	c.Set("a", &PodStatus{Name: "read before the change"}, nil, t0.Add(-1500*time.Millisecond))
+	c.UpdateTime(t0.Add(2 * time.Second))
+	select {
+	case st := <-res:
+		t.Fatalf("answered by the global time before the changed pod was read: %+v", st)
+	case <-time.After(20 * time.Millisecond):
+	}
+	// The read after the change is older than the waiter's minimum; with it
+	// cached, the global time (already past the minimum) answers.
+	c.Set("a", &PodStatus{Name: "after"}, nil, t0.Add(-time.Second))
+	select {
+	case st := <-res:
+		if st.Name != "after" {
+			t.Errorf("GetNewerThan = %+v, want the read after the change", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GetNewerThan did not return once the changed pod was read")
+	}
+	// Other pods are not held back.
+	if st, err := c.GetNewerThan(context.Background(), "b", t0); err != nil || st.ID != "b" {
+		t.Errorf("GetNewerThan of an unchanged pod = %+v, %v", st, err)
+	}
+}
+
 func TestCacheGetNewerThanCancelled(t *testing.T) {
 	t.Parallel()
 	c := NewCache()

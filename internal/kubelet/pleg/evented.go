@@ -72,6 +72,7 @@ type EventedPLEG struct {
 	mu      sync.Mutex
 	pending map[k8stypes.UID]*pendingRefresh
 	readers sync.WaitGroup
+	runCtx  context.Context // Run's; nil before Run
 }
 
 // pendingRefresh is a pod's read to do and the events to emit after it.
@@ -119,6 +120,9 @@ func (e *EventedPLEG) Healthy() (bool, error) { return e.generic.Healthy() }
 
 // Run runs the relist and the event stream until ctx ends.
 func (e *EventedPLEG) Run(ctx context.Context) {
+	e.mu.Lock()
+	e.runCtx = ctx
+	e.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -235,9 +239,19 @@ func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventR
 	if ev.GetCreatedAt() > 0 {
 		e.generic.metrics.connLatency.Observe(e.generic.clock.Since(time.Unix(0, ev.GetCreatedAt())).Seconds())
 	}
-	uid := k8stypes.UID(md.GetUid())
+	var lifecycle *PodLifecycleEvent
+	if t := eventType(ev.GetContainerEventType()); t != "" {
+		lifecycle = &PodLifecycleEvent{ID: k8stypes.UID(md.GetUid()), Type: t, Data: ev.GetContainerId()}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.queueRead(ctx, md, lifecycle)
+}
+
+// queueRead has the pod's status read (after the read that runs, if any),
+// then ev sent (when not nil). Caller holds mu.
+func (e *EventedPLEG) queueRead(ctx context.Context, md *runtimeapi.PodSandboxMetadata, ev *PodLifecycleEvent) {
+	uid := k8stypes.UID(md.GetUid())
 	p, reading := e.pending[uid]
 	if !reading {
 		p = &pendingRefresh{}
@@ -246,9 +260,24 @@ func (e *EventedPLEG) handle(ctx context.Context, ev *runtimeapi.ContainerEventR
 		go e.readLoop(ctx, uid)
 	}
 	p.md, p.queued = md, true
-	if t := eventType(ev.GetContainerEventType()); t != "" {
-		p.events = append(p.events, &PodLifecycleEvent{ID: uid, Type: t, Data: ev.GetContainerId()})
+	if ev != nil {
+		p.events = append(p.events, ev)
 	}
+}
+
+// PodChanged is told by the kubelet that it changed the pod in the runtime
+// (started, stopped or removed something). Its own event may still be on its
+// way, so the cache's global time, which moves every second while events
+// flow, must not answer for the pod until a status read after the change is
+// cached: the pod is marked in the cache and read at once.
+func (e *EventedPLEG) PodChanged(uid k8stypes.UID, name, namespace string) {
+	e.generic.cache.MarkChanged(uid, e.generic.clock.Now())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runCtx == nil || e.runCtx.Err() != nil {
+		return // not running: nothing waits on the cache
+	}
+	e.queueRead(e.runCtx, &runtimeapi.PodSandboxMetadata{Uid: string(uid), Name: name, Namespace: namespace}, nil)
 }
 
 // readLoop reads the pod's status, and again as long as events came in

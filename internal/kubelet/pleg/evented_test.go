@@ -256,6 +256,42 @@ func TestEventedReinspectRelistsNow(t *testing.T) {
 	waitFor(t, func() bool { return h.rt.calls("a") == 2 })
 }
 
+// TestEventedPodChanged: a pod the kubelet changed is read at once, and
+// until that read is cached the cache's global time does not answer a wait
+// on it (its own event may still be on its way).
+func TestEventedPodChanged(t *testing.T) {
+	t.Parallel()
+	h := startEvented(t, false)
+	h.rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))))
+	waitFor(t, func() bool {
+		if h.period() != time.Minute {
+			return false
+		}
+		h.clk.Step(time.Minute)
+		return h.rt.calls("a") == 1
+	})
+	h.rt.setHang("a", true)
+	h.pleg.PodChanged("a", "name-a", "ns")
+	waitFor(t, func() bool { return h.rt.calls("a") == 2 }) // the read, hanging
+	lastSync := h.clk.Now()
+	h.clk.Step(time.Second)
+	h.pleg.generic.cache.UpdateTime(h.clk.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if st, err := h.cache.GetNewerThan(ctx, "a", lastSync); err == nil {
+		t.Fatalf("the global time answered for a changed pod before its read: %+v", st)
+	}
+	h.rt.setHang("a", false) // the read answers
+	waitFor(t, func() bool {
+		h.clk.Step(time.Second)
+		h.pleg.generic.cache.UpdateTime(h.clk.Now())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_, err := h.cache.GetNewerThan(ctx, "a", lastSync)
+		return err == nil
+	})
+}
+
 // TestFailedRelistRetriesFast: with a slow period, a relist that could not
 // list the runtime is retried after the normal 1s, not the slow period.
 func TestFailedRelistRetriesFast(t *testing.T) {

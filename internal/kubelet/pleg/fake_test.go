@@ -24,7 +24,7 @@ type fakeRuntime struct {
 	statuses    map[k8stypes.UID]*kubecontainer.PodStatus
 	statusErr   map[k8stypes.UID]error
 	statusCalls map[k8stypes.UID]int
-	hang        map[k8stypes.UID]bool // GetPodStatus blocks until its ctx ends
+	hang        map[k8stypes.UID]chan struct{} // GetPodStatus blocks until its ctx ends or the channel closes
 	listCalls   int
 }
 
@@ -33,14 +33,22 @@ func newFakeRuntime() *fakeRuntime {
 		statuses:    map[k8stypes.UID]*kubecontainer.PodStatus{},
 		statusErr:   map[k8stypes.UID]error{},
 		statusCalls: map[k8stypes.UID]int{},
-		hang:        map[k8stypes.UID]bool{},
+		hang:        map[k8stypes.UID]chan struct{}{},
 	}
 }
 
+// setHang makes the pod's status reads block until their context ends, or
+// (hang false) releases the blocked ones, which then answer.
 func (f *fakeRuntime) setHang(uid k8stypes.UID, hang bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.hang[uid] = hang
+	if release, ok := f.hang[uid]; ok && !hang {
+		close(release)
+		delete(f.hang, uid)
+	}
+	if _, ok := f.hang[uid]; hang && !ok {
+		f.hang[uid] = make(chan struct{})
+	}
 }
 
 func (f *fakeRuntime) setPods(pods ...*kubecontainer.Pod) {
@@ -88,11 +96,15 @@ func (f *fakeRuntime) GetPodStatus(ctx context.Context, uid k8stypes.UID, name, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statusCalls[uid]++
-	if f.hang[uid] {
+	if release, ok := f.hang[uid]; ok {
 		f.mu.Unlock()
-		<-ctx.Done()
-		f.mu.Lock()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			return nil, ctx.Err()
+		case <-release:
+			f.mu.Lock()
+		}
 	}
 	if err := f.statusErr[uid]; err != nil {
 		return nil, err

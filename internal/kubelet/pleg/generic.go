@@ -211,6 +211,12 @@ func (p *GenericPLEG) setRelistPeriod(period, threshold time.Duration) {
 	p.requestRelist()
 }
 
+// PodChanged needs nothing of the relist: a worker waits for a status newer
+// than its last sync, which only a relist begun after that sync gives (the
+// relist reads every pod whose containers changed, and moves the cache's
+// global time to its own start).
+func (p *GenericPLEG) PodChanged(k8stypes.UID, string, string) {}
+
 // RequestPodReinspect has the next relist read the pod's status again even
 // when none of its containers changed state (after an in-place resize, whose
 // new resources no state change would bring into the cache).
