@@ -28,6 +28,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podstartup"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimehelper"
@@ -59,6 +60,7 @@ type node struct {
 	eviction  *eviction.Manager
 	images    *images.Manager
 	reg       prometheus.Registerer // /metrics
+	startup   *podstartup.Tracker   // the pod start SLI
 	events    pleg.EventSource      // the CRI runtime's container events
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
@@ -93,6 +95,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.images, err = newImageManager(cfg, clients, nodeRecorder(conn, name, logger), reg, logger); err != nil {
 		return nil, err
 	}
+	if n.startup, err = podstartup.New(podstartup.Options{Registerer: reg, Logger: logger.Named("podstartup")}); err != nil {
+		return nil, err
+	}
 	results := prober.NewResults()
 	helper, err := newRuntimeHelper(cfg, n, recorder, logger)
 	if err != nil {
@@ -123,7 +128,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	}
 	if conn != nil {
 		if n.statusSync, err = status.NewSyncer(st, status.SyncOptions{Client: conn.client, NodeName: name,
-			PodDeletionSafety: n.kubelet, Logger: logger.Named("status")}); err != nil {
+			PodDeletionSafety: n.kubelet, Updated: n.startup, Logger: logger.Named("status")}); err != nil {
 			return nil, err
 		}
 	}
@@ -414,6 +419,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberun
 		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
+		Startup: n.startup,
 	})
 }
 
@@ -427,7 +433,7 @@ func newPodSources(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.
 		HTTPCheckFrequency: cfg.Kubelet.HTTPCheckFrequency.Duration, Logger: logger.Named("podsource"), Recorder: recorder,
 	}
 	if n.conn != nil {
-		opts.Client, opts.NodeSynced = n.conn.client, n.nodeStatus.Registered
+		opts.Client, opts.NodeSynced, opts.Watched = n.conn.client, n.nodeStatus.Registered, n.startup
 	}
 	return podsource.New(opts)
 }

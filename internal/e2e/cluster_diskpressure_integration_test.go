@@ -105,7 +105,9 @@ func testDiskPressure(t *testing.T, c *controlplane.Cluster) {
 		return evictions == 1, fmt.Sprint(evictions)
 	})
 
-	// While DiskPressure holds, new pods are refused.
+	// While DiskPressure holds, the controller-manager taints the node and
+	// new pods are refused.
+	n.waitTaint(v1.TaintNodeDiskPressure, true, 20*time.Second)
 	n.applyYAML(n.boundPodYAML("late", 1, `["sleep", "3600"]`, "resources: {requests: {memory: 8Mi}}"))
 	late := n.waitAPIPod("late", 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	if want := "Pod was rejected: The node had condition: [DiskPressure]. "; late.Status.Reason != "Evicted" || late.Status.Message != want {

@@ -63,6 +63,10 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		if present != "" {
 			msg := fmt.Sprintf("Container image %q already present on machine", requested)
 			m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled, msg)
+			// Ends a pull of the pod's still counted as running (another
+			// container's, which a third pod's pull made unnecessary), as
+			// upstream's image manager does.
+			m.startup.RecordImageFinishedPulling(pod.UID)
 			return present, msg, nil
 		}
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
@@ -77,6 +81,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		return "", msg, newReasonError(kubecontainer.ErrImagePullBackOff, nil, "%s", msg)
 	}
 
+	m.startup.RecordImageStartedPulling(pod.UID)
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulling, fmt.Sprintf("Pulling image %q", requested))
 	start := time.Now()
 	pulled, err := m.pullImage(ctx, spec, ref, pullSecrets, sandboxConfig)
@@ -87,6 +92,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		}
 		return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
 	}
+	m.startup.RecordImageFinishedPulling(pod.UID)
 	took := time.Since(start).Truncate(time.Millisecond)
 	m.metrics.imagePullDuration.WithLabelValues(imageSizeBucket(pulled.size)).Observe(took.Seconds())
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled,

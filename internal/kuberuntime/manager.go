@@ -181,7 +181,27 @@ type Options struct {
 	// Registerer receives upstream's kubelet_started_* and
 	// kubelet_image_pull_duration_seconds series; nil: not registered.
 	Registerer prometheus.Registerer
+	// Startup learns the image pulls and init container runs that the pod
+	// start SLI leaves out; nil: nobody.
+	Startup StartupRecorder
 }
+
+// StartupRecorder is the pod start SLI's view of the runtime manager: the
+// time each pod spends pulling images and running init containers.
+type StartupRecorder interface {
+	RecordImageStartedPulling(uid k8stypes.UID)
+	RecordImageFinishedPulling(uid k8stypes.UID)
+	RecordInitContainerStarted(uid k8stypes.UID, at time.Time)
+	RecordInitContainerFinished(uid k8stypes.UID, at time.Time)
+}
+
+// noStartup records nothing.
+type noStartup struct{}
+
+func (noStartup) RecordImageStartedPulling(k8stypes.UID)              {}
+func (noStartup) RecordImageFinishedPulling(k8stypes.UID)             {}
+func (noStartup) RecordInitContainerStarted(k8stypes.UID, time.Time)  {}
+func (noStartup) RecordInitContainerFinished(k8stypes.UID, time.Time) {}
 
 // ContainerLifecycle is upstream's internal container lifecycle: the
 // container manager adjusts a container's config before it is created and
@@ -207,6 +227,7 @@ type Manager struct {
 	helper             RuntimeHelper
 	logger             *zap.Logger
 	recorder           EventRecorder
+	startup            StartupRecorder
 	podLogsDir         string
 	seccompRoot        string // Localhost seccomp profiles are relative to it
 	seccompDefault     bool
@@ -258,6 +279,7 @@ func New(opts Options) (*Manager, error) {
 		helper:             opts.Helper,
 		logger:             opts.Logger,
 		recorder:           opts.Recorder,
+		startup:            opts.Startup,
 		podLogsDir:         opts.PodLogsDir,
 		seccompRoot:        opts.SeccompProfileRoot,
 		seccompDefault:     opts.SeccompDefault,
@@ -284,6 +306,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if m.recorder == nil {
 		m.recorder = nopRecorder{}
+	}
+	if m.startup == nil {
+		m.startup = noStartup{}
 	}
 	if m.podLogsDir == "" {
 		m.podLogsDir = DefaultPodLogsDir

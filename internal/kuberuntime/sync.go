@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 	grpcstatus "google.golang.org/grpc/status"
@@ -71,6 +72,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		return result
 	}
 	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
+	m.recordInitContainersFinished(pod, podStatus)
 	// In-place resize, before anything (re)starts with the new resources.
 	if !changes.CreateSandbox && changes.needsResize() {
 		m.doPodResizeAction(ctx, pod, changes, &result)
@@ -89,8 +91,12 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 	// Step 5: init containers and sidecars, in spec order.
 	for _, idx := range changes.InitContainersToStart {
 		c := &pod.Spec.InitContainers[idx]
-		if err := run.start(ctx, c); err != nil && !isSidecar(c) {
+		err := run.start(ctx, c)
+		switch {
+		case err != nil && !isSidecar(c):
 			return result
+		case err == nil && !isSidecar(c):
+			m.startup.RecordInitContainerStarted(pod.UID, time.Now())
 		}
 	}
 	// Step 6: regular containers.
@@ -98,6 +104,21 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		_ = run.start(ctx, &pod.Spec.Containers[idx])
 	}
 	return result
+}
+
+// recordInitContainersFinished tells the pod start SLI when the pod's init
+// containers (not sidecars) that exited did so.
+func (m *Manager) recordInitContainersFinished(pod *v1.Pod, podStatus *kubecontainer.PodStatus) {
+	for _, c := range pod.Spec.InitContainers {
+		if isSidecar(&c) {
+			continue
+		}
+		for _, cs := range podStatus.ContainerStatuses {
+			if cs.Name == c.Name && cs.State == kubecontainer.StateExited && !cs.FinishedAt.IsZero() {
+				m.startup.RecordInitContainerFinished(pod.UID, cs.FinishedAt)
+			}
+		}
+	}
 }
 
 // killForSync runs steps 2 and 3 and reports whether the sync may go on.

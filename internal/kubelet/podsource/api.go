@@ -180,6 +180,9 @@ func (a *apiSource) sendLoop(ctx context.Context) {
 		case <-a.wake:
 		}
 		pods, ok := a.snapshot()
+		if ok && a.src.opts.Watched != nil {
+			a.src.opts.Watched.ObservedPodsOnWatch(pods, time.Now())
+		}
 		if !ok || (sent && samePods(last, pods)) {
 			continue
 		}

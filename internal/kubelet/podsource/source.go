@@ -56,6 +56,15 @@ type Options struct {
 	// true (polled every second), as upstream waits for the Node object before watching
 	// pods. nil = watch at once.
 	NodeSynced func() bool
+	// Watched, if set, is given every pod of each update of the API source
+	// as the watch delivered it, with the time it arrived (the pod start SLI
+	// ends when the watch shows the pod started).
+	Watched WatchObserver
+}
+
+// WatchObserver learns the API source's pods as they arrive.
+type WatchObserver interface {
+	ObservedPodsOnWatch(pods []*v1.Pod, when time.Time)
 }
 
 // Source runs the configured pod sources and merges them into one stream.

@@ -57,6 +57,14 @@ type SyncOptions struct {
 	SyncPeriod time.Duration
 	// Logger; nil = no logging.
 	Logger *zap.Logger
+	// Updated, if set, is given each pod as the API server returned it after
+	// a status patch that changed it (the pod start SLI's running time).
+	Updated StatusUpdateObserver
+}
+
+// StatusUpdateObserver learns the pods whose status the API server took.
+type StatusUpdateObserver interface {
+	RecordStatusUpdated(pod *v1.Pod)
 }
 
 // Syncer publishes a status store to the API server (Run). It is built
@@ -69,6 +77,7 @@ type Syncer struct {
 	safety     PodDeletionSafetyProvider
 	syncPeriod time.Duration
 	logger     *zap.Logger
+	updated    StatusUpdateObserver
 }
 
 // NewSyncer wires a Syncer of store; it starts nothing.
@@ -83,7 +92,7 @@ func NewSyncer(store *Manager, opts SyncOptions) (*Syncer, error) {
 		opts.Logger = zap.NewNop()
 	}
 	return &Syncer{store: store, client: opts.Client, nodeName: opts.NodeName, safety: opts.PodDeletionSafety,
-		syncPeriod: opts.SyncPeriod, logger: opts.Logger}, nil
+		syncPeriod: opts.SyncPeriod, logger: opts.Logger, updated: opts.Updated}, nil
 }
 
 // Run publishes the store to the API server until ctx ends: each status
@@ -239,6 +248,9 @@ func (s *Syncer) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) er
 	if !unchanged {
 		log.Debug("pod status patched", zap.String("phase", string(updated.Status.Phase)))
 		apiPod = updated
+		if s.updated != nil {
+			s.updated.RecordStatusUpdated(updated)
+		}
 	}
 	s.recordAck(p, ack{version: p.e.version, apiUID: apiPod.UID})
 	if !s.mayDelete(apiPod, apiPod.Status.Phase, p) {
