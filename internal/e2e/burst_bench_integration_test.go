@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +42,13 @@ const (
 type burstConfig struct {
 	pods, rounds int
 	idle         time.Duration
+	// verbosity is the kubelet's -v: the kubelet's default (0) unless
+	// BURST_V says otherwise; the test harness's -v=4 logs every relist and
+	// sync and costs idle CPU that a node does not pay.
+	verbosity string
+	// profileDir, when set (BURST_PROFILE_DIR), gets each round's heap
+	// profile of the kubelet at the end of the idle window.
+	profileDir string
 }
 
 func burstConfigFromEnv(b *testing.B) burstConfig {
@@ -57,6 +66,14 @@ func burstConfigFromEnv(b *testing.B) burstConfig {
 			*e.dst = n
 		}
 	}
+	cfg.verbosity = "0"
+	if v := os.Getenv("BURST_V"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			b.Fatalf("BURST_V=%q: want a log verbosity (0, 2, 4...)", v)
+		}
+		cfg.verbosity = v
+	}
+	cfg.profileDir = os.Getenv("BURST_PROFILE_DIR")
 	if v := os.Getenv("BURST_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -127,7 +144,7 @@ func BenchmarkBurst(b *testing.B) {
 				runBurstKubelet(b, dc, cfg, &round)
 			}
 			rounds = append(rounds, round)
-			b.Logf("round %d/%d, %d pods:\n%s", r+1, cfg.rounds, cfg.pods, round.table(cfg.idle))
+			b.Logf("round %d/%d, %d pods:\n%s", r+1, cfg.rounds, cfg.pods, round.table(cfg.idle, cfg.verbosity))
 		}
 		reportBurst(b, cfg, rounds)
 	}
@@ -175,6 +192,7 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 	b.Helper()
 	n := newNode(b)
 	defer n.cleanup()
+	n.extra = append(n.extra, "-v="+cfg.verbosity)
 	n.start()
 
 	files := make([]string, 0, cfg.pods)
@@ -189,12 +207,29 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 
 	time.Sleep(burstSettle)
 	round.idleCPU, round.rssMiB = idleUsage(b, n.kubelet.pid(), cfg.idle)
+	if cfg.profileDir != "" {
+		n.saveHeapProfile(filepath.Join(cfg.profileDir, fmt.Sprintf("heap-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405"))))
+	}
 
 	removed := time.Now()
 	for _, f := range files {
 		n.removeManifest(f)
 	}
 	round.appStopped, round.removal = n.waitBurstStopped(dc, removed, 2*time.Minute)
+}
+
+// saveHeapProfile writes the kubelet's heap profile (/debug/pprof/heap on the
+// local socket) to path.
+func (n *node) saveHeapProfile(path string) {
+	n.t.Helper()
+	body, code, err := n.get("/debug/pprof/heap")
+	if err != nil || code != http.StatusOK {
+		n.t.Fatalf("heap profile: code %d: %v", code, err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Logf("heap profile: %s", path)
 }
 
 // burstList lists the private dockerd's containers that carry every label
@@ -297,7 +332,7 @@ func (n *node) waitBurstStopped(dc *libdocker.Client, removed time.Time, timeout
 }
 
 // table is the round's figures as a readable table.
-func (r *burstRound) table(idle time.Duration) string {
+func (r *burstRound) table(idle time.Duration, verbosity string) string {
 	var sb strings.Builder
 	row := func(name string, f func(q float64) string) {
 		fmt.Fprintf(&sb, "  %-26s", name)
@@ -310,7 +345,7 @@ func (r *burstRound) table(idle time.Duration) string {
 	row("kubelet (StartedAt-write)", func(q float64) string { return fmt.Sprintf("%.2fs", r.kubelet.q(q)) })
 	row("floor (StartedAt-launch)", func(q float64) string { return fmt.Sprintf("%.2fs", r.floor.q(q)) })
 	row("ratio kubelet/floor", func(q float64) string { return fmt.Sprintf("%.2fx", r.kubelet.q(q)/r.floor.q(q)) })
-	fmt.Fprintf(&sb, "  kubelet idle (%s window): cpu %.2f %% of one core, rss %.1f MiB\n", idle, r.idleCPU, r.rssMiB)
+	fmt.Fprintf(&sb, "  kubelet idle (%s window, -v=%s): cpu %.2f %% of one core, rss %.1f MiB\n", idle, verbosity, r.idleCPU, r.rssMiB)
 	fmt.Fprintf(&sb, "  removal: app containers stopped after %.2fs, all (sandboxes too) after %.2fs; floor clean-up %.2fs",
 		r.appStopped.Seconds(), r.removal.Seconds(), r.floorCleanup.Seconds())
 	return sb.String()
