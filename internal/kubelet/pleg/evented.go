@@ -271,12 +271,12 @@ func (e *EventedPLEG) queueRead(ctx context.Context, md *runtimeapi.PodSandboxMe
 // flow, must not answer for the pod until a status read after the change is
 // cached: the pod is marked in the cache and read at once.
 func (e *EventedPLEG) PodChanged(uid k8stypes.UID, name, namespace string) {
-	e.generic.cache.MarkChanged(uid, e.generic.clock.Now())
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.runCtx == nil || e.runCtx.Err() != nil {
-		return // not running: nothing waits on the cache
+		return // not running: no read would clear the mark
 	}
+	e.generic.cache.MarkChanged(uid, e.generic.clock.Now())
 	e.queueRead(e.runCtx, &runtimeapi.PodSandboxMetadata{Uid: string(uid), Name: name, Namespace: namespace}, nil)
 }
 
