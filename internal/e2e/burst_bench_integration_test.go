@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -193,6 +195,10 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 	n := newNode(b)
 	defer n.cleanup()
 	n.extra = append(n.extra, "-v="+cfg.verbosity)
+	if cfg.profileDir != "" {
+		// The profile is read from the API port, open to anyone for this run.
+		n.extra = append(n.extra, "--anonymous-auth=true", "--authorization-mode=AlwaysAllow")
+	}
 	n.start()
 
 	files := make([]string, 0, cfg.pods)
@@ -219,14 +225,22 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 }
 
 // saveHeapProfile writes the kubelet's heap profile (/debug/pprof/heap on the
-// local socket) to path.
+// API port, which the run opened to anonymous clients) to path.
 func (n *node) saveHeapProfile(path string) {
 	n.t.Helper()
-	body, code, err := n.get("/debug/pprof/heap")
-	if err != nil || code != http.StatusOK {
-		n.t.Fatalf("heap profile: code %d: %v", code, err)
+	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test's own kubelet on 127.0.0.1
+	}}
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", n.apiPort))
+	if err != nil {
+		n.t.Fatalf("heap profile: %v", err)
 	}
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		n.t.Fatalf("heap profile: code %d: %v %.200s", resp.StatusCode, err, body)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
 		n.t.Fatal(err)
 	}
 	n.t.Logf("heap profile: %s", path)
