@@ -333,6 +333,7 @@ func testGracefulDeletion(t *testing.T, c *controlplane.Cluster) {
 	n.createNamespace()
 	n.start()
 	n.waitNodeReady(60 * time.Second)
+	checkActiveDeadline(n)
 	n.applyYAML(graceYAML())
 	p := n.waitAPIPod("graceful", podStartTimeout, "running", runningAndReady)
 	n.waitLog(p, "main", "started\n", 20*time.Second)

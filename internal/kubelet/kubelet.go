@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -65,6 +66,7 @@ type Kubelet struct {
 	state     RuntimeState
 	mirrors   *mirrorKeeper
 	resize    *resizer // nil: no in-place resize
+	deadline  *activeDeadline
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -80,7 +82,8 @@ func New(opts Options) (*Kubelet, error) {
 	}
 	reasons := apistatus.NewReasonCache()
 	var rs *resizer
-	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons}
+	deadline := &activeDeadline{clock: clock.RealClock{}, status: p.Status, recorder: opts.Recorder}
+	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons, Evict: []apistatus.EvictHandler{deadline}}
 	if p.Allocated != nil {
 		rs = newResizer(p.Allocated, c.CPUManagerStatic)
 		genOpts.Resize = rs
@@ -107,6 +110,7 @@ func New(opts Options) (*Kubelet, error) {
 		reasons:   reasons,
 		state:     p.State,
 		resize:    rs,
+		deadline:  deadline,
 	}
 	if p.Mirrors != nil {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}

@@ -30,6 +30,10 @@ const orphanGracePeriod int64 = 1
 func (k *Kubelet) syncLoop(ctx context.Context) {
 	housekeeping := time.NewTicker(k.cfg.housekeeping)
 	defer housekeeping.Stop()
+	// Every second, as upstream's sync ticker, the pods past their active
+	// deadline are synced (their status fails them).
+	deadlines := time.NewTicker(time.Second)
+	defer deadlines.Stop()
 	updates := k.deps.sources.Updates()
 	events := k.deps.pleg.Watch()
 	for {
@@ -65,6 +69,8 @@ func (k *Kubelet) syncLoop(ctx context.Context) {
 		case u := <-k.deps.prober.StartupUpdates():
 			k.status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == prober.Success)
 			k.syncPodByUID(u.PodUID, "startup changed")
+		case <-deadlines.C:
+			k.syncPastDeadline()
 		case <-housekeeping.C:
 			if k.deps.sources.SeenAllSources() {
 				k.housekeeping(ctx)
@@ -231,6 +237,20 @@ func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
 		return
 	}
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+}
+
+// syncPastDeadline syncs the active pods past their activeDeadlineSeconds
+// whose status is not terminal yet.
+func (k *Kubelet) syncPastDeadline() {
+	for _, p := range k.pods.all() {
+		if p.Spec.ActiveDeadlineSeconds == nil || k.isPodInactive(p) || !k.deadline.pastDeadline(p) {
+			continue
+		}
+		if st, ok := k.status.GetPodStatus(p.UID); ok && status.IsTerminal(st.Phase) {
+			continue
+		}
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
+	}
 }
 
 // housekeeping reconciles the pod workers, probes, statuses, pod directories

@@ -46,6 +46,15 @@ type Options struct {
 	// status fields (containers' allocatedResources and resources); nil: a
 	// kubelet without in-place resize reports neither.
 	Resize ResizeConditions
+	// Evict are asked, in order, whether the pod must stop now (upstream's
+	// pod sync handlers: the active deadline); the first that says so makes
+	// the phase Failed with its reason and message.
+	Evict []EvictHandler
+}
+
+// EvictHandler decides whether a pod must be stopped (and failed) now.
+type EvictHandler interface {
+	ShouldEvict(pod *v1.Pod) (reason, message string, evict bool)
 }
 
 // ResizeConditions are the PodResizePending and PodResizeInProgress
@@ -63,6 +72,7 @@ type Generator struct {
 	probes  ProbeUpdater
 	reasons *ReasonCache
 	resize  ResizeConditions
+	evict   []EvictHandler
 }
 
 // New returns a Generator; Status and Reasons are required.
@@ -70,7 +80,7 @@ func New(opts Options) (*Generator, error) {
 	if opts.Status == nil || opts.Reasons == nil {
 		return nil, errors.New("apistatus: Options.Status and Options.Reasons are required")
 	}
-	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize}, nil
+	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize, evict: opts.Evict}, nil
 }
 
 // Generate returns the pod's API status. podIsTerminal says the pod's
@@ -101,6 +111,12 @@ func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerm
 		}
 		if s.Message == "" {
 			s.Message = pod.Status.Message
+		}
+	}
+	for _, h := range g.evict {
+		if reason, message, evict := h.ShouldEvict(pod); evict {
+			s.Phase, s.Reason, s.Message = v1.PodFailed, reason, message
+			break
 		}
 	}
 	if status.IsTerminal(pod.Status.Phase) {

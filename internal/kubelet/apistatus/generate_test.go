@@ -224,3 +224,24 @@ func TestHostNetworkPodIP(t *testing.T) {
 		t.Errorf("host network pod IP = %q %v", s.PodIP, s.PodIPs)
 	}
 }
+
+// evictAll says every pod must stop.
+type evictAll struct{}
+
+func (evictAll) ShouldEvict(*v1.Pod) (string, string, bool) { return "DeadlineExceeded", "too long", true }
+
+// TestEvictHandlerFailsPod: a handler that says the pod must stop makes the
+// phase Failed with its reason and message, running containers or not.
+func TestEvictHandlerFailsPod(t *testing.T) {
+	t.Parallel()
+	g, err := New(Options{Status: status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}), Reasons: NewReasonCache(), Evict: []EvictHandler{evictAll{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := staticPod("p", "uid-p")
+	ps := &kubecontainer.PodStatus{ID: pod.UID, ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateRunning, 100, 0)}}
+	s := g.Generate(pod, ps, false)
+	if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" || s.Message != "too long" {
+		t.Errorf("status = %s / %q / %q, want Failed / DeadlineExceeded / too long", s.Phase, s.Reason, s.Message)
+	}
+}
