@@ -32,6 +32,7 @@ func TestIntegrationKubeletAPI(t *testing.T) {
 		{desc: "Logs", run: testKubectlLogs},
 		{desc: "Exec", run: testKubectlExec},
 		{desc: "Attach", run: testKubectlAttach},
+		{desc: "Debug", run: testKubectlDebug},
 		{desc: "PortForward", run: testKubectlPortForward},
 		{desc: "StatsSummary", run: testStatsSummary},
 		{desc: "Refusals", run: testAPIRefusals},

@@ -49,6 +49,9 @@ type podActions struct {
 	InitContainersToStart []int
 	// ContainersToStart are indexes in pod.Spec.Containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes in pod.Spec.EphemeralContainers
+	// of the ones never created (they are never restarted).
+	EphemeralContainersToStart []int
 	// ContainersToKill are running (or unknown) containers to stop before
 	// starting anything; some of them are restarted through the lists above.
 	ContainersToKill map[kubecontainer.ContainerID]containerToKillInfo
@@ -80,11 +83,17 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		return changes
 	}
 
+	// Ephemeral containers start even while the pod initializes, once each.
+	for i := range pod.Spec.EphemeralContainers {
+		if podStatus.FindContainerStatusByName(pod.Spec.EphemeralContainers[i].Name) == nil {
+			changes.EphemeralContainersToStart = append(changes.EphemeralContainersToStart, i)
+		}
+	}
 	initialized := m.computeInitContainerActions(pod, podStatus, &changes)
 	if changes.KillPod || !initialized {
 		// Initialization failed for good or is still in progress: regular
 		// containers wait.
-		return changes
+		return withoutEphemeralIfKilled(changes)
 	}
 
 	keep := m.computeContainerActions(pod, podStatus, &changes)
@@ -92,6 +101,15 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		// Nothing runs and nothing will: stop the pod, sidecars included.
 		changes.KillPod = true
 		changes.InitContainersToStart = nil
+	}
+	return withoutEphemeralIfKilled(changes)
+}
+
+// withoutEphemeralIfKilled drops the ephemeral containers to start when the
+// pod is being stopped: they would have no sandbox to join.
+func withoutEphemeralIfKilled(changes podActions) podActions {
+	if changes.KillPod {
+		changes.EphemeralContainersToStart = nil
 	}
 	return changes
 }

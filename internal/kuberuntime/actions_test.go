@@ -603,3 +603,61 @@ func TestComputePodActionsSidecars(t *testing.T) {
 		})
 	}
 }
+
+// TestComputePodActionsEphemeral: an ephemeral container is started once
+// (never again once it has a status), even while the pod initializes, and not
+// into a pod being stopped.
+func TestComputePodActionsEphemeral(t *testing.T) {
+	t.Parallel()
+	pod := testPod("c")
+	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{
+		{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}, TargetContainerName: "c"},
+		{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "done", Image: "busybox"}},
+	}
+	env := newTestEnv(t)
+	c := &pod.Spec.Containers[0]
+	done := (*v1.Container)(&pod.Spec.EphemeralContainers[1].EphemeralContainerCommon)
+	st := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(c, kubecontainer.StateRunning, 0), cstatus(done, kubecontainer.StateExited, 0))
+	if got := env.m.computePodActions(pod, st).EphemeralContainersToStart; !reflect.DeepEqual(got, []int{0}) {
+		t.Errorf("ephemeral containers to start = %v, want [0] (the exited one is never restarted)", got)
+	}
+	// The only regular container exited for good: the pod stops, no debug
+	// container starts into it.
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	st = podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(c, kubecontainer.StateExited, 0))
+	if a := env.m.computePodActions(pod, st); !a.KillPod || len(a.EphemeralContainersToStart) != 0 {
+		t.Errorf("stopping pod: KillPod %v, ephemeral to start %v; want true, none", a.KillPod, a.EphemeralContainersToStart)
+	}
+}
+
+// TestTargetNamespace: a targeted ephemeral container joins its target's PID
+// namespace; a missing target is a configuration error; others are left alone.
+func TestTargetNamespace(t *testing.T) {
+	t.Parallel()
+	pod := testPod("c")
+	pod.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug"}, TargetContainerName: "c"}}
+	cfg := func() *runtimeapi.ContainerConfig {
+		return &runtimeapi.ContainerConfig{Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}}}}
+	}
+	debug := (*v1.Container)(&pod.Spec.EphemeralContainers[0].EphemeralContainerCommon)
+	run := &syncRun{pod: pod, podStatus: podStatusOf(pod, nil, cstatus(&pod.Spec.Containers[0], kubecontainer.StateRunning, 0))}
+	got := cfg()
+	if err := run.targetNamespace(debug, got); err != nil {
+		t.Fatal(err)
+	}
+	if ns := got.Linux.SecurityContext.NamespaceOptions; ns.Pid != runtimeapi.NamespaceMode_TARGET || ns.TargetId != "c-id" {
+		t.Errorf("namespaces = %v, want TARGET c-id", ns)
+	}
+	regular := cfg()
+	if err := run.targetNamespace(&pod.Spec.Containers[0], regular); err != nil || regular.Linux.SecurityContext.NamespaceOptions.Pid != runtimeapi.NamespaceMode_CONTAINER {
+		t.Errorf("a regular container's namespaces changed: %v %v", regular.Linux.SecurityContext.NamespaceOptions, err)
+	}
+	run.podStatus = podStatusOf(pod, nil)
+	if err := run.targetNamespace(debug, cfg()); err == nil || err.Error() != "unable to find target container c" {
+		t.Errorf("missing target: %v", err)
+	}
+	if typ := containerType(pod, debug); typ != "ephemeral_container" {
+		t.Errorf("containerType = %q", typ)
+	}
+}

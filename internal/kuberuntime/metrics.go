@@ -59,6 +59,9 @@ func containerType(pod *v1.Pod, c *v1.Container) string {
 			return "init_container"
 		}
 	}
+	if ephemeralContainerOf(pod, c) != nil {
+		return "ephemeral_container"
+	}
 	return "container"
 }
 

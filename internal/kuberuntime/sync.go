@@ -77,7 +77,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 	if !changes.CreateSandbox && changes.needsResize() {
 		m.doPodResizeAction(ctx, pod, changes, &result)
 	}
-	if !changes.CreateSandbox && len(changes.InitContainersToStart) == 0 && len(changes.ContainersToStart) == 0 {
+	if !changes.CreateSandbox && len(changes.InitContainersToStart) == 0 && len(changes.ContainersToStart) == 0 &&
+		len(changes.EphemeralContainersToStart) == 0 {
 		return result
 	}
 
@@ -88,6 +89,11 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		return result
 	}
 
+	// Ephemeral containers first, as upstream: a debug container starts even
+	// when an init container cannot.
+	for _, idx := range changes.EphemeralContainersToStart {
+		_ = run.start(ctx, (*v1.Container)(&pod.Spec.EphemeralContainers[idx].EphemeralContainerCommon))
+	}
 	// Step 5: init containers and sidecars, in spec order.
 	for _, idx := range changes.InitContainersToStart {
 		c := &pod.Spec.InitContainers[idx]
@@ -104,6 +110,36 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		_ = run.start(ctx, &pod.Spec.Containers[idx])
 	}
 	return result
+}
+
+// targetNamespace puts an ephemeral container with a targetContainerName
+// into that container's PID namespace (when the pod shares none), as
+// upstream: the target must exist in the pod's status.
+func (r *syncRun) targetNamespace(c *v1.Container, cfg *runtimeapi.ContainerConfig) error {
+	ec := ephemeralContainerOf(r.pod, c)
+	if ec == nil || ec.TargetContainerName == "" {
+		return nil
+	}
+	target := r.podStatus.FindContainerStatusByName(ec.TargetContainerName)
+	if target == nil {
+		return fmt.Errorf("unable to find target container %v", ec.TargetContainerName)
+	}
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if ns != nil && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, target.ID.ID
+	}
+	return nil
+}
+
+// ephemeralContainerOf returns the ephemeral container whose common part c
+// is, nil for any other container.
+func ephemeralContainerOf(pod *v1.Pod, c *v1.Container) *v1.EphemeralContainer {
+	for i := range pod.Spec.EphemeralContainers {
+		if (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon) == c {
+			return &pod.Spec.EphemeralContainers[i]
+		}
+	}
+	return nil
 }
 
 // recordInitContainersFinished tells the pod start SLI when the pod's init
@@ -288,6 +324,9 @@ func (r *syncRun) startContainer(ctx context.Context, c *v1.Container) (string, 
 	cfg, cleanup, err := m.generateContainerConfig(ctx, c, pod, restartCount, r.podIP(), r.podIPs, imageRef)
 	if cleanup != nil {
 		defer cleanup()
+	}
+	if err == nil {
+		err = r.targetNamespace(c, cfg)
 	}
 	if err != nil {
 		m.recorder.Eventf(pod, v1.EventTypeWarning, eventFailed, "Error: %v", err)

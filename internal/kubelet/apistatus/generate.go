@@ -183,6 +183,14 @@ func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.Po
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s.ContainerStatuses = g.containerStatuses(pod, ps, old.ContainerStatuses, pod.Spec.Containers, hasInit, false)
 	s.InitContainerStatuses = g.containerStatuses(pod, ps, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		// Converted as init containers, as upstream does.
+		ephemeral := make([]v1.Container, len(pod.Spec.EphemeralContainers))
+		for i := range pod.Spec.EphemeralContainers {
+			ephemeral[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+		s.EphemeralContainerStatuses = g.containerStatuses(pod, ps, old.EphemeralContainerStatuses, ephemeral, hasInit, true)
+	}
 	return &s
 }
 
@@ -370,12 +378,25 @@ func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.Container
 // initDone reports whether an init container is finished for good: it exited 0,
 // or its status is gone but regular containers were created (so it completed);
 // the latter also marks it Completed.
+// isEphemeral: name is one of the pod's ephemeral containers.
+func isEphemeral(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func initDone(pod *v1.Pod, ps *kubecontainer.PodStatus, c *v1.Container, st *v1.ContainerStatus) bool {
 	s := ps.FindContainerStatusByName(c.Name)
 	if s != nil && s.State == kubecontainer.StateExited && s.ExitCode == 0 {
 		return true
 	}
-	if s == nil && !status.IsRestartableInitContainer(c) && anyRegularContainerCreated(pod, ps) && st.State.Waiting != nil {
+	// (Not for an ephemeral container, which upstream converts as an init
+	// container too: one not created yet would show Completed before it ran,
+	// and kubectl debug would attach to nothing.)
+	if s == nil && !status.IsRestartableInitContainer(c) && !isEphemeral(pod, c.Name) && anyRegularContainerCreated(pod, ps) && st.State.Waiting != nil {
 		st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			Reason:   "Completed",
 			Message:  "Unable to get init container status from container runtime and pod has been initialized, treat it as exited normally",

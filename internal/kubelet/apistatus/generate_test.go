@@ -245,3 +245,28 @@ func TestEvictHandlerFailsPod(t *testing.T) {
 		t.Errorf("status = %s / %q / %q, want Failed / DeadlineExceeded / too long", s.Phase, s.Reason, s.Message)
 	}
 }
+
+// TestEphemeralContainerStatuses: an ephemeral container not created yet
+// waits (it is not taken for a completed init container), a running one
+// shows running; the phase does not depend on it.
+func TestEphemeralContainerStatuses(t *testing.T) {
+	t.Parallel()
+	g := newGenerator(t)
+	pod := staticPod("p", "uid-p", func(p *v1.Pod) {
+		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}, TargetContainerName: "c"}}
+	})
+	ps := &kubecontainer.PodStatus{ID: pod.UID, SandboxStatuses: readySandbox("10.1.0.5"),
+		ContainerStatuses: []*kubecontainer.ContainerStatus{rtStatus("c", "1", kubecontainer.StateRunning, 100, 0)}}
+	s := g.Generate(pod, ps, false)
+	if len(s.EphemeralContainerStatuses) != 1 || s.EphemeralContainerStatuses[0].State.Waiting == nil {
+		t.Fatalf("not yet created ephemeral container: %+v", s.EphemeralContainerStatuses)
+	}
+	ps.ContainerStatuses = append(ps.ContainerStatuses, rtStatus("debug", "2", kubecontainer.StateRunning, 200, 0))
+	s = g.Generate(pod, ps, false)
+	if es := s.EphemeralContainerStatuses; len(es) != 1 || es[0].State.Running == nil || es[0].ContainerID != "docker://2" {
+		t.Errorf("running ephemeral container: %+v", es)
+	}
+	if s.Phase != v1.PodRunning || len(s.ContainerStatuses) != 1 {
+		t.Errorf("phase %s, %d container statuses; want Running and the one regular container", s.Phase, len(s.ContainerStatuses))
+	}
+}
