@@ -228,7 +228,9 @@ func TestHostNetworkPodIP(t *testing.T) {
 // evictAll says every pod must stop.
 type evictAll struct{}
 
-func (evictAll) ShouldEvict(*v1.Pod) (string, string, bool) { return "DeadlineExceeded", "too long", true }
+func (evictAll) ShouldEvict(*v1.Pod) (string, string, bool) {
+	return "DeadlineExceeded", "too long", true
+}
 
 // TestEvictHandlerFailsPod: a handler that says the pod must stop makes the
 // phase Failed with its reason and message, running containers or not.
