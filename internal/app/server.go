@@ -15,6 +15,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver/auth"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
@@ -34,10 +35,12 @@ type apiServerDeps struct {
 	logger       *zap.Logger
 }
 
-// statsServer serves /stats/ and /metrics/resource (internal/kubelet/stats).
+// statsServer serves /stats/, /metrics/resource and /metrics/cadvisor
+// (internal/kubelet/stats).
 type statsServer interface {
 	Handler() http.Handler
 	ResourceMetrics() prometheus.Gatherer
+	CadvisorMetrics(o stats.CadvisorOptions) http.Handler
 }
 
 // startAPIServers starts the kubelet API (HTTPS on --address:--port, behind
@@ -65,6 +68,8 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 	}
 	if d.stats != nil {
 		opts.Stats, opts.ResourceMetrics = d.stats.Handler(), d.stats.ResourceMetrics()
+		// One handler (and one set of held cgroup files) for both servers.
+		opts.CadvisorMetrics = d.stats.CadvisorMetrics(stats.CadvisorOptions{SandboxImage: cfg.PodInfraContainerImage})
 	}
 	if *cfg.Kubelet.EnableServer {
 		filter, tlsCfg, err := apiSecurity(ctx, cfg, d)

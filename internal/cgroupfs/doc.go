@@ -23,7 +23,15 @@
 //	paths, err := cgroupfs.Resolve(mounts, proc)
 //	sample, err := cgroupfs.ReadSample(paths) // errors.Is(err, cgroupfs.ErrGone) once it stopped
 //
-// The package starts no goroutines. Apart from the memory threshold notifier
-// (the eventfd that the eviction manager's kernelMemcgNotification arms on a
-// v1 memory cgroup), it holds no state: every call reads the files anew.
+// HeldFiles keeps the files of known cgroups open and re-reads them with one pread
+// each (the dockershim's container stats and the kubelet's /metrics/cadvisor use
+// it); the caller owns it and closes files with Release and Prune. Its
+// ReadCadvisorV1 and ReadCadvisorSpecV1 read a v1 cgroup's figures and
+// configuration the way cAdvisor (through runc's cgroup managers) does, for
+// /metrics/cadvisor.
+//
+// The package starts no goroutines and keeps no package-level state. What it
+// holds belongs to values the caller owns: the memory threshold notifier (the
+// eventfd that the eviction manager's kernelMemcgNotification arms on a v1 memory
+// cgroup) and HeldFiles; every other call reads the files anew.
 package cgroupfs

@@ -78,7 +78,7 @@ func (r *cgroupReader) parent(cg statsCgroup) statsCgroup { return cg.parent() }
 
 // read samples one cgroup through the held files.
 func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) {
-	c, err := r.files.sample(cg, now)
+	c, err := sampleHeld(r.files, cg, now)
 	if err != nil {
 		return usageSample{at: now}, err
 	}
@@ -87,30 +87,25 @@ func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) 
 
 // release closes the held files of a container's cgroup (it died or was removed).
 func (r *cgroupReader) release(cg statsCgroup) {
-	r.files.release(cg.unified, cg.cpuacct, cg.memory, cg.pids)
+	r.files.Release(cg.unified, cg.cpuacct, cg.memory, cg.pids)
 }
 
 // pruneFiles closes the files no request read since before.
-func (r *cgroupReader) pruneFiles(before time.Time) { r.files.prune(before) }
+func (r *cgroupReader) pruneFiles(before time.Time) { r.files.Prune(before) }
 
 // network reads the interfaces of pid's network namespace from /proc/<pid>/net/dev
 // (the file shows the namespace of the process that is named), except loopback.
 func (r *cgroupReader) network(pid int, now time.Time) (*runtimeapi.NetworkUsage, error) {
 	// Read and closed at once: an open net/dev would keep the namespace alive.
 	path := filepath.Join(r.procRoot, strconv.Itoa(pid), "net", "dev")
-	bp := r.files.bufs.Get().(*[]byte)
-	defer r.files.bufs.Put(bp)
-	n, err := readOnce(path, *bp)
-	b := (*bp)[:max(n, 0)]
-	if err == nil && n == len(*bp) {
-		b, err = os.ReadFile(path)
-	}
+	var ifs []*runtimeapi.NetworkInterfaceUsage
+	err := r.files.ReadUnheld(path, func(b []byte) error {
+		var err error
+		ifs, err = parseNetDev(b)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read net/dev of pid %d: %w", pid, err)
-	}
-	ifs, err := parseNetDev(b)
-	if err != nil {
-		return nil, fmt.Errorf("pid %d: %w", pid, err)
+		return nil, fmt.Errorf("net/dev of pid %d: %w", pid, err)
 	}
 	out := &runtimeapi.NetworkUsage{Timestamp: now.UnixNano()}
 	for _, i := range ifs {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,16 +13,17 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// upstreamMetric is one line of testdata/upstream_metrics.txt.
+// upstreamMetric is one line of a metric names file (testdata/upstream_metrics.txt,
+// testdata/cadvisor_metrics.txt): name, type, label names, when, help.
 type upstreamMetric struct {
 	name, typ, when, help string
 	labels                []string
 }
 
-// readUpstreamMetrics reads testdata/upstream_metrics.txt.
-func readUpstreamMetrics(t *testing.T) []upstreamMetric {
+// readMetricNames reads a metric names file under testdata.
+func readMetricNames(t *testing.T, file string) []upstreamMetric {
 	t.Helper()
-	f, err := os.Open("testdata/upstream_metrics.txt")
+	f, err := os.Open(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func readUpstreamMetrics(t *testing.T) []upstreamMetric {
 		}
 		fields := strings.SplitN(line, " ", 5)
 		if len(fields) != 5 {
-			t.Fatalf("upstream_metrics.txt: bad line %q", line)
+			t.Fatalf("%s: bad line %q", file, line)
 		}
 		m := upstreamMetric{name: fields[0], typ: fields[1], when: fields[3], help: fields[4]}
 		if fields[2] != "-" {
@@ -60,7 +62,7 @@ func checkUpstreamMetrics(t *testing.T, body string, cluster bool) {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
-	for _, want := range readUpstreamMetrics(t) {
+	for _, want := range readMetricNames(t, "upstream_metrics.txt") {
 		mf, ok := families[want.name]
 		if !ok {
 			if want.when == "always" || want.when == "cluster" && cluster {

@@ -63,6 +63,8 @@ type APIOptions struct {
 	Host   HostInterface
 	// Stats serves /stats/ (it sees the full path, e.g. /stats/summary).
 	Stats http.Handler
+	// CadvisorMetrics serves /metrics/cadvisor (it writes its own exposition).
+	CadvisorMetrics http.Handler
 	// ResourceMetrics serves /metrics/resource, Gatherer /metrics and
 	// ProbeMetrics /metrics/probes.
 	ResourceMetrics prometheus.Gatherer
@@ -111,7 +113,7 @@ func StartAPI(ctx context.Context, opts APIOptions) (*Server, error) {
 }
 
 // StartReadOnly listens on opts.Addr and serves the read-only subset (/healthz,
-// /pods, /stats/, /metrics, /metrics/resource, /metrics/probes) over plain
+// /pods, /stats/, /metrics, /metrics/cadvisor, /metrics/resource, /metrics/probes) over plain
 // HTTP without authentication, as upstream's --read-only-port does.
 func StartReadOnly(ctx context.Context, opts APIOptions) (*Server, error) {
 	h, err := NewReadOnlyHandler(opts)
@@ -196,6 +198,9 @@ func (a *api) installReadOnly(mux *http.ServeMux) {
 	mux.HandleFunc("GET /pods", podsHandler(a.host))
 	if a.opts.Stats != nil {
 		mux.Handle("/stats/", a.opts.Stats)
+	}
+	if a.opts.CadvisorMetrics != nil {
+		mux.Handle("GET /metrics/cadvisor", a.opts.CadvisorMetrics)
 	}
 	for path, g := range map[string]prometheus.Gatherer{
 		"/metrics": a.opts.Gatherer, "/metrics/resource": a.opts.ResourceMetrics, "/metrics/probes": a.opts.ProbeMetrics,

@@ -43,6 +43,9 @@ func testAPIOptions(host *fakeHost) APIOptions {
 		Stats: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "stats at "+r.URL.Path)
 		}),
+		CadvisorMetrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "container_scrape_error 0\n")
+		}),
 		Configz: func() any { return map[string]any{"kubeletconfig": map[string]any{"maxPods": 110}} },
 	}
 }
@@ -74,6 +77,7 @@ func TestAPIEndpoints(t *testing.T) {
 		{desc: "running pods without slash", method: "GET", target: "/runningpods", wantCode: 200, wantBody: `"uid":"uid-web"`},
 		{desc: "metrics", method: "GET", target: "/metrics", wantCode: 200, wantBody: "kubelet_test_total 1"},
 		{desc: "resource metrics", method: "GET", target: "/metrics/resource", wantCode: 200, wantBody: "resource_test_total 1"},
+		{desc: "cadvisor metrics", method: "GET", target: "/metrics/cadvisor", wantCode: 200, wantBody: "container_scrape_error 0"},
 		{desc: "probe metrics", method: "GET", target: "/metrics/probes", wantCode: 200, wantBody: "prober_test_total 1"},
 		{desc: "stats", method: "GET", target: "/stats/summary?only_cpu_and_memory=true", wantCode: 200, wantBody: "stats at /stats/summary"},
 		{desc: "configz", method: "GET", target: "/configz", wantCode: 200, wantBody: `{"kubeletconfig":{"maxPods":110}}`},
@@ -261,7 +265,7 @@ func TestReadOnlyHandler(t *testing.T) {
 	}
 	for target, want := range map[string]int{
 		"/healthz": 200, "/pods": 200, "/metrics": 200, "/metrics/resource": 200, "/metrics/probes": 200, "/stats/summary": 200,
-		"/containerLogs/default/web/app": 404, "/runningpods/": 404, "/configz": 404, "/debug/pprof/": 404,
+		"/metrics/cadvisor": 200, "/containerLogs/default/web/app": 404, "/runningpods/": 404, "/configz": 404, "/debug/pprof/": 404,
 	} {
 		if rec := serveAPI(t, h, "GET", target); rec.Code != want {
 			t.Errorf("GET %s: %d; want %d", target, rec.Code, want)

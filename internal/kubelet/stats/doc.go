@@ -1,5 +1,8 @@
 // Package stats builds the kubelet's stats Summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1)
 // and serves it at /stats/summary and, as Prometheus metrics, at /metrics/resource.
+// It also serves /metrics/cadvisor (CadvisorMetrics): cAdvisor's container and
+// machine series, read from the cgroup v1 files of the root, kubepods, QoS, pod
+// and container cgroups and labelled from the CRI lists (cadvisor.go says how).
 //
 // The Summary follows upstream's CRI stats provider (pkg/kubelet/stats), with the
 // node half read directly from the host instead of cAdvisor:
@@ -23,8 +26,8 @@
 // Summary(ctx, true) is upstream's GetCPUAndMemoryStats: node and pod CPU, memory and
 // swap only, which is what /metrics/resource reports.
 //
-// Only the wiring (internal/app) may import it; the kubelet API server takes Handler()
-// and ResourceMetrics() as a plain http.Handler and prometheus.Gatherer. Of this project
-// it imports only the leaf internal/cgroupfs (its tests use internal/cri to reach a
-// real shim).
+// Only the wiring (internal/app) may import it; the kubelet API server takes
+// Handler(), CadvisorMetrics() and ResourceMetrics() as plain http.Handlers and a
+// prometheus.Gatherer. Of this project it imports only the leaf internal/cgroupfs
+// (its tests use internal/cri to reach a real shim).
 package stats

@@ -1,0 +1,328 @@
+package cgroupfs
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"time"
+)
+
+// V1Dirs are one cgroup's directories in the v1 hierarchies /metrics/cadvisor reads;
+// "" for a hierarchy that is not mounted.
+type V1Dirs struct {
+	CPU, CPUAcct, Memory, Blkio string
+	// BlkioFile is the blkio file to read the byte counts from (BlkioFileV1's
+	// choice); "" reads none.
+	BlkioFile string
+
+	files *v1Files // the stats files' paths, joined at the first read
+}
+
+// v1Files are the paths of the files ReadCadvisorV1 reads.
+type v1Files struct {
+	cpuStat, cpuacctUsage, cpuacctStat                 string
+	memUsage, memStat, memMaxUsage, memFailcnt, memOOM string
+}
+
+func (d *V1Dirs) paths() *v1Files {
+	if d.files != nil {
+		return d.files
+	}
+	join := func(dir, name string) string {
+		if dir == "" {
+			return ""
+		}
+		return filepath.Join(dir, name)
+	}
+	d.files = &v1Files{
+		cpuStat: join(d.CPU, "cpu.stat"), cpuacctUsage: join(d.CPUAcct, "cpuacct.usage"), cpuacctStat: join(d.CPUAcct, "cpuacct.stat"),
+		memUsage: join(d.Memory, "memory.usage_in_bytes"), memStat: join(d.Memory, "memory.stat"),
+		memMaxUsage: join(d.Memory, "memory.max_usage_in_bytes"), memFailcnt: join(d.Memory, "memory.failcnt"),
+		memOOM: join(d.Memory, "memory.oom_control"),
+	}
+	return d.files
+}
+
+// CadvisorStats are a v1 cgroup's figures as cAdvisor (runc's fs cgroup manager)
+// reads them. Times are in nanoseconds, memory in bytes.
+type CadvisorStats struct {
+	HasCPU                       bool
+	CPUUsage, CPUUser, CPUSystem uint64 // cpuacct.usage; cpuacct.stat user and system
+	HasThrottling                bool
+	Periods, Throttled           uint64 // cpu.stat nr_periods, nr_throttled
+	ThrottledTime                uint64 // cpu.stat throttled_time
+
+	HasMemory                         bool
+	MemUsage, MemMaxUsage, MemFailcnt uint64
+	WorkingSet                        uint64 // usage - total_inactive_file, floored at 0
+	RSS, Cache, Swap, MappedFile      uint64 // memory.stat total_* (plain without hierarchy)
+	HasOOM                            bool
+	OOMKills                          uint64 // memory.oom_control oom_kill
+
+	// IO is the bytes read and written per device (blkio), nil when unknown.
+	IO []DeviceIO
+}
+
+// DeviceIO is one device's blkio byte counts.
+type DeviceIO struct {
+	Major, Minor uint64
+	Read, Write  uint64
+}
+
+// CadvisorSpec is a v1 cgroup's configuration as cAdvisor reports it.
+type CadvisorSpec struct {
+	HasCPU bool
+	Shares uint64 // cpu.shares
+	Period uint64 // cpu.cfs_period_us
+	Quota  uint64 // cpu.cfs_quota_us; 0 when unlimited (-1)
+
+	HasMemory                     bool
+	Limit, SwapLimit, Reservation uint64 // memory.limit_in_bytes, memsw.limit_in_bytes, soft_limit_in_bytes
+}
+
+// userHZ is the unit of cpuacct.stat (USER_HZ, 100 on every Linux ABI).
+const userHZ = 100
+
+// ReadCadvisorV1 reads d's statistics into s through the held files. The memory
+// hierarchy must be readable (a removed cgroup matches ErrGone); the others are
+// optional.
+// The paths are joined once and kept in d.
+func (c *HeldFiles) ReadCadvisorV1(d *V1Dirs, now time.Time, s *CadvisorStats) error {
+	*s = CadvisorStats{IO: s.IO[:0]}
+	f := d.paths()
+	if d.Memory != "" {
+		if err := c.readMemoryV1(f, now, s); err != nil {
+			return err
+		}
+	}
+	if d.CPUAcct != "" {
+		c.readCPUAcctV1(f, now, s)
+	}
+	if d.CPU != "" {
+		_ = c.ReadFile(f.cpuStat, now, func(b []byte) error {
+			EachKeyed(b, func(k, v []byte) {
+				switch string(k) {
+				case "nr_periods":
+					s.Periods, s.HasThrottling = atou(v), true
+				case "nr_throttled":
+					s.Throttled = atou(v)
+				case "throttled_time":
+					s.ThrottledTime = atou(v)
+				}
+			})
+			return nil
+		})
+	}
+	if d.BlkioFile != "" {
+		_ = c.ReadFile(d.BlkioFile, now, func(b []byte) error {
+			s.IO = ParseBlkio(b, s.IO)
+			return nil
+		})
+	}
+	return nil
+}
+
+func (c *HeldFiles) readCPUAcctV1(f *v1Files, now time.Time, s *CadvisorStats) {
+	usage, err := c.ReadUint(f.cpuacctUsage, now)
+	if err != nil {
+		return
+	}
+	s.CPUUsage, s.HasCPU = usage, true
+	_ = c.ReadFile(f.cpuacctStat, now, func(b []byte) error {
+		EachKeyed(b, func(k, v []byte) {
+			switch string(k) {
+			case "user":
+				s.CPUUser = atou(v) * (uint64(time.Second) / userHZ)
+			case "system":
+				s.CPUSystem = atou(v) * (uint64(time.Second) / userHZ)
+			}
+		})
+		return nil
+	})
+}
+
+func (c *HeldFiles) readMemoryV1(f *v1Files, now time.Time, s *CadvisorStats) error {
+	usage, err := c.ReadUint(f.memUsage, now)
+	if err != nil {
+		return err
+	}
+	var plain, total [5]uint64 // inactive_file, rss, cache, swap, mapped_file
+	var hasTotal [5]bool
+	err = c.ReadFile(f.memStat, now, func(b []byte) error {
+		EachKeyed(b, func(k, v []byte) {
+			key, isTotal := bytes.CutPrefix(k, []byte("total_"))
+			i := memStatIndex(key)
+			if i < 0 {
+				return
+			}
+			if isTotal {
+				total[i], hasTotal[i] = atou(v), true
+			} else {
+				plain[i] = atou(v)
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range plain {
+		if hasTotal[i] {
+			plain[i] = total[i]
+		}
+	}
+	s.HasMemory, s.MemUsage = true, usage
+	s.WorkingSet = subFloor(usage, plain[0])
+	s.RSS, s.Cache, s.Swap, s.MappedFile = plain[1], plain[2], plain[3], plain[4]
+	s.MemMaxUsage, _ = c.ReadUint(f.memMaxUsage, now)
+	s.MemFailcnt, _ = c.ReadUint(f.memFailcnt, now)
+	_ = c.ReadFile(f.memOOM, now, func(b []byte) error {
+		EachKeyed(b, func(k, v []byte) {
+			if string(k) == "oom_kill" {
+				s.OOMKills, s.HasOOM = atou(v), true
+			}
+		})
+		return nil
+	})
+	return nil
+}
+
+func memStatIndex(k []byte) int {
+	switch string(k) {
+	case "inactive_file":
+		return 0
+	case "rss":
+		return 1
+	case "cache":
+		return 2
+	case "swap":
+		return 3
+	case "mapped_file":
+		return 4
+	}
+	return -1
+}
+
+// blkioFiles are the byte counters runc tries, in its order: BFQ, CFQ, then the
+// throttling layer's (which counts every device).
+var blkioFiles = [...]string{
+	"blkio.bfq.io_service_bytes_recursive",
+	"blkio.io_service_bytes_recursive",
+	"blkio.throttle.io_service_bytes_recursive",
+}
+
+// BlkioFileV1 picks the blkio file of dir that ReadCadvisorV1 reads (V1Dirs.BlkioFile):
+// the first of blkioFiles that lists a device, else the last one that exists
+// (a cgroup that did no I/O yet); "" when none exists. Callers choose again now
+// and then: which file lists devices can change as the cgroup does I/O.
+func (c *HeldFiles) BlkioFileV1(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	var now time.Time
+	exists := ""
+	for _, name := range blkioFiles {
+		path := filepath.Join(dir, name)
+		devices := false
+		err := c.ReadFile(path, now, func(b []byte) error {
+			devices = len(ParseBlkio(b, nil)) > 0
+			return nil
+		})
+		if err != nil {
+			continue
+		}
+		if devices {
+			return path
+		}
+		exists = path
+	}
+	return exists
+}
+
+// ParseBlkio appends the devices of a blkio io_service_bytes file ("major:minor Op
+// value" lines, and a final "Total value") to out, one entry per device.
+func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		f := bytes.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		majS, minS, ok := bytes.Cut(f[0], []byte{':'})
+		if !ok {
+			continue
+		}
+		maj, min := atou(majS), atou(minS)
+		if len(out) == 0 || out[len(out)-1].Major != maj || out[len(out)-1].Minor != min {
+			out = append(out, DeviceIO{Major: maj, Minor: min})
+		}
+		switch string(f[1]) {
+		case "Read":
+			out[len(out)-1].Read = atou(f[2])
+		case "Write":
+			out[len(out)-1].Write = atou(f[2])
+		}
+	}
+	return out
+}
+
+// ReadCadvisorSpecV1 reads d's configuration: cpu.shares, the CFS period and quota,
+// and the memory limits. Unreadable files leave their part out.
+func (c *HeldFiles) ReadCadvisorSpecV1(d V1Dirs) CadvisorSpec {
+	var s CadvisorSpec
+	var now time.Time // spec files are read rarely: not kept from pruning by these reads
+	if d.CPU != "" {
+		shares, err := c.ReadUint(filepath.Join(d.CPU, "cpu.shares"), now)
+		if err == nil {
+			s.HasCPU, s.Shares = true, shares
+			s.Period, _ = c.ReadUint(filepath.Join(d.CPU, "cpu.cfs_period_us"), now)
+			if q, err := c.ReadInt(filepath.Join(d.CPU, "cpu.cfs_quota_us"), now); err == nil && q > 0 {
+				s.Quota = uint64(q)
+			}
+		}
+	}
+	if d.Memory != "" {
+		limit, err := c.ReadUint(filepath.Join(d.Memory, "memory.limit_in_bytes"), now)
+		if err == nil {
+			s.HasMemory, s.Limit = true, limit
+			s.SwapLimit, _ = c.ReadUint(filepath.Join(d.Memory, "memory.memsw.limit_in_bytes"), now)
+			s.Reservation, _ = c.ReadUint(filepath.Join(d.Memory, "memory.soft_limit_in_bytes"), now)
+		}
+	}
+	return s
+}
+
+// errNotNumber is what atou's callers never see: a malformed field reads as 0.
+var errNotNumber = errors.New("not a number")
+
+// atou parses a decimal unsigned number; anything else is 0.
+func atou(b []byte) uint64 {
+	v, err := parseUintBytes(b)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func parseUintBytes(b []byte) (uint64, error) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, errNotNumber
+	}
+	var v uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, errNotNumber
+		}
+		d := uint64(ch - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, errNotNumber
+		}
+		v = v*10 + d
+	}
+	return v, nil
+}

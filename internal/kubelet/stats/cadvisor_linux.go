@@ -1,0 +1,326 @@
+package stats
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+)
+
+// collect finds the rows, labels new ones and samples them all at now. On a host
+// without v1 hierarchies only the root row is served, without cgroup figures.
+func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
+	m, err := c.p.host.cgroupMounts()
+	if err != nil {
+		return err
+	}
+	refs, walkErr := c.walk(m.all)
+	listErr := c.syncRows(ctx, refs, now, func(ref rowRef) *cadRow { return c.newRow(ref, m.all) })
+	c.sample(now)
+	c.files.Prune(now.Add(-cadvisorFileIdle))
+	return errors.Join(walkErr, listErr)
+}
+
+// walk lists the rows: "/", then (v1 memory hierarchy) --runtime-cgroups when
+// set, the node-allocatable cgroup, the QoS cgroups under it, the pod<uid>
+// cgroups under either and the container cgroups under those. A node-allocatable
+// cgroup not made yet is no error.
+func (c *cadvisor) walk(m cgroupfs.Mounts) ([]rowRef, error) {
+	refs := make([]rowRef, 1, len(c.rows)+1)
+	refs[0] = rowRef{id: "/", kind: rowRoot}
+	mm, ok := m.V1["memory"]
+	if !ok {
+		return refs, nil
+	}
+	// --runtime-cgroups is one of the kubelet's cAdvisor roots too.
+	if rc := path.Clean("/" + c.p.runtimeCgroup); c.p.runtimeCgroup != "" && rc != "/" {
+		if fi, err := os.Stat(mm.Path(rc)); err == nil && fi.IsDir() {
+			refs = append(refs, rowRef{id: rc, kind: rowRaw})
+		}
+	}
+	if c.p.podsCgroup == "" {
+		return refs, nil
+	}
+	// The kubelet and runc make every cgroup in every hierarchy: the walk reads the
+	// one whose directories hold the fewest files.
+	mem := m.V1["memory"]
+	for _, h := range []string{"cpu", "pids"} {
+		if mt, ok := m.V1[h]; ok {
+			mem = mt
+		}
+	}
+	kp := path.Clean("/" + c.p.podsCgroup)
+	names, err := subdirs(mem.Path(kp))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return refs, nil
+		}
+		return refs, err
+	}
+	refs = append(refs, rowRef{id: kp, kind: rowRaw})
+	for _, n := range names {
+		id := path.Join(kp, n)
+		if uid, ok := strings.CutPrefix(n, "pod"); ok {
+			refs = walkPod(mem, id, uid, refs)
+			continue
+		}
+		refs = append(refs, rowRef{id: id, kind: rowRaw})
+		sub, _ := subdirs(mem.Path(id))
+		for _, s := range sub {
+			if uid, ok := strings.CutPrefix(s, "pod"); ok {
+				refs = walkPod(mem, path.Join(id, s), uid, refs)
+			}
+		}
+	}
+	return refs, nil
+}
+
+// walkPod adds a pod cgroup and its container cgroups.
+func walkPod(mem cgroupfs.Mount, id, uid string, refs []rowRef) []rowRef {
+	refs = append(refs, rowRef{id: id, kind: rowPod, podUID: uid})
+	cs, _ := subdirs(mem.Path(id))
+	for _, cid := range cs {
+		refs = append(refs, rowRef{id: path.Join(id, cid), kind: rowContainer, podUID: uid, cid: cid})
+	}
+	return refs
+}
+
+// subdirs lists the directories in dir, unsorted.
+func subdirs(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// newRow makes a row for a cgroup found: its v1 directories and, for rows the CRI
+// does not date, the start time cAdvisor's raw handler gives (label overrides it
+// for containers).
+func (c *cadvisor) newRow(ref rowRef, m cgroupfs.Mounts) *cadRow {
+	r := &cadRow{id: ref.id, kind: ref.kind, podUID: ref.podUID, cid: ref.cid}
+	dir := func(controller string) string {
+		if mt, ok := m.V1[controller]; ok {
+			return mt.Path(ref.id)
+		}
+		return ""
+	}
+	if _, ok := m.V1["memory"]; ok {
+		r.dirs = cgroupfs.V1Dirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}
+	}
+	r.start = float64(c.cgroupCreated(r.dirs).Unix())
+	return r
+}
+
+// cgroupCreated is cAdvisor's creation time of a raw cgroup: the oldest
+// modification time of its directories and their cgroup.clone_children, not
+// before the boot.
+func (c *cadvisor) cgroupCreated(d cgroupfs.V1Dirs) time.Time {
+	boot := c.p.bootTime()
+	var oldest time.Time
+	for _, dir := range []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio} {
+		if dir == "" {
+			continue
+		}
+		for _, p := range []string{dir, filepath.Join(dir, "cgroup.clone_children")} {
+			if fi, err := os.Stat(p); err == nil && (oldest.IsZero() || fi.ModTime().Before(oldest)) {
+				oldest = fi.ModTime()
+			}
+		}
+	}
+	if oldest.IsZero() || oldest.Before(boot) {
+		return boot
+	}
+	return oldest
+}
+
+// sample reads every row's stats (and its spec when due), and the network of the
+// root and sandbox rows, on up to cadvisorWorkers goroutines (the reads are
+// system calls, most of their cost in the kernel).
+func (c *cadvisor) sample(now time.Time) {
+	workers := min(runtime.GOMAXPROCS(0), cadvisorWorkers, len(c.order))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var panicked atomic.Value
+	for range workers {
+		wg.Go(func() {
+			defer func() {
+				// Handed to the request's goroutine, whose HTTP edge recovers it.
+				if v := recover(); v != nil {
+					panicked.Store(fmt.Sprint(v))
+				}
+			}()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(c.order) {
+					return
+				}
+				c.sampleRow(c.order[i], now)
+			}
+		})
+	}
+	wg.Wait()
+	if v := panicked.Load(); v != nil {
+		panic(v)
+	}
+	for _, r := range c.order {
+		if r.ok {
+			r.devs = c.deviceNames(r.stats.IO, r.devs[:0])
+		}
+	}
+}
+
+// cadvisorWorkers bounds the goroutines of one scrape's reads.
+const cadvisorWorkers = 4
+
+func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
+	r.at = now.UnixMilli()
+	if r.specAt.IsZero() || now.Sub(r.specAt) >= cadvisorSpecPeriod {
+		r.spec, r.specAt = c.files.ReadCadvisorSpecV1(r.dirs), now
+		r.dirs.BlkioFile = c.files.BlkioFileV1(r.dirs.Blkio)
+		if r.kind == rowRoot { // the root's limits are the machine's (raw handler)
+			r.spec.HasMemory, r.spec.Limit, r.spec.SwapLimit = true, c.machine.memory, c.machine.swap
+		}
+	}
+	r.ok = c.files.ReadCadvisorV1(&r.dirs, now, &r.stats) == nil
+	switch {
+	case r.kind == rowRoot:
+		r.net = c.readNetDev(filepath.Join(c.p.host.procRoot, "1", "net", "dev"), r.net)
+	case r.sandbox:
+		c.sandboxNet(r)
+	}
+}
+
+// sandboxNet reads the pod's interfaces from the net/dev of a process in the
+// sandbox's cgroup (its network namespace), finding the process again when the
+// one known is gone.
+func (c *cadvisor) sandboxNet(r *cadRow) {
+	for attempt := 0; attempt < 2; attempt++ {
+		if r.pid == 0 {
+			r.pid = c.cgroupPid(r.dirs.Memory)
+			if r.pid == 0 {
+				r.net = r.net[:0]
+				return
+			}
+		}
+		var ok bool
+		r.net, ok = c.readNetDevOK(filepath.Join(c.p.host.procRoot, strconv.Itoa(r.pid), "net", "dev"), r.net)
+		if ok {
+			return
+		}
+		r.pid = 0
+	}
+}
+
+// cgroupPid is the first process of a cgroup, 0 when none.
+func (c *cadvisor) cgroupPid(dir string) int {
+	if dir == "" {
+		return 0
+	}
+	pid := 0
+	_ = c.files.ReadUnheld(filepath.Join(dir, "cgroup.procs"), func(b []byte) error {
+		line, _, _ := bytes.Cut(b, []byte{'\n'})
+		pid, _ = strconv.Atoi(string(bytes.TrimSpace(line)))
+		return nil
+	})
+	return pid
+}
+
+func (c *cadvisor) readNetDev(path string, out []netIface) []netIface {
+	out, _ = c.readNetDevOK(path, out)
+	return out
+}
+
+func (c *cadvisor) readNetDevOK(path string, out []netIface) ([]netIface, bool) {
+	err := c.files.ReadUnheld(path, func(b []byte) error {
+		out = parseNetDevCounters(b, out[:0])
+		return nil
+	})
+	if err != nil {
+		return out[:0], false
+	}
+	return out, true
+}
+
+// deviceNames names blkio devices as /dev/<kernel name> (from /sys/dev/block),
+// "major:minor" when unknown; names are cached.
+func (c *cadvisor) deviceNames(io []cgroupfs.DeviceIO, out []string) []string {
+	for _, d := range io {
+		key := [2]uint64{d.Major, d.Minor}
+		name, ok := c.devNames[key]
+		if !ok {
+			num := strconv.FormatUint(d.Major, 10) + ":" + strconv.FormatUint(d.Minor, 10)
+			name = num
+			if target, err := os.Readlink("/sys/dev/block/" + num); err == nil {
+				name = "/dev/" + filepath.Base(target)
+			}
+			name = escapeLabel(name)
+			c.devNames[key] = name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// parseNetDevCounters appends the interfaces of a /proc/<pid>/net/dev to out,
+// without those cAdvisor ignores (lo, veth*, docker*, nerdctl*); names already in
+// out's backing array at the same place are reused.
+func parseNetDevCounters(b []byte, out []netIface) []netIface {
+	// net/dev columns after "name:": rx bytes packets errs drop fifo frame
+	// compressed multicast, then tx bytes packets errs drop ...
+	idx := [8]int{0, 1, 2, 3, 8, 9, 10, 11}
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		name, rest, ok := bytes.Cut(line, []byte{':'})
+		if !ok || bytes.IndexByte(name, '|') >= 0 {
+			continue
+		}
+		name = bytes.TrimSpace(name)
+		if ignoredInterface(string(name)) {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) < 12 {
+			continue
+		}
+		var n netIface
+		if len(out) < cap(out) && out[:len(out)+1][len(out)].name == string(name) {
+			n.name = out[:len(out)+1][len(out)].name
+		} else {
+			n.name = string(name)
+		}
+		for i, col := range idx {
+			n.v[i], _ = strconv.ParseUint(string(f[col]), 10, 64)
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -1,0 +1,299 @@
+package stats
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+)
+
+// rowLabels are a row's label block, rendered once: the six base labels
+// (container, id, image, name, namespace, pod) in the exposition's (alphabetical)
+// order, and the pieces around the extra labels cpu, device and interface.
+type rowLabels struct {
+	full     string // container="",id="/",image="",name="",namespace="",pod=""
+	cpu      string // ... with cpu="total" after container
+	devPre   string // container="",device="
+	devSuf   string // ",id="/",...
+	ifacePre string // container="",id="/",image="",interface="
+	ifaceSuf string // ",name="",namespace="",pod=""
+}
+
+// newRowLabels renders the label block of a row.
+func newRowLabels(container, id, image, name, namespace, pod string) rowLabels {
+	c := `container="` + escapeLabel(container) + `"`
+	mid := `id="` + escapeLabel(id) + `",image="` + escapeLabel(image) + `"`
+	tail := `name="` + escapeLabel(name) + `",namespace="` + escapeLabel(namespace) + `",pod="` + escapeLabel(pod) + `"`
+	return rowLabels{
+		full:     c + "," + mid + "," + tail,
+		cpu:      c + `,cpu="total",` + mid + "," + tail,
+		devPre:   c + `,device="`,
+		devSuf:   `",` + mid + "," + tail,
+		ifacePre: c + "," + mid + `,interface="`,
+		ifaceSuf: `",` + tail,
+	}
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(s string) string {
+	if !strings.ContainsAny(s, "\\\"\n") {
+		return s
+	}
+	return labelEscaper.Replace(s)
+}
+
+// familyKind is how a family's series are made from a row.
+type familyKind int
+
+const (
+	famStat      familyKind = iota // one series per row with stats, sample timestamp
+	famCPU                         // famStat with cpu="total"
+	famSpec                        // one series per row, no timestamp
+	famDevice                      // one series per blkio device, sample timestamp
+	famInterface                   // one series per network interface, sample timestamp
+	famLastSeen                    // scrape time, with the scrape time as timestamp
+)
+
+// cadFamily is one metric family of cAdvisor's collector.
+type cadFamily struct {
+	name, help, typ string
+	kind            familyKind
+	// value is the row's value; ok false: no series for the row.
+	value func(r *cadRow) (float64, bool)
+	// dev and iface give a device's or interface's value.
+	dev   func(d *cgroupfs.DeviceIO) float64
+	iface int // index into netIface.v
+}
+
+const nsPerSecond = float64(time.Second)
+
+func statVal(f func(s *cgroupfs.CadvisorStats) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
+	return func(r *cadRow) (float64, bool) {
+		if !cond(r) {
+			return 0, false
+		}
+		return f(&r.stats), true
+	}
+}
+
+func hasCPU(r *cadRow) bool       { return r.stats.HasCPU }
+func hasMemory(r *cadRow) bool    { return r.stats.HasMemory }
+func hasOOM(r *cadRow) bool       { return r.stats.HasOOM }
+func hasQuota(r *cadRow) bool     { return r.stats.HasThrottling && r.spec.Quota != 0 }
+func hasCPUUsage(r *cadRow) bool  { return r.stats.HasCPU && r.stats.CPUUsage > 0 }
+func hasSpecCPU(r *cadRow) bool   { return r.spec.HasCPU }
+func hasSpecMem(r *cadRow) bool   { return r.spec.HasMemory }
+func hasSpecQuota(r *cadRow) bool { return r.spec.HasCPU && r.spec.Quota != 0 }
+
+func specVal(f func(s *cgroupfs.CadvisorSpec) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
+	return func(r *cadRow) (float64, bool) {
+		if !cond(r) {
+			return 0, false
+		}
+		return f(&r.spec), true
+	}
+}
+
+// specMemory is cAdvisor's specMemoryValue: "unlimited" (above 2^62) is 0.
+func specMemory(v uint64) float64 {
+	if v > 1<<62 {
+		return 0
+	}
+	return float64(v)
+}
+
+// Network counter indexes in netIface.v.
+const (
+	netRxBytes = iota
+	netRxPackets
+	netRxErrors
+	netRxDropped
+	netTxBytes
+	netTxPackets
+	netTxErrors
+	netTxDropped
+)
+
+// cadvisorFamilies are the container families served, sorted by name as
+// client_golang's Gather sorts them. Help texts are cAdvisor v0.60.5's.
+var cadvisorFamilies = []cadFamily{
+	{name: "container_cpu_cfs_periods_total", help: "Number of elapsed enforcement period intervals.", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Periods) }, hasQuota)},
+	{name: "container_cpu_cfs_throttled_periods_total", help: "Number of throttled period intervals.", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Throttled) }, hasQuota)},
+	{name: "container_cpu_cfs_throttled_seconds_total", help: "Total time duration the container has been throttled.", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.ThrottledTime) / nsPerSecond }, hasQuota)},
+	{name: "container_cpu_system_seconds_total", help: "Cumulative system cpu time consumed in seconds.", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUSystem) / nsPerSecond }, hasCPU)},
+	{name: "container_cpu_usage_seconds_total", help: "Cumulative cpu time consumed in seconds.", typ: "counter", kind: famCPU,
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUUsage) / nsPerSecond }, hasCPUUsage)},
+	{name: "container_cpu_user_seconds_total", help: "Cumulative user cpu time consumed in seconds.", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUUser) / nsPerSecond }, hasCPU)},
+	{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", typ: "counter", kind: famDevice,
+		dev: func(d *cgroupfs.DeviceIO) float64 { return float64(d.Read) }},
+	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", typ: "counter", kind: famDevice,
+		dev: func(d *cgroupfs.DeviceIO) float64 { return float64(d.Write) }},
+	{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", kind: famLastSeen},
+	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Cache) }, hasMemory)},
+	{name: "container_memory_failcnt", help: "Number of memory usage hits limits", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemFailcnt) }, hasMemory)},
+	{name: "container_memory_mapped_file", help: "Size of memory mapped files in bytes.", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MappedFile) }, hasMemory)},
+	{name: "container_memory_max_usage_bytes", help: "Maximum memory usage recorded in bytes", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemMaxUsage) }, hasMemory)},
+	{name: "container_memory_rss", help: "Size of RSS in bytes.", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.RSS) }, hasMemory)},
+	{name: "container_memory_swap", help: "Container swap usage in bytes.", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Swap) }, hasMemory)},
+	{name: "container_memory_usage_bytes", help: "Current memory usage in bytes, including all memory regardless of when it was accessed", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemUsage) }, hasMemory)},
+	{name: "container_memory_working_set_bytes", help: "Current working set in bytes.", typ: "gauge",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.WorkingSet) }, hasMemory)},
+	{name: "container_network_receive_bytes_total", help: "Cumulative count of bytes received", typ: "counter", kind: famInterface, iface: netRxBytes},
+	{name: "container_network_receive_errors_total", help: "Cumulative count of errors encountered while receiving", typ: "counter", kind: famInterface, iface: netRxErrors},
+	{name: "container_network_receive_packets_dropped_total", help: "Cumulative count of packets dropped while receiving", typ: "counter", kind: famInterface, iface: netRxDropped},
+	{name: "container_network_receive_packets_total", help: "Cumulative count of packets received", typ: "counter", kind: famInterface, iface: netRxPackets},
+	{name: "container_network_transmit_bytes_total", help: "Cumulative count of bytes transmitted", typ: "counter", kind: famInterface, iface: netTxBytes},
+	{name: "container_network_transmit_errors_total", help: "Cumulative count of errors encountered while transmitting", typ: "counter", kind: famInterface, iface: netTxErrors},
+	{name: "container_network_transmit_packets_dropped_total", help: "Cumulative count of packets dropped while transmitting", typ: "counter", kind: famInterface, iface: netTxDropped},
+	{name: "container_network_transmit_packets_total", help: "Cumulative count of packets transmitted", typ: "counter", kind: famInterface, iface: netTxPackets},
+	// The kubelet's cAdvisor counts OOM kills from /dev/kmsg per exact cgroup (its
+	// oomwatcher, keyed by the kill line's task_memcg); here it is the kernel's v1
+	// memory.oom_control oom_kill counter of the cgroup (as containerd reports it),
+	// whose attribution to parents and to the cgroup that hit its limit rather
+	// than the victim's can differ from the kmsg count.
+	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", typ: "counter",
+		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.OOMKills) }, hasOOM)},
+	{name: "container_spec_cpu_period", help: "CPU period of the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Period) }, hasSpecCPU)},
+	{name: "container_spec_cpu_quota", help: "CPU quota of the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Quota) }, hasSpecQuota)},
+	{name: "container_spec_cpu_shares", help: "CPU share of the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Shares) }, hasSpecCPU)},
+	{name: "container_spec_memory_limit_bytes", help: "Memory limit for the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.Limit) }, hasSpecMem)},
+	{name: "container_spec_memory_reservation_limit_bytes", help: "Memory reservation limit for the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.Reservation) }, hasSpecMem)},
+	{name: "container_spec_memory_swap_limit_bytes", help: "Memory swap limit for the container.", typ: "gauge", kind: famSpec,
+		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.SwapLimit) }, hasSpecMem)},
+	{name: "container_start_time_seconds", help: "Start time of the container since unix epoch in seconds.", typ: "gauge", kind: famSpec,
+		value: func(r *cadRow) (float64, bool) { return r.start, true }},
+}
+
+// writeCadvisor appends the exposition of rows (sorted) and the machine to buf:
+// the container families, container_scrape_error, then the machine families.
+func writeCadvisor(buf []byte, rows []*cadRow, m *machineInfo, scrapeErr bool, now time.Time) []byte {
+	nowMs := now.UnixMilli()
+	for i := range cadvisorFamilies {
+		buf = writeFamily(buf, &cadvisorFamilies[i], rows, now, nowMs)
+	}
+	buf = appendHeader(buf, "container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", "gauge")
+	buf = append(buf, "container_scrape_error "...)
+	buf = appendBool(buf, scrapeErr)
+	buf = append(buf, '\n')
+	return writeMachine(buf, m)
+}
+
+func writeFamily(buf []byte, f *cadFamily, rows []*cadRow, now time.Time, nowMs int64) []byte {
+	header := false
+	line := func() {
+		if !header {
+			buf = appendHeader(buf, f.name, f.help, f.typ)
+			header = true
+		}
+		buf = append(append(buf, f.name...), '{')
+	}
+	for _, r := range rows {
+		switch f.kind {
+		case famStat, famCPU:
+			v, ok := 0.0, r.ok
+			if ok {
+				v, ok = f.value(r)
+			}
+			if !ok {
+				continue
+			}
+			line()
+			if f.kind == famCPU {
+				buf = append(buf, r.lbl.cpu...)
+			} else {
+				buf = append(buf, r.lbl.full...)
+			}
+			buf = appendValue(buf, v, r.at)
+		case famSpec:
+			v, ok := f.value(r)
+			if !ok {
+				continue
+			}
+			line()
+			buf = appendValue(append(buf, r.lbl.full...), v, -1)
+		case famLastSeen:
+			line()
+			buf = appendValue(append(buf, r.lbl.full...), float64(now.Unix()), nowMs)
+		case famDevice:
+			if !r.ok {
+				continue
+			}
+			for i := range r.stats.IO {
+				d := &r.stats.IO[i]
+				line()
+				buf = append(append(append(buf, r.lbl.devPre...), r.devs[i]...), r.lbl.devSuf...)
+				buf = appendValue(buf, f.dev(d), r.at)
+			}
+		case famInterface:
+			for i := range r.net {
+				n := &r.net[i]
+				line()
+				buf = append(append(append(buf, r.lbl.ifacePre...), escapeLabel(n.name)...), r.lbl.ifaceSuf...)
+				buf = appendValue(buf, float64(n.v[f.iface]), r.at)
+			}
+		}
+	}
+	return buf
+}
+
+// appendHeader appends a family's HELP and TYPE lines (help texts hold no
+// backslash or newline to escape).
+func appendHeader(buf []byte, name, help, typ string) []byte {
+	buf = append(append(append(append(buf, "# HELP "...), name...), ' '), help...)
+	return append(append(append(append(buf, "\n# TYPE "...), name...), ' '), typ+"\n"...)
+}
+
+// appendValue closes the label block and appends the value and, when ts >= 0, the
+// timestamp in milliseconds.
+func appendValue(buf []byte, v float64, ts int64) []byte {
+	buf = append(buf, "} "...)
+	buf = appendFloat(buf, v)
+	if ts >= 0 {
+		buf = strconv.AppendInt(append(buf, ' '), ts, 10)
+	}
+	return append(buf, '\n')
+}
+
+// appendFloat formats a value as the Prometheus text format does.
+func appendFloat(buf []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(buf, '1')
+	case v == 0:
+		return append(buf, '0')
+	case math.IsInf(v, 1):
+		return append(buf, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(buf, "-Inf"...)
+	case math.IsNaN(v):
+		return append(buf, "NaN"...)
+	}
+	return strconv.AppendFloat(buf, v, 'g', -1, 64)
+}
+
+func appendBool(buf []byte, b bool) []byte {
+	if b {
+		return append(buf, '1')
+	}
+	return append(buf, '0')
+}
