@@ -108,6 +108,15 @@ func (c *Cache) MarkChanged(uid k8stypes.UID, ts time.Time) {
 	}
 }
 
+// Unread reports whether the pod is still marked changed at or after at: no
+// status read made after that change has been cached yet.
+func (c *Cache) Unread(uid k8stypes.UID, at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	marked, ok := c.changed[uid]
+	return ok && !marked.Before(at)
+}
+
 // Delete forgets a pod (it has nothing left in the runtime).
 func (c *Cache) Delete(uid k8stypes.UID) {
 	c.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
@@ -36,6 +37,9 @@ const (
 	// cacheTickPeriod: while events flow, the cache's global timestamp moves
 	// forward this often, since any change would have arrived as an event.
 	cacheTickPeriod = time.Second
+	// podChangedReadDelay is how long a pod the kubelet changed waits for the
+	// change's event before it is read anyway.
+	podChangedReadDelay = time.Second
 )
 
 // EventedOptions configures an EventedPLEG.
@@ -269,15 +273,40 @@ func (e *EventedPLEG) queueRead(ctx context.Context, md *runtimeapi.PodSandboxMe
 // (started, stopped or removed something). Its own event may still be on its
 // way, so the cache's global time, which moves every second while events
 // flow, must not answer for the pod until a status read after the change is
-// cached: the pod is marked in the cache and read at once.
+// cached: the pod is marked in the cache. The change's event normally brings
+// that read; when none came within podChangedReadDelay (a failed start may
+// emit nothing), the pod is read then.
 func (e *EventedPLEG) PodChanged(uid k8stypes.UID, name, namespace string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.runCtx == nil || e.runCtx.Err() != nil {
 		return // not running: no read would clear the mark
 	}
-	e.generic.cache.MarkChanged(uid, e.generic.clock.Now())
-	e.queueRead(e.runCtx, &runtimeapi.PodSandboxMetadata{Uid: string(uid), Name: name, Namespace: namespace}, nil)
+	at := e.generic.clock.Now()
+	e.generic.cache.MarkChanged(uid, at)
+	ctx, md := e.runCtx, &runtimeapi.PodSandboxMetadata{Uid: string(uid), Name: name, Namespace: namespace}
+	e.afterFunc(podChangedReadDelay, func() {
+		if !e.generic.cache.Unread(uid, at) {
+			return
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if ctx.Err() == nil {
+			e.queueRead(ctx, md, nil)
+		}
+	})
+}
+
+// afterFunc runs f after d on the PLEG's clock.
+func (e *EventedPLEG) afterFunc(d time.Duration, f func()) {
+	if c, ok := e.generic.clock.(clock.WithDelayedExecution); ok {
+		c.AfterFunc(d, f)
+		return
+	}
+	go func() {
+		<-e.generic.clock.After(d)
+		f()
+	}()
 }
 
 // readLoop reads the pod's status, and again as long as events came in

@@ -256,9 +256,10 @@ func TestEventedReinspectRelistsNow(t *testing.T) {
 	waitFor(t, func() bool { return h.rt.calls("a") == 2 })
 }
 
-// TestEventedPodChanged: a pod the kubelet changed is read at once, and
-// until that read is cached the cache's global time does not answer a wait
-// on it (its own event may still be on its way).
+// TestEventedPodChanged: until a read made after the kubelet changed a pod is
+// cached, the cache's global time does not answer a wait on it (its own
+// event may still be on its way); the change's event brings that read, and
+// without one the pod is read after podChangedReadDelay.
 func TestEventedPodChanged(t *testing.T) {
 	t.Parallel()
 	h := startEvented(t, false)
@@ -270,26 +271,47 @@ func TestEventedPodChanged(t *testing.T) {
 		h.clk.Step(time.Minute)
 		return h.rt.calls("a") == 1
 	})
-	h.rt.setHang("a", true)
-	h.pleg.PodChanged("a", "name-a", "ns")
-	waitFor(t, func() bool { return h.rt.calls("a") == 2 }) // the read, hanging
-	lastSync := h.clk.Now()
-	h.clk.Step(time.Second)
-	h.pleg.generic.cache.UpdateTime(h.clk.Now())
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if st, err := h.cache.GetNewerThan(ctx, "a", lastSync); err == nil {
-		t.Fatalf("the global time answered for a changed pod before its read: %+v", st)
-	}
-	h.rt.setHang("a", false) // the read answers
-	waitFor(t, func() bool {
-		h.clk.Step(time.Second)
-		h.pleg.generic.cache.UpdateTime(h.clk.Now())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	notAnswered := func(lastSync time.Time) {
+		t.Helper()
+		h.clk.Step(time.Millisecond)
+		h.cache.UpdateTime(h.clk.Now())
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		_, err := h.cache.GetNewerThan(ctx, "a", lastSync)
-		return err == nil
-	})
+		if st, err := h.cache.GetNewerThan(ctx, "a", lastSync); err == nil {
+			t.Fatalf("the global time answered for a changed pod before its read: %+v", st)
+		}
+	}
+	answered := func(lastSync time.Time) {
+		t.Helper()
+		waitFor(t, func() bool {
+			h.cache.UpdateTime(h.clk.Now().Add(time.Millisecond))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			_, err := h.cache.GetNewerThan(ctx, "a", lastSync)
+			return err == nil
+		})
+	}
+
+	// The change's event reads the pod: no read of its own follows.
+	h.pleg.PodChanged("a", "name-a", "ns")
+	lastSync := h.clk.Now()
+	notAnswered(lastSync)
+	h.src.events <- event("a", "c1", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
+	answered(lastSync)
+	reads := h.rt.calls("a")
+	h.clk.Step(podChangedReadDelay)
+	time.Sleep(20 * time.Millisecond)
+	if n := h.rt.calls("a"); n != reads {
+		t.Errorf("%d reads after the event's, want none", n-reads)
+	}
+
+	// No event: the pod is read after the delay.
+	h.pleg.PodChanged("a", "name-a", "ns")
+	lastSync = h.clk.Now()
+	notAnswered(lastSync)
+	h.clk.Step(podChangedReadDelay)
+	waitFor(t, func() bool { return h.rt.calls("a") == reads+1 })
+	answered(lastSync)
 }
 
 // TestFailedRelistRetriesFast: with a slow period, a relist that could not
