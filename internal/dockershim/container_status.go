@@ -23,6 +23,7 @@ func (s *Service) ContainerStatus(ctx context.Context, req *runtimeapi.Container
 		return nil, err
 	}
 	st := containerStatusFromJSON(j)
+	st.Image.Image, st.ImageRef = s.imageOf(ctx, j.Image, st.Image.Image, time.Now())
 	if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 		wctx, cancel := context.WithTimeout(ctx, logFlushWait)
 		_ = s.logs.Wait(wctx, j.ID)
@@ -42,7 +43,9 @@ func (s *Service) containerStatus(ctx context.Context, id string) (*runtimeapi.C
 	if err != nil {
 		return nil, err
 	}
-	return containerStatusFromJSON(j), nil
+	st := containerStatusFromJSON(j)
+	st.Image.Image, st.ImageRef = s.imageOf(ctx, j.Image, st.Image.Image, time.Now())
+	return st, nil
 }
 
 // containerStatusesOfSandbox returns the status of every container of a sandbox.

@@ -191,12 +191,18 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 	if len(st.Labels) != 1 || st.Labels["container"] != "printer" {
 		t.Fatalf("labels = %v, want only the client's (none copied from the image)", st.Labels)
 	}
-	if st.ImageRef == "" || !strings.HasPrefix(st.ImageRef, "sha256:") {
-		t.Fatalf("image ref %q", st.ImageRef)
-	}
+	// As the 1.23 dockershim and cri-dockerd: the image's first tag, a
+	// docker:// (or, with a repo digest, docker-pullable://) ref, its ID.
 	img, err := s.img.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: busyboxImage}})
-	if err != nil || img.Image == nil || img.Image.Id != st.ImageRef {
-		t.Fatalf("ImageStatus id %v != ContainerStatus.image_ref %s (%v)", img.GetImage().GetId(), st.ImageRef, err)
+	if err != nil || img.Image == nil {
+		t.Fatalf("ImageStatus: %v %v", img, err)
+	}
+	wantRef := "docker://" + img.Image.Id
+	if len(img.Image.RepoDigests) > 0 {
+		wantRef = "docker-pullable://" + img.Image.RepoDigests[0]
+	}
+	if st.ImageRef != wantRef || st.ImageId != img.Image.Id || len(img.Image.RepoTags) == 0 || st.Image.GetImage() != img.Image.RepoTags[0] {
+		t.Fatalf("image %q ref %q id %q; want %v[0], %q, %q", st.Image.GetImage(), st.ImageRef, st.ImageId, img.Image.RepoTags, wantRef, img.Image.Id)
 	}
 	wantLog := filepath.Join(sbCfg.LogDirectory, "printer.log")
 	if st.LogPath != wantLog {

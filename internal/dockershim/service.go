@@ -145,8 +145,9 @@ type Service struct {
 	streams     streamServer
 	events      *eventBroker
 	stats       *statsCollector
-	imageLocks  keyLock // serialises RemoveImage per image ID
-	adoptLocks  keyLock // serialises the adoption of a sandbox per ID
+	imageLocks  keyLock    // serialises RemoveImage per image ID
+	images      imageNames // what container statuses show of their images
+	adoptLocks  keyLock    // serialises the adoption of a sandbox per ID
 
 	host      hostInfo      // immutable after Start
 	runConfig runtimeConfig // UpdateRuntimeConfig state
