@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +58,7 @@ func TestIntegrationCadvisor(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	checkCadvisorFamilies(t, fams)
+	checkFamilies(t, "/metrics/cadvisor", fams, readMetricNames(t, "cadvisor_metrics.txt"), func(when string) bool { return when == "always" })
 	// The same exposition gzipped (Prometheus asks for it).
 	if gz := scrapeCadvisorURL(t, url, true); len(cadvisorRowProblems(gz, pod, ns, uid)) != 0 {
 		t.Errorf("gzipped exposition differs: %v", cadvisorRowProblems(gz, pod, ns, uid))
@@ -116,32 +115,6 @@ func scrapeCadvisorURL(t *testing.T, url string, gz bool) map[string]*dto.Metric
 		t.Fatalf("parse /metrics/cadvisor: %v", err)
 	}
 	return fams
-}
-
-// checkCadvisorFamilies checks the exposition against the data file.
-func checkCadvisorFamilies(t *testing.T, fams map[string]*dto.MetricFamily) {
-	t.Helper()
-	for _, want := range readMetricNames(t, "cadvisor_metrics.txt") {
-		mf, ok := fams[want.name]
-		if !ok {
-			if want.when == "always" {
-				t.Errorf("/metrics/cadvisor does not serve %s", want.name)
-			}
-			continue
-		}
-		if got := strings.ToLower(mf.GetType().String()); got != want.typ {
-			t.Errorf("%s: type %s, want %s", want.name, got, want.typ)
-		}
-		if mf.GetHelp() != want.help {
-			t.Errorf("%s: help %q, want %q", want.name, mf.GetHelp(), want.help)
-		}
-		for _, m := range mf.GetMetric() {
-			if got := labelNames(m); !slices.Equal(got, want.labels) {
-				t.Errorf("%s: labels %v, want %v", want.name, got, want.labels)
-				break
-			}
-		}
-	}
 }
 
 // cadvisorRowProblems lists what the rows lack: "/", the pod row, the busy

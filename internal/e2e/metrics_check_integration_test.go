@@ -62,11 +62,21 @@ func checkUpstreamMetrics(t *testing.T, body string, cluster bool) {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
-	for _, want := range readMetricNames(t, "upstream_metrics.txt") {
+	checkFamilies(t, "/metrics", families, readMetricNames(t, "upstream_metrics.txt"), func(when string) bool {
+		return when == "always" || when == "cluster" && cluster
+	})
+}
+
+// checkFamilies checks parsed families against a metric names file: every
+// family that due says must be there is served, and every listed family
+// served has the listed type, help text and label names.
+func checkFamilies(t *testing.T, endpoint string, families map[string]*dto.MetricFamily, wanted []upstreamMetric, due func(when string) bool) {
+	t.Helper()
+	for _, want := range wanted {
 		mf, ok := families[want.name]
 		if !ok {
-			if want.when == "always" || want.when == "cluster" && cluster {
-				t.Errorf("/metrics does not serve %s", want.name)
+			if due(want.when) {
+				t.Errorf("%s does not serve %s", endpoint, want.name)
 			}
 			continue
 		}
