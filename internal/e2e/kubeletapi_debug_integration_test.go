@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,14 @@ func testKubectlDebug(t *testing.T, c *controlplane.Cluster) {
 	}
 	if ids := n.containers(true, labelContainerName+"=dbg"); len(ids) != 1 {
 		t.Errorf("%d debug containers in Docker, want 1: %s", len(ids), fmt.Sprint(ids))
+	}
+
+	// With a finite stdin the container's output still arrives: the end of
+	// kubectl's stdin must not cut the attach (Docker closes an attach's
+	// output when its stdin ends unless the container's stdin is once-only).
+	out, stderr, code := n.kubectlResult("ps -o pid,args\nexit 0\n", "debug", "-i", "shell", "--image="+busyboxImage,
+		"--image-pull-policy=Never", "--target=main", "--container=dbg2", "--", "sh")
+	if code != 0 || !strings.Contains(out, "sleep 3600") {
+		t.Errorf("kubectl debug -i with a piped stdin: exit %d, stdout %q, stderr %q; want the target's sleep 3600", code, out, stderr)
 	}
 }

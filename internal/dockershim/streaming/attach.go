@@ -49,9 +49,15 @@ func attach(ctx context.Context, d Docker, logger *zap.Logger, p attachParams) e
 		onErr := func(err error) { logger.Debug("resize failed", zap.String("container", p.containerID), zap.Error(err)) }
 		go resizeLoop(done, p.resize, resize, onErr)
 	}
+	// The end of the client's stdin reaches the container only when its
+	// stdin is once-only (stdinOnce, no TTY). Otherwise the container's stdin
+	// stays open for the next attach, as the CRI says, and Docker must not be
+	// told: it would close this attach's output at once, losing what the
+	// container still writes (`echo cmd | kubectl debug -i` printed nothing).
+	closeStdin := info.Config != nil && info.Config.StdinOnce && !tty
 	inDone := make(chan error, 1)
 	if p.stdin != nil {
-		go func() { inDone <- copyInput(&resp, p.stdin) }()
+		go func() { inDone <- copyInput(&resp, p.stdin, closeStdin) }()
 	}
 	outDone := make(chan error, 1)
 	if hasOutput {

@@ -77,7 +77,7 @@ func Exec(ctx context.Context, d Docker, p ExecParams) (exitCode int, err error)
 		go resizeLoop(done, p.Resize, resize, func(error) {})
 	}
 	if p.Stdin != nil {
-		go func() { _ = copyInput(&resp, p.Stdin) }()
+		go func() { _ = copyInput(&resp, p.Stdin, true) }()
 	}
 	outDone := make(chan error, 1)
 	go func() { outDone <- copyOutput(&resp, p.TTY, p.Stdout, p.Stderr) }()

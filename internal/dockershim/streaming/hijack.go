@@ -47,11 +47,14 @@ func copyOutput(resp *libdocker.HijackedResponse, tty bool, stdout, stderr io.Wr
 	return err
 }
 
-// copyInput copies in to the process's stdin, then half-closes the connection so the
-// process sees EOF. It returns nil when in reached EOF.
-func copyInput(resp *libdocker.HijackedResponse, in io.Reader) error {
+// copyInput copies in to the process's stdin, then (closeStdin) half-closes the
+// connection so the process sees EOF. It returns nil when in reached EOF.
+func copyInput(resp *libdocker.HijackedResponse, in io.Reader, closeStdin bool) error {
 	if _, err := io.Copy(resp.Conn, in); err != nil {
 		return err
+	}
+	if !closeStdin {
+		return nil
 	}
 	return resp.CloseWrite()
 }
