@@ -243,12 +243,8 @@ func (c *HeldFiles) BlkioFileV1(dir string) string {
 // value" lines, and a final "Total value") to out, one entry per device.
 func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = NextLine(b)
 		f := bytes.Fields(line)
 		if len(f) != 3 {
 			continue

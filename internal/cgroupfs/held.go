@@ -55,16 +55,21 @@ func (c *HeldFiles) ReadKeyed(path string, now time.Time, want func(key string) 
 	return out, err
 }
 
+// NextLine splits b at its first newline: the line (without it) and the rest
+// (nil after the last line).
+func NextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
+}
+
 // EachKeyed calls fn with the key and the (trimmed) value of each "key value" line
 // of b, without allocating; lines without a space are skipped.
 func EachKeyed(b []byte, fn func(key, value []byte)) {
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = NextLine(b)
 		k, v, ok := bytes.Cut(line, []byte{' '})
 		if !ok {
 			continue

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,26 +97,10 @@ func getText(tb testing.TB, url string, gz bool) string {
 // startCgroupPods starts n pause pods, a few at a time, each with the cgroup
 // parent <root>/kubepods/besteffort/pod<uid> (the kubelet's cgroupfs layout).
 func startCgroupPods(ctx context.Context, b *testing.B, e *shimEnv, root string, n int) {
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed error
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			uid := fmt.Sprintf("cad%d-%d", os.Getpid(), i)
-			if err := runCgroupPod(ctx, b, e, fmt.Sprintf("cad-%02d", i), uid, root+"/kubepods/besteffort/pod"+uid); err != nil {
-				mu.Lock()
-				failed = err
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if failed != nil {
-		b.Fatal(failed)
-	}
+	startInParallel(b, n, func(i int) error {
+		uid := fmt.Sprintf("cad%d-%d", os.Getpid(), i)
+		return runCgroupPod(ctx, b, e, fmt.Sprintf("cad-%02d", i), uid, root+"/kubepods/besteffort/pod"+uid)
+	})
 }
 
 // runCgroupPod runs a sandbox in cgroup parent and one pause container in it.

@@ -293,12 +293,8 @@ func parseNetDevCounters(b []byte, out []netIface) []netIface {
 	// compressed multicast, then tx bytes packets errs drop ...
 	idx := [8]int{0, 1, 2, 3, 8, 9, 10, 11}
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = cgroupfs.NextLine(b)
 		name, rest, ok := bytes.Cut(line, []byte{':'})
 		if !ok || bytes.IndexByte(name, '|') >= 0 {
 			continue

@@ -319,6 +319,16 @@ func BenchmarkSummary50Pods(b *testing.B) {
 
 // startPods starts n pause pods, a few at a time.
 func startPods(ctx context.Context, b *testing.B, e *shimEnv, n int) {
+	startInParallel(b, n, func(i int) error {
+		p := &testPod{name: fmt.Sprintf("bench-%02d", i), namespace: "stats-bench", container: "pause",
+			uid: fmt.Sprintf("kstats-bench-%d-%d", os.Getpid(), i)}
+		return e.runPod(ctx, b, p, pauseImage)
+	})
+}
+
+// startInParallel runs start(0..n-1), 4 at a time, and fails b on the first error.
+func startInParallel(b *testing.B, n int, start func(i int) error) {
+	b.Helper()
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -327,9 +337,7 @@ func startPods(ctx context.Context, b *testing.B, e *shimEnv, n int) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p := &testPod{name: fmt.Sprintf("bench-%02d", i), namespace: "stats-bench", container: "pause",
-				uid: fmt.Sprintf("kstats-bench-%d-%d", os.Getpid(), i)}
-			if err := e.runPod(ctx, b, p, pauseImage); err != nil {
+			if err := start(i); err != nil {
 				mu.Lock()
 				failed = err
 				mu.Unlock()
