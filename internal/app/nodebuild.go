@@ -74,7 +74,7 @@ type node struct {
 // sources, the status store, the prober, volumes, PLEG; the kubelet; then
 // what needs the kubelet (the API status sync, stats). It starts nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: clients.runtime}
+	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime}}
 	recorder := podRecorder(conn, logger)
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {

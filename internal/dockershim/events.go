@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"go.uber.org/zap"
@@ -346,8 +347,16 @@ func criEventType(action string) (runtimeapi.ContainerEventType, bool) {
 // Unavailable, since events may have been lost (the client relists and subscribes
 // again). Sandbox (pause container) events carry the sandbox ID as container ID.
 // Statuses are best effort: a deleted object's status may be missing.
+//
+// A client that reads only which pod an event is about (this project's kubelet,
+// whose PLEG reads the pod's status itself) may say so with the gRPC metadata
+// EventsDetailKey: EventsDetailPodIdentity. Its events then carry the sandbox
+// status the event's labels give and no container statuses, which spares
+// Docker three reads per event (one sandbox inspect, one list, one inspect per
+// container) while pods start in bursts. Other clients get the full statuses.
 func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runtimeapi.RuntimeService_GetContainerEventsServer) error {
 	ctx := stream.Context()
+	identityOnly := wantsPodIdentityOnly(ctx)
 	sub := s.events.subscribe()
 	defer s.events.unsubscribe(sub)
 	for {
@@ -357,7 +366,12 @@ func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runt
 		case <-sub.gap:
 			return status.Error(codes.Unavailable, "the Docker event stream broke: events may have been missed; relist and subscribe again")
 		case m := <-sub.ch:
-			resp := s.containerEvent(ctx, m)
+			var resp *runtimeapi.ContainerEventResponse
+			if identityOnly {
+				resp = podIdentityEvent(m)
+			} else {
+				resp = s.containerEvent(ctx, m)
+			}
 			if resp == nil {
 				continue
 			}
@@ -368,11 +382,32 @@ func (s *Service) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream runt
 	}
 }
 
-// containerEvent converts a Docker event; nil when it is not one the CRI reports.
-func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) *runtimeapi.ContainerEventResponse {
+// EventsDetailKey is the gRPC metadata key by which a GetContainerEvents
+// client chooses how much each event carries; EventsDetailPodIdentity asks
+// for the pod's identity only (see GetContainerEvents).
+const (
+	EventsDetailKey         = "x-dockershim-container-events"
+	EventsDetailPodIdentity = "pod-identity"
+)
+
+// wantsPodIdentityOnly reports whether the stream's client asked for events
+// that carry the pod's identity only.
+func wantsPodIdentityOnly(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(EventsDetailKey) {
+		if v == EventsDetailPodIdentity {
+			return true
+		}
+	}
+	return false
+}
+
+// baseEvent is the event's type, container and time, with the ID of its
+// sandbox; nil when it is not an event the CRI reports.
+func baseEvent(m libdocker.EventMessage) (*runtimeapi.ContainerEventResponse, string) {
 	typ, ok := criEventType(string(m.Action))
 	if !ok || m.Actor.ID == "" {
-		return nil
+		return nil, ""
 	}
 	attrs := m.Actor.Attributes
 	sandboxID := attrs[labelSandboxID]
@@ -383,10 +418,27 @@ func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) 
 	if created == 0 {
 		created = m.Time * int64(time.Second)
 	}
-	resp := &runtimeapi.ContainerEventResponse{ContainerId: m.Actor.ID, ContainerEventType: typ, CreatedAt: created}
-	if sandboxID == "" {
+	return &runtimeapi.ContainerEventResponse{ContainerId: m.Actor.ID, ContainerEventType: typ, CreatedAt: created}, sandboxID
+}
+
+// podIdentityEvent converts a Docker event with no Docker read: the sandbox
+// status is what the event's labels give.
+func podIdentityEvent(m libdocker.EventMessage) *runtimeapi.ContainerEventResponse {
+	resp, sandboxID := baseEvent(m)
+	if resp != nil && sandboxID != "" {
+		resp.PodSandboxStatus = eventSandboxStatus(m, sandboxID)
+	}
+	return resp
+}
+
+// containerEvent converts a Docker event, with the statuses of its sandbox and
+// of the sandbox's containers; nil when it is not one the CRI reports.
+func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) *runtimeapi.ContainerEventResponse {
+	resp, sandboxID := baseEvent(m)
+	if resp == nil || sandboxID == "" {
 		return resp
 	}
+	attrs := m.Actor.Attributes
 	// The statuses are read with a bound: one pod whose Docker calls hang
 	// must not hold back every other pod's events (the stream is one queue).
 	// Past it the event goes out with the status its labels give.
@@ -414,11 +466,21 @@ func (s *Service) containerEvent(ctx context.Context, m libdocker.EventMessage) 
 }
 
 // eventSandboxStatus is a status rebuilt from an event's attributes (which carry
-// the labels): NOTREADY from a sandbox event (for sandboxes Docker no longer knows),
-// READY from an event of one of its containers (whose sandbox status could not be
-// read in time).
+// the labels). From a sandbox event: its metadata and labels, READY after a
+// start and NOTREADY otherwise. From an event of one of its containers: the
+// pod's identity from the kubelet's labels, READY (a container is being
+// worked on), no labels (the event's are the container's).
 func eventSandboxStatus(m libdocker.EventMessage, sandboxID string) *runtimeapi.PodSandboxStatus {
 	attrs := m.Actor.Attributes
+	if attrs[labelType] != typeSandbox {
+		return &runtimeapi.PodSandboxStatus{
+			Id:    sandboxID,
+			State: runtimeapi.PodSandboxState_SANDBOX_READY,
+			Metadata: &runtimeapi.PodSandboxMetadata{
+				Name: attrs[kubePodNameLabel], Namespace: attrs[kubePodNamespaceLabel], Uid: attrs[kubePodUIDLabel],
+			},
+		}
+	}
 	dockerLabels := make(map[string]string, len(attrs))
 	for k, v := range attrs {
 		switch k {
@@ -435,12 +497,8 @@ func eventSandboxStatus(m libdocker.EventMessage, sandboxID string) *runtimeapi.
 		Labels:      labels,
 		Annotations: annotations,
 	}
-	if attrs[labelType] != typeSandbox {
-		// A container carries its pod's identity in the kubelet's labels.
+	if m.Action == "start" {
 		st.State = runtimeapi.PodSandboxState_SANDBOX_READY
-		st.Metadata = &runtimeapi.PodSandboxMetadata{
-			Name: attrs[kubePodNameLabel], Namespace: attrs[kubePodNamespaceLabel], Uid: attrs[kubePodUIDLabel],
-		}
 	}
 	return st
 }

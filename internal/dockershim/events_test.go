@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
@@ -352,3 +353,39 @@ type countingObserver struct {
 func (o *countingObserver) observeEvent(libdocker.EventMessage) { o.mu.Lock(); o.n++; o.mu.Unlock() }
 func (o *countingObserver) observeStream(bool)                  {}
 func (o *countingObserver) count() int                          { o.mu.Lock(); defer o.mu.Unlock(); return o.n }
+
+func TestEventsPodIdentityOnly(t *testing.T) {
+	t.Parallel()
+	if wantsPodIdentityOnly(context.Background()) {
+		t.Error("a stream with no metadata asked for pod identity only")
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(EventsDetailKey, EventsDetailPodIdentity))
+	if !wantsPodIdentityOnly(ctx) {
+		t.Errorf("%s: %s not seen", EventsDetailKey, EventsDetailPodIdentity)
+	}
+
+	sbAttrs := map[string]string{labelType: typeSandbox, labelManaged: "true", labelMetadata: `{"name":"web","namespace":"ns","uid":"u1","attempt":1}`, "app": "web", "image": "pause"}
+	ctrAttrs := map[string]string{labelType: typeContainer, labelSandboxID: "sb", kubePodNameLabel: "web", kubePodNamespaceLabel: "ns", kubePodUIDLabel: "u1", "app": "ctr"}
+	for _, tc := range []struct {
+		name      string
+		m         libdocker.EventMessage
+		state     runtimeapi.PodSandboxState
+		appLabel  string
+		eventType runtimeapi.ContainerEventType
+	}{
+		{"sandbox start", eventsMsg("start", "sb", sbAttrs, 5, 0), runtimeapi.PodSandboxState_SANDBOX_READY, "web", runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT},
+		{"sandbox die", eventsMsg("die", "sb", sbAttrs, 5, 0), runtimeapi.PodSandboxState_SANDBOX_NOTREADY, "web", runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT},
+		{"container create", eventsMsg("create", "c1", ctrAttrs, 5, 0), runtimeapi.PodSandboxState_SANDBOX_READY, "", runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT},
+	} {
+		r := podIdentityEvent(tc.m)
+		st := r.GetPodSandboxStatus()
+		md := st.GetMetadata()
+		if r.ContainerEventType != tc.eventType || st.GetId() != "sb" || md.GetName() != "web" || md.GetNamespace() != "ns" || md.GetUid() != "u1" ||
+			st.GetState() != tc.state || st.GetLabels()["app"] != tc.appLabel || st.GetLabels()["image"] != "" || len(r.ContainersStatuses) != 0 {
+			t.Errorf("%s: event = %v", tc.name, r)
+		}
+	}
+	if r := podIdentityEvent(eventsMsg("exec_start: sh", "c1", ctrAttrs, 5, 0)); r != nil {
+		t.Errorf("exec event converted: %v", r)
+	}
+}
