@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+
 	// The json log format is registered, so --logging-format lists it and
 	// the log-json-* flags exist, as in upstream's kubelet.
 	_ "k8s.io/component-base/logs/json/register"

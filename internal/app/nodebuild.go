@@ -62,6 +62,7 @@ type node struct {
 	reg       prometheus.Registerer // /metrics
 	startup   *podstartup.Tracker   // the pod start SLI
 	events    pleg.EventSource      // the CRI runtime's container events
+	volumes   *volumes.Manager
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -132,11 +133,28 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 			return nil, err
 		}
 	}
-	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, NodeName: name,
+	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{n.volumes}, NodeName: name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
 		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups,
 		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), Logger: logger.Named("stats")})
+	if err == nil && reg != nil {
+		err = reg.Register(n.stats.VolumeStatsCollector())
+	}
 	return n, err
+}
+
+// claimVolumes gives the stats provider the volume manager's claim volumes.
+type claimVolumes struct{ m *volumes.Manager }
+
+func (c claimVolumes) ClaimVolumes() map[string][]stats.ClaimVolume {
+	all := c.m.ClaimVolumes()
+	out := make(map[string][]stats.ClaimVolume, len(all))
+	for uid, vols := range all {
+		for _, v := range vols {
+			out[string(uid)] = append(out[string(uid)], stats.ClaimVolume{Name: v.Name, Namespace: v.Claim.Namespace, Claim: v.Claim.Name, Path: v.Path})
+		}
+	}
+	return out
 }
 
 // newEvictionManager builds the eviction manager from the thresholds (hard,
@@ -445,6 +463,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	if err != nil {
 		return nil, err
 	}
+	n.volumes = vols
 	cache := kubecontainer.NewCache()
 	relist, err := newPLEG(cfg, n, cache, logger)
 	if err != nil {
@@ -493,7 +512,7 @@ func newPLEG(cfg *Config, n *node, cache *kubecontainer.Cache, logger *zap.Logge
 func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, error) {
 	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
-		opts.Objects = n.conn.objects
+		opts.Objects, opts.Claims = n.conn.objects, n.conn.objects
 	}
 	return volumes.New(opts)
 }

@@ -41,6 +41,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "DeploymentRemoteMode", run: testDeploymentRemoteMode},
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
+		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},

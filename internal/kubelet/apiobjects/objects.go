@@ -152,6 +152,19 @@ func (o *Objects) CreateToken(ctx context.Context, namespace, sa string, req *au
 	return tr, nil
 }
 
+// GetPersistentVolumeClaim reads the claim namespace/name from the API server
+// (not cached: a claim's binding is what a pod waits for). Errors are the
+// API's.
+func (o *Objects) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return o.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// GetPersistentVolume reads the persistent volume name from the API server
+// (not cached). Errors are the API's.
+func (o *Objects) GetPersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error) {
+	return o.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
 // normalizeErr turns NotFound into upstream's kubelet error for the object
 // (resource "configmap" or "secret", unwrapped so its message reads
 // `configmap "x" not found`) and wraps any other error with the object.

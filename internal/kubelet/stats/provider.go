@@ -38,6 +38,10 @@ type Options struct {
 	// Pods are the desired pods; their specs name the volumes that are measured.
 	// nil: every volume directory of a pod is measured.
 	Pods PodLister
+	// Claims lists the pods' volumes backed by persistent volume claims,
+	// reported with their claim (and served as kubelet_volume_stats_*); nil:
+	// none.
+	Claims ClaimVolumeLister
 	// NodeName is reported as node.nodeName. Required.
 	NodeName string
 	// RootDir is the kubelet's root directory (--root-dir): the node fs is its
@@ -68,6 +72,7 @@ type Provider struct {
 	runtime    internalapi.RuntimeService
 	images     internalapi.ImageManagerService
 	pods       PodLister
+	claims     ClaimVolumeLister
 	nodeName   string
 	rootDir    string
 	podLogsDir string
@@ -116,6 +121,7 @@ func New(opts Options) (*Provider, error) {
 		runtime:    opts.Runtime,
 		images:     opts.Images,
 		pods:       opts.Pods,
+		claims:     opts.Claims,
 		nodeName:   opts.NodeName,
 		rootDir:    filepath.Clean(opts.RootDir),
 		podLogsDir: logsDir,

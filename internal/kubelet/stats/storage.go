@@ -125,12 +125,13 @@ func (c *duCache) prune(now time.Time) {
 // RootDir, where logs and emptyDirs live.
 func (p *Provider) addStorage(ctx context.Context, pods []statsapi.PodStats, rootFs fsInfo) {
 	sem := make(chan struct{}, storageParallelism)
+	claims := p.claimVolumesByPod()
 	var wg sync.WaitGroup
 	for i := range pods {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			p.podStorage(ctx, &pods[i], p.desiredPod(pods[i].PodRef), rootFs)
+			p.podStorage(ctx, &pods[i], p.desiredPod(pods[i].PodRef), rootFs, claims[pods[i].PodRef.UID])
 		})
 	}
 	wg.Wait()
@@ -148,16 +149,19 @@ func (p *Provider) desiredPod(ref statsapi.PodReference) *v1.Pod {
 	return nil
 }
 
-// podStorage is upstream's makePodStorageStats for one pod.
-func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, desired *v1.Pod, rootFs fsInfo) {
+// podStorage is upstream's makePodStorageStats for one pod: its volume stats
+// are its ephemeral volumes', which count in its ephemeral storage, then its
+// claim volumes'.
+func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, desired *v1.Pod, rootFs fsInfo, claims []ClaimVolume) {
 	ref := ps.PodRef
 	podLogs := filepath.Join(p.podLogsDir, strings.Join([]string{ref.Namespace, ref.Name, ref.UID}, "_"))
 	for i := range ps.Containers {
 		ps.Containers[i].Logs = p.filesUsage(filepath.Join(podLogs, ps.Containers[i].Name), rootFs)
 	}
-	ps.VolumeStats = p.volumeStats(ctx, ref.UID, desired)
+	ephemeralVols := p.volumeStats(ctx, ref.UID, desired)
 	etcHosts := p.etcHostsUsage(filepath.Join(p.rootDir, "pods", ref.UID, "etc-hosts"), rootFs)
-	ps.EphemeralStorage = ephemeralStorage(ps.Containers, ps.VolumeStats, rootFs, p.filesUsage(podLogs, rootFs), etcHosts)
+	ps.EphemeralStorage = ephemeralStorage(ps.Containers, ephemeralVols, rootFs, p.filesUsage(podLogs, rootFs), etcHosts)
+	ps.VolumeStats = append(ephemeralVols, p.claimVolumeStats(claims)...)
 }
 
 // volumeStats measures the pod's ephemeral volume directories. For a desired pod only

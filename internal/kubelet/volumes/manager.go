@@ -2,7 +2,9 @@
 // tmpfs mount for medium Memory), hostPath (with the type checks), downwardAPI, and,
 // when the kubelet talks to an API server (Options.Objects), configMap, secret and
 // projected volumes (configMap, secret, downwardAPI and bound service account token
-// sources, which makes the kube-api-access-xxxxx volume work). Files are written
+// sources, which makes the kube-api-access-xxxxx volume work), and, with
+// Options.Claims, persistentVolumeClaim and generic ephemeral volumes bound to
+// hostPath and local PVs (claims.go). Files are written
 // atomically with the "..data" symlink swap and rewritten when their content
 // changes; downwardAPI, secret and projected volumes live on tmpfs like upstream,
 // configMap volumes on disk. Volume directories follow the upstream layout,
@@ -62,6 +64,10 @@ type Options struct {
 	// configMap, secret and projected volumes. nil (standalone): those volumes are
 	// refused.
 	Objects APIObjects
+	// Claims reads persistent volume claims and volumes for
+	// persistentVolumeClaim and generic ephemeral volumes. nil (standalone):
+	// those volumes are refused.
+	Claims ClaimObjects
 	// Clock times service account token refreshes; nil = the real clock.
 	Clock clock.PassiveClock
 	// Registerer receives upstream's volume_manager_total_volumes and
@@ -89,11 +95,15 @@ type Manager struct {
 	podsDir string
 	node    NodeAllocatable // nil: none
 	objects APIObjects      // nil: no API-backed volumes
+	claims  ClaimObjects    // nil: no claim volumes
 	tokens  *tokenCache
 	metrics *volumeMetrics
 	logger  *zap.Logger
 
 	mu sync.Mutex // serialises mounts, unmounts and removals
+
+	claimMu   sync.Mutex
+	claimVols map[k8stypes.UID]map[string]ClaimVolume // mounted claim volumes by pod and volume name
 }
 
 // NodeAllocatable gives the node's current allocatable (resources.Node).
@@ -126,6 +136,7 @@ func New(opts Options) (*Manager, error) {
 		podsDir: filepath.Clean(opts.PodsDir),
 		node:    opts.Allocatable,
 		objects: opts.Objects,
+		claims:  opts.Claims,
 		tokens:  newTokenCache(opts.Objects, clk, logger),
 		metrics: met,
 		logger:  logger,
@@ -166,20 +177,21 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 		return nil, err
 	}
 	objVols := m.collectObjectVolumes(ctx, pod) // API calls, outside the lock
+	claims := m.collectClaims(ctx, pod)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
 	infos := make(map[string]VolumeInfo, len(pod.Spec.Volumes))
 	var errs []error
-	m.metrics.want(pod)
+	m.metrics.want(pod, func(vol *v1.Volume) string { return volumePluginName(vol, claims[vol.Name]) })
 	for i := range pod.Spec.Volumes {
 		if err := ctx.Err(); err != nil {
 			return infos, errors.Join(append(errs, fmt.Errorf("mount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
 		}
 		vol := &pod.Spec.Volumes[i]
 		start := time.Now()
-		info, err := m.mountVolume(pod, vol, objVols[vol.Name])
-		m.metrics.mounted(pod.UID, vol.Name, pluginName(&vol.VolumeSource), start, err)
+		info, err := m.mountVolume(pod, vol, objVols[vol.Name], claims[vol.Name])
+		m.metrics.mounted(pod.UID, vol.Name, volumePluginName(vol, claims[vol.Name]), start, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
 			continue
@@ -190,8 +202,9 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 }
 
 // mountVolume dispatches one volume to its plugin; ov is the collected content of
-// an API-backed volume (nil for the others, or without Objects).
-func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume) (VolumeInfo, error) {
+// an API-backed volume (nil for the others, or without Objects), bc the claim
+// and PV of a claim volume (nil for the others, or without Claims).
+func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume, bc *boundClaim) (VolumeInfo, error) {
 	if msgs := validation.IsDNS1123Label(vol.Name); len(msgs) != 0 {
 		return VolumeInfo{}, fmt.Errorf("invalid volume name: %s", strings.Join(msgs, "; "))
 	}
@@ -205,6 +218,8 @@ func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume) (Vo
 		return m.setUpEmptyDir(pod, vol.Name, src.EmptyDir)
 	case ov != nil:
 		return m.setUpObjectVolume(pod, vol.Name, ov)
+	case bc != nil:
+		return m.setUpClaim(pod, vol, bc)
 	}
 	typ := sourceType(src)
 	if typ == "" {
@@ -225,6 +240,7 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 		return err
 	}
 	m.tokens.forgetPod(podUID)
+	m.forgetClaims(podUID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start := time.Now()
@@ -262,6 +278,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 			return errors.Join(append(errs, fmt.Errorf("clean up orphaned pods: %w", err))...)
 		}
 		m.tokens.forgetPod(uid)
+		m.forgetClaims(uid)
 		// The subPath bind mounts go first (they may pin files of the volumes);
 		// removeTree would find them too, deepest first.
 		err := m.removeTree(ctx, m.subPathsDir(uid))

@@ -18,6 +18,7 @@ const (
 	pluginSecret      = "kubernetes.io/secret"
 	pluginProjected   = "kubernetes.io/projected"
 	pluginDownwardAPI = "kubernetes.io/downward-api"
+	pluginLocal       = "kubernetes.io/local-volume"
 	pluginUnknown     = "N/A"
 )
 
@@ -38,6 +39,23 @@ func pluginName(src *v1.VolumeSource) string {
 		return pluginDownwardAPI
 	case sourceType(src) == "":
 		return pluginEmptyDir // a volume without a source is an emptyDir
+	}
+	return pluginUnknown
+}
+
+// volumePluginName is the plugin that serves a pod volume: for a claim, the
+// plugin of the PV it is bound to (unknown while it is not).
+func volumePluginName(vol *v1.Volume, bc *boundClaim) string {
+	if bc == nil {
+		return pluginName(&vol.VolumeSource)
+	}
+	switch {
+	case bc.pv == nil:
+		return pluginUnknown
+	case bc.pv.Spec.HostPath != nil:
+		return pluginHostPath
+	case bc.pv.Spec.Local != nil:
+		return pluginLocal
 	}
 	return pluginUnknown
 }
@@ -99,11 +117,11 @@ func (m *volumeMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// want records the volumes pod wants.
-func (m *volumeMetrics) want(pod *v1.Pod) {
+// want records the volumes pod wants, each served by plugin(volume).
+func (m *volumeMetrics) want(pod *v1.Pod, plugin func(*v1.Volume) string) {
 	vols := make(map[string]string, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
-		vols[pod.Spec.Volumes[i].Name] = pluginName(&pod.Spec.Volumes[i].VolumeSource)
+		vols[pod.Spec.Volumes[i].Name] = plugin(&pod.Spec.Volumes[i])
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

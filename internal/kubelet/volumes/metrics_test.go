@@ -29,7 +29,7 @@ func TestVolumeMetrics(t *testing.T) {
 	}}}
 	start := time.Now()
 	for range 2 { // a second sync refreshes, it mounts nothing new
-		m.want(pod)
+		m.want(pod, func(vol *v1.Volume) string { return pluginName(&vol.VolumeSource) })
 		m.mounted("u1", "scratch", pluginEmptyDir, start, nil)
 		m.mounted("u1", "bare", pluginEmptyDir, start, nil)
 		m.mounted("u1", "cfg", pluginConfigMap, start, errors.New("configmap not found"))

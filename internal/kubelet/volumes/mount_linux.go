@@ -31,6 +31,23 @@ func mountTmpfs(dir string, sizeBytes int64) error {
 	return nil
 }
 
+// bindMount bind-mounts src on dir (not recursively, as upstream's local
+// volumes), read-only when asked: a bind mount takes the flag only on a
+// remount.
+func bindMount(src, dir string, readOnly bool) error {
+	if err := unix.Mount(src, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on %s: %w", src, dir, err)
+	}
+	if !readOnly {
+		return nil
+	}
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		_ = unmount(dir)
+		return fmt.Errorf("remount %s read-only: %w", dir, err)
+	}
+	return nil
+}
+
 // unmount unmounts dir; a busy mount is detached lazily so teardown completes.
 func unmount(dir string) error {
 	err := unix.Unmount(dir, 0)

@@ -5,6 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Permission bits added for the fsGroup (upstream's SetVolumeOwnership).
@@ -50,4 +53,33 @@ func setVolumeOwnership(dir string, fsGroup *int64, readOnly bool) error {
 		return fmt.Errorf("set fsGroup %d on %s: %w", gid, dir, err)
 	}
 	return nil
+}
+
+// setVolumeOwnershipPolicy is setVolumeOwnership of a writable volume under
+// the pod's fsGroupChangePolicy: OnRootMismatch skips the walk when the
+// volume's root already has the group, its permission bits and the setgid
+// bit (upstream's check); Always (or none) walks the tree.
+func setVolumeOwnershipPolicy(dir string, fsGroup *int64, policy *v1.PodFSGroupChangePolicy) error {
+	if fsGroup == nil {
+		return nil
+	}
+	if policy != nil && *policy == v1.FSGroupChangeOnRootMismatch && !ownershipMismatch(dir, *fsGroup) {
+		return nil
+	}
+	return setVolumeOwnership(dir, fsGroup, false)
+}
+
+// ownershipMismatch reports whether the root of a writable volume lacks the
+// group, its group permissions or (for a directory) the setgid bit.
+func ownershipMismatch(dir string, fsGroup int64) bool {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return true
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int64(st.Gid) != fsGroup || !fi.IsDir() {
+		return true
+	}
+	want := rwMask | execMask
+	return fi.Mode().Perm()&want != want || fi.Mode()&os.ModeSetgid == 0
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // ErrUnsupportedVolume matches (errors.Is) every UnsupportedVolumeError.
@@ -43,9 +41,10 @@ func (e *UnsupportedVolumeError) Is(target error) bool { return target == ErrUns
 // server.
 func (e *UnsupportedVolumeError) NeedsAPIServer() bool { return needAPIServer[e.Type] }
 
-// sourceType returns the pod-spec name of the source set in src ("configMap",
-// "persistentVolumeClaim", ...), or "" when none is set.
-func sourceType(src *v1.VolumeSource) string {
+// sourceType returns the spec name of the source set in src, a
+// *v1.VolumeSource or *v1.PersistentVolumeSource ("configMap",
+// "persistentVolumeClaim", "nfs", ...), or "" when none is set.
+func sourceType(src any) string {
 	v := reflect.ValueOf(src).Elem()
 	t := v.Type()
 	for i := range t.NumField() {
