@@ -39,7 +39,7 @@ func (s *Service) listContainers(ctx context.Context, f *runtimeapi.ContainerFil
 	if f.GetPodSandboxId() != "" && len(f.GetPodSandboxId()) == 64 {
 		extra = append(extra, labelSandboxID+"="+f.GetPodSandboxId())
 	}
-	cs, err := s.listManaged(ctx, typeContainer, extra...)
+	cs, err := s.listManaged(ctx, typeContainer, append(extra, selectorFilters(f.GetLabelSelector())...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

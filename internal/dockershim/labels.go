@@ -144,3 +144,16 @@ func matchLabels(selector, labels map[string]string) bool {
 	}
 	return true
 }
+
+// selectorFilters turns a CRI label selector into Docker label filters
+// ("k=v"), so that Docker lists only the objects that may match (a client
+// label is stored as the Docker label of the same key). They only narrow
+// what Docker returns: matchLabels still decides on the client's labels.
+func selectorFilters(selector map[string]string) []string {
+	out := make([]string, 0, len(selector))
+	for k, v := range selector {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -53,7 +53,7 @@ func chunks[T any](items []T, n int) [][]T {
 }
 
 func (s *Service) listSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	cs, err := s.listManaged(ctx, typeSandbox)
+	cs, err := s.listManaged(ctx, typeSandbox, selectorFilters(f.GetLabelSelector())...)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -64,6 +64,11 @@ func (s *Service) listSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFil
 		if sb := sandboxFromSummary(&cs[i]); sandboxMatches(sb, f) {
 			out = append(out, sb)
 		}
+	}
+	if len(f.GetLabelSelector()) > 0 {
+		// Orphans (checkpoints without a container) have no labels: no
+		// selector matches them.
+		return out, nil
 	}
 	orphans, err := s.orphanSandboxes(seen)
 	if err != nil {

@@ -52,7 +52,6 @@ func idleUsage(b *testing.B, pid int, window time.Duration) (cpuPercent, rssMiB 
 	t0, c0 := time.Now(), cpuTicks(b, pid)
 	time.Sleep(window)
 	t1, c1 := time.Now(), cpuTicks(b, pid)
-	const clkTck = 100 // USER_HZ on Linux
 	cpuPercent = float64(c1-c0) / clkTck / t1.Sub(t0).Seconds() * 100
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -66,6 +65,9 @@ func idleUsage(b *testing.B, pid int, window time.Duration) (cpuPercent, rssMiB 
 	}
 	return cpuPercent, rssMiB
 }
+
+// clkTck is USER_HZ on Linux, the unit of cpuTicks.
+const clkTck = 100
 
 // cpuTicks is utime+stime of a process, in clock ticks.
 func cpuTicks(b *testing.B, pid int) int64 {

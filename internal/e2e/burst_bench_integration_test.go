@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ type burstConfig struct {
 	// BURST_V says otherwise; the test harness's -v=4 logs every relist and
 	// sync and costs idle CPU that a node does not pay.
 	verbosity string
-	// profileDir, when set (BURST_PROFILE_DIR), gets each round's heap
+	// profileDir, when set (BURST_PROFILE_DIR), gets each round's CPU profile of the kubelet over the burst's first 20 s and its heap
 	// profile of the kubelet at the end of the idle window.
 	profileDir string
 }
@@ -95,10 +96,14 @@ func (c burstConfig) startTimeout() time.Duration {
 type burstRound struct {
 	kubelet, floor startLatencies
 	idleCPU        float64 // kubelet process, % of one core over the idle window
-	rssMiB         float64 // kubelet process, at the end of the idle window
-	appStopped     time.Duration
-	removal        time.Duration // manifests removed -> no container of the pods running
-	floorCleanup   time.Duration // CNI DEL and forced removal of the floor's pairs
+	// CPU seconds spent while the pods started (manifests written -> every
+	// pod's container started; launch -> every pair started for the floor):
+	// by the kubelet process, and by the private dockerd with its containerd.
+	kubeletBurstCPU, dockerBurstCPU, floorDockerCPU float64
+	rssMiB                                          float64 // kubelet process, at the end of the idle window
+	appStopped                                      time.Duration
+	removal                                         time.Duration // manifests removed -> no container of the pods running
+	floorCleanup                                    time.Duration // CNI DEL and forced removal of the floor's pairs
 }
 
 // startLatencies are per-pod start latencies in seconds, sorted.
@@ -203,6 +208,13 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 
 	files := make([]string, 0, cfg.pods)
 	written := make(map[string]time.Time, cfg.pods)
+	var profiled sync.WaitGroup
+	if cfg.profileDir != "" {
+		// The CPU profile covers the burst's first 20 seconds.
+		path := filepath.Join(cfg.profileDir, fmt.Sprintf("cpu-burst-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405")))
+		profiled.Go(func() { n.saveProfile("profile?seconds=20", path) })
+	}
+	kubelet0, docker0 := cpuTicks(b, n.kubelet.pid()), dockerCPUTicks(b)
 	for p := 0; p < cfg.pods; p++ {
 		name := fmt.Sprintf("burst%03d", p)
 		n.writeManifest(name+".yaml", burstManifest(name))
@@ -210,11 +222,14 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 		files = append(files, name+".yaml")
 	}
 	round.kubelet = n.waitBurstStarted(dc, written, cfg.startTimeout())
+	round.kubeletBurstCPU = float64(cpuTicks(b, n.kubelet.pid())-kubelet0) / clkTck
+	round.dockerBurstCPU = float64(dockerCPUTicks(b)-docker0) / clkTck
+	profiled.Wait()
 
 	time.Sleep(burstSettle)
 	round.idleCPU, round.rssMiB = idleUsage(b, n.kubelet.pid(), cfg.idle)
 	if cfg.profileDir != "" {
-		n.saveHeapProfile(filepath.Join(cfg.profileDir, fmt.Sprintf("heap-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405"))))
+		n.saveProfile("heap", filepath.Join(cfg.profileDir, fmt.Sprintf("heap-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405"))))
 	}
 
 	removed := time.Now()
@@ -224,26 +239,57 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 	round.appStopped, round.removal = n.waitBurstStopped(dc, removed, 2*time.Minute)
 }
 
-// saveHeapProfile writes the kubelet's heap profile (/debug/pprof/heap on the
-// API port, which the run opened to anonymous clients) to path.
-func (n *node) saveHeapProfile(path string) {
+// dockerCPUTicks is the CPU (utime+stime, clock ticks) of the suite's
+// private dockerd and of its containerd.
+func dockerCPUTicks(b *testing.B) int64 {
+	b.Helper()
+	d := requireSuite(b).dockrd.pid()
+	total := cpuTicks(b, d)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		st := string(data)
+		open, end := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || end < 0 || end+2 >= len(st) || st[open+1:end] != "containerd" {
+			continue
+		}
+		if f := strings.Fields(st[end+2:]); len(f) > 1 && f[1] == strconv.Itoa(d) {
+			pid, _ := strconv.Atoi(e.Name())
+			total += cpuTicks(b, pid)
+		}
+	}
+	return total
+}
+
+// saveProfile writes the kubelet's profile /debug/pprof/<which> (on the API
+// port, which the run opened to anonymous clients) to path.
+func (n *node) saveProfile(which, path string) {
 	n.t.Helper()
-	c := http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	c := http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the test's own kubelet on 127.0.0.1
 	}}
-	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap", n.apiPort))
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", n.apiPort, which))
 	if err != nil {
-		n.t.Fatalf("heap profile: %v", err)
+		n.t.Errorf("%s profile: %v", which, err)
+		return
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		n.t.Fatalf("heap profile: code %d: %v %.200s", resp.StatusCode, err, body)
+		n.t.Errorf("%s profile: code %d: %v %.200s", which, resp.StatusCode, err, body)
+		return
 	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
-		n.t.Fatal(err)
+		n.t.Error(err)
+		return
 	}
-	n.t.Logf("heap profile: %s", path)
+	n.t.Logf("%s profile: %s", which, path)
 }
 
 // burstList lists the private dockerd's containers that carry every label
@@ -359,6 +405,8 @@ func (r *burstRound) table(idle time.Duration, verbosity string) string {
 	row("kubelet (StartedAt-write)", func(q float64) string { return fmt.Sprintf("%.2fs", r.kubelet.q(q)) })
 	row("floor (StartedAt-launch)", func(q float64) string { return fmt.Sprintf("%.2fs", r.floor.q(q)) })
 	row("ratio kubelet/floor", func(q float64) string { return fmt.Sprintf("%.2fx", r.kubelet.q(q)/r.floor.q(q)) })
+	fmt.Fprintf(&sb, "  cpu while starting: kubelet %.1fs, dockerd+containerd %.1fs; floor: dockerd+containerd %.1fs\n",
+		r.kubeletBurstCPU, r.dockerBurstCPU, r.floorDockerCPU)
 	fmt.Fprintf(&sb, "  kubelet idle (%s window, -v=%s): cpu %.2f %% of one core, rss %.1f MiB\n", idle, verbosity, r.idleCPU, r.rssMiB)
 	fmt.Fprintf(&sb, "  removal: app containers stopped after %.2fs, all (sandboxes too) after %.2fs; floor clean-up %.2fs",
 		r.appStopped.Seconds(), r.removal.Seconds(), r.floorCleanup.Seconds())

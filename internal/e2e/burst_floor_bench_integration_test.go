@@ -61,6 +61,7 @@ func runBurstFloor(b *testing.B, dc *libdocker.Client, cfg burstConfig, round *b
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.startTimeout())
 	defer cancel()
 	var wg sync.WaitGroup
+	docker0 := dockerCPUTicks(b)
 	launched := time.Now()
 	for i := range pairs {
 		wg.Add(1)
@@ -70,6 +71,7 @@ func runBurstFloor(b *testing.B, dc *libdocker.Client, cfg burstConfig, round *b
 		}(&pairs[i])
 	}
 	wg.Wait()
+	round.floorDockerCPU = float64(dockerCPUTicks(b)-docker0) / clkTck
 
 	lat := make(startLatencies, 0, len(pairs))
 	var errs []error
