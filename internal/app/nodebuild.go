@@ -21,12 +21,14 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podresources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podstartup"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
@@ -63,6 +65,9 @@ type node struct {
 	startup   *podstartup.Tracker   // the pod start SLI
 	events    pleg.EventSource      // the CRI runtime's container events
 	volumes   *volumes.Manager
+	devices   *devicemanager.Manager
+	// podResources serves the PodResources API.
+	podResources *podresources.Server
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -88,6 +93,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 		return nil, err
 	}
 	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
+		return nil, err
+	}
+	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
 		return nil, err
 	}
 	if n.eviction, err = newEvictionManager(cfg, n, annotatedPodRecorder(conn, logger), nodeRecorder(conn, name, logger), reg, logger); err != nil {
@@ -398,7 +406,7 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 		RootDir: cfg.RootDirectory, ClusterDomain: cfg.Kubelet.ClusterDomain, NodeIP: n.ips[0], Node: n.resources,
 		DNS: dns.NewConfigurer(dns.Options{ClusterDNS: clusterDNS, ClusterDomain: cfg.Kubelet.ClusterDomain,
 			ResolvConf: *cfg.Kubelet.ResolverConfig, NodeIPs: n.ips, Logger: logger.Named("dns"), Recorder: recorder}),
-		Cgroups: n.cgroups, Recorder: recorder, Logger: logger.Named("kubelet"),
+		Cgroups: n.cgroups, Devices: n.devices, Recorder: recorder, Logger: logger.Named("kubelet"),
 	}
 	if n.conn != nil {
 		opts.EnvObjects, opts.Services = n.conn.objects, n.conn.objects
@@ -472,7 +480,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	parts := kubelet.Parts{
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
-		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus,
+		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
 		Pressure: n.eviction,
 	}
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
@@ -494,6 +502,21 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),
 	})
+}
+
+// newDeviceManager builds the device plugin manager on
+// <root>/device-plugins and the PodResources API on <root>/pod-resources,
+// both asking the kubelet (built later) for the active pods.
+func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
+	active := func() []*v1.Pod { return n.kubelet.ActivePods() }
+	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
+		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Logger: logger.Named("devicemanager")})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
+		Devices: dm, CPUs: n.cpus, Logger: logger.Named("podresources")})
+	return dm, pr, err
 }
 
 // newPLEG builds the generic PLEG (a relist every second), or with the

@@ -49,6 +49,12 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	}, nil); err != nil {
 		return err
 	}
+	if err := lc.start("device manager", func() error { return n.devices.Start(ctx) }, nil); err != nil {
+		return err
+	}
+	if err := lc.start("pod resources API", func() error { return n.podResources.Start(ctx) }, nil); err != nil {
+		return err
+	}
 	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
 		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
 	})

@@ -42,6 +42,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
+		{desc: "DevicePlugins", run: testDevicePlugins},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},

@@ -85,6 +85,12 @@ type CPUManager interface {
 	RemovePod(podUID string) error
 }
 
+// DeviceAllocator gives containers the devices of device plugins
+// (devicemanager.Manager) at admission.
+type DeviceAllocator interface {
+	Allocate(pod *v1.Pod, container *v1.Container, isInit bool) error
+}
+
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 

@@ -43,6 +43,7 @@ type deps struct {
 	node      NodeGetter      // nil: standalone
 	cgroups   PodCgroups
 	cpus      CPUManager
+	devices   DeviceAllocator      // nil: none
 	pressure  PressureAdmitter     // nil: none
 	sysctls   PodAdmitter          // nil: none
 	shutdown  PodAdmitter          // nil: none
@@ -100,7 +101,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, pressure: p.Pressure, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, pressure: p.Pressure, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,

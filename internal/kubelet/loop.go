@@ -129,11 +129,13 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 				return
 			}
 		}
-		if reason, msg, ok := k.allocateCPUs(p); !ok {
-			k.reject(p, reason, msg)
-			return
+		reason, msg, ok := k.allocateCPUs(p)
+		if ok {
+			reason, msg, ok = k.allocateDevices(p)
 		}
-		reason, msg, ok := k.canAdmit(p)
+		if ok {
+			reason, msg, ok = k.canAdmit(p)
+		}
 		if ok && k.deps.shutdown != nil {
 			reason, msg, ok = k.deps.shutdown.Admit(p)
 		}
@@ -167,6 +169,26 @@ func (k *Kubelet) allocateCPUs(p *v1.Pod) (reason, message string, ok bool) {
 				_ = k.deps.cpus.RemovePod(string(p.UID))
 				return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
 			}
+		}
+	}
+	return "", "", true
+}
+
+// allocateDevices gives the pod's containers (init containers first) their
+// device plugins' devices, as upstream's resource allocation admit handler;
+// a failure rejects the pod with upstream's reason and message.
+func (k *Kubelet) allocateDevices(p *v1.Pod) (reason, message string, ok bool) {
+	if k.deps.devices == nil {
+		return "", "", true
+	}
+	for i := range p.Spec.InitContainers {
+		if err := k.deps.devices.Allocate(p, &p.Spec.InitContainers[i], true); err != nil {
+			return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
+		}
+	}
+	for i := range p.Spec.Containers {
+		if err := k.deps.devices.Allocate(p, &p.Spec.Containers[i], false); err != nil {
+			return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
 		}
 	}
 	return "", "", true

@@ -80,6 +80,9 @@ type Parts struct {
 	// that cannot get them is rejected), released when the pod terminated.
 	// Optional: nil assigns none.
 	CPUs CPUManager
+	// Devices gives containers the device plugins' devices at admission (a
+	// pod that cannot get them is rejected). Optional: nil gives none.
+	Devices DeviceAllocator
 	// Resources gives the node's allocatable that pods are admitted against
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.

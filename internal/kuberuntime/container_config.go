@@ -104,6 +104,11 @@ func (m *Manager) generateContainerConfig(ctx context.Context, container *v1.Con
 		Tty:         container.TTY,
 		Envs:        makeEnvs(opts),
 	}
+	for k, v := range opts.Annotations {
+		if _, ok := cfg.Annotations[k]; !ok {
+			cfg.Annotations[k] = v
+		}
+	}
 	lc, err := m.generateLinuxContainerConfig(container, pod, uid, username)
 	if err != nil {
 		return nil, cleanup, configError(err)

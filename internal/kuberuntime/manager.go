@@ -54,6 +54,9 @@ type RunContainerOptions struct {
 	Envs    []EnvVar
 	Mounts  []Mount
 	Devices []DeviceInfo
+	// Annotations are added to the container's (device plugins'); the
+	// kubelet's own keys win.
+	Annotations map[string]string
 	// Hostname is the container's hostname.
 	Hostname string
 	// PodContainerDir is <podDir>/containers/<name>; the termination message

@@ -42,11 +42,15 @@ type Node struct {
 
 	mu  sync.Mutex // serialises updates of cur
 	cur atomic.Pointer[lists]
+	// devices are the device plugins' resources (SetDeviceResources): their
+	// capacity, and their allocatable before reservations.
+	devCapacity, devAllocatable v1.ResourceList
 }
 
 // lists is one immutable state of the node's resources.
 type lists struct {
 	capacity, allocatable v1.ResourceList
+	devAllocatable        v1.ResourceList // the device plugins' healthy devices
 }
 
 // New validates opts and computes the node's capacity and allocatable.
@@ -109,10 +113,24 @@ func (n *Node) Allocatable() v1.ResourceList { return n.cur.Load().allocatable.D
 // object's, which may carry extended resources others advertise) with this
 // node's reservations.
 func (n *Node) AllocatableOf(capacity v1.ResourceList) v1.ResourceList {
+	var dev v1.ResourceList
+	if cur := n.cur.Load(); cur != nil {
+		dev = cur.devAllocatable
+	}
+	return n.allocatableOf(capacity, dev)
+}
+
+// allocatableOf is capacity less the reservations, where a device
+// resource's allocatable is its healthy devices (dev) less any reservation
+// (upstream's setter), never below zero.
+func (n *Node) allocatableOf(capacity, dev v1.ResourceList) v1.ResourceList {
 	reserved := n.reservation(capacity)
 	out := make(v1.ResourceList, len(capacity))
 	for name, c := range capacity {
 		v := c.DeepCopy()
+		if d, ok := dev[name]; ok {
+			v = d.DeepCopy()
+		}
 		if r, ok := reserved[name]; ok {
 			v.Sub(r)
 		}
@@ -154,8 +172,32 @@ func (n *Node) SetExtendedCapacity(extended v1.ResourceList) error {
 	return nil
 }
 
+// set stores capacity with the device resources, and its allocatable;
+// caller holds mu or owns n.
 func (n *Node) set(capacity v1.ResourceList) {
-	n.cur.Store(&lists{capacity: capacity, allocatable: n.AllocatableOf(capacity)})
+	for name, q := range n.devCapacity {
+		capacity[name] = q.DeepCopy()
+	}
+	n.cur.Store(&lists{capacity: capacity, allocatable: n.allocatableOf(capacity, n.devAllocatable), devAllocatable: n.devAllocatable})
+}
+
+// SetDeviceResources replaces the device plugins' resources: capacity counts
+// every device, allocatable the healthy ones. Names that are not extended
+// resources are refused.
+func (n *Node) SetDeviceResources(capacity, allocatable v1.ResourceList) error {
+	for _, l := range []v1.ResourceList{capacity, allocatable} {
+		for name := range l {
+			if !IsExtendedResource(name) {
+				return fmt.Errorf("%s is not an extended resource", name)
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.devCapacity, n.devAllocatable = capacity.DeepCopy(), allocatable.DeepCopy()
+	current := n.cur.Load().capacity.DeepCopy()
+	n.set(current)
+	return nil
 }
 
 // reservation sums systemReserved, kubeReserved and the hard eviction

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,6 +34,7 @@ type RuntimeHelper struct {
 	cgroups       PodCgroupParenter // nil: no pod cgroups
 	env           envResolver
 	vols          *volumeStore
+	devices       DeviceOptions // nil: none
 	logger        *zap.Logger
 	// writeHosts writes the pod's managed /etc/hosts (hostsfile.Write).
 	writeHosts func(path string, pod *v1.Pod, podIPs []string, hostname, domain string) error
@@ -53,6 +55,7 @@ func New(opts Options) (*RuntimeHelper, error) {
 		dns:           opts.DNS,
 		cgroups:       opts.Cgroups,
 		vols:          newVolumeStore(),
+		devices:       opts.Devices,
 		logger:        opts.Logger.Named("runtime-helper"),
 		writeHosts:    hostsfile.Write,
 	}
@@ -78,6 +81,9 @@ func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1
 		return nil, nil, err
 	}
 	opts := &kuberuntime.RunContainerOptions{Envs: envs, Mounts: mounts, Hostname: hostname}
+	if err := h.addDeviceOptions(pod, c, opts); err != nil {
+		return nil, nil, err
+	}
 	if c.TerminationMessagePath != "" {
 		dir := h.podContainerDir(pod.UID, c.Name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -233,4 +239,46 @@ func (s *volumeStore) remove(uid k8stypes.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pods, uid)
+}
+
+// addDeviceOptions adds what the device plugins' allocations ask of the
+// container: device nodes, annotations, and before the container's own
+// environment and mounts (which win: a mount path the container already
+// uses is skipped), theirs.
+func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kuberuntime.RunContainerOptions) error {
+	if h.devices == nil {
+		return nil
+	}
+	dev, err := h.devices.ContainerOptions(pod, c)
+	if err != nil || dev == nil {
+		return err
+	}
+	for _, d := range dev.Devices {
+		opts.Devices = append(opts.Devices, kuberuntime.DeviceInfo{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, Permissions: d.Permissions})
+	}
+	names := make([]string, 0, len(dev.Envs))
+	for k := range dev.Envs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	envs := make([]kuberuntime.EnvVar, 0, len(names)+len(opts.Envs))
+	for _, k := range names {
+		envs = append(envs, kuberuntime.EnvVar{Name: k, Value: dev.Envs[k]})
+	}
+	opts.Envs = append(envs, opts.Envs...)
+	used := map[string]bool{}
+	for _, m := range opts.Mounts {
+		used[m.ContainerPath] = true
+	}
+	var mounts []kuberuntime.Mount
+	for _, m := range dev.Mounts {
+		if !used[m.ContainerPath] {
+			mounts = append(mounts, kuberuntime.Mount{Name: "device-plugin", ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
+		}
+	}
+	opts.Mounts = append(mounts, opts.Mounts...)
+	if len(dev.Annotations) > 0 {
+		opts.Annotations = dev.Annotations
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
@@ -45,11 +46,20 @@ type Options struct {
 	// Cgroups names each pod's cgroup, the sandbox's cgroup parent (cm.Manager);
 	// nil: none, so pods run in the runtime's default parent.
 	Cgroups PodCgroupParenter
+	// Devices gives what the device plugins' allocations ask of a container
+	// (devicemanager.Manager); nil: none.
+	Devices DeviceOptions
 	// Recorder records the InvalidEnvironmentVariableNames warnings; nil:
 	// they are only logged.
 	Recorder kuberuntime.EventRecorder
 	// Logger; nil: no logging.
 	Logger *zap.Logger
+}
+
+// DeviceOptions gives the device nodes, mounts, environment and
+// annotations the device plugins' allocations ask of a container.
+type DeviceOptions interface {
+	ContainerOptions(pod *v1.Pod, c *v1.Container) (*pluginapi.ContainerAllocateResponse, error)
 }
 
 // PodCgroupParenter names a pod's cgroup as the CRI's cgroup_parent.
