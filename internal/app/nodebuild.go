@@ -510,12 +510,12 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
 	active := func() []*v1.Pod { return n.kubelet.ActivePods() }
 	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
-		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Logger: logger.Named("devicemanager")})
+		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Registerer: n.reg, Logger: logger.Named("devicemanager")})
 	if err != nil {
 		return nil, nil, err
 	}
 	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
-		Devices: dm, CPUs: n.cpus, Logger: logger.Named("podresources")})
+		Devices: dm, CPUs: n.cpus, Registerer: n.reg, Logger: logger.Named("podresources")})
 	return dm, pr, err
 }
 

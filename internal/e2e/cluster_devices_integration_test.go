@@ -209,6 +209,19 @@ spec:
 		t.Errorf("PodResources GetAllocatableResources: %v %v", alloc, err)
 	}
 
+	body, code, err := n.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	checkUpstreamMetrics(t, body, false)
+	for _, want := range []string{`kubelet_device_plugin_registration_total{resource_name="example.com/fake"} 3`,
+		`kubelet_device_plugin_alloc_duration_seconds_count{resource_name="example.com/fake"} 1`,
+		`kubelet_pod_resources_endpoint_requests_list{server_api_version="v1"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	plugin.updates <- healthy("dev-0")
 	waitDevices(2, 1)
 

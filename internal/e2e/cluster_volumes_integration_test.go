@@ -138,6 +138,7 @@ spec:
 		return false, "web-0 not in the summary"
 	})
 	code, metrics := n.kubeletDo("GET", "/metrics", cred)
+	checkUpstreamMetrics(t, metrics, false)
 	for _, fam := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
 		want := fmt.Sprintf(`kubelet_volume_stats_%s{namespace=%q,persistentvolumeclaim=%q} `, fam, n.ns, claim)
 		if code != 200 || !strings.Contains(metrics, want) {

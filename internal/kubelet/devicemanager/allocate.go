@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -156,7 +157,9 @@ func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
 		if err != nil {
 			return err
 		}
+		start := time.Now()
 		resp, err := m.allocateRPC(m.plugins[res], ids)
+		m.metrics.allocDuration.WithLabelValues(res).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
 		}

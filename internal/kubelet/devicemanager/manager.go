@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -70,6 +71,9 @@ type Options struct {
 	// then no allocation is freed (pods restored from the checkpoint may not
 	// be admitted again yet). nil: always ready.
 	SourcesReady func() bool
+	// Registerer receives upstream's kubelet_device_plugin_* families; nil:
+	// not registered.
+	Registerer prometheus.Registerer
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 }
@@ -81,6 +85,7 @@ type Manager struct {
 	activePods func() []*v1.Pod
 	ready      func() bool
 	logger     *zap.Logger
+	metrics    *metrics
 	now        func() time.Time
 
 	mu        sync.Mutex
@@ -133,11 +138,15 @@ func New(opts Options) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	ready := opts.SourcesReady
 	if ready == nil {
 		ready = func() bool { return true }
 	}
-	return &Manager{dir: filepath.Clean(opts.Dir), resources: opts.Resources, activePods: opts.ActivePods, ready: ready, logger: logger,
+	return &Manager{dir: filepath.Clean(opts.Dir), resources: opts.Resources, activePods: opts.ActivePods, ready: ready, logger: logger, metrics: met,
 		now: time.Now, plugins: map[string]*plugin{}, known: map[string]bool{}, allocated: podAllocations{}}, nil
 }
 
@@ -216,6 +225,7 @@ type registration struct {
 func (r registration) Register(ctx context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	m := r.m
 	m.logger.Info("Got registration request from device plugin", zap.String("resourceName", req.ResourceName), zap.String("endpoint", req.Endpoint))
+	m.metrics.registrations.WithLabelValues(req.ResourceName).Inc()
 	if req.Version != pluginapi.Version {
 		return &pluginapi.Empty{}, fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", req.Version, pluginapi.SupportedVersions)
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -51,14 +52,18 @@ type Options struct {
 	// Devices answers the devices (required).
 	Devices Devices
 	// CPUs answers the exclusive CPUs; nil: none.
-	CPUs   CPUs
-	Logger *zap.Logger
+	CPUs CPUs
+	// Registerer receives upstream's kubelet_pod_resources_endpoint_*
+	// families; nil: not registered.
+	Registerer prometheus.Registerer
+	Logger     *zap.Logger
 }
 
 // Server is the PodResources API.
 type Server struct {
 	podresourcesapi.UnimplementedPodResourcesListerServer
-	opts Options
+	opts    Options
+	metrics *metrics
 }
 
 // New checks opts.
@@ -69,7 +74,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Server{opts: opts}, nil
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: opts, metrics: met}, nil
 }
 
 // Start serves the API on Dir/kubelet.sock (mode 0600: root's) until ctx ends.
@@ -104,6 +113,8 @@ func (s *Server) Start(ctx context.Context) error {
 
 // List reports every active pod.
 func (s *Server) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	s.metrics.total.WithLabelValues("v1").Inc()
+	s.metrics.list.WithLabelValues("v1").Inc()
 	pods := s.opts.ActivePods()
 	out := &podresourcesapi.ListPodResourcesResponse{PodResources: make([]*podresourcesapi.PodResources, 0, len(pods))}
 	for _, p := range pods {
@@ -114,16 +125,21 @@ func (s *Server) List(context.Context, *podresourcesapi.ListPodResourcesRequest)
 
 // Get reports one active pod.
 func (s *Server) Get(_ context.Context, req *podresourcesapi.GetPodResourcesRequest) (*podresourcesapi.GetPodResourcesResponse, error) {
+	s.metrics.total.WithLabelValues("v1").Inc()
+	s.metrics.get.WithLabelValues("v1").Inc()
 	for _, p := range s.opts.ActivePods() {
 		if p.Name == req.GetPodName() && p.Namespace == req.GetPodNamespace() {
 			return &podresourcesapi.GetPodResourcesResponse{PodResources: s.pod(p)}, nil
 		}
 	}
+	s.metrics.getErrs.WithLabelValues("v1").Inc()
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
 }
 
 // GetAllocatableResources reports the healthy devices.
 func (s *Server) GetAllocatableResources(context.Context, *podresourcesapi.AllocatableResourcesRequest) (*podresourcesapi.AllocatableResourcesResponse, error) {
+	s.metrics.total.WithLabelValues("v1").Inc()
+	s.metrics.getAllocatable.WithLabelValues("v1").Inc()
 	return &podresourcesapi.AllocatableResourcesResponse{Devices: devicesOf(s.opts.Devices.AllocatableDevices())}, nil
 }
 
