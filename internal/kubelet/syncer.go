@@ -25,10 +25,15 @@ import (
 // manager records the container ones (Failed, BackOff, Killing, ...).
 const (
 	eventFailedMount     = "FailedMount"
+	eventFailedDRA       = "FailedPrepareDynamicResources"
 	eventNetworkNotReady = "NetworkNotReady"
 	eventFailedKillPod   = "FailedKillPod"
 	networkNotReadyMsg   = "network is not ready"
 )
+
+// errNoDRA is why a pod with resource claims waits.
+var errNoDRA = errors.New("dynamic resource allocation (spec.resourceClaims) is not supported by this kubelet: " +
+	"no DRA driver can register and Docker Engine 20.10 cannot apply the CDI devices drivers prepare")
 
 // podSyncer implements podworkers.SyncFuncs: the steps the pod workers run for
 // each pod (upstream SyncPod, SyncTerminatingPod, SyncTerminatedPod).
@@ -121,6 +126,12 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 	}
 	if err := s.makePodDirs(pod.UID); err != nil {
 		return false, err
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		// Upstream prepares the claims through their DRA drivers first;
+		// without that the pod must not run as if it had its devices.
+		s.recorder.Eventf(pod, v1.EventTypeWarning, eventFailedDRA, "Failed to prepare dynamic resources: %v", errNoDRA)
+		return false, fmt.Errorf("prepare dynamic resources of pod %s/%s: %w", pod.Namespace, pod.Name, errNoDRA)
 	}
 	infos, err := s.volumes.MountVolumes(ctx, pod)
 	if err != nil {

@@ -139,6 +139,13 @@ func TestSyncPodErrors(t *testing.T) {
 			wantErr: "mount volumes", wantEvent: "Warning FailedMount: Unable to attach or mount volumes",
 		},
 		{
+			desc: "resource claims (DRA) are refused, not ignored",
+			mod: func(_ *env, p *v1.Pod) {
+				p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
+			},
+			wantErr: "dynamic resource allocation (spec.resourceClaims) is not supported", wantEvent: "Warning FailedPrepareDynamicResources: Failed to prepare dynamic resources",
+		},
+		{
 			desc: "network not ready",
 			mod: func(e *env, _ *v1.Pod) {
 				e.runtime.notReady = true

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -25,6 +26,10 @@ const (
 // host network), DNS, log directory, port mappings and the Linux part (cgroup parent,
 // sysctls, namespaces and the pod-level security context).
 func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		// Never run such a pod in the host's user namespace.
+		return nil, errHostUsersFalse
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -55,6 +60,12 @@ func (m *Manager) generatePodSandboxConfig(pod *v1.Pod, attempt uint32) (*runtim
 	cfg.Linux = m.generatePodSandboxLinuxConfig(pod)
 	return cfg, nil
 }
+
+// errHostUsersFalse refuses pods asking for a user namespace of their own:
+// this kubelet sets up no user namespace mappings, and Docker Engine 20.10
+// can only remap every container of the daemon at once.
+var errHostUsersFalse = errors.New("can't set `spec.hostUsers: false`: user namespaces are not supported by this kubelet " +
+	"(Docker Engine 20.10 cannot give a pod a user namespace of its own)")
 
 // podHostname returns the hostname of a pod's sandbox: the pod's hostname, or its
 // FQDN when spec.setHostnameAsFQDN is set and the pod has a domain.

@@ -16,6 +16,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/ptr"
 )
 
 // Test helpers of the runtime-config files (prefixed rc to keep them apart from the
@@ -326,6 +327,11 @@ func TestGeneratePodSandboxConfigErrors(t *testing.T) {
 			desc:   "DNS error",
 			mutate: func(_ *v1.Pod, h *rcHelper) { h.dnsErr = errors.New("bad resolv.conf") },
 			want:   "bad resolv.conf",
+		},
+		{
+			desc:   "hostUsers false",
+			mutate: func(p *v1.Pod, _ *rcHelper) { p.Spec.HostUsers = ptr.To(false) },
+			want:   "can't set `spec.hostUsers: false`: user namespaces are not supported by this kubelet",
 		},
 		{
 			desc: "FQDN too long",
