@@ -3,6 +3,7 @@ module github.com/kubelet-dockershim/kubelet
 go 1.26.8
 
 require (
+	github.com/container-storage-interface/spec v1.12.1-0.20260720052920-cd9e7ad1ae09
 	github.com/containerd/errdefs v1.0.0
 	github.com/containernetworking/cni v1.3.0
 	github.com/coreos/go-systemd/v22 v22.7.0

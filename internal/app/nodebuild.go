@@ -16,6 +16,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
@@ -28,6 +30,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pluginwatcher"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podresources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podstartup"
@@ -39,6 +42,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/sysctl"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
@@ -68,6 +72,8 @@ type node struct {
 	devices   *devicemanager.Manager
 	// podResources serves the PodResources API.
 	podResources *podresources.Server
+	csi          *csi.Registry          // registered CSI drivers
+	plugins      *pluginwatcher.Watcher // plugins_registry
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -96,6 +102,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 		return nil, err
 	}
 	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
+		return nil, err
+	}
+	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {
 		return nil, err
 	}
 	if n.eviction, err = newEvictionManager(cfg, n, annotatedPodRecorder(conn, logger), nodeRecorder(conn, name, logger), reg, logger); err != nil {
@@ -517,6 +526,22 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
 		Devices: dm, CPUs: n.cpus, Registerer: n.reg, Logger: logger.Named("podresources")})
 	return dm, pr, err
+}
+
+// newPluginWatcher builds the CSI driver registry and the plugin watcher of
+// <root>/plugins_registry that feeds it.
+func newPluginWatcher(cfg *Config, n *node, logger *zap.Logger) (*csi.Registry, *pluginwatcher.Watcher, error) {
+	opts := csi.Options{NodeName: n.name, Logger: logger.Named("csi")}
+	if n.conn != nil {
+		opts.Client = n.conn.client
+	}
+	reg, err := csi.NewRegistry(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := pluginwatcher.New(pluginwatcher.Options{Dir: filepath.Join(cfg.RootDirectory, "plugins_registry"),
+		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: reg}, Logger: logger.Named("pluginwatcher")})
+	return reg, w, err
 }
 
 // newPLEG builds the generic PLEG (a relist every second), or with the

@@ -55,6 +55,10 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	if err := lc.start("pod resources API", func() error { return n.podResources.Start(ctx) }, nil); err != nil {
 		return err
 	}
+	if err := lc.start("plugin watcher", func() error { return n.plugins.Start(ctx) }, nil); err != nil {
+		return err
+	}
+	lc.run(ctx, "CSINode initialization", n.csi.InitializeCSINode)
 	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
 		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
 	})
