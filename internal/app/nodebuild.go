@@ -531,7 +531,7 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 // newPluginWatcher builds the CSI driver registry and the plugin watcher of
 // <root>/plugins_registry that feeds it.
 func newPluginWatcher(cfg *Config, n *node, logger *zap.Logger) (*csi.Registry, *pluginwatcher.Watcher, error) {
-	opts := csi.Options{NodeName: n.name, Logger: logger.Named("csi")}
+	opts := csi.Options{NodeName: n.name, RootDir: cfg.RootDirectory, Logger: logger.Named("csi")}
 	if n.conn != nil {
 		opts.Client = n.conn.client
 	}
@@ -562,6 +562,7 @@ func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, err
 	if n.conn != nil {
 		opts.Objects, opts.Claims = n.conn.objects, n.conn.objects
 	}
+	opts.CSI = n.csi
 	return volumes.New(opts)
 }
 

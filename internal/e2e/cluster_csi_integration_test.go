@@ -4,17 +4,21 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -26,10 +30,84 @@ import (
 )
 
 // testNodeDriver is the node service of the test's CSI driver: it tells the
-// kubelet its node ID, volume limit and topology.
+// kubelet its node ID, volume limit and topology, stages a volume by
+// bind-mounting its directory under dataDir on the staging path and
+// publishes it by bind-mounting that on the target path (inline volumes:
+// their directory straight on the target), and records the calls.
 type testNodeDriver struct {
 	csipb.UnimplementedNodeServer
-	nodeID string
+	nodeID  string
+	dataDir string
+
+	mu    sync.Mutex
+	calls []string
+	ctxs  map[string]map[string]string // volume ID -> publish volume context
+}
+
+func (d *testNodeDriver) record(call string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, call)
+}
+
+func (d *testNodeDriver) called() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.calls...)
+}
+
+func (d *testNodeDriver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	rpc := func(t csipb.NodeServiceCapability_RPC_Type) *csipb.NodeServiceCapability {
+		return &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}}
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{
+		rpc(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME), rpc(csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)}}, nil
+}
+
+func (d *testNodeDriver) volumeDir(id string) (string, error) {
+	dir := filepath.Join(d.dataDir, id)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func (d *testNodeDriver) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	d.record("stage " + req.VolumeId + " " + req.StagingTargetPath)
+	src, err := d.volumeDir(req.VolumeId)
+	if err == nil {
+		err = unix.Mount(src, req.StagingTargetPath, "", unix.MS_BIND, "")
+	}
+	return &csipb.NodeStageVolumeResponse{}, err
+}
+
+func (d *testNodeDriver) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	d.record("unstage " + req.VolumeId)
+	return &csipb.NodeUnstageVolumeResponse{}, unix.Unmount(req.StagingTargetPath, 0)
+}
+
+func (d *testNodeDriver) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	d.record("publish " + req.VolumeId + " " + req.TargetPath)
+	d.mu.Lock()
+	d.ctxs[req.VolumeId] = req.VolumeContext
+	d.mu.Unlock()
+	src := req.StagingTargetPath
+	var err error
+	if src == "" {
+		src, err = d.volumeDir(req.VolumeId)
+	}
+	if err == nil {
+		err = os.MkdirAll(req.TargetPath, 0o750)
+	}
+	if err == nil {
+		err = unix.Mount(src, req.TargetPath, "", unix.MS_BIND, "")
+	}
+	return &csipb.NodePublishVolumeResponse{}, err
+}
+
+func (d *testNodeDriver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	d.record("unpublish " + req.VolumeId)
+	if err := unix.Unmount(req.TargetPath, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return nil, err
+	}
+	return &csipb.NodeUnpublishVolumeResponse{}, os.RemoveAll(req.TargetPath)
 }
 
 func (d *testNodeDriver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
@@ -69,7 +147,7 @@ func serveUnix(t *testing.T, path string, srv *grpc.Server) {
 	t.Cleanup(srv.Stop)
 }
 
-// testCSIRegistration (issue 16 item 2, its first part): CSI drivers
+// testCSI (issue 16 item 2): CSI drivers
 // register through plugins_registry as with upstream's kubelet. A CSI
 // driver of the test and a registrar of the test stand in for a real
 // driver and node-driver-registrar: the kubernetes-csi hostpath driver and
@@ -82,7 +160,7 @@ func serveUnix(t *testing.T, path string, srv *grpc.Server) {
 // csi.volume.kubernetes.io/nodeid annotation and the topology label; a
 // driver of an unsupported CSI version is refused with upstream's message;
 // the driver's entries go when its registration socket does.
-func testCSIRegistration(t *testing.T, c *controlplane.Cluster) {
+func testCSI(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
 	n.createNamespace()
 	n.start()
@@ -93,7 +171,8 @@ func testCSIRegistration(t *testing.T, c *controlplane.Cluster) {
 
 	drvSock := filepath.Join(n.rootDir, "plugins", driver, "csi.sock")
 	drv := grpc.NewServer()
-	csipb.RegisterNodeServer(drv, &testNodeDriver{nodeID: nodeID})
+	nodeDrv := &testNodeDriver{nodeID: nodeID, dataDir: filepath.Join(n.dir, "csi-data"), ctxs: map[string]map[string]string{}}
+	csipb.RegisterNodeServer(drv, nodeDrv)
 	serveUnix(t, drvSock, drv)
 
 	regSock := filepath.Join(n.rootDir, "plugins_registry", driver+"-reg.sock")
@@ -147,6 +226,8 @@ func testCSIRegistration(t *testing.T, c *controlplane.Cluster) {
 		t.Errorf("Node topology label = %q, want %q", got, nodeID)
 	}
 
+	checkCSIVolumes(n, driver, nodeDrv)
+
 	// A driver of CSI 2.x only is refused.
 	badSock := filepath.Join(n.rootDir, "plugins_registry", "bad-reg.sock")
 	bad := &testRegistrar{name: "bad.e2e.example.com", endpoint: drvSock, versions: []string{"2.0.0"}, status: make(chan *registerapi.RegistrationStatus, 1)}
@@ -199,4 +280,124 @@ func (n *clusterNode) kubeletLogLines(words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkCSIVolumes: a pod with a CSI PV (attachRequired false, its claim
+// bound to it) and an inline CSI volume runs; the PV is staged on upstream's
+// global mount path and published on the pod's, with vol_data.json, pod info
+// in its context (podInfoOnMount) and the fsGroup (fsGroupPolicy File); the
+// inline volume is published with the ephemeral context; the pod's deletion
+// unpublishes both and unstages the PV.
+func checkCSIVolumes(n *clusterNode, driver string, d *testNodeDriver) {
+	t := n.t
+	t.Cleanup(func() {
+		for _, obj := range []string{"csidriver/" + driver, "pv/csi-" + n.ns} {
+			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
+		}
+	})
+	handle := "vol-" + n.ns
+	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: %[1]s}
+spec:
+  attachRequired: false
+  podInfoOnMount: true
+  fsGroupPolicy: File
+  volumeLifecycleModes: [Persistent, Ephemeral]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: csi-@NS@}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  claimRef: {namespace: @NS@, name: csi-claim}
+  csi: {driver: %[1]s, volumeHandle: %[2]s, volumeAttributes: {kind: persistent}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: csi-claim, namespace: @NS@}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: csi-user, namespace: @NS@}
+spec:
+  nodeName: %[3]s
+  terminationGracePeriodSeconds: 1
+  securityContext: {fsGroup: 3000}
+  containers:
+  - name: main
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: [sh, -c, "echo pv > /data/hello && echo inline > /inline/hi && sleep 3600"]
+    volumeMounts:
+    - {name: data, mountPath: /data}
+    - {name: inline, mountPath: /inline}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: csi-claim}
+  - name: inline
+    csi: {driver: %[1]s, volumeAttributes: {kind: inline}}
+`, driver, handle, n.name))
+	pod := n.waitAPIPod("csi-user", 120*time.Second, "running on its CSI volumes", runningAndReady)
+	inlineHandle := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(string(pod.UID)+"inline")))
+	n.poll(30*time.Second, "the pod wrote through both CSI volumes", func() (bool, string) {
+		a, err1 := os.ReadFile(filepath.Join(d.dataDir, handle, "hello"))
+		b, err2 := os.ReadFile(filepath.Join(d.dataDir, inlineHandle, "hi"))
+		return string(a) == "pv\n" && string(b) == "inline\n", fmt.Sprintf("%q %v %q %v", a, err1, b, err2)
+	})
+	staging := filepath.Join(n.rootDir, "plugins", "kubernetes.io/csi", driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))), "globalmount")
+	target := filepath.Join(n.rootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~csi", "csi-"+n.ns, "mount")
+	calls := d.called()
+	for _, want := range []string{"stage " + handle + " " + staging, "publish " + handle + " " + target,
+		"publish " + inlineHandle + " " + filepath.Join(n.rootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~csi", "inline", "mount")} {
+		if !slices.Contains(calls, want) {
+			t.Errorf("driver calls %v lack %q", calls, want)
+		}
+	}
+	var vd map[string]string
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(target), "vol_data.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &vd)
+	}
+	if err != nil || vd["driverName"] != driver || vd["volumeHandle"] != handle ||
+		vd["specVolID"] != "csi-"+n.ns || vd["volumeLifecycleMode"] != "Persistent" || vd["nodeName"] != n.name {
+		t.Errorf("vol_data.json = %s (%v)", b, err)
+	}
+	d.mu.Lock()
+	pctx, ictx := d.ctxs[handle], d.ctxs[inlineHandle]
+	d.mu.Unlock()
+	if pctx["csi.storage.k8s.io/pod.name"] != "csi-user" || pctx["csi.storage.k8s.io/pod.uid"] != string(pod.UID) ||
+		pctx["csi.storage.k8s.io/ephemeral"] != "false" || pctx["kind"] != "persistent" {
+		t.Errorf("persistent publish context %v", pctx)
+	}
+	if ictx["csi.storage.k8s.io/ephemeral"] != "true" || ictx["kind"] != "inline" {
+		t.Errorf("inline publish context %v", ictx)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(d.dataDir, handle), &st); err != nil || st.Gid != 3000 {
+		t.Errorf("the CSI volume's group after fsGroup 3000 (policy File): %d %v", st.Gid, err)
+	}
+
+	n.kubectl("", "-n", n.ns, "delete", "pod", "csi-user", "--wait=false")
+	n.waitAPIPodGone("csi-user", string(pod.UID), 60*time.Second)
+	n.poll(30*time.Second, "both volumes unpublished and the PV unstaged", func() (bool, string) {
+		calls := d.called()
+		ok := slices.Contains(calls, "unpublish "+handle) && slices.Contains(calls, "unpublish "+inlineHandle) && slices.Contains(calls, "unstage "+handle)
+		return ok, fmt.Sprint(calls)
+	})
+	if fs := mountsAt(t, staging); len(fs) != 0 {
+		t.Errorf("still mounted at the staging path: %v", fs)
+	}
+	if _, err := os.Stat(filepath.Dir(staging)); !os.IsNotExist(err) {
+		t.Errorf("the staging directory is left: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.dataDir, handle, "hello")); err != nil || string(b) != "pv\n" {
+		t.Errorf("the CSI volume's data after the pod: %q %v", b, err)
+	}
 }

@@ -43,7 +43,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},
-		{desc: "CSIRegistration", run: testCSIRegistration},
+		{desc: "CSI", run: testCSI},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},

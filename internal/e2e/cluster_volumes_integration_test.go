@@ -252,7 +252,7 @@ spec:
 }
 
 // mountsAt lists the file system types mounted exactly at dir.
-func mountsAt(t *testing.T, dir string) []string {
+func mountsAt(t testing.TB, dir string) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

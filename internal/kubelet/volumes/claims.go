@@ -141,7 +141,7 @@ func (m *Manager) boundVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim
 // bind-mounted under <pod>/volumes/kubernetes.io~local-volume/<pv> (read-only
 // when the pod's claim reference says so) and given the pod's fsGroup as its
 // fsGroupChangePolicy asks. The claim is remembered for ClaimVolumes.
-func (m *Manager) setUpClaim(pod *v1.Pod, vol *v1.Volume, bc *boundClaim) (VolumeInfo, error) {
+func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, bc *boundClaim) (VolumeInfo, error) {
 	if bc.err != nil {
 		return VolumeInfo{}, bc.err
 	}
@@ -158,6 +158,9 @@ func (m *Manager) setUpClaim(pod *v1.Pod, vol *v1.Volume, bc *boundClaim) (Volum
 		info.ReadOnly = bc.readOnly
 	case src.Local != nil:
 		info, err = m.setUpLocal(pod, pv, bc.readOnly)
+		cv.Path = info.HostPath
+	case src.CSI != nil && m.csi != nil:
+		info, err = m.setUpCSIPV(ctx, pod, pv, bc.readOnly)
 		cv.Path = info.HostPath
 	default:
 		return VolumeInfo{}, fmt.Errorf("persistent volume %s: %s volumes are not supported by this kubelet", pv.Name, sourceType(src))

@@ -68,6 +68,9 @@ type Options struct {
 	// persistentVolumeClaim and generic ephemeral volumes. nil (standalone):
 	// those volumes are refused.
 	Claims ClaimObjects
+	// CSI mounts CSI volumes through the registered drivers (csi.Registry);
+	// nil: CSI volumes are refused.
+	CSI CSIVolumes
 	// Clock times service account token refreshes; nil = the real clock.
 	Clock clock.PassiveClock
 	// Registerer receives upstream's volume_manager_total_volumes and
@@ -96,6 +99,7 @@ type Manager struct {
 	node    NodeAllocatable // nil: none
 	objects APIObjects      // nil: no API-backed volumes
 	claims  ClaimObjects    // nil: no claim volumes
+	csi     CSIVolumes      // nil: no CSI volumes
 	tokens  *tokenCache
 	metrics *volumeMetrics
 	logger  *zap.Logger
@@ -137,6 +141,7 @@ func New(opts Options) (*Manager, error) {
 		node:    opts.Allocatable,
 		objects: opts.Objects,
 		claims:  opts.Claims,
+		csi:     opts.CSI,
 		tokens:  newTokenCache(opts.Objects, clk, logger),
 		metrics: met,
 		logger:  logger,
@@ -190,7 +195,7 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 		}
 		vol := &pod.Spec.Volumes[i]
 		start := time.Now()
-		info, err := m.mountVolume(pod, vol, objVols[vol.Name], claims[vol.Name])
+		info, err := m.mountVolume(ctx, pod, vol, objVols[vol.Name], claims[vol.Name])
 		m.metrics.mounted(pod.UID, vol.Name, volumePluginName(vol, claims[vol.Name]), start, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("volume %q: %w", vol.Name, err))
@@ -204,7 +209,7 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 // mountVolume dispatches one volume to its plugin; ov is the collected content of
 // an API-backed volume (nil for the others, or without Objects), bc the claim
 // and PV of a claim volume (nil for the others, or without Claims).
-func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume, bc *boundClaim) (VolumeInfo, error) {
+func (m *Manager) mountVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, ov *objectVolume, bc *boundClaim) (VolumeInfo, error) {
 	if msgs := validation.IsDNS1123Label(vol.Name); len(msgs) != 0 {
 		return VolumeInfo{}, fmt.Errorf("invalid volume name: %s", strings.Join(msgs, "; "))
 	}
@@ -219,7 +224,9 @@ func (m *Manager) mountVolume(pod *v1.Pod, vol *v1.Volume, ov *objectVolume, bc 
 	case ov != nil:
 		return m.setUpObjectVolume(pod, vol.Name, ov)
 	case bc != nil:
-		return m.setUpClaim(pod, vol, bc)
+		return m.setUpClaim(ctx, pod, vol, bc)
+	case src.CSI != nil && m.csi != nil:
+		return m.setUpInlineCSI(ctx, pod, vol.Name, src.CSI)
 	}
 	typ := sourceType(src)
 	if typ == "" {
@@ -247,7 +254,7 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	err := m.removeTree(ctx, m.subPathsDir(podUID))
 	if err != nil {
 		err = fmt.Errorf("clean up subPath mounts: %w", err)
-	} else {
+	} else if err = m.tearDownCSI(ctx, podUID); err == nil {
 		err = m.removeTree(ctx, m.volumesDir(podUID))
 	}
 	m.metrics.unmounted(podUID, start, err)
@@ -282,6 +289,9 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 		// The subPath bind mounts go first (they may pin files of the volumes);
 		// removeTree would find them too, deepest first.
 		err := m.removeTree(ctx, m.subPathsDir(uid))
+		if err == nil {
+			err = m.tearDownCSI(ctx, uid)
+		}
 		if err == nil {
 			err = m.removeTree(ctx, m.podDir(uid))
 		}

@@ -19,6 +19,7 @@ const (
 	pluginProjected   = "kubernetes.io/projected"
 	pluginDownwardAPI = "kubernetes.io/downward-api"
 	pluginLocal       = "kubernetes.io/local-volume"
+	pluginCSI         = "kubernetes.io/csi"
 	pluginUnknown     = "N/A"
 )
 
@@ -37,6 +38,8 @@ func pluginName(src *v1.VolumeSource) string {
 		return pluginProjected
 	case src.DownwardAPI != nil:
 		return pluginDownwardAPI
+	case src.CSI != nil:
+		return pluginCSI
 	case sourceType(src) == "":
 		return pluginEmptyDir // a volume without a source is an emptyDir
 	}
@@ -56,6 +59,8 @@ func volumePluginName(vol *v1.Volume, bc *boundClaim) string {
 		return pluginHostPath
 	case bc.pv.Spec.Local != nil:
 		return pluginLocal
+	case bc.pv.Spec.CSI != nil:
+		return pluginCSI
 	}
 	return pluginUnknown
 }

@@ -1,12 +1,20 @@
-// Package csi is the kubelet's side of CSI node plugins. This first part
-// registers drivers as upstream's kubernetes.io/csi plugin does: the plugin
-// watcher hands it each CSIPlugin socket; it checks the driver's versions,
-// asks it NodeGetInfo and publishes it: the Node's
-// csi.volume.kubernetes.io/nodeid annotation, the Node labels of its
-// topology, and its entry in the node's CSINode object (created owned by the
-// Node, with the migrated-plugins annotation). A driver whose socket goes
-// away is removed from both. The volume calls (NodeStage/Publish...) come
-// next; until then CSI volumes are refused by the volume manager.
+// Package csi is the kubelet's side of CSI node plugins, after upstream's
+// kubernetes.io/csi plugin.
+//
+// Registration (registration.go): the plugin watcher hands it each
+// CSIPlugin socket; it checks the driver's versions, asks it NodeGetInfo and
+// publishes it: the Node's csi.volume.kubernetes.io/nodeid annotation, the
+// Node labels of its topology, and its entry in the node's CSINode object
+// (created owned by the Node, with the migrated-plugins annotation). A
+// driver whose socket goes away is removed from both.
+//
+// Volumes (volume.go): CSI PVs and inline (ephemeral) CSI volumes are
+// staged once per node on upstream's global mount path (NodeStageVolume,
+// when the driver stages) and published per pod on
+// <pod>/volumes/kubernetes.io~csi/<name>/mount (NodePublishVolume), with
+// upstream's vol_data.json files, CSIDriver rules (attachRequired and the
+// VolumeAttachment, podInfoOnMount, volumeLifecycleModes, fsGroupPolicy)
+// and secrets; torn down in the reverse order, the stage once no pod uses it.
 package csi
 
 import (
@@ -14,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +63,9 @@ var migratedPlugins = strings.Join([]string{
 type Options struct {
 	// NodeName is the node's name (required).
 	NodeName string
+	// RootDir is the kubelet's root directory: volumes are staged under
+	// RootDir/plugins/kubernetes.io/csi (required, absolute).
+	RootDir string
 	// Client updates the Node and its CSINode; nil (standalone): drivers
 	// are only remembered.
 	Client kubernetes.Interface
@@ -63,6 +75,7 @@ type Options struct {
 // Registry holds the registered CSI drivers.
 type Registry struct {
 	nodeName string
+	rootDir  string
 	client   kubernetes.Interface
 	logger   *zap.Logger
 
@@ -77,13 +90,13 @@ type driver struct {
 
 // NewRegistry checks opts.
 func NewRegistry(opts Options) (*Registry, error) {
-	if opts.NodeName == "" {
-		return nil, errors.New("csi: Options.NodeName is required")
+	if opts.NodeName == "" || !filepath.IsAbs(opts.RootDir) {
+		return nil, errors.New("csi: Options.NodeName and an absolute RootDir are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Registry{nodeName: opts.NodeName, client: opts.Client, logger: opts.Logger, drivers: map[string]driver{}}, nil
+	return &Registry{nodeName: opts.NodeName, rootDir: filepath.Clean(opts.RootDir), client: opts.Client, logger: opts.Logger, drivers: map[string]driver{}}, nil
 }
 
 // Endpoint returns where a registered driver serves CSI.

@@ -1,0 +1,373 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// File and directory names of upstream's CSI plugin.
+const (
+	// PodPluginDir holds a pod's CSI volumes under <pod>/volumes.
+	PodPluginDir    = "kubernetes.io~csi"
+	volDataFileName = "vol_data.json"
+	globalMount     = "globalmount"
+	mountDirName    = "mount"
+	ephemeralKey    = "csi.storage.k8s.io/ephemeral"
+)
+
+// Volume is what the volume manager knows of a CSI volume: from a PV's
+// spec.csi (Persistent), or from a pod's inline csi volume (Ephemeral).
+type Volume struct {
+	// SpecName is the PV's name, or the pod volume's name inline.
+	SpecName     string
+	Driver       string
+	VolumeHandle string
+	FSType       string
+	ReadOnly     bool
+	Attributes   map[string]string
+	AccessModes  []v1.PersistentVolumeAccessMode
+	MountOptions []string
+	// StageSecrets and PublishSecrets are the referenced secrets' data.
+	StageSecrets, PublishSecrets map[string]string
+	Ephemeral                    bool
+}
+
+// volData is upstream's vol_data.json.
+type volData struct {
+	SpecVolID           string `json:"specVolID"`
+	VolumeHandle        string `json:"volumeHandle"`
+	DriverName          string `json:"driverName"`
+	NodeName            string `json:"nodeName,omitempty"`
+	AttachmentID        string `json:"attachmentID,omitempty"`
+	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+}
+
+// EphemeralHandle is upstream's handle of an inline volume:
+// csi-<sha256(pod UID + volume name)>.
+func EphemeralHandle(podUID, volName string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(podUID+volName)))
+}
+
+func attachmentName(handle, driver, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
+}
+
+// stagingDir is <root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>.
+func (r *Registry) stagingDir(driver, handle string) string {
+	return filepath.Join(r.rootDir, "plugins", PluginName, driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))))
+}
+
+// SetUp makes a CSI volume available at dir/mount for the pod (dir is
+// <pod>/volumes/kubernetes.io~csi/<spec name>): the driver must be
+// registered and allowed for the volume's mode by its CSIDriver; an
+// attach-required driver's VolumeAttachment must be attached; the volume is
+// staged once per node (NodeStageVolume on the global mount) when the
+// driver stages, then published for the pod (NodePublishVolume), with
+// upstream's paths, vol_data.json files and pod info. The fsGroup is given
+// to the driver (VOLUME_MOUNT_GROUP) or applied by chown as the CSIDriver's
+// fsGroupPolicy says, through own. A volume already published is left alone.
+func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir string, fsGroup *int64, own func(dir string, fsGroup *int64) error) (string, error) {
+	target := filepath.Join(dir, mountDirName)
+	if published(target) {
+		return target, nil
+	}
+	endpoint, ok := r.Endpoint(vol.Driver)
+	if !ok {
+		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", vol.Driver)
+	}
+	drv, err := r.csiDriver(ctx, vol.Driver)
+	if err != nil {
+		return "", err
+	}
+	if err := checkLifecycle(drv, vol); err != nil {
+		return "", err
+	}
+	publishCtx, err := r.publishContext(ctx, drv, vol)
+	if err != nil {
+		return "", err
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	node := csipb.NewNodeClient(conn)
+	caps, err := nodeCapabilities(ctx, node)
+	if err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities: %w", err)
+	}
+	capability := volumeCapability(vol)
+	staging := ""
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] && !vol.Ephemeral {
+		sd := r.stagingDir(vol.Driver, vol.VolumeHandle)
+		staging = filepath.Join(sd, globalMount)
+		if !published(staging) {
+			if err := os.MkdirAll(staging, 0o750); err != nil {
+				return "", err
+			}
+			if err := writeVolData(sd, volData{VolumeHandle: vol.VolumeHandle, DriverName: vol.Driver}); err != nil {
+				return "", err
+			}
+			if _, err := node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: vol.VolumeHandle, PublishContext: publishCtx,
+				StagingTargetPath: staging, VolumeCapability: capability, Secrets: vol.StageSecrets, VolumeContext: vol.Attributes}); err != nil {
+				return "", fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed: %w", err)
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	mode := storagev1.VolumeLifecyclePersistent
+	if vol.Ephemeral {
+		mode = storagev1.VolumeLifecycleEphemeral
+	}
+	if err := writeVolData(dir, volData{SpecVolID: vol.SpecName, VolumeHandle: vol.VolumeHandle, DriverName: vol.Driver, NodeName: r.nodeName,
+		AttachmentID: attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName), VolumeLifecycleMode: string(mode)}); err != nil {
+		return "", err
+	}
+	volCtx := map[string]string{}
+	for k, v := range vol.Attributes {
+		volCtx[k] = v
+	}
+	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
+		volCtx["csi.storage.k8s.io/pod.name"] = pod.Name
+		volCtx["csi.storage.k8s.io/pod.namespace"] = pod.Namespace
+		volCtx["csi.storage.k8s.io/pod.uid"] = string(pod.UID)
+		volCtx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
+		volCtx[ephemeralKey] = fmt.Sprint(vol.Ephemeral)
+	} else if vol.Ephemeral {
+		volCtx[ephemeralKey] = "true"
+	}
+	driverGroup := fsGroup != nil && caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP]
+	if driverGroup {
+		if m := capability.GetMount(); m != nil {
+			m.VolumeMountGroup = fmt.Sprint(*fsGroup)
+		}
+	}
+	if _, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: vol.VolumeHandle, PublishContext: publishCtx,
+		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, Readonly: vol.ReadOnly,
+		Secrets: vol.PublishSecrets, VolumeContext: volCtx}); err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed: %w", err)
+	}
+	if fsGroup != nil && !driverGroup && !vol.ReadOnly && fsGroupApplies(drv, vol) {
+		if err := own(target, fsGroup); err != nil {
+			return "", err
+		}
+	}
+	return target, nil
+}
+
+// TearDown unpublishes the pod's CSI volume at dir (NodeUnpublishVolume),
+// removes its directory, and unstages the volume once no pod publishes it
+// any more. A directory without vol_data.json is left to the caller.
+func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func(driver, handle string) bool) error {
+	data, err := readVolData(dir)
+	if err != nil {
+		return err
+	}
+	endpoint, ok := r.Endpoint(data.DriverName)
+	if !ok {
+		return fmt.Errorf("kubernetes.io/csi: unmounter failed: driver name %s not found in the list of registered CSI drivers", data.DriverName)
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	node := csipb.NewNodeClient(conn)
+	target := filepath.Join(dir, mountDirName)
+	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: Unmounter.TearDownAt failed: %w", err)
+	}
+	if published(target) {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if data.VolumeLifecycleMode == string(storagev1.VolumeLifecycleEphemeral) || stillPublished(data.DriverName, data.VolumeHandle) {
+		return nil
+	}
+	sd := r.stagingDir(data.DriverName, data.VolumeHandle)
+	staging := filepath.Join(sd, globalMount)
+	if _, err := os.Stat(staging); err != nil {
+		return nil // never staged
+	}
+	caps, err := nodeCapabilities(ctx, node)
+	if err != nil {
+		return err
+	}
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
+			return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed: %w", err)
+		}
+	}
+	if published(staging) {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
+	}
+	return os.RemoveAll(sd)
+}
+
+// VolumeOf reads the driver and handle a pod volume directory holds.
+func VolumeOf(dir string) (driver, handle string, err error) {
+	d, err := readVolData(dir)
+	return d.DriverName, d.VolumeHandle, err
+}
+
+// published reports whether something is mounted at path (its device
+// differs from its parent's, or mountinfo lists it).
+func published(path string) bool {
+	ok, err := isMountPoint(path)
+	return err == nil && ok
+}
+
+func writeVolData(dir string, d volData) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, volDataFileName), b, 0o640)
+}
+
+func readVolData(dir string) (volData, error) {
+	var d volData
+	b, err := os.ReadFile(filepath.Join(dir, volDataFileName))
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("decode %s: %w", filepath.Join(dir, volDataFileName), err)
+	}
+	return d, nil
+}
+
+// csiDriver reads the driver's CSIDriver object; nil when it has none (or
+// without an API server): upstream's defaults apply then.
+func (r *Registry) csiDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+	if r.client == nil {
+		return nil, nil
+	}
+	d, err := r.client.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.io/csi: get CSIDriver %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// checkLifecycle applies the CSIDriver's volumeLifecycleModes (default:
+// Persistent only).
+func checkLifecycle(drv *storagev1.CSIDriver, vol Volume) error {
+	modes := []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
+	if drv != nil && len(drv.Spec.VolumeLifecycleModes) > 0 {
+		modes = drv.Spec.VolumeLifecycleModes
+	}
+	want := storagev1.VolumeLifecyclePersistent
+	if vol.Ephemeral {
+		want = storagev1.VolumeLifecycleEphemeral
+	}
+	if !slices.Contains(modes, want) {
+		return fmt.Errorf("kubernetes.io/csi: volume mode %q not supported by driver %s (only supports %q)", want, vol.Driver, modes)
+	}
+	return nil
+}
+
+// publishContext is the VolumeAttachment's attachment metadata when the
+// driver needs attaching (its CSIDriver says so, or it has none); the
+// attachment must be attached.
+func (r *Registry) publishContext(ctx context.Context, drv *storagev1.CSIDriver, vol Volume) (map[string]string, error) {
+	if vol.Ephemeral || drv != nil && drv.Spec.AttachRequired != nil && !*drv.Spec.AttachRequired {
+		return nil, nil
+	}
+	if r.client == nil {
+		return nil, fmt.Errorf("kubernetes.io/csi: driver %s requires attaching, which needs an API server", vol.Driver)
+	}
+	name := attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName)
+	va, err := r.client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes.io/csi: attachment for %s failed: %w", vol.VolumeHandle, err)
+	}
+	if !va.Status.Attached {
+		return nil, fmt.Errorf("kubernetes.io/csi: volume %s is not attached yet (VolumeAttachment %s)", vol.VolumeHandle, name)
+	}
+	return va.Status.AttachmentMetadata, nil
+}
+
+func nodeCapabilities(ctx context.Context, node csipb.NodeClient) (map[csipb.NodeServiceCapability_RPC_Type]bool, error) {
+	resp, err := node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{}, grpc.WaitForReady(false))
+	if err != nil {
+		return nil, err
+	}
+	out := map[csipb.NodeServiceCapability_RPC_Type]bool{}
+	for _, c := range resp.GetCapabilities() {
+		out[c.GetRpc().GetType()] = true
+	}
+	return out, nil
+}
+
+// volumeCapability is the mount capability with the access mode upstream
+// derives from the PV's access modes.
+func volumeCapability(vol Volume) *csipb.VolumeCapability {
+	mode := csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	switch {
+	case vol.Ephemeral:
+	case slices.Contains(vol.AccessModes, v1.ReadWriteOncePod):
+		mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	case slices.Contains(vol.AccessModes, v1.ReadWriteMany):
+		mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	case slices.Contains(vol.AccessModes, v1.ReadOnlyMany) && !slices.Contains(vol.AccessModes, v1.ReadWriteOnce):
+		mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	}
+	return &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: vol.FSType, MountFlags: vol.MountOptions}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+// fsGroupApplies is the CSIDriver's fsGroupPolicy: File always, None never,
+// ReadWriteOnceWithFSType (the default) with an fsType and a RWO volume.
+func fsGroupApplies(drv *storagev1.CSIDriver, vol Volume) bool {
+	policy := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
+	if drv != nil && drv.Spec.FSGroupPolicy != nil {
+		policy = *drv.Spec.FSGroupPolicy
+	}
+	switch policy {
+	case storagev1.FileFSGroupPolicy:
+		return true
+	case storagev1.NoneFSGroupPolicy:
+		return false
+	}
+	return vol.FSType != "" && (vol.Ephemeral || slices.Contains(vol.AccessModes, v1.ReadWriteOnce))
+}
+
+// errNoDriver is returned when a volume names no driver.
+var errNoDriver = errors.New("kubernetes.io/csi: the volume names no driver")
+
+// Validate checks a Volume before SetUp.
+func (v Volume) Validate() error {
+	if v.Driver == "" {
+		return errNoDriver
+	}
+	if v.VolumeHandle == "" {
+		return errors.New("kubernetes.io/csi: the volume has no volumeHandle")
+	}
+	return nil
+}

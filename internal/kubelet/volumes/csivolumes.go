@@ -1,0 +1,147 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
+)
+
+// CSIVolumes publishes and unpublishes CSI volumes (csi.Registry).
+type CSIVolumes interface {
+	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume, dir string, fsGroup *int64, own func(dir string, fsGroup *int64) error) (string, error)
+	TearDown(ctx context.Context, dir string, stillPublished func(driver, handle string) bool) error
+}
+
+// own is the fsGroup change of a writable CSI volume (upstream's, with the
+// pod's fsGroupChangePolicy).
+func ownWith(pod *v1.Pod) func(string, *int64) error {
+	return func(dir string, fsGroup *int64) error {
+		return setVolumeOwnershipPolicy(dir, fsGroup, fsGroupChangePolicyOf(pod))
+	}
+}
+
+// setUpCSIPV publishes a PV's CSI volume for the pod under
+// <pod>/volumes/kubernetes.io~csi/<pv>/mount.
+func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, claimReadOnly bool) (VolumeInfo, error) {
+	src := pv.Spec.CSI
+	vol := csi.Volume{SpecName: pv.Name, Driver: src.Driver, VolumeHandle: src.VolumeHandle, FSType: src.FSType,
+		ReadOnly: src.ReadOnly || claimReadOnly, Attributes: src.VolumeAttributes, AccessModes: pv.Spec.AccessModes, MountOptions: pv.Spec.MountOptions}
+	if err := vol.Validate(); err != nil {
+		return VolumeInfo{}, err
+	}
+	var err error
+	if vol.StageSecrets, err = m.secretData(ctx, src.NodeStageSecretRef); err != nil {
+		return VolumeInfo{}, err
+	}
+	if vol.PublishSecrets, err = m.secretData(ctx, src.NodePublishSecretRef); err != nil {
+		return VolumeInfo{}, err
+	}
+	return m.setUpCSI(ctx, pod, vol)
+}
+
+// setUpInlineCSI publishes a pod's inline (ephemeral) CSI volume.
+func (m *Manager) setUpInlineCSI(ctx context.Context, pod *v1.Pod, name string, src *v1.CSIVolumeSource) (VolumeInfo, error) {
+	vol := csi.Volume{SpecName: name, Driver: src.Driver, VolumeHandle: csi.EphemeralHandle(string(pod.UID), name),
+		ReadOnly: src.ReadOnly != nil && *src.ReadOnly, Attributes: src.VolumeAttributes, Ephemeral: true}
+	if src.FSType != nil {
+		vol.FSType = *src.FSType
+	}
+	if err := vol.Validate(); err != nil {
+		return VolumeInfo{}, err
+	}
+	if ref := src.NodePublishSecretRef; ref != nil {
+		var err error
+		if vol.PublishSecrets, err = m.secretData(ctx, &v1.SecretReference{Namespace: pod.Namespace, Name: ref.Name}); err != nil {
+			return VolumeInfo{}, err
+		}
+	}
+	return m.setUpCSI(ctx, pod, vol)
+}
+
+func (m *Manager) setUpCSI(ctx context.Context, pod *v1.Pod, vol csi.Volume) (VolumeInfo, error) {
+	dir := m.volumePath(pod.UID, csi.PodPluginDir, vol.SpecName)
+	target, err := m.csi.SetUp(ctx, pod, vol, dir, fsGroupOf(pod), ownWith(pod))
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	return VolumeInfo{HostPath: target, ReadOnly: vol.ReadOnly}, nil
+}
+
+// secretData reads a CSI secret reference's data; nil without one.
+func (m *Manager) secretData(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if m.objects == nil {
+		return nil, errors.New("CSI secrets need an API server")
+	}
+	s, _, err := getSecret(ctx, m.objects, ref.Namespace, ref.Name, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// tearDownCSI unpublishes the pod's CSI volumes (and unstages those no
+// other pod publishes); caller holds mu.
+func (m *Manager) tearDownCSI(ctx context.Context, uid k8stypes.UID) error {
+	dir := filepath.Join(m.volumesDir(uid), csi.PodPluginDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.csi == nil {
+		return fmt.Errorf("pod %s has CSI volumes and this kubelet has no CSI support", uid)
+	}
+	var errs []error
+	for _, e := range entries {
+		vdir := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(vdir, "vol_data.json")); err != nil {
+			continue // nothing published (removeTree takes the rest)
+		}
+		still := func(driver, handle string) bool { return m.csiPublishedElsewhere(uid, driver, handle) }
+		if err := m.csi.TearDown(ctx, vdir, still); err != nil {
+			errs = append(errs, fmt.Errorf("CSI volume %s: %w", e.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// csiPublishedElsewhere reports whether a pod other than uid publishes the
+// driver's volume handle.
+func (m *Manager) csiPublishedElsewhere(uid k8stypes.UID, driver, handle string) bool {
+	pods, err := os.ReadDir(m.podsDir)
+	if err != nil {
+		return false
+	}
+	for _, p := range pods {
+		if k8stypes.UID(p.Name()) == uid {
+			continue
+		}
+		vols, err := os.ReadDir(filepath.Join(m.volumesDir(k8stypes.UID(p.Name())), csi.PodPluginDir))
+		if err != nil {
+			continue
+		}
+		for _, v := range vols {
+			d, h, err := csi.VolumeOf(filepath.Join(m.volumesDir(k8stypes.UID(p.Name())), csi.PodPluginDir, v.Name()))
+			if err == nil && d == driver && h == handle {
+				return true
+			}
+		}
+	}
+	return false
+}
