@@ -12,8 +12,10 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/cpuset"
 
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -150,7 +152,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 			return nil, err
 		}
 	}
-	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{n.volumes}, NodeName: name,
+	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{m: n.volumes, csi: n.csi}, NodeName: name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
 		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups,
 		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), Logger: logger.Named("stats")})
@@ -160,18 +162,41 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	return n, err
 }
 
-// claimVolumes gives the stats provider the volume manager's claim volumes.
-type claimVolumes struct{ m *volumes.Manager }
+// claimVolumes gives the stats provider the volume manager's claim volumes,
+// CSI ones measured by their driver (NodeGetVolumeStats).
+type claimVolumes struct {
+	m   *volumes.Manager
+	csi *csi.Registry
+}
 
 func (c claimVolumes) ClaimVolumes() map[string][]stats.ClaimVolume {
 	all := c.m.ClaimVolumes()
 	out := make(map[string][]stats.ClaimVolume, len(all))
 	for uid, vols := range all {
 		for _, v := range vols {
-			out[string(uid)] = append(out[string(uid)], stats.ClaimVolume{Name: v.Name, Namespace: v.Claim.Namespace, Claim: v.Claim.Name, Path: v.Path})
+			cv := stats.ClaimVolume{Name: v.Name, Namespace: v.Claim.Namespace, Claim: v.Claim.Name, Path: v.Path}
+			if v.CSIDriver != "" {
+				cv.Measure = c.csiStats(v.CSIDriver, v.CSIHandle, v.Path)
+			}
+			out[string(uid)] = append(out[string(uid)], cv)
 		}
 	}
 	return out
+}
+
+// csiStats measures a CSI volume through its driver.
+func (c claimVolumes) csiStats(driver, handle, path string) func(context.Context) (*statsapi.FsStats, error) {
+	return func(ctx context.Context) (*statsapi.FsStats, error) {
+		u, err := c.csi.VolumeStats(ctx, driver, handle, path)
+		if err != nil {
+			return nil, err
+		}
+		fs := &statsapi.FsStats{Time: metav1.Now(), CapacityBytes: &u.CapacityBytes, AvailableBytes: &u.AvailableBytes, UsedBytes: &u.UsedBytes}
+		if u.HasInodes {
+			fs.Inodes, fs.InodesFree, fs.InodesUsed = &u.Inodes, &u.InodesFree, &u.InodesUsed
+		}
+		return fs, nil
+	}
 }
 
 // newEvictionManager builds the eviction manager from the thresholds (hard,

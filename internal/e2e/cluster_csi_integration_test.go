@@ -64,6 +64,16 @@ func (d *testNodeDriver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapa
 		rpc(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME), rpc(csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)}}, nil
 }
 
+// NodeGetVolumeStats answers fixed figures, so that the test can tell them
+// from a statfs.
+func (d *testNodeDriver) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	d.record("stats " + req.VolumeId)
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: 1000000, Available: 600000, Used: 400000},
+		{Unit: csipb.VolumeUsage_INODES, Total: 100, Available: 60, Used: 40},
+	}}, nil
+}
+
 func (d *testNodeDriver) volumeDir(id string) (string, error) {
 	dir := filepath.Join(d.dataDir, id)
 	return dir, os.MkdirAll(dir, 0o755)
@@ -285,7 +295,8 @@ func (n *clusterNode) kubeletLogLines(words ...string) string {
 // checkCSIVolumes: a pod with a CSI PV (attachRequired false, its claim
 // bound to it) and an inline CSI volume runs; the PV is staged on upstream's
 // global mount path and published on the pod's, with vol_data.json, pod info
-// in its context (podInfoOnMount) and the fsGroup (fsGroupPolicy File); the
+// in its context (podInfoOnMount) and the fsGroup (fsGroupPolicy File), its
+// claim's kubelet_volume_stats_* from the driver's NodeGetVolumeStats; the
 // inline volume is published with the ephemeral context; the pod's deletion
 // unpublishes both and unstages the PV.
 func checkCSIVolumes(n *clusterNode, driver string, d *testNodeDriver) {
@@ -382,6 +393,21 @@ spec:
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(d.dataDir, handle), &st); err != nil || st.Gid != 3000 {
 		t.Errorf("the CSI volume's group after fsGroup 3000 (policy File): %d %v", st.Gid, err)
+	}
+
+	// The claim's stats come from the driver's NodeGetVolumeStats.
+	body, code, err := n.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`kubelet_volume_stats_capacity_bytes{namespace=%q,persistentvolumeclaim="csi-claim"} 1e+06`, n.ns),
+		fmt.Sprintf(`kubelet_volume_stats_used_bytes{namespace=%q,persistentvolumeclaim="csi-claim"} 400000`, n.ns),
+		fmt.Sprintf(`kubelet_volume_stats_inodes_free{namespace=%q,persistentvolumeclaim="csi-claim"} 60`, n.ns),
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	n.kubectl("", "-n", n.ns, "delete", "pod", "csi-user", "--wait=false")

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,24 +24,38 @@ type ClaimVolume struct {
 	// Path is where the volume is mounted, statfs'ed for its figures (as
 	// upstream's local volumes); "" when its plugin reports none (hostPath).
 	Path string
+	// Measure, when set, gives the figures instead (a CSI driver's
+	// NodeGetVolumeStats); an error leaves the volume out.
+	Measure func(ctx context.Context) (*statsapi.FsStats, error)
 }
 
 // claimVolumeStats is upstream's persistent volume stats of a pod: the
 // statfs of each measurable claim volume, with its claim reference.
-func (p *Provider) claimVolumeStats(vols []ClaimVolume) []statsapi.VolumeStats {
+func (p *Provider) claimVolumeStats(ctx context.Context, vols []ClaimVolume) []statsapi.VolumeStats {
 	var out []statsapi.VolumeStats
 	for _, cv := range vols {
-		if cv.Path == "" {
-			continue
-		}
-		f, err := statFs(cv.Path, p.now())
-		if err != nil {
-			p.logger.Debug("claim volume usage", zap.String("path", cv.Path), zap.Error(err))
+		var fs *statsapi.FsStats
+		switch {
+		case cv.Measure != nil:
+			s, err := cv.Measure(ctx)
+			if err != nil {
+				p.logger.Debug("claim volume usage", zap.String("volume", cv.Name), zap.Error(err))
+				continue
+			}
+			fs = s
+		case cv.Path != "":
+			f, err := statFs(cv.Path, p.now())
+			if err != nil {
+				p.logger.Debug("claim volume usage", zap.String("path", cv.Path), zap.Error(err))
+				continue
+			}
+			fs = f.fsStats(f.at)
+		default:
 			continue
 		}
 		out = append(out, statsapi.VolumeStats{
 			Name:    cv.Name,
-			FsStats: *f.fsStats(f.at),
+			FsStats: *fs,
 			PVCRef:  &statsapi.PVCReference{Name: cv.Claim, Namespace: cv.Namespace},
 		})
 	}
@@ -85,7 +100,7 @@ func (c volumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c volumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[statsapi.PVCReference]bool{}
 	for _, vols := range c.p.claimVolumesByPod() {
-		for _, vs := range c.p.claimVolumeStats(vols) {
+		for _, vs := range c.p.claimVolumeStats(context.Background(), vols) {
 			ref := *vs.PVCRef
 			if seen[ref] {
 				continue

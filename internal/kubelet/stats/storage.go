@@ -161,7 +161,7 @@ func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, desire
 	ephemeralVols := p.volumeStats(ctx, ref.UID, desired)
 	etcHosts := p.etcHostsUsage(filepath.Join(p.rootDir, "pods", ref.UID, "etc-hosts"), rootFs)
 	ps.EphemeralStorage = ephemeralStorage(ps.Containers, ephemeralVols, rootFs, p.filesUsage(podLogs, rootFs), etcHosts)
-	ps.VolumeStats = append(ephemeralVols, p.claimVolumeStats(claims)...)
+	ps.VolumeStats = append(ephemeralVols, p.claimVolumeStats(ctx, claims)...)
 }
 
 // volumeStats measures the pod's ephemeral volume directories. For a desired pod only

@@ -53,10 +53,12 @@ type ClaimVolume struct {
 	// PV is the persistent volume's name.
 	PV string
 	// Path is where the volume is mounted for the pod's containers, when its
-	// plugin reports usage (statfs of it): local volumes. "" for hostPath
-	// volumes, which report none (upstream's hostPath plugin has no
-	// metrics).
+	// plugin reports usage: local volumes (statfs of it) and CSI volumes
+	// (NodeGetVolumeStats). "" for hostPath volumes, which report none
+	// (upstream's hostPath plugin has no metrics).
 	Path string
+	// CSIDriver and CSIHandle name a CSI volume, measured by its driver.
+	CSIDriver, CSIHandle string
 }
 
 // collectClaims resolves every persistentVolumeClaim and generic ephemeral
@@ -161,7 +163,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 		cv.Path = info.HostPath
 	case src.CSI != nil && m.csi != nil:
 		info, err = m.setUpCSIPV(ctx, pod, pv, bc.readOnly)
-		cv.Path = info.HostPath
+		cv.Path, cv.CSIDriver, cv.CSIHandle = info.HostPath, src.CSI.Driver, src.CSI.VolumeHandle
 	default:
 		return VolumeInfo{}, fmt.Errorf("persistent volume %s: %s volumes are not supported by this kubelet", pv.Name, sourceType(src))
 	}

@@ -371,3 +371,49 @@ func (v Volume) Validate() error {
 	}
 	return nil
 }
+
+// Usage is a volume's NodeGetVolumeStats answer.
+type Usage struct {
+	CapacityBytes, AvailableBytes, UsedBytes uint64
+	Inodes, InodesFree, InodesUsed           uint64
+	HasInodes                                bool
+}
+
+// ErrStatsUnsupported is returned when the driver does not offer
+// GET_VOLUME_STATS (upstream then reports no stats for the volume).
+var ErrStatsUnsupported = errors.New("kubernetes.io/csi: the driver does not support NodeGetVolumeStats")
+
+// VolumeStats asks the driver for a published volume's usage.
+func (r *Registry) VolumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
+	endpoint, ok := r.Endpoint(driver)
+	if !ok {
+		return Usage{}, fmt.Errorf("kubernetes.io/csi: driver name %s not found in the list of registered CSI drivers", driver)
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return Usage{}, err
+	}
+	defer conn.Close()
+	node := csipb.NewNodeClient(conn)
+	caps, err := nodeCapabilities(ctx, node)
+	if err != nil {
+		return Usage{}, err
+	}
+	if !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
+		return Usage{}, ErrStatsUnsupported
+	}
+	resp, err := node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: handle, VolumePath: path})
+	if err != nil {
+		return Usage{}, fmt.Errorf("kubernetes.io/csi: NodeGetVolumeStats: %w", err)
+	}
+	var u Usage
+	for _, x := range resp.GetUsage() {
+		switch x.GetUnit() {
+		case csipb.VolumeUsage_BYTES:
+			u.CapacityBytes, u.AvailableBytes, u.UsedBytes = uint64(x.GetTotal()), uint64(x.GetAvailable()), uint64(x.GetUsed())
+		case csipb.VolumeUsage_INODES:
+			u.Inodes, u.InodesFree, u.InodesUsed, u.HasInodes = uint64(x.GetTotal()), uint64(x.GetAvailable()), uint64(x.GetUsed()), true
+		}
+	}
+	return u, nil
+}
