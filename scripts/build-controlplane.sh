@@ -3,7 +3,8 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes
 # v1.37.1), upstream's kubelet as upstream-kubelet (what this kubelet's flags and
 # feature gates are compared with), cri-dockerd v0.4.3 (its own module,
-# scripts/cridockerd), staticpoduid (upstream's static pod UIDs) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
+# scripts/cridockerd), staticpoduid (upstream's static pod UIDs),
+# csimockdriver (upstream's mock CSI driver) and etcd (go.etcd.io/etcd/server/v3 at the version Kubernetes pins), from
 # the throwaway module in scripts/controlplane (never the product's go.mod). The
 # binaries are cached in $KDS_CONTROLPLANE_DIR (default /var/cache/kubelet-dockershim/
 # controlplane) and rebuilt only when scripts/controlplane changes: a cold build takes
@@ -29,6 +30,15 @@ if [[ ! -x $OUT/bin/staticpoduid || $(cat "$OUT/staticpoduid.stamp" 2>/dev/null)
 	mkdir -p "$OUT/bin"
 	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/staticpoduid" ./staticpoduid)
 	echo "$tool_stamp" >"$OUT/staticpoduid.stamp"
+fi
+# csimockdriver serves upstream's mock CSI driver (Kubernetes' own storage
+# e2e driver) for the CSI e2e test; small, with its own stamp.
+mock_stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/csimockdriver/main.go" | sha256sum | cut -c1-16)
+if [[ ! -x $OUT/bin/csimockdriver || $(cat "$OUT/csimockdriver.stamp" 2>/dev/null) != "$mock_stamp" ]]; then
+	kds_log "building csimockdriver"
+	mkdir -p "$OUT/bin"
+	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/csimockdriver" ./csimockdriver)
+	echo "$mock_stamp" >"$OUT/csimockdriver.stamp"
 fi
 # cri-dockerd v0.4.3 (the live switch from upstream's kubelet on cri-dockerd):
 # its own throwaway module, because it pins k8s.io/kubernetes v1.29; a cold

@@ -144,7 +144,7 @@ func (r *testRegistrar) NotifyRegistrationStatus(_ context.Context, s *registera
 }
 
 // serveUnix serves srv on a new unix socket at path until the test ends.
-func serveUnix(t *testing.T, path string, srv *grpc.Server) {
+func serveUnix(t testing.TB, path string, srv *grpc.Server) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		t.Fatal(err)
@@ -237,6 +237,7 @@ func testCSI(t *testing.T, c *controlplane.Cluster) {
 	}
 
 	checkCSIVolumes(n, driver, nodeDrv)
+	checkMockCSIDriver(n)
 
 	// A driver of CSI 2.x only is refused.
 	badSock := filepath.Join(n.rootDir, "plugins_registry", "bad-reg.sock")
@@ -426,4 +427,117 @@ spec:
 	if b, err := os.ReadFile(filepath.Join(d.dataDir, handle, "hello")); err != nil || string(b) != "pv\n" {
 		t.Errorf("the CSI volume's data after the pod: %q %v", b, err)
 	}
+}
+
+// checkMockCSIDriver runs a pod on a PV of upstream's mock CSI driver (the
+// driver of Kubernetes' own csi-mock storage tests, built by
+// scripts/build-controlplane.sh as csimockdriver and run as a host process;
+// a registrar of the test registers it): the driver is registered (its
+// CSINode entry), staged, published, the pod writes into the volume, and the
+// pod's deletion unpublishes and unstages it, each call answered without
+// error by the driver.
+func checkMockCSIDriver(n *clusterNode) {
+	t := n.t
+	ctx := context.Background()
+	const driver = "csi-mock.e2e.example.com"
+	bin, err := controlplane.UpstreamBinary(ctx, "csimockdriver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(n.rootDir, "plugins", driver, "csi.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(n.dir, "csimockdriver.log")
+	p, err := startProc("csimockdriver", logPath, bin, "--endpoint="+sock, "--name="+driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.procs = append(n.procs, p)
+	t.Cleanup(func() { _ = p.stop(10 * time.Second) })
+	n.poll(30*time.Second, "the mock CSI driver's socket", func() (bool, string) {
+		_, err := os.Stat(sock)
+		return err == nil, fmt.Sprint(err)
+	})
+	reg := &testRegistrar{name: driver, endpoint: sock, versions: []string{"1.0.0"}, status: make(chan *registerapi.RegistrationStatus, 1)}
+	regSrv := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(regSrv, reg)
+	serveUnix(t, filepath.Join(n.rootDir, "plugins_registry", driver+"-reg.sock"), regSrv)
+	select {
+	case s := <-reg.status:
+		if !s.PluginRegistered {
+			t.Fatalf("mock driver registration: %+v", s)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the mock CSI driver was not registered within 60s")
+	}
+	t.Cleanup(func() {
+		for _, obj := range []string{"csidriver/" + driver, "pv/mock-" + n.ns} {
+			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
+		}
+	})
+	// Volume "1" is the mock driver's first pre-provisioned volume.
+	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: %[1]s}
+spec:
+  attachRequired: false
+  volumeLifecycleModes: [Persistent]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: mock-@NS@}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  claimRef: {namespace: @NS@, name: mock-claim}
+  csi: {driver: %[1]s, volumeHandle: "1"}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: mock-claim, namespace: @NS@}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mock-user, namespace: @NS@}
+spec:
+  nodeName: %[2]s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: [sh, -c, "echo mock > /data/hello && sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: mock-claim}
+`, driver, n.name))
+	pod := n.waitAPIPod("mock-user", 120*time.Second, "running on the mock driver's volume", runningAndReady)
+	target := filepath.Join(n.rootDir, "pods", string(pod.UID), "volumes", "kubernetes.io~csi", "mock-"+n.ns, "mount")
+	n.poll(30*time.Second, "the pod's file in the published volume", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(target, "hello"))
+		return string(b) == "mock\n", fmt.Sprintf("%q %v", b, err)
+	})
+	cn, err := n.c.Client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil || !slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver && d.NodeID == driver }) {
+		t.Errorf("CSINode lacks the mock driver: %v %v", cn, err)
+	}
+	n.kubectl("", "-n", n.ns, "delete", "pod", "mock-user", "--wait=false")
+	n.waitAPIPodGone("mock-user", string(pod.UID), 60*time.Second)
+	n.poll(30*time.Second, "the mock driver unpublished and unstaged the volume", func() (bool, string) {
+		b, _ := os.ReadFile(logPath)
+		log := string(b)
+		for _, m := range []string{"NodeStageVolume", "NodePublishVolume", "NodeUnpublishVolume", "NodeUnstageVolume"} {
+			if !strings.Contains(log, "call /csi.v1.Node/"+m+" err=<nil>") {
+				return false, log
+			}
+		}
+		return true, ""
+	})
 }

@@ -81,7 +81,7 @@ func (r *Registry) stagingDir(driver, handle string) string {
 // fsGroupPolicy says, through own. A volume already published is left alone.
 func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir string, fsGroup *int64, own func(dir string, fsGroup *int64) error) (string, error) {
 	target := filepath.Join(dir, mountDirName)
-	if published(target) {
+	if r.isDone(target) {
 		return target, nil
 	}
 	endpoint, ok := r.Endpoint(vol.Driver)
@@ -114,7 +114,7 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] && !vol.Ephemeral {
 		sd := r.stagingDir(vol.Driver, vol.VolumeHandle)
 		staging = filepath.Join(sd, globalMount)
-		if !published(staging) {
+		if !r.isDone(staging) {
 			if err := os.MkdirAll(staging, 0o750); err != nil {
 				return "", err
 			}
@@ -125,6 +125,7 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 				StagingTargetPath: staging, VolumeCapability: capability, Secrets: vol.StageSecrets, VolumeContext: vol.Attributes}); err != nil {
 				return "", fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed: %w", err)
 			}
+			r.markDone(staging, true)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -162,6 +163,7 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 		Secrets: vol.PublishSecrets, VolumeContext: volCtx}); err != nil {
 		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed: %w", err)
 	}
+	r.markDone(target, true)
 	if fsGroup != nil && !driverGroup && !vol.ReadOnly && fsGroupApplies(drv, vol) {
 		if err := own(target, fsGroup); err != nil {
 			return "", err
@@ -192,6 +194,7 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
 		return fmt.Errorf("kubernetes.io/csi: Unmounter.TearDownAt failed: %w", err)
 	}
+	r.markDone(target, false)
 	if published(target) {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
 	}
@@ -215,6 +218,7 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 			return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed: %w", err)
 		}
 	}
+	r.markDone(staging, false)
 	if published(staging) {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
 	}
@@ -225,6 +229,26 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 func VolumeOf(dir string) (driver, handle string, err error) {
 	d, err := readVolData(dir)
 	return d.DriverName, d.VolumeHandle, err
+}
+
+// isDone reports whether a staging or target path was staged or published
+// by this process (drivers need not mount anything there), or is a mount
+// point (after a restart).
+func (r *Registry) isDone(path string) bool {
+	r.mu.Lock()
+	done := r.done[path]
+	r.mu.Unlock()
+	return done || published(path)
+}
+
+func (r *Registry) markDone(path string, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if done {
+		r.done[path] = true
+	} else {
+		delete(r.done, path)
+	}
 }
 
 // published reports whether something is mounted at path (its device
