@@ -33,7 +33,9 @@ import (
 //     PV is created and the PV controller binds it; its readOnly claim
 //     reference makes the volume read-only;
 //   - a generic ephemeral volume: the claim <pod>-<volume> the controller
-//     creates for the pod is bound to a pre-bound PV and mounted.
+//     creates for the pod is bound to a pre-bound PV and mounted;
+//   - a volumeMode Block local PV (a loop device) is the container's
+//     volumeDevices device.
 func testPersistentVolumes(t *testing.T, c *controlplane.Cluster) {
 	n := newAPINode(t, c)
 	ctx := context.Background()
@@ -239,6 +241,8 @@ spec:
 		return string(b) == "scratch\n", fmt.Sprintf("%q %v", b, err)
 	})
 
+	checkLocalBlockVolume(n)
+
 	// The local PV's mount goes with the StatefulSet's pod; its data stays.
 	n.kubectl("", "-n", n.ns, "delete", "statefulset", "web", "--wait=false")
 	n.waitAPIPodGone("web-0", string(web.UID), 60*time.Second)
@@ -266,4 +270,80 @@ func mountsAt(t testing.TB, dir string) []string {
 		}
 	}
 	return out
+}
+
+// checkLocalBlockVolume: a volumeMode Block local PV on a loop device of the
+// test reaches the container as the block device at its volumeDevices path.
+func checkLocalBlockVolume(n *clusterNode) {
+	t := n.t
+	img := filepath.Join(n.dir, "block.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(8 << 20); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := run(ctx, "losetup", "--find", "--show", img)
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	loop := strings.TrimSpace(out)
+	t.Cleanup(func() { _, _ = run(context.Background(), "losetup", "-d", loop) })
+	t.Cleanup(func() {
+		_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", "pv/block-"+n.ns)
+	})
+	n.applyYAML(fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: block-@NS@}
+spec:
+  capacity: {storage: 8Mi}
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  storageClassName: ""
+  claimRef: {namespace: @NS@, name: raw}
+  local: {path: %[1]s}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: kubernetes.io/hostname, operator: In, values: [%[2]s]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: raw, namespace: @NS@}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  storageClassName: ""
+  resources: {requests: {storage: 8Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: raw-user, namespace: @NS@}
+spec:
+  nodeName: %[2]s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: [sh, -c, "ls -l /dev/xvda && echo block-data | dd of=/dev/xvda bs=512 count=1 conv=sync,fsync 2>/dev/null && echo wrote; sleep 3600"]
+    volumeDevices: [{name: raw, devicePath: /dev/xvda}]
+  volumes:
+  - name: raw
+    persistentVolumeClaim: {claimName: raw}
+`, loop, n.name))
+	pod := n.waitAPIPod("raw-user", 120*time.Second, "running with its block volume", runningAndReady)
+	log := n.waitLog(pod, "main", "wrote", 30*time.Second)
+	if !strings.HasPrefix(log, "b") {
+		t.Errorf("/dev/xvda in the container is not a block device:\n%s", log)
+	}
+	b, err := os.ReadFile(img)
+	if err != nil || !strings.HasPrefix(string(b), "block-data\n") {
+		t.Errorf("the loop device's first block: %.20q %v", b, err)
+	}
 }

@@ -80,7 +80,11 @@ func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := &kuberuntime.RunContainerOptions{Envs: envs, Mounts: mounts, Hostname: hostname}
+	devices, err := h.blockDevices(pod, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := &kuberuntime.RunContainerOptions{Envs: envs, Mounts: mounts, Devices: devices, Hostname: hostname}
 	if err := h.addDeviceOptions(pod, c, opts); err != nil {
 		return nil, nil, err
 	}
@@ -281,4 +285,23 @@ func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kub
 		opts.Annotations = dev.Annotations
 	}
 	return nil
+}
+
+// blockDevices are the container's volumeDevices: the host block devices of
+// its volumeMode Block volumes at their devicePath, read-write and mknod
+// ("mrw") unless the volume is read-only ("r"), as upstream gives them.
+func (h *RuntimeHelper) blockDevices(pod *v1.Pod, c *v1.Container) ([]kuberuntime.DeviceInfo, error) {
+	var out []kuberuntime.DeviceInfo
+	for _, vd := range c.VolumeDevices {
+		info, ok := h.vols.get(pod.UID, vd.Name)
+		if !ok || info.Device == "" {
+			return nil, fmt.Errorf("cannot find volume %q to pass into container %q as a block device", vd.Name, c.Name)
+		}
+		perms := "mrw"
+		if info.ReadOnly {
+			perms = "r"
+		}
+		out = append(out, kuberuntime.DeviceInfo{PathOnHost: info.Device, PathInContainer: vd.DevicePath, Permissions: perms})
+	}
+	return out, nil
 }

@@ -158,6 +158,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 	case src.HostPath != nil:
 		info, err = m.setUpHostPath(src.HostPath)
 		info.ReadOnly = bc.readOnly
+	case src.Local != nil && isBlock(pv):
+		info, err = localBlockDevice(pv, bc.readOnly)
 	case src.Local != nil:
 		info, err = m.setUpLocal(pod, pv, bc.readOnly)
 		cv.Path = info.HostPath
@@ -192,8 +194,8 @@ func checkVolumeMode(pod *v1.Pod, name string, pv *v1.PersistentVolume) error {
 		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", name, mode)
 	case asDevice && mode != v1.PersistentVolumeBlock:
 		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", name, mode)
-	case mode == v1.PersistentVolumeBlock:
-		return fmt.Errorf("volume %s: volumeMode Block (volumeDevices) is not supported by this kubelet", name)
+	case mode == v1.PersistentVolumeBlock && pv.Spec.Local == nil:
+		return fmt.Errorf("volume %s: volumeMode Block is supported for local persistent volumes only by this kubelet", name)
 	}
 	return nil
 }
@@ -252,6 +254,27 @@ func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool
 		}
 	}
 	return info, nil
+}
+
+func isBlock(pv *v1.PersistentVolume) bool {
+	return pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
+}
+
+// localBlockDevice checks a volumeMode Block local PV: its path must be a
+// block device, which containers get as a device node (Docker's --device).
+func localBlockDevice(pv *v1.PersistentVolume, readOnly bool) (VolumeInfo, error) {
+	path := pv.Spec.Local.Path
+	if !filepath.IsAbs(path) || slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
+		return VolumeInfo{}, fmt.Errorf("invalid path: %s must be an absolute path without '..'", path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("local volume path: %w", err)
+	}
+	if fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+		return VolumeInfo{}, fmt.Errorf("local volume path %s is not a block device (volumeMode Block)", path)
+	}
+	return VolumeInfo{Device: path, ReadOnly: readOnly}, nil
 }
 
 func fsGroupChangePolicyOf(pod *v1.Pod) *v1.PodFSGroupChangePolicy {

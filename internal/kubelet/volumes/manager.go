@@ -90,6 +90,9 @@ type VolumeInfo struct {
 	// Managed volumes live under the pod directory and are created by the kubelet
 	// (emptyDir, downwardAPI, configMap, secret, projected); hostPath volumes are not.
 	Managed bool
+	// Device is the host block device of a volumeMode Block volume, given to
+	// the containers that list it in volumeDevices (HostPath is empty then).
+	Device string
 }
 
 // Manager sets up and tears down pod volumes. Its methods are safe for concurrent use;
