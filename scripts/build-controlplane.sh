@@ -22,24 +22,22 @@ mkdir -p "$OUT"
 # One build at a time: tests may call this script concurrently.
 exec 9>"$OUT/.lock"
 flock 9
+# build_tool NAME: a small tool of the module (./NAME), with a stamp of its own.
+build_tool() {
+	local name=$1 stamp
+	stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/$name/main.go" | sha256sum | cut -c1-16)
+	if [[ ! -x $OUT/bin/$name || $(cat "$OUT/$name.stamp" 2>/dev/null) != "$stamp" ]]; then
+		kds_log "building $name"
+		mkdir -p "$OUT/bin"
+		(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/$name" "./$name")
+		echo "$stamp" >"$OUT/$name.stamp"
+	fi
+}
 # staticpoduid prints the UIDs upstream's kubelet gives static pods (the
-# golden test of this kubelet's); it is small and has its own stamp.
-tool_stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/staticpoduid/main.go" | sha256sum | cut -c1-16)
-if [[ ! -x $OUT/bin/staticpoduid || $(cat "$OUT/staticpoduid.stamp" 2>/dev/null) != "$tool_stamp" ]]; then
-	kds_log "building staticpoduid"
-	mkdir -p "$OUT/bin"
-	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/staticpoduid" ./staticpoduid)
-	echo "$tool_stamp" >"$OUT/staticpoduid.stamp"
-fi
-# csimockdriver serves upstream's mock CSI driver (Kubernetes' own storage
-# e2e driver) for the CSI e2e test; small, with its own stamp.
-mock_stamp=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/csimockdriver/main.go" | sha256sum | cut -c1-16)
-if [[ ! -x $OUT/bin/csimockdriver || $(cat "$OUT/csimockdriver.stamp" 2>/dev/null) != "$mock_stamp" ]]; then
-	kds_log "building csimockdriver"
-	mkdir -p "$OUT/bin"
-	(cd "$MOD" && CGO_ENABLED=0 go build -trimpath -o "$OUT/bin/csimockdriver" ./csimockdriver)
-	echo "$mock_stamp" >"$OUT/csimockdriver.stamp"
-fi
+# golden test of this kubelet's); csimockdriver serves upstream's mock CSI
+# driver (Kubernetes' own storage e2e driver) for the CSI e2e test.
+build_tool staticpoduid
+build_tool csimockdriver
 # cri-dockerd v0.4.3 (the live switch from upstream's kubelet on cri-dockerd):
 # its own throwaway module, because it pins k8s.io/kubernetes v1.29; a cold
 # build takes about 2.5 minutes, then it is cached with its own stamp.

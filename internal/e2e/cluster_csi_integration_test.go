@@ -302,11 +302,7 @@ func (n *clusterNode) kubeletLogLines(words ...string) string {
 // unpublishes both and unstages the PV.
 func checkCSIVolumes(n *clusterNode, driver string, d *testNodeDriver) {
 	t := n.t
-	t.Cleanup(func() {
-		for _, obj := range []string{"csidriver/" + driver, "pv/csi-" + n.ns} {
-			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
-		}
-	})
+	n.deleteAtEnd("csidriver/"+driver, "pv/csi-"+n.ns)
 	handle := "vol-" + n.ns
 	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: CSIDriver
@@ -471,11 +467,7 @@ func checkMockCSIDriver(n *clusterNode) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the mock CSI driver was not registered within 60s")
 	}
-	t.Cleanup(func() {
-		for _, obj := range []string{"csidriver/" + driver, "pv/mock-" + n.ns} {
-			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
-		}
-	})
+	n.deleteAtEnd("csidriver/"+driver, "pv/mock-"+n.ns)
 	// Volume "1" is the mock driver's first pre-provisioned volume.
 	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: CSIDriver

@@ -47,11 +47,7 @@ func testPersistentVolumes(t *testing.T, c *controlplane.Cluster) {
 	if err := os.Mkdir(localDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, obj := range []string{"storageclass/" + class, "pv/local-" + n.ns, "pv/later-" + n.ns, "pv/eph-" + n.ns} {
-			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
-		}
-	})
+	n.deleteAtEnd("storageclass/"+class, "pv/local-"+n.ns, "pv/later-"+n.ns, "pv/eph-"+n.ns)
 	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {name: %[1]s}
@@ -293,9 +289,7 @@ func checkLocalBlockVolume(n *clusterNode) {
 	}
 	loop := strings.TrimSpace(out)
 	t.Cleanup(func() { _, _ = run(context.Background(), "losetup", "-d", loop) })
-	t.Cleanup(func() {
-		_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", "pv/block-"+n.ns)
-	})
+	n.deleteAtEnd("pv/block-" + n.ns)
 	n.applyYAML(fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolume
 metadata: {name: block-@NS@}
@@ -346,4 +340,14 @@ spec:
 	if err != nil || !strings.HasPrefix(string(b), "block-data\n") {
 		t.Errorf("the loop device's first block: %.20q %v", b, err)
 	}
+}
+
+// deleteAtEnd deletes cluster-scoped objects (kind/name, as kubectl names
+// them) when the test ends; namespaced ones go with n.ns.
+func (n *clusterNode) deleteAtEnd(objs ...string) {
+	n.t.Cleanup(func() {
+		for _, obj := range objs {
+			_, _ = n.c.KubectlRun(context.Background(), "", "delete", "--ignore-not-found", "--wait=false", obj)
+		}
+	})
 }
