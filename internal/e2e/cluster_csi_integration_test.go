@@ -429,8 +429,9 @@ spec:
 // driver of Kubernetes' own csi-mock storage tests, built by
 // scripts/build-controlplane.sh as csimockdriver and run as a host process;
 // a registrar of the test registers it): the driver is registered (its
-// CSINode entry), staged, published, the pod writes into the volume, and the
-// pod's deletion unpublishes and unstages it, each call answered without
+// CSINode entry), staged, published, the pod writes into the volume; a
+// kubelet restart registers the driver again and keeps the pod; the pod's
+// deletion unpublishes and unstages the volume, each call answered without
 // error by the driver.
 func checkMockCSIDriver(n *clusterNode) {
 	t := n.t
@@ -519,6 +520,30 @@ spec:
 	cn, err := n.c.Client.StorageV1().CSINodes().Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil || !slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver && d.NodeID == driver }) {
 		t.Errorf("CSINode lacks the mock driver: %v %v", cn, err)
+	}
+
+	// A kubelet restart registers the driver again from its socket and
+	// keeps the pod and its volume.
+	if err := n.kubelet.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	n.waitNodeReady(60 * time.Second)
+	select {
+	case s := <-reg.status:
+		if !s.PluginRegistered {
+			t.Errorf("mock driver registration after the restart: %+v", s)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the restarted kubelet did not register the mock CSI driver again within 60s")
+	}
+	time.Sleep(3 * time.Second) // a few syncs of the pod
+	after := n.waitAPIPod("mock-user", 30*time.Second, "still running after the restart", runningAndReady)
+	if cs := after.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 0 {
+		t.Errorf("after a kubelet restart the pod's container restarted: %+v", cs)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, "hello")); err != nil || string(b) != "mock\n" {
+		t.Errorf("the published volume after the restart: %q %v", b, err)
 	}
 	n.kubectl("", "-n", n.ns, "delete", "pod", "mock-user", "--wait=false")
 	n.waitAPIPodGone("mock-user", string(pod.UID), 60*time.Second)
