@@ -82,6 +82,7 @@ type Registry struct {
 	mu      sync.Mutex
 	drivers map[string]driver
 	done    map[string]bool // staging and target paths set up by this process
+	usage   map[string]cachedUsage
 }
 
 type driver struct {
@@ -97,7 +98,7 @@ func NewRegistry(opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Registry{nodeName: opts.NodeName, rootDir: filepath.Clean(opts.RootDir), client: opts.Client, logger: opts.Logger, drivers: map[string]driver{}, done: map[string]bool{}}, nil
+	return &Registry{nodeName: opts.NodeName, rootDir: filepath.Clean(opts.RootDir), client: opts.Client, logger: opts.Logger, drivers: map[string]driver{}, done: map[string]bool{}, usage: map[string]cachedUsage{}}, nil
 }
 
 // Endpoint returns where a registered driver serves CSI.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -407,8 +408,42 @@ type Usage struct {
 // GET_VOLUME_STATS (upstream then reports no stats for the volume).
 var ErrStatsUnsupported = errors.New("kubernetes.io/csi: the driver does not support NodeGetVolumeStats")
 
-// VolumeStats asks the driver for a published volume's usage.
+// statsTTL is how long a volume's NodeGetVolumeStats answer is reused: a
+// stats read or a /metrics scrape does not call the driver each time
+// (upstream measures volumes once per volumeStatsAggPeriod).
+const statsTTL = 30 * time.Second
+
+type cachedUsage struct {
+	u  Usage
+	at time.Time
+}
+
+// VolumeStats asks the driver for a published volume's usage, at most once
+// per statsTTL.
 func (r *Registry) VolumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
+	key := driver + "\x00" + handle + "\x00" + path
+	r.mu.Lock()
+	c, ok := r.usage[key]
+	r.mu.Unlock()
+	if ok && time.Since(c.at) < statsTTL {
+		return c.u, nil
+	}
+	u, err := r.volumeStats(ctx, driver, handle, path)
+	if err != nil {
+		return Usage{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, old := range r.usage { // forget volumes not asked about for a while
+		if time.Since(old.at) > 10*statsTTL {
+			delete(r.usage, k)
+		}
+	}
+	r.usage[key] = cachedUsage{u: u, at: time.Now()}
+	return u, nil
+}
+
+func (r *Registry) volumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
 	endpoint, ok := r.Endpoint(driver)
 	if !ok {
 		return Usage{}, fmt.Errorf("kubernetes.io/csi: driver name %s not found in the list of registered CSI drivers", driver)
