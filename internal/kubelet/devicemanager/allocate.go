@@ -97,13 +97,14 @@ func (a podAllocations) restore(entries []checkpoint.PodDevicesEntry) {
 	}
 }
 
-// freeInactive drops the allocations of pods no longer active, once every
-// pod source has been seen; caller holds mu.
-func (m *Manager) freeInactive() bool {
+// freeInactive drops the allocations of pods no longer active but keep (the
+// pod being admitted, not active yet: after a restart it finds its devices
+// again), once every pod source has been seen; caller holds mu.
+func (m *Manager) freeInactive(keep string) bool {
 	if !m.ready() {
 		return false
 	}
-	active := map[string]bool{}
+	active := map[string]bool{keep: true}
 	for _, p := range m.activePods() {
 		active[string(p.UID)] = true
 	}
@@ -126,7 +127,7 @@ func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
 	uid := string(pod.UID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	changed := m.freeInactive()
+	changed := m.freeInactive(uid)
 	defer func() {
 		if changed {
 			if err := m.writeCheckpoint(); err != nil {

@@ -239,6 +239,15 @@ func TestRegisterAllocateRestart(t *testing.T) {
 	if got := m2.PodDevices(one.UID)["main"]["example.com/dev"]; !slices.Equal(got, []string{"c"}) {
 		t.Errorf("after the restart one holds %v, want c", got)
 	}
+	// Admitted again after the restart (not active yet while it is being
+	// admitted), one keeps its device.
+	pods = nil
+	if err := m2.Allocate(one, &one.Spec.Containers[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.PodDevices(one.UID)["main"]["example.com/dev"]; !slices.Equal(got, []string{"c"}) {
+		t.Errorf("re-admitted one holds %v, want c", got)
+	}
 	// One pod went away: its device is free for the next one.
 	servePlugin2 := &testPlugin{updates: make(chan []*pluginapi.Device, 4)}
 	_ = os.Remove(filepath.Join(dir, "test.sock"))
