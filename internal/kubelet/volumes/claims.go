@@ -62,7 +62,8 @@ type ClaimVolume struct {
 }
 
 // collectClaims resolves every persistentVolumeClaim and generic ephemeral
-// volume of the pod to its bound PV with upstream's checks and messages:
+// volume of the pod to its bound PV (once: later syncs reuse it) with
+// upstream's checks and messages:
 // the claim must exist, not be being deleted without its protection
 // finalizer, be Bound to a PV whose claimRef points back at it; a generic
 // ephemeral volume's claim (<pod>-<volume>) must be controlled by the pod.
@@ -84,6 +85,10 @@ func (m *Manager) collectClaims(ctx context.Context, pod *v1.Pod) map[string]*bo
 		if out == nil {
 			out = map[string]*boundClaim{}
 		}
+		if bc := m.resolvedClaim(pod.UID, vol.Name); bc != nil {
+			out[vol.Name] = bc // bound once: a running pod's claim does not move
+			continue
+		}
 		bc := &boundClaim{readOnly: ref.ReadOnly}
 		out[vol.Name] = bc
 		processing := func(err error) error {
@@ -100,9 +105,30 @@ func (m *Manager) collectClaims(ctx context.Context, pod *v1.Pod) map[string]*bo
 		}
 		if bc.pv, bc.err = m.boundVolume(ctx, bc.pvc); bc.err != nil {
 			bc.err = processing(bc.err)
+			continue
 		}
+		m.rememberResolved(pod.UID, vol.Name, bc)
 	}
 	return out
+}
+
+// resolvedClaim is the claim and PV a pod volume was resolved to before.
+func (m *Manager) resolvedClaim(uid k8stypes.UID, name string) *boundClaim {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	return m.resolved[uid][name]
+}
+
+func (m *Manager) rememberResolved(uid k8stypes.UID, name string, bc *boundClaim) {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if m.resolved == nil {
+		m.resolved = map[k8stypes.UID]map[string]*boundClaim{}
+	}
+	if m.resolved[uid] == nil {
+		m.resolved[uid] = map[string]*boundClaim{}
+	}
+	m.resolved[uid][name] = bc
 }
 
 // boundClaim reads a claim and checks that a pod may start on it.
@@ -319,4 +345,5 @@ func (m *Manager) forgetClaims(uid k8stypes.UID) {
 	m.claimMu.Lock()
 	defer m.claimMu.Unlock()
 	delete(m.claimVols, uid)
+	delete(m.resolved, uid)
 }

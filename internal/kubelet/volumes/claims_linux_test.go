@@ -21,9 +21,11 @@ import (
 type fakeClaims struct {
 	pvcs map[string]*v1.PersistentVolumeClaim // "namespace/name"
 	pvs  map[string]*v1.PersistentVolume
+	gets int // claim reads
 }
 
 func (f *fakeClaims) GetPersistentVolumeClaim(_ context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	f.gets++
 	if c, ok := f.pvcs[namespace+"/"+name]; ok {
 		return c.DeepCopy(), nil
 	}
@@ -105,9 +107,14 @@ func TestMountVolumesLocalPV(t *testing.T) {
 	if err := syscall.Stat(local, &st); err != nil || st.Gid != 4321 || st.Mode&syscall.S_ISGID == 0 {
 		t.Errorf("local path after fsGroup: gid %d mode %o %v, want gid 4321 with setgid", st.Gid, st.Mode, err)
 	}
-	// A second sync finds it mounted and mounts nothing more.
+	// A second sync finds it mounted and mounts nothing more, nor reads the
+	// claims again.
+	gets := f.gets
 	if _, err := m.MountVolumes(context.Background(), pod); err != nil {
 		t.Fatal(err)
+	}
+	if f.gets != gets {
+		t.Errorf("the second sync read the claims %d more times", f.gets-gets)
 	}
 	if mps := mustMountPoints(t, m.podDir("uid-claims")); len(mps) != 1 {
 		t.Errorf("mounts after two syncs %v, want one", mps)

@@ -111,6 +111,7 @@ type Manager struct {
 
 	claimMu   sync.Mutex
 	claimVols map[k8stypes.UID]map[string]ClaimVolume // mounted claim volumes by pod and volume name
+	resolved  map[k8stypes.UID]map[string]*boundClaim // claims resolved to their PV, by pod and volume name
 }
 
 // NodeAllocatable gives the node's current allocatable (resources.Node).
