@@ -269,11 +269,16 @@ func (m *Manager) setUpLocal(pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return VolumeInfo{}, fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := bindMount(path, dir, readOnly); err != nil {
+	ignored, err := bindMount(path, dir, readOnly, pv.Spec.MountOptions)
+	if err != nil {
 		_ = os.Remove(dir)
 		return VolumeInfo{}, err
 	}
 	m.logger.Info("Mounted local volume", zap.String("pv", pv.Name), zap.String("path", path), zap.String("podUID", string(pod.UID)))
+	if len(ignored) > 0 {
+		m.logger.Warn("Mount options a bind mount cannot take are not applied to the local volume",
+			zap.String("pv", pv.Name), zap.Strings("ignored", ignored))
+	}
 	if !readOnly {
 		if err := setVolumeOwnershipPolicy(dir, fsGroupOf(pod), fsGroupChangePolicyOf(pod)); err != nil {
 			return VolumeInfo{}, err

@@ -263,3 +263,39 @@ func TestOwnershipMismatch(t *testing.T) {
 		t.Errorf("Always did not walk: gid %d %v", st.Gid, err)
 	}
 }
+
+// TestBindMountOptions: the options a bind mount can take are applied on the
+// remount; the others are returned.
+func TestBindMountOptions(t *testing.T) {
+	t.Parallel()
+	src, root := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, "m")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	ignored, err := bindMount(src, dir, false, []string{"noexec", "nosuid", "weird=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unmount(dir) }()
+	if len(ignored) != 1 || ignored[0] != "weird=1" {
+		t.Errorf("ignored %v, want weird=1", ignored)
+	}
+	data, err := os.ReadFile(mountInfoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 5 && f[4] == dir {
+			found = true
+			if !strings.Contains(f[5], "noexec") || !strings.Contains(f[5], "nosuid") {
+				t.Errorf("mount options %s, want noexec and nosuid", f[5])
+			}
+		}
+	}
+	if !found {
+		t.Errorf("%s not mounted", dir)
+	}
+}

@@ -31,21 +31,40 @@ func mountTmpfs(dir string, sizeBytes int64) error {
 	return nil
 }
 
+// bindFlags are the mount options a bind mount can take (on a remount).
+var bindFlags = map[string]uintptr{
+	"ro": unix.MS_RDONLY, "nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "noexec": unix.MS_NOEXEC,
+	"noatime": unix.MS_NOATIME, "nodiratime": unix.MS_NODIRATIME, "relatime": unix.MS_RELATIME,
+}
+
 // bindMount bind-mounts src on dir (not recursively, as upstream's local
-// volumes), read-only when asked: a bind mount takes the flag only on a
-// remount.
-func bindMount(src, dir string, readOnly bool) error {
+// volumes) with the options a bind mount can take (read-only when asked,
+// and those of bindFlags: a bind mount takes them only on a remount); it
+// returns the options it could not apply.
+func bindMount(src, dir string, readOnly bool, options []string) ([]string, error) {
 	if err := unix.Mount(src, dir, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind-mount %s on %s: %w", src, dir, err)
+		return nil, fmt.Errorf("bind-mount %s on %s: %w", src, dir, err)
 	}
-	if !readOnly {
-		return nil
+	var flags uintptr
+	if readOnly {
+		flags |= unix.MS_RDONLY
 	}
-	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+	var ignored []string
+	for _, o := range options {
+		if f, ok := bindFlags[o]; ok {
+			flags |= f
+		} else if o != "rw" && o != "bind" {
+			ignored = append(ignored, o)
+		}
+	}
+	if flags == 0 {
+		return ignored, nil
+	}
+	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|flags, ""); err != nil {
 		_ = unmount(dir)
-		return fmt.Errorf("remount %s read-only: %w", dir, err)
+		return nil, fmt.Errorf("remount %s with %v: %w", dir, options, err)
 	}
-	return nil
+	return ignored, nil
 }
 
 // unmount unmounts dir; a busy mount is detached lazily so teardown completes.

@@ -10,7 +10,7 @@ func mountTmpfs(string, int64) error { return errNotLinux }
 
 func unmount(string) error { return errNotLinux }
 
-func bindMount(string, string, bool) error { return errNotLinux }
+func bindMount(string, string, bool, []string) ([]string, error) { return nil, errNotLinux }
 
 // mountPointsUnder reports no mounts: nothing can have been mounted.
 func mountPointsUnder(string) ([]string, error) { return nil, nil }
