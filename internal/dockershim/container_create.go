@@ -148,6 +148,9 @@ func (s *Service) containerConfig(cfg *runtimeapi.ContainerConfig, sbCfg *runtim
 	if logPath != "" {
 		internal[labelLogDirectory] = sbCfg.LogDirectory
 	}
+	if u := cfg.Image.GetUserSpecifiedImage(); u != "" {
+		internal[labelUserImage] = u
+	}
 	cc := &libdocker.ContainerConfig{
 		Image:        cfg.Image.Image,
 		Entrypoint:   cfg.Command,

@@ -67,7 +67,7 @@ func containerFromSummary(c *libdocker.ContainerSummary) *runtimeapi.Container {
 		Id:           c.ID,
 		PodSandboxId: c.Labels[labelSandboxID],
 		Metadata:     containerMetadataOf(name, c.Labels),
-		Image:        &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Labels[labelImage]},
+		Image:        &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: userSpecifiedImage(c.Labels)},
 		ImageRef:     c.ImageID,
 		ImageId:      c.ImageID,
 		State:        summaryState(c.State),

@@ -71,7 +71,7 @@ func containerStatusFromJSON(j libdocker.ContainerJSON) *runtimeapi.ContainerSta
 	st := &runtimeapi.ContainerStatus{
 		Id:          j.ID,
 		Metadata:    containerMetadataOf(j.Name, j.Config.Labels),
-		Image:       &runtimeapi.ImageSpec{Image: imageNameOf(j), UserSpecifiedImage: j.Config.Labels[labelImage]},
+		Image:       &runtimeapi.ImageSpec{Image: imageNameOf(j), UserSpecifiedImage: userSpecifiedImage(j.Config.Labels)},
 		ImageRef:    j.Image,
 		ImageId:     j.Image,
 		CreatedAt:   parseDockerTime(j.Created),

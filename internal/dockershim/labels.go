@@ -12,12 +12,15 @@ import (
 // Docker labels written by the shim. The first three follow the legacy dockershim so
 // that tools reading Docker labels keep working; the rest are this shim's own.
 const (
-	labelType          = "io.kubernetes.docker.type"
-	labelSandboxID     = "io.kubernetes.sandbox.id"
-	labelLogPath       = "io.kubernetes.container.logpath"
-	labelMetadata      = "io.kubelet-dockershim.metadata"
-	labelHandler       = "io.kubelet-dockershim.runtime-handler"
-	labelImage         = "io.kubelet-dockershim.image"
+	labelType      = "io.kubernetes.docker.type"
+	labelSandboxID = "io.kubernetes.sandbox.id"
+	labelLogPath   = "io.kubernetes.container.logpath"
+	labelMetadata  = "io.kubelet-dockershim.metadata"
+	labelHandler   = "io.kubelet-dockershim.runtime-handler"
+	labelImage     = "io.kubelet-dockershim.image"
+	// labelUserImage is the image as the pod spec names it
+	// (ImageSpec.user_specified_image), reported back in statuses.
+	labelUserImage     = "io.kubelet-dockershim.user-specified-image"
 	labelNamespaceOpts = "io.kubelet-dockershim.namespace-options"
 	labelHostNetwork   = "io.kubelet-dockershim.host-network"
 	// labelLogDirectory is the sandbox's log_directory, the only one its
@@ -39,7 +42,7 @@ const (
 // internalLabel reports whether a Docker label key belongs to the shim, not the client.
 func internalLabel(k string) bool {
 	switch k {
-	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage,
+	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage, labelUserImage,
 		labelNamespaceOpts, labelHostNetwork, labelLogDirectory, labelManaged, labelKeys:
 		return true
 	}
@@ -156,4 +159,14 @@ func selectorFilters(selector map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// userSpecifiedImage is the image as the client's user named it: its
+// user_specified_image, else (objects made before it was kept, or clients
+// that do not set it) the image the container was created from.
+func userSpecifiedImage(labels map[string]string) string {
+	if v := labels[labelUserImage]; v != "" {
+		return v
+	}
+	return labels[labelImage]
 }

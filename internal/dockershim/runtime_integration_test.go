@@ -180,6 +180,8 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 
 	cfg := containerConfig("printer", "sh", "-c", "echo out-1; echo err-1 >&2; echo out-2; exit 3")
 	cfg.Envs = []*runtimeapi.KeyValue{{Key: "GREETING", Value: []byte("hello")}}
+	userImage := "docker.io/" + busyboxImage // as a pod spec may name it
+	cfg.Image.UserSpecifiedImage = userImage
 	id := s.createStart(sbID, sbCfg, cfg)
 	if _, err := os.Stat(filepath.Join(sbCfg.LogDirectory, "printer.log")); err != nil {
 		t.Fatalf("log file must exist once StartContainer returns: %v", err)
@@ -203,6 +205,9 @@ func TestIntegrationContainerLifecycleAndLogs(t *testing.T) {
 	}
 	if st.ImageRef != wantRef || st.ImageId != img.Image.Id || len(img.Image.RepoTags) == 0 || st.Image.GetImage() != img.Image.RepoTags[0] {
 		t.Fatalf("image %q ref %q id %q; want %v[0], %q, %q", st.Image.GetImage(), st.ImageRef, st.ImageId, img.Image.RepoTags, wantRef, img.Image.Id)
+	}
+	if st.Image.GetUserSpecifiedImage() != userImage {
+		t.Fatalf("user specified image %q, want %q", st.Image.GetUserSpecifiedImage(), userImage)
 	}
 	wantLog := filepath.Join(sbCfg.LogDirectory, "printer.log")
 	if st.LogPath != wantLog {

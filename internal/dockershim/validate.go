@@ -100,6 +100,11 @@ func checkImage(field string, img *runtimeapi.ImageSpec) error {
 	if img.GetImage() == "" { // a missing image spec included
 		return invalidArg(field+".image", "must not be empty")
 	}
+	if u := img.GetUserSpecifiedImage(); u != "" {
+		if err := checkImageRef(field+".user_specified_image", u); err != nil {
+			return err
+		}
+	}
 	return checkImageRef(field+".image", img.GetImage())
 }
 

@@ -120,6 +120,9 @@ func TestValidateRequest(t *testing.T) {
 		{desc: "container without metadata", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.Metadata = nil }), wantField: "config.metadata"},
 		{desc: "container without image", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.Image = nil }), wantField: "config.image.image"},
 		{desc: "container with a bad image", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.Image = img("a/../b") }), wantField: "config.image.image"},
+		{desc: "container with a bad user specified image", req: create(func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Image = &runtimeapi.ImageSpec{Image: "busybox", UserSpecifiedImage: "a/../b"}
+		}), wantField: "config.image.user_specified_image"},
 		{desc: "container without sandbox config", req: create(func(r *runtimeapi.CreateContainerRequest) { r.SandboxConfig = nil }), wantField: "sandbox_config"},
 		{desc: "log path escaping", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "../../x.log" }), wantField: "config.log_path"},
 		{desc: "absolute log path", req: create(func(r *runtimeapi.CreateContainerRequest) { r.Config.LogPath = "/tmp/x.log" }), wantField: "config.log_path"},
