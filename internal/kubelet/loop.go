@@ -167,7 +167,7 @@ func (k *Kubelet) allocateCPUs(p *v1.Pod) (reason, message string, ok bool) {
 		for i := range list {
 			if err := k.deps.cpus.Allocate(p, &list[i]); err != nil {
 				_ = k.deps.cpus.RemovePod(string(p.UID))
-				return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
+				return unexpectedAdmission(err)
 			}
 		}
 	}
@@ -183,15 +183,21 @@ func (k *Kubelet) allocateDevices(p *v1.Pod) (reason, message string, ok bool) {
 	}
 	for i := range p.Spec.InitContainers {
 		if err := k.deps.devices.Allocate(p, &p.Spec.InitContainers[i], true); err != nil {
-			return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
+			return unexpectedAdmission(err)
 		}
 	}
 	for i := range p.Spec.Containers {
 		if err := k.deps.devices.Allocate(p, &p.Spec.Containers[i], false); err != nil {
-			return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
+			return unexpectedAdmission(err)
 		}
 	}
 	return "", "", true
+}
+
+// unexpectedAdmission is upstream's rejection of a pod whose resources
+// (CPUs, devices) could not be allocated.
+func unexpectedAdmission(err error) (reason, message string, ok bool) {
+	return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
 }
 
 // canAdmit runs the admission checks (internal/kubelet/admission) against
