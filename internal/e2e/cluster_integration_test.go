@@ -180,7 +180,9 @@ func (n *clusterNode) createNamespace() {
 	if _, err := cli.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
 		n.t.Fatalf("create namespace %s: %v", n.ns, err)
 	}
-	n.poll(60*time.Second, "default ServiceAccount and kube-root-ca.crt in "+n.ns, func() (bool, string) {
+	// After an API server restart (APIServerOutage) the controller-manager
+	// may take about a minute to catch up and create them.
+	n.poll(3*time.Minute, "default ServiceAccount and kube-root-ca.crt in "+n.ns, func() (bool, string) {
 		if _, err := cli.CoreV1().ServiceAccounts(n.ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return false, err.Error()
 		}
