@@ -19,7 +19,7 @@ type CSIVolumes interface {
 	TearDown(ctx context.Context, dir string, stillPublished func(driver, handle string) bool) error
 }
 
-// own is the fsGroup change of a writable CSI volume (upstream's, with the
+// ownWith is the fsGroup change of a writable CSI volume (upstream's, with the
 // pod's fsGroupChangePolicy).
 func ownWith(pod *v1.Pod) func(string, *int64) error {
 	return func(dir string, fsGroup *int64) error {
