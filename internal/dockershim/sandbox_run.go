@@ -262,6 +262,11 @@ func (s *Service) setupNetwork(ctx context.Context, cp *checkpoint.PodSandbox, c
 		return fmt.Errorf("set up network of pod %s/%s (sandbox %s): %w", cp.Namespace, cp.Name, cp.ID, err)
 	}
 	faultinject.Kill("dockershim.sandbox.after-cni-add")
+	if err := s.forward.Allow(ctx, res.Subnets); err != nil {
+		// Logged by the rules too; a host whose FORWARD policy accepts
+		// needs none, so the pod still starts.
+		s.logger.Warn("pod traffic may be dropped by the host's FORWARD chain", zap.String("sandbox", cp.ID), zap.Error(err))
+	}
 	cp.IPs = res.IPs
 	if err := s.checkpoints.Write(cp); err != nil {
 		return fmt.Errorf("write checkpoint of sandbox %s: %w", cp.ID, err)

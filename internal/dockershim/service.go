@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/netns"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/podforward"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
 )
 
@@ -47,6 +49,21 @@ type networkPlugin interface {
 	SetUpPod(ctx context.Context, pod network.Pod) (*network.Result, error)
 	TearDownPod(ctx context.Context, pod network.Pod) error
 	CachedIPs(ctx context.Context, sandboxID string) ([]string, error)
+	CachedSubnets(ctx context.Context) ([]netip.Prefix, error)
+}
+
+// podForward keeps the host's FORWARD chain from dropping the traffic of pod
+// subnets; *podforward.Rules implements it.
+type podForward interface {
+	Allow(ctx context.Context, subnets []netip.Prefix) error
+	Run(ctx context.Context, seed func(context.Context) ([]netip.Prefix, error))
+}
+
+// noForward writes no rule (tests of parts that set up no network).
+type noForward struct{}
+
+func (noForward) Allow(context.Context, []netip.Prefix) error { return nil }
+func (noForward) Run(context.Context, func(context.Context) ([]netip.Prefix, error)) {
 }
 
 // checkpointStore persists sandbox checkpoints; *checkpoint.Store implements it.
@@ -139,6 +156,7 @@ type Service struct {
 
 	docker      dockerClient
 	network     networkPlugin
+	forward     podForward
 	checkpoints checkpointStore
 	pins        netnsPins
 	logs        logFollower
@@ -156,6 +174,7 @@ type Service struct {
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closers   []io.Closer
+	bg        sync.WaitGroup // background loops of Start
 }
 
 // Validate checks the options and names the offending flag.
@@ -216,7 +235,8 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
-	s := newService(serviceParts{docker: dc, network: netw, checkpoints: cps, pins: pins, logs: logs, streams: streams}, opts, logger)
+	fw := podforward.New(podforward.Options{Logger: logger.Named("forward")})
+	s := newService(serviceParts{docker: dc, network: netw, forward: fw, checkpoints: cps, pins: pins, logs: logs, streams: streams}, opts, logger)
 	s.closers = append(s.closers, dc)
 	return s, nil
 }
@@ -236,6 +256,7 @@ func legacyCheckpointDirs(opts Options) []string {
 type serviceParts struct {
 	docker      dockerClient
 	network     networkPlugin
+	forward     podForward // nil: noForward
 	checkpoints checkpointStore
 	pins        netnsPins // nil: noPins
 	logs        logFollower
@@ -252,6 +273,7 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 		logger:        logger,
 		docker:        p.docker,
 		network:       p.network,
+		forward:       p.forward,
 		checkpoints:   p.checkpoints,
 		pins:          p.pins,
 		logs:          p.logs,
@@ -259,6 +281,9 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 	}
 	if s.pins == nil {
 		s.pins = noPins{}
+	}
+	if s.forward == nil {
+		s.forward = noForward{}
 	}
 	s.events = newEventBroker(p.docker, logger.Named("events"))
 	s.stats = newStatsCollector(p.docker, logger.Named("stats"))
@@ -282,6 +307,11 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("start streaming server: %w", err)
 	}
 	s.events.Start(s.runCtx)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.forward.Run(s.runCtx, s.network.CachedSubnets)
+	}()
 	if err := s.resumeLogs(ctx); err != nil {
 		s.logger.Warn("resume container logs", zap.Error(err))
 	}
@@ -323,6 +353,7 @@ func (s *Service) Close() error {
 			errs = append(errs, err)
 		}
 		s.events.Wait()
+		s.bg.Wait()
 		for _, c := range s.closers {
 			if err := c.Close(); err != nil {
 				errs = append(errs, err)

@@ -182,7 +182,9 @@ func (c *churner) iptablesRules() []string {
 			n.t.Fatalf("iptables-save -t %s: %v", table, err)
 		}
 		for _, line := range strings.Split(string(save), "\n") {
-			if !strings.HasPrefix(line, "-A ") {
+			// The shim's accept rules are the subnet's, not a pod's: they
+			// stay while the node lives, as its bridge does.
+			if !strings.HasPrefix(line, "-A ") || strings.HasPrefix(line, "-A DOCKERSHIM-FORWARD ") {
 				continue
 			}
 			hit := strings.Contains(line, n.subnet+".")

@@ -39,6 +39,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "TLSBootstrap", run: testTLSBootstrap},
 		{desc: "DeploymentDockerMode", run: testDeploymentDockerMode},
 		{desc: "DeploymentRemoteMode", run: testDeploymentRemoteMode},
+		{desc: "PodNetwork", run: testPodNetwork},
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},

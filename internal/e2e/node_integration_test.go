@@ -146,6 +146,38 @@ func (n *node) writeCNIConf() {
 	}
 }
 
+// useDefaultCNIConf replaces the node's network with the one the project
+// installs (configs/cni/10-dockershim-bridge.conflist: bridge with ipMasq
+// and hairpin, portmap, bandwidth) on the node's own bridge, subnet and
+// host-local dir, so a test sees what a user's node gets.
+func (n *node) useDefaultCNIConf() {
+	n.t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "cni", "10-dockershim-bridge.conflist"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var conf map[string]any
+	if err := json.Unmarshal(data, &conf); err != nil {
+		n.t.Fatalf("the project's conflist: %v", err)
+	}
+	conf["name"] = cniNetwork
+	bridge := conf["plugins"].([]any)[0].(map[string]any)
+	if bridge["type"] != "bridge" {
+		n.t.Fatalf("the project's conflist starts with %v, not bridge", bridge["type"])
+	}
+	bridge["bridge"] = n.bridge
+	ipam := bridge["ipam"].(map[string]any)
+	ipam["dataDir"] = n.ipamDir
+	ipam["ranges"] = [][]map[string]string{{{"subnet": n.subnet + ".0/24"}}}
+	out, err := json.Marshal(conf)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.cniConf, "10-e2e.conflist"), out, 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // writeConfig writes the KubeletConfiguration file (pod logs and resolv.conf in the temp dir).
 func (n *node) writeConfig() {
 	resolv := filepath.Join(n.dir, "resolv.conf")

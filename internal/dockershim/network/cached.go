@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
@@ -61,9 +63,9 @@ type cachedAttachment struct {
 	list       *libcni.NetworkConfigList
 }
 
-// cachedAttachments lists a sandbox's cached eth0 attachments (loopback
-// included: cri-dockerd and the 1.23 dockershim cached it under eth0), each
-// with its cached network list, else current's when it has the same name.
+// cachedAttachments lists a sandbox's cached eth0 attachments (every
+// sandbox's for ""; loopback included: cri-dockerd and the 1.23 dockershim
+// cached it under eth0), each with its cached network list, else current's when it has the same name.
 // Unusable ones come back as errs; err is a failure to read the cache.
 func (m *Manager) cachedAttachments(sandboxID string, current *network) (out []cachedAttachment, errs []error, err error) {
 	attachments, err := m.cni.GetCachedAttachments(sandboxID)
@@ -82,4 +84,37 @@ func (m *Manager) cachedAttachments(sandboxID string, current *network) (out []c
 		out = append(out, cachedAttachment{attachment: a, list: list})
 	}
 	return out, errs, nil
+}
+
+// CachedSubnets returns the subnets (Result.Subnets) of every eth0
+// attachment libcni cached, whoever ran its ADD: the pod networks this host
+// had in use before this process started. Attachments whose result cannot be
+// read are left out; err is a failure to read the cache itself.
+func (m *Manager) CachedSubnets(ctx context.Context) ([]netip.Prefix, error) {
+	current, _ := m.defaultNetwork(ctx)
+	attachments, _, err := m.cachedAttachments("", current)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, ca := range attachments {
+		a := ca.attachment
+		if a.Network == loopbackNetwork {
+			continue
+		}
+		res, err := m.cni.GetNetworkListCachedResult(ca.list, &libcni.RuntimeConf{ContainerID: a.ContainerID, IfName: a.IfName})
+		if err != nil || res == nil {
+			continue
+		}
+		r, err := newResult(res, a.IfName)
+		if err != nil {
+			continue
+		}
+		for _, p := range r.Subnets {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }

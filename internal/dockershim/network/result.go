@@ -2,6 +2,8 @@ package network
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
@@ -14,6 +16,11 @@ type Result struct {
 	IPs []string
 	// Interface is the name of the pod's interface in its netns ("eth0").
 	Interface string
+	// Subnets are the networks of those IPs (address and mask of the
+	// result, masked), for the host's FORWARD rules: none for an address
+	// with a host-length mask (/32, /128: a plugin that routes each pod on
+	// its own), a loopback or a link-local one.
+	Subnets []netip.Prefix
 }
 
 // newResult converts a result of any CNI version into a Result for ifName.
@@ -25,14 +32,37 @@ func newResult(res cnitypes.Result, ifName string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("converting CNI result version %s: %w", res.Version(), err)
 	}
-	return &Result{IPs: interfaceIPs(cur, ifName), Interface: ifName}, nil
+	ips := interfaceIPConfigs(cur, ifName)
+	return &Result{IPs: ipv4First(ips), Interface: ifName, Subnets: subnets(ips)}, nil
 }
 
-// interfaceIPs returns the addresses the result assigns to the sandbox
-// interface ifName, IPv4 first. The best match wins: IPs on an interface
+// subnets returns the distinct networks of ips that pod traffic is routed
+// to as a whole (see Result.Subnets).
+func subnets(ips []*types100.IPConfig) []netip.Prefix {
+	var out []netip.Prefix
+	for _, ip := range ips {
+		addr, ok := netip.AddrFromSlice(ip.Address.IP)
+		if !ok {
+			continue
+		}
+		addr = addr.Unmap()
+		ones, bits := ip.Address.Mask.Size()
+		if bits != addr.BitLen() || ones == bits || addr.IsLoopback() || addr.IsLinkLocalUnicast() || addr.IsUnspecified() {
+			continue
+		}
+		p := netip.PrefixFrom(addr, ones).Masked()
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// interfaceIPConfigs returns the IP configs the result assigns to the
+// sandbox interface ifName, in the result's order. The best match wins: IPs on an interface
 // named ifName inside a sandbox, else on any interface named ifName, else IPs
 // that name no interface at all (as an IPAM-only chain reports them).
-func interfaceIPs(res *types100.Result, ifName string) []string {
+func interfaceIPConfigs(res *types100.Result, ifName string) []*types100.IPConfig {
 	const (
 		unnamed = iota
 		nameOnly
@@ -60,7 +90,7 @@ func interfaceIPs(res *types100.Result, ifName string) []string {
 	}
 	for level := inSandbox; level >= unnamed; level-- {
 		if len(byLevel[level]) > 0 {
-			return ipv4First(byLevel[level])
+			return byLevel[level]
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package network
 
 import (
 	"net"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -82,8 +83,8 @@ func TestInterfaceIPs(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			if got := interfaceIPs(tc.res, "eth0"); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("interfaceIPs = %v, want %v", got, tc.want)
+			if got := ipv4First(interfaceIPConfigs(tc.res, "eth0")); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("interface IPs = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -103,10 +104,41 @@ func TestNewResultConvertsOlderVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, &Result{IPs: []string{"10.4.0.9"}, Interface: "eth0"}) {
+	want := &Result{IPs: []string{"10.4.0.9"}, Interface: "eth0", Subnets: []netip.Prefix{netip.MustParsePrefix("10.4.0.0/24")}}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("newResult = %+v", got)
 	}
 	if _, err := newResult(nil, "eth0"); err == nil {
 		t.Error("newResult(nil) succeeded")
+	}
+}
+
+func TestSubnets(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc string
+		ips  []string
+		want []string
+	}{
+		{desc: "bridge + host-local: the pod's /24", ips: []string{"10.244.0.7/24"}, want: []string{"10.244.0.0/24"}},
+		{desc: "dual stack, one subnet each", ips: []string{"10.244.0.7/24", "fd00:10:244::7/64"}, want: []string{"10.244.0.0/24", "fd00:10:244::/64"}},
+		{desc: "two addresses of one subnet count once", ips: []string{"10.244.0.7/16", "10.244.1.8/16"}, want: []string{"10.244.0.0/16"}},
+		{desc: "host-length masks route each pod on its own", ips: []string{"192.168.3.4/32", "fd00::4/128"}},
+		{desc: "loopback, link-local and unspecified addresses are no pod subnet", ips: []string{"127.0.0.1/8", "169.254.1.2/16", "fe80::1/64", "0.0.0.0/0"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			var ips []*types100.IPConfig
+			for _, c := range tc.ips {
+				ips = append(ips, ipc(t, c, nil))
+			}
+			var got []string
+			for _, p := range subnets(ips) {
+				got = append(got, p.String())
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("subnets(%v) = %v, want %v", tc.ips, got, tc.want)
+			}
+		})
 	}
 }
