@@ -52,6 +52,8 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "Eviction", run: testEviction},
 		{desc: "DiskPressure", run: testDiskPressure},
 		{desc: "PIDPressure", run: testPIDPressure},
+		{desc: "ReadinessGates", run: testReadinessGates},
+		{desc: "PodOSRejection", run: testPodOSRejection},
 	})
 }
 

@@ -108,6 +108,9 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
+	for _, p := range ch.reconciles {
+		k.reconcileReadiness(p)
+	}
 	// A mirror pod changed or went away: its static pod's sync fixes it.
 	for _, key := range ch.mirrors {
 		ns, name, _ := strings.Cut(key, "/")
@@ -115,6 +118,18 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 			k.syncPodByUID(p.UID, "mirror pod changed")
 		}
 	}
+}
+
+// reconcileReadiness syncs an admitted pod whose API status changed alone
+// when its Ready condition no longer matches its readiness gates (upstream
+// HandlePodReconcile): the sync hands the pod workers the pod with the API's
+// latest conditions, from which the status is generated again.
+func (k *Kubelet) reconcileReadiness(p *v1.Pod) {
+	if !k.pods.isAdmitted(p.UID) || !status.ReadinessNeedsReconcile(p) {
+		return
+	}
+	k.logger.Info("Pod readiness gates changed", zap.String("pod", podRef(p)))
+	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 }
 
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.

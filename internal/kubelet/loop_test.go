@@ -66,6 +66,49 @@ func TestHandleSourceUpdate(t *testing.T) {
 	}
 }
 
+// A status-only change syncs the pod when its Ready condition no longer
+// matches its readiness gates, handing the workers the pod with the new
+// conditions; other status-only changes sync nothing.
+func TestReadinessGateReconcile(t *testing.T) {
+	t.Parallel()
+	withStatus := func(conds ...v1.PodCondition) *v1.Pod {
+		return staticPod("a", "uid-a", func(p *v1.Pod) {
+			p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "k8s.io/gate"}}
+			p.Status = v1.PodStatus{Phase: v1.PodRunning, Conditions: conds,
+				ContainerStatuses: []v1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Ready: true}}}
+		})
+	}
+	gate := func(s v1.ConditionStatus) v1.PodCondition { return v1.PodCondition{Type: "k8s.io/gate", Status: s} }
+	ready := func(s v1.ConditionStatus, msg string) v1.PodCondition {
+		return v1.PodCondition{Type: v1.PodReady, Status: s, Message: msg}
+	}
+	const missing = `corresponding condition of pod readiness gate "k8s.io/gate" does not exist.`
+	for _, tc := range []struct {
+		desc   string
+		second *v1.Pod
+		want   string
+	}{
+		{desc: "the gate turned true", second: withStatus(gate(v1.ConditionTrue), ready(v1.ConditionFalse, missing)), want: "sync:uid-a"},
+		{desc: "the kubelet's own status came back", second: withStatus(ready(v1.ConditionFalse, missing))},
+		{desc: "the gate and Ready agree", second: withStatus(gate(v1.ConditionTrue), ready(v1.ConditionTrue, ""))},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{withStatus()}})
+			e.workers.take()
+			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{tc.second}})
+			got := e.workers.take()
+			if strings.Join(describe(got), ",") != tc.want {
+				t.Fatalf("worker updates = %v, want %q", describe(got), tc.want)
+			}
+			if len(got) == 1 && got[0].Pod != tc.second {
+				t.Errorf("the sync carries %+v, want the pod with the API's new status", got[0].Pod.Status)
+			}
+		})
+	}
+}
+
 func TestAdmissionMaxPods(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Config.MaxPods = 2 })
@@ -357,5 +400,22 @@ func TestAdmissionAllocatable(t *testing.T) {
 				t.Errorf("status = %+v, want rejected with %s", st, tc.wantReason)
 			}
 		})
+	}
+}
+
+// A pod for another operating system is rejected before anything runs, with
+// upstream's reason and message.
+func TestAdmissionRejectsOtherOS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pod := staticPod("w", "uid-w", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: "windows"} })
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
+	if got := describe(e.workers.take()); len(got) != 0 {
+		t.Fatalf("worker updates = %v, want none", got)
+	}
+	st, _ := e.k.status.GetPodStatus(pod.UID)
+	if st.Phase != v1.PodFailed || st.Reason != admission.ReasonOSNotSupported ||
+		st.Message != "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS" {
+		t.Errorf("status = %+v, want rejected with %s", st, admission.ReasonOSNotSupported)
 	}
 }

@@ -16,6 +16,10 @@ import (
 // podChanges is what one source update changed.
 type podChanges struct {
 	adds, updates, removes []*v1.Pod
+	// reconciles are the pods whose only change is their status: written
+	// by the kubelet itself, or by others (a controller setting a readiness
+	// gate's condition). Upstream's RECONCILE.
+	reconciles []*v1.Pod
 	// mirrors are the namespace/name of the mirror pods the update added,
 	// changed or removed: their static pods need a sync.
 	mirrors []string
@@ -162,8 +166,9 @@ func (s *podStore) byFullName(namespace, name string) (*v1.Pod, bool) {
 }
 
 // upsert stores p, recording an add or, when the content changed, an update.
-// A pod whose only change is its status (an API pod the kubelet patched) is
-// stored without an update, so readers see the API's latest status.
+// A pod whose only change is its status (an API pod the kubelet patched, or
+// whose readiness gates a controller set) is stored and recorded as a
+// reconcile, so readers see the API's latest status.
 func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podChanges) {
 	old, ok := current[p.UID]
 	switch {
@@ -174,8 +179,11 @@ func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podCh
 	default:
 		changed := podsDiffer(old, p)
 		p = keepFirstSeen(p, old)
-		if changed {
+		switch {
+		case changed:
 			ch.updates = append(ch.updates, p)
+		case !reflect.DeepEqual(old.Status, p.Status):
+			ch.reconciles = append(ch.reconciles, p)
 		}
 	}
 	current[p.UID] = p

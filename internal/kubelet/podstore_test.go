@@ -25,12 +25,18 @@ func TestPodStoreApply(t *testing.T) {
 	bImage := staticPod("b", "uid-b", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
 	bSeen := staticPod("b", "uid-b", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "later" })
 	bNewUID := staticPod("b", "uid-b2", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
+	bStatus := staticPod("b", "uid-b", func(p *v1.Pod) { p.Status.Phase = v1.PodRunning })
+	bStatusAndImage := staticPod("b", "uid-b", func(p *v1.Pod) {
+		p.Status.Phase = v1.PodRunning
+		p.Spec.Containers[0].Image = "nginx"
+	})
 	fromHTTP := staticPod("h", "uid-h")
 	for _, tc := range []struct {
 		desc                   string
 		first                  []kubecontainer.PodUpdate
 		update                 kubecontainer.PodUpdate
 		adds, updates, removes []string
+		reconciles             []string
 		all                    []string
 	}{
 		{
@@ -61,6 +67,18 @@ func TestPodStoreApply(t *testing.T) {
 			first:  []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
 			update: kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bSeen}},
 			all:    []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:       "a status-only change is a reconcile",
+			first:      []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:     kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bStatus}},
+			reconciles: []string{"uid-b"}, all: []string{"uid-a", "uid-b"},
+		},
+		{
+			desc:    "a status change with a spec change is an update only",
+			first:   []kubecontainer.PodUpdate{{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}}},
+			update:  kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, bStatusAndImage}},
+			updates: []string{"uid-b"}, all: []string{"uid-a", "uid-b"},
 		},
 		{
 			desc:   "changed manifest with a new UID is remove plus add",
@@ -107,6 +125,7 @@ func TestPodStoreApply(t *testing.T) {
 				{"adds", uids(ch.adds), tc.adds},
 				{"updates", uids(ch.updates), tc.updates},
 				{"removes", uids(ch.removes), tc.removes},
+				{"reconciles", uids(ch.reconciles), tc.reconciles},
 				{"all", uids(s.all()), tc.all},
 			} {
 				if !slices.Equal(check.got, check.want) {
@@ -156,7 +175,10 @@ func TestPodStoreStatusOnlyChange(t *testing.T) {
 	patched.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
 	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{patched}})
 	if len(ch.adds)+len(ch.updates)+len(ch.removes) != 0 {
-		t.Fatalf("a status-only change is reported: %+v", ch)
+		t.Fatalf("a status-only change is reported as an add, update or remove: %+v", ch)
+	}
+	if len(ch.reconciles) != 1 || ch.reconciles[0].UID != "uid-a" {
+		t.Fatalf("reconciles = %v, want the pod whose status changed", uids(ch.reconciles))
 	}
 	got, ok := s.get("uid-a")
 	if !ok || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "example.com/gate" {

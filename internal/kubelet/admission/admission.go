@@ -1,13 +1,15 @@
 // Package admission decides whether the kubelet admits a pod, with the
 // checks and the reasons and messages of upstream's predicate admit handler:
-// the node's pod capacity, node name, node selector and required node
-// affinity, host ports, and requests that fit the node's allocatable.
+// the pod's operating system (its kubernetes.io/os label and spec.os), the
+// node's pod capacity, node name, node selector and required node affinity,
+// host ports, and requests that fit the node's allocatable.
 //
 // It is pure logic over its arguments (no I/O); the kubelet root calls it.
 package admission
 
 import (
 	"fmt"
+	"runtime"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +30,14 @@ const (
 // ReasonOutOfPods is the rejection reason when the node is full.
 const ReasonOutOfPods = "OutOfpods"
 
+// Rejections of a pod meant for another operating system (upstream values).
+const (
+	ReasonOSLabelMismatch  = "PodOSSelectorNodeLabelDoesNotMatch"
+	messageOSLabelMismatch = "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+	ReasonOSNotSupported   = "PodOSNotSupported"
+	messageOSNotSupported  = "Failed to admit pod as the OS field doesn't match node OS"
+)
+
 // Target is what a pod is admitted against.
 type Target struct {
 	// Node is the API node object; nil (standalone, or not registered yet):
@@ -44,6 +54,9 @@ type Target struct {
 // the other active admitted pods, in upstream's order. It returns the reason
 // and message of the first failure.
 func Admit(pod *v1.Pod, t Target, others []*v1.Pod) (reason, message string, ok bool) {
+	if reason, message, ok := admitOS(pod, runtime.GOOS); !ok {
+		return reason, message, false
+	}
 	if t.MaxPods > 0 && len(others)+1 > t.MaxPods {
 		return ReasonOutOfPods, fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d",
 			len(others), t.MaxPods), false
@@ -64,6 +77,21 @@ func Admit(pod *v1.Pod, t Target, others []*v1.Pod) (reason, message string, ok 
 	}
 	if r, m, fits := resourcesFit(pod, t.Allocatable, others); !fits {
 		return r, m, false
+	}
+	return "", "", true
+}
+
+// admitOS rejects a pod meant for another operating system than nodeOS,
+// first by its kubernetes.io/os label, then by its spec.os. As upstream, the
+// node's OS is the one the kubelet runs on, whatever the node's label says
+// (the node status sync corrects the label), and the label checked is the
+// pod's own label, not its node selector.
+func admitOS(pod *v1.Pod, nodeOS string) (reason, message string, ok bool) {
+	if labelOS, labelled := pod.Labels[v1.LabelOSStable]; labelled && labelOS != nodeOS {
+		return ReasonOSLabelMismatch, messageOSLabelMismatch, false
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != nodeOS {
+		return ReasonOSNotSupported, messageOSNotSupported, false
 	}
 	return "", "", true
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"runtime"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -101,5 +102,68 @@ func TestAdmit(t *testing.T) {
 				t.Errorf("message %q, want %q", msg, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// TestAdmitOS runs on the Linux nodes this kubelet supports.
+func TestAdmitOS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the cases assume a linux kubelet")
+	}
+	for _, tc := range []struct {
+		desc       string
+		labels     map[string]string
+		os         *v1.PodOS
+		selector   map[string]string
+		nodeLabels map[string]string
+		wantReason string
+		wantMsg    string
+	}{
+		{desc: "neither label nor os field"},
+		{desc: "matching os field", os: &v1.PodOS{Name: "linux"}},
+		{desc: "matching os label", labels: map[string]string{"kubernetes.io/os": "linux"}},
+		{desc: "os field of another os", os: &v1.PodOS{Name: "windows"}, wantReason: "PodOSNotSupported",
+			wantMsg: "Failed to admit pod as the OS field doesn't match node OS"},
+		{desc: "os label of another os", labels: map[string]string{"kubernetes.io/os": "windows"},
+			wantReason: "PodOSSelectorNodeLabelDoesNotMatch",
+			wantMsg:    "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
+		{desc: "the label is checked first", labels: map[string]string{"kubernetes.io/os": "windows"},
+			os: &v1.PodOS{Name: "windows"}, wantReason: "PodOSSelectorNodeLabelDoesNotMatch"},
+		{desc: "empty os label", labels: map[string]string{"kubernetes.io/os": ""},
+			wantReason: "PodOSSelectorNodeLabelDoesNotMatch"},
+		{desc: "the node's label does not count, the kubelet's os does", labels: map[string]string{"kubernetes.io/os": "windows"},
+			nodeLabels: map[string]string{"kubernetes.io/os": "windows"}, wantReason: "PodOSSelectorNodeLabelDoesNotMatch"},
+		{desc: "a node selector is not the os label", selector: map[string]string{"kubernetes.io/os": "windows"},
+			wantReason: "NodeAffinity"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			pod := admissionPod("a", func(p *v1.Pod) {
+				p.Labels, p.Spec.OS, p.Spec.NodeSelector = tc.labels, tc.os, tc.selector
+			})
+			node := admissionNode()
+			if tc.nodeLabels != nil {
+				node.Labels = tc.nodeLabels
+			}
+			reason, msg, ok := Admit(pod, Target{Node: node}, nil)
+			if ok != (tc.wantReason == "") || reason != tc.wantReason {
+				t.Fatalf("admit = %q %q %v, want reason %q", reason, msg, ok, tc.wantReason)
+			}
+			if tc.wantMsg != "" && msg != tc.wantMsg {
+				t.Errorf("message %q, want %q", msg, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestAdmitOSAgainstNodeOS(t *testing.T) {
+	pod := admissionPod("a", func(p *v1.Pod) {
+		p.Labels = map[string]string{"kubernetes.io/os": "windows"}
+		p.Spec.OS = &v1.PodOS{Name: "windows"}
+	})
+	if _, _, ok := admitOS(pod, "windows"); !ok {
+		t.Error("a windows pod is refused on a windows node")
+	}
+	if reason, _, ok := admitOS(pod, "linux"); ok || reason != ReasonOSLabelMismatch {
+		t.Errorf("a windows pod on a linux node: %q %v, want %q", reason, ok, ReasonOSLabelMismatch)
 	}
 }

@@ -93,6 +93,26 @@ func GeneratePodReadyCondition(pod *v1.Pod, conditions []v1.PodCondition, status
 	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
 }
 
+// ReadinessNeedsReconcile reports whether the Ready condition in a pod's API
+// status disagrees (in status or message) with the one its readiness gates'
+// conditions and container statuses, as the API holds them, call for. Only
+// pods with readiness gates and a Ready condition are checked: a controller
+// setting a gate's condition changes nothing else the kubelet would act on,
+// so such a pod needs a sync of its own (upstream
+// NeedToReconcilePodReadiness). The init container statuses count too, so
+// that a sidecar's readiness is not taken as unknown.
+func ReadinessNeedsReconcile(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	current := findCondition(pod.Status.Conditions, v1.PodReady)
+	if current == nil {
+		return false
+	}
+	want := GeneratePodReadyCondition(pod, pod.Status.Conditions, allContainerStatuses(&pod.Status), pod.Status.Phase)
+	return current.Status != want.Status || current.Message != want.Message
+}
+
 // GeneratePodInitializedCondition returns the Initialized condition: true when
 // every regular init container succeeded (is ready) and every sidecar started,
 // or once any regular container has started.

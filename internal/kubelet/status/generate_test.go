@@ -37,6 +37,7 @@ func TestGenerateContainersAndPodReady(t *testing.T) {
 		{desc: "failed", statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodFailed, wantCR: v1.ConditionFalse, wantReason: PodFailed, wantReady: v1.ConditionFalse},
 		{desc: "sidecar unready", sidecar: true, statuses: []v1.ContainerStatus{readyStatus("s", false), readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionFalse, wantReason: ContainersNotReady, wantReady: v1.ConditionFalse},
 		{desc: "readiness gate missing", gates: []v1.PodReadinessGate{{ConditionType: "x"}}, statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionFalse},
+		{desc: "readiness gate false", gates: []v1.PodReadinessGate{{ConditionType: "x"}}, conditions: []v1.PodCondition{{Type: "x", Status: v1.ConditionFalse}}, statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionFalse},
 		{desc: "readiness gate true", gates: []v1.PodReadinessGate{{ConditionType: "x"}}, conditions: []v1.PodCondition{{Type: "x", Status: v1.ConditionTrue}}, statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}, phase: v1.PodRunning, wantCR: v1.ConditionTrue, wantReady: v1.ConditionTrue},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -133,5 +134,82 @@ func TestGeneratePodReadyToStartContainersCondition(t *testing.T) {
 				t.Errorf("condition = %+v, want %s", c, tc.want)
 			}
 		})
+	}
+}
+
+func TestGeneratePodReadyGateMessages(t *testing.T) {
+	t.Parallel()
+	pod := testPod(v1.RestartPolicyAlways, false)
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "k8s.io/one"}, {ConditionType: "k8s.io/two"}}
+	statuses := []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}
+	conds := []v1.PodCondition{{Type: "k8s.io/one", Status: v1.ConditionFalse}}
+	r := GeneratePodReadyCondition(pod, conds, statuses, v1.PodRunning)
+	want := `the status of pod readiness gate "k8s.io/one" is not "True", but False, ` +
+		`corresponding condition of pod readiness gate "k8s.io/two" does not exist.`
+	if r.Status != v1.ConditionFalse || r.Reason != ReadinessGatesNotReady || r.Message != want {
+		t.Errorf("Ready = %s/%s %q, want False/%s %q", r.Status, r.Reason, r.Message, ReadinessGatesNotReady, want)
+	}
+}
+
+func TestReadinessNeedsReconcile(t *testing.T) {
+	t.Parallel()
+	gates := []v1.PodReadinessGate{{ConditionType: "k8s.io/one"}, {ConditionType: "k8s.io/two"}}
+	bothTrue := []v1.PodCondition{{Type: "k8s.io/one", Status: v1.ConditionTrue}, {Type: "k8s.io/two", Status: v1.ConditionTrue}}
+	oneMissing := `corresponding condition of pod readiness gate "k8s.io/two" does not exist.`
+	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+	notReady := func(msg string) v1.PodCondition {
+		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: ReadinessGatesNotReady, Message: msg}
+	}
+	allReady := []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)}
+	for _, tc := range []struct {
+		desc     string
+		gates    []v1.PodReadinessGate
+		conds    []v1.PodCondition
+		statuses []v1.ContainerStatus
+		want     bool
+	}{
+		{desc: "no readiness gates", conds: []v1.PodCondition{notReady("")}, statuses: allReady},
+		{desc: "no Ready condition yet", gates: gates, conds: bothTrue[:1], statuses: allReady},
+		{desc: "gates set true, Ready still false", gates: gates, want: true, statuses: allReady,
+			conds: append(append([]v1.PodCondition{}, bothTrue...), notReady(oneMissing))},
+		{desc: "Ready true and gates true", gates: gates, statuses: allReady,
+			conds: append(append([]v1.PodCondition{}, bothTrue...), ready)},
+		{desc: "a gate turned false, Ready still true", gates: gates, want: true, statuses: allReady,
+			conds: []v1.PodCondition{{Type: "k8s.io/one", Status: v1.ConditionFalse}, bothTrue[1], ready}},
+		{desc: "the same status, another message", gates: gates, want: true, statuses: allReady,
+			conds: []v1.PodCondition{bothTrue[0], notReady("stale message")}},
+		{desc: "the same status and message", gates: gates, statuses: allReady,
+			conds: []v1.PodCondition{bothTrue[0], notReady(oneMissing)}},
+		{desc: "containers not ready: the gates do not matter", gates: gates,
+			statuses: []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", false)},
+			conds: append(append([]v1.PodCondition{}, bothTrue...), v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse,
+				Reason: ContainersNotReady, Message: "containers with unready status: [b]"})},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pod := testPod(v1.RestartPolicyAlways, false)
+			pod.Spec.ReadinessGates = tc.gates
+			pod.Status = v1.PodStatus{Phase: v1.PodRunning, Conditions: tc.conds, ContainerStatuses: tc.statuses}
+			if got := ReadinessNeedsReconcile(pod); got != tc.want {
+				t.Errorf("ReadinessNeedsReconcile = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReadinessNeedsReconcileCountsSidecars(t *testing.T) {
+	t.Parallel()
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.RestartPolicyAlways, false)
+	pod.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: &always}}
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "k8s.io/one"}}
+	pod.Status = v1.PodStatus{
+		Phase:                 v1.PodRunning,
+		Conditions:            []v1.PodCondition{{Type: "k8s.io/one", Status: v1.ConditionTrue}, {Type: v1.PodReady, Status: v1.ConditionTrue}},
+		InitContainerStatuses: []v1.ContainerStatus{readyStatus("s", true)},
+		ContainerStatuses:     []v1.ContainerStatus{readyStatus("a", true), readyStatus("b", true)},
+	}
+	if ReadinessNeedsReconcile(pod) {
+		t.Error("a ready pod with a ready sidecar needs a readiness reconcile")
 	}
 }
