@@ -141,8 +141,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.sources, err = newPodSources(cfg, n, recorder, logger); err != nil {
 		return nil, err
 	}
-	st := status.NewManager(status.Options{Logger: logger.Named("status")})
-	n.probes = prober.NewManager(prober.Options{Runner: n.runtime, Results: results, Status: st, Logger: logger.Named("prober"), Recorder: recorder})
+	st := status.NewManager(status.Options{Logger: logger.Named("status"), RestartRules: cfg.restartRules()})
+	n.probes = prober.NewManager(prober.Options{Runner: n.runtime, Results: results, Status: st, Logger: logger.Named("prober"), Recorder: recorder,
+		RestartRules: cfg.restartRules()})
 	if n.kubelet, err = newKubelet(cfg, n, helper, st, recorder, logger); err != nil {
 		return nil, err
 	}
@@ -480,8 +481,14 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberun
 		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
-		Startup: n.startup,
+		Startup: n.startup, RestartRules: cfg.restartRules(),
 	})
+}
+
+// restartRules is the ContainerRestartRules gate for the parts that decide
+// whether a stopped container runs again.
+func (cfg *Config) restartRules() kubecontainer.RestartRules {
+	return kubecontainer.RestartRules{PodPolicyOnly: !cfg.enabled(features.ContainerRestartRules)}
 }
 
 // newPodSources builds the static pod sources and, with an API server, the
@@ -531,7 +538,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Parts: parts,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
-			CrashLoopBackOff: crashLoopBackOff(cfg),
+			CrashLoopBackOff: crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),

@@ -35,6 +35,9 @@ const (
 	// EventedPLEG refreshes pods from the runtime's container events, with
 	// the relist every 300s as a safety net.
 	EventedPLEG featuregate.Feature = "EventedPLEG"
+	// ContainerRestartRules lets a regular (or regular init) container's own
+	// restartPolicy and restartPolicyRules override the pod's restartPolicy.
+	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -44,6 +47,7 @@ var honoured = map[featuregate.Feature]bool{
 	ReduceDefaultCrashLoopBackOffDecay: true,
 	KubeletInUserNamespace:             true,
 	EventedPLEG:                        true,
+	ContainerRestartRules:              true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

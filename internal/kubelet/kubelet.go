@@ -84,7 +84,8 @@ func New(opts Options) (*Kubelet, error) {
 	reasons := apistatus.NewReasonCache()
 	var rs *resizer
 	deadline := &activeDeadline{clock: clock.RealClock{}, status: p.Status, recorder: opts.Recorder}
-	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons, Evict: []apistatus.EvictHandler{deadline}}
+	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons, Evict: []apistatus.EvictHandler{deadline},
+		RestartRules: c.RestartRules}
 	if p.Allocated != nil {
 		rs = newResizer(p.Allocated, c.CPUManagerStatic)
 		genOpts.Resize = rs

@@ -151,6 +151,9 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 		if ok {
 			reason, msg, ok = k.canAdmit(p)
 		}
+		if ok {
+			reason, msg, ok = admission.DeclaredFeatures(p)
+		}
 		if ok && k.deps.shutdown != nil {
 			reason, msg, ok = k.deps.shutdown.Admit(p)
 		}

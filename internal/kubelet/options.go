@@ -135,6 +135,10 @@ type Config struct {
 	// CPUManagerStatic says the CPU manager's policy is static: resizing the
 	// cpu of a Guaranteed pod is then infeasible.
 	CPUManagerStatic bool
+	// RestartRules says which stopped containers run again (the pod phase);
+	// give the runtime manager, the status manager and the prober the same.
+	// The zero value is upstream's default (ContainerRestartRules on).
+	RestartRules kubecontainer.RestartRules
 }
 
 // withDefaults returns opts with defaults applied.

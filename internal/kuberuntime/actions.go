@@ -79,7 +79,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		ContainersToKill:  make(map[kubecontainer.ContainerID]containerToKillInfo),
 	}
 	if createSandbox {
-		planNewSandbox(pod, podStatus, &changes)
+		m.planNewSandbox(pod, podStatus, &changes)
 		return changes
 	}
 
@@ -117,7 +117,11 @@ func withoutEphemeralIfKilled(changes podActions) podActions {
 // planNewSandbox fills the plan for a pod whose sandbox must be (re)created:
 // everything starts over from the first init container, unless the pod already
 // ran to completion and must not be restarted.
-func planNewSandbox(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) {
+//
+// As upstream, only the pod's restartPolicy says whether a pod whose containers
+// already ran gets a new sandbox at all; the containers' own policies only
+// spare the ones that succeeded under OnFailure.
+func (m *Manager) planNewSandbox(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) {
 	if !shouldRestartOnFailure(pod) && changes.Attempt != 0 && len(podStatus.ContainerStatuses) != 0 {
 		// restartPolicy Never and containers already ran: only kill the pod.
 		// (No container status means none was ever created: retry the sandbox.)
@@ -127,7 +131,7 @@ func planNewSandbox(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *po
 	var toStart []int
 	for idx := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[idx]
-		if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && containerSucceeded(c, podStatus) {
+		if m.restart.RunsOnce(c, &pod.Spec) && containerSucceeded(c, podStatus) {
 			continue
 		}
 		toStart = append(toStart, idx)
@@ -150,7 +154,8 @@ func planNewSandbox(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *po
 // It walks the init containers backwards: completed init containers may have
 // been garbage collected, so the last one with a status tells the progress.
 // A regular init container runs to completion, one at a time; a failed one is
-// restarted unless restartPolicy is Never, in which case the pod is killed.
+// restarted as its restart policy says (initFailureRestarts), else the pod is
+// killed.
 // Sidecars (restartPolicy Always) start in order, the next init container
 // starting once the sidecar runs, and are restarted whenever they exit.
 func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus, changes *podActions) bool {
@@ -161,19 +166,18 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 	// before (its init containers may be gone now); only sidecars still matter.
 	podHasInitialized := hasRegularContainerCreatedOrRunning(pod, podStatus)
 	previouslyInitialized := podHasInitialized
-	restartOnFailure := shouldRestartOnFailure(pod)
 	last := len(pod.Spec.InitContainers) - 1
 
 	for i := last; i >= 0; i-- {
 		c := &pod.Spec.InitContainers[i]
 		status := podStatus.FindContainerStatusByName(c.Name)
 		if status == nil {
-			if previouslyInitialized && isSidecar(c) {
+			if previouslyInitialized && kubecontainer.IsSidecar(c) {
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 			}
 			continue
 		}
-		if previouslyInitialized && !isSidecar(c) {
+		if previouslyInitialized && !kubecontainer.IsSidecar(c) {
 			continue
 		}
 		switch status.State {
@@ -181,17 +185,17 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 			// Created but never started (the start failed): start anew.
 			changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 		case kubecontainer.StateRunning:
-			if isSidecar(c) && m.planRunningSidecar(pod, c, i, last, status, previouslyInitialized, changes) && i == last {
+			if kubecontainer.IsSidecar(c) && m.planRunningSidecar(pod, c, i, last, status, previouslyInitialized, changes) && i == last {
 				podHasInitialized = true
 			}
 			// A running regular init container: wait for it to finish.
 		case kubecontainer.StateExited:
-			if isSidecar(c) {
+			if kubecontainer.IsSidecar(c) {
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 				break
 			}
 			if isInitContainerFailed(status) {
-				if !restartOnFailure {
+				if !m.initFailureRestarts(pod, c, podStatus) {
 					changes.KillPod = true
 					changes.InitContainersToStart = nil
 					return false
@@ -205,7 +209,8 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i+1)
 			}
 		default:
-			if !isSidecar(c) && !restartOnFailure {
+			// No exit code to try the rules on: the policies decide.
+			if !kubecontainer.IsSidecar(c) && !m.restart.RestartsOnKill(c, &pod.Spec) {
 				changes.KillPod = true
 				changes.InitContainersToStart = nil
 				return false
@@ -265,7 +270,7 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *kubecontainer.
 		c := &pod.Spec.Containers[idx]
 		status := podStatus.FindContainerStatusByName(c.Name)
 		if status == nil || status.State != kubecontainer.StateRunning {
-			if shouldContainerBeRestarted(c, pod, podStatus) {
+			if m.restart.ShouldBeRestarted(c, pod, podStatus) {
 				changes.ContainersToStart = append(changes.ContainersToStart, idx)
 				if status != nil && status.State == kubecontainer.StateUnknown {
 					// It may still run: kill it first so two never run at once.
@@ -277,7 +282,9 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, podStatus *kubecontainer.
 			}
 			continue
 		}
-		restart := shouldRestartOnFailure(pod)
+		// The restart rules need an exit code: a running container killed
+		// restarts as the policies say.
+		restart := m.restart.RestartsOnKill(c, &pod.Spec)
 		var message string
 		var reason containerKillReason
 		switch {
@@ -366,26 +373,15 @@ func shouldRestartOnFailure(pod *v1.Pod) bool {
 	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }
 
-// shouldContainerBeRestarted decides whether a regular container that is not
-// running is started (again).
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
-	if pod.DeletionTimestamp != nil {
-		return false
+// initFailureRestarts reports whether a regular init container that failed
+// (exited non-zero or OOM killed) runs again. With ContainerRestartRules the
+// container's own policy and rules decide on its exit code, the pod's policy
+// otherwise; without it any pod policy but Never restarts it.
+func (m *Manager) initFailureRestarts(pod *v1.Pod, c *v1.Container, podStatus *kubecontainer.PodStatus) bool {
+	if m.restart.PodPolicyOnly {
+		return shouldRestartOnFailure(pod)
 	}
-	status := podStatus.FindContainerStatusByName(c.Name)
-	switch {
-	case status == nil:
-		return true
-	case status.State == kubecontainer.StateRunning:
-		return false
-	case status.State == kubecontainer.StateUnknown || status.State == kubecontainer.StateCreated:
-		return true
-	case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
-		return false
-	case pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && status.ExitCode == 0:
-		return false
-	}
-	return true
+	return m.restart.ShouldBeRestarted(c, pod, podStatus)
 }
 
 // containerSucceeded reports whether the newest instance of c exited with 0.
@@ -400,11 +396,6 @@ func isInitContainerFailed(s *kubecontainer.ContainerStatus) bool {
 		return true
 	}
 	return (s.State == kubecontainer.StateExited && s.ExitCode != 0) || s.State == kubecontainer.StateUnknown
-}
-
-// isSidecar reports whether an init container is a sidecar (restartable).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // hasAnyRegularContainerCreated reports whether any regular container exists

@@ -263,7 +263,7 @@ func containerSpecByName(pod *v1.Pod, name string) *v1.Container {
 func isSidecarName(pod *v1.Pod, name string) bool {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
-			return isSidecar(&pod.Spec.InitContainers[i])
+			return kubecontainer.IsSidecar(&pod.Spec.InitContainers[i])
 		}
 	}
 	return false

@@ -187,6 +187,9 @@ type Options struct {
 	// Startup learns the image pulls and init container runs that the pod
 	// start SLI leaves out; nil: nobody.
 	Startup StartupRecorder
+	// RestartRules decides which stopped containers run again (the
+	// ContainerRestartRules gate); the zero value is upstream's default.
+	RestartRules kubecontainer.RestartRules
 }
 
 // StartupRecorder is the pod start SLI's view of the runtime manager: the
@@ -252,6 +255,7 @@ type Manager struct {
 
 	podInfraImage string
 	probeResults  ProbeResults
+	restart       kubecontainer.RestartRules
 	// hookClient runs httpGet lifecycle hooks.
 	hookClient *http.Client
 }
@@ -298,6 +302,7 @@ func New(opts Options) (*Manager, error) {
 		machineMemory:      opts.MachineMemoryBytes,
 		runtimeName:        opts.RuntimeName,
 		podInfraImage:      opts.PodInfraImage,
+		restart:            opts.RestartRules,
 		probeResults:       opts.ProbeResults,
 		hookClient:         newHookHTTPClient(),
 	}

@@ -99,9 +99,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubeconta
 		c := &pod.Spec.InitContainers[idx]
 		err := run.start(ctx, c)
 		switch {
-		case err != nil && !isSidecar(c):
+		case err != nil && !kubecontainer.IsSidecar(c):
 			return result
-		case err == nil && !isSidecar(c):
+		case err == nil && !kubecontainer.IsSidecar(c):
 			m.startup.RecordInitContainerStarted(pod.UID, time.Now())
 		}
 	}
@@ -146,7 +146,7 @@ func ephemeralContainerOf(pod *v1.Pod, c *v1.Container) *v1.EphemeralContainer {
 // containers (not sidecars) that exited did so.
 func (m *Manager) recordInitContainersFinished(pod *v1.Pod, podStatus *kubecontainer.PodStatus) {
 	for _, c := range pod.Spec.InitContainers {
-		if isSidecar(&c) {
+		if kubecontainer.IsSidecar(&c) {
 			continue
 		}
 		for _, cs := range podStatus.ContainerStatuses {

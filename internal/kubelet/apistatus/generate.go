@@ -50,6 +50,9 @@ type Options struct {
 	// pod sync handlers: the active deadline); the first that says so makes
 	// the phase Failed with its reason and message.
 	Evict []EvictHandler
+	// RestartRules says which stopped containers run again (the
+	// ContainerRestartRules gate); the zero value is upstream's default.
+	RestartRules kubecontainer.RestartRules
 }
 
 // EvictHandler decides whether a pod must be stopped (and failed) now.
@@ -73,6 +76,7 @@ type Generator struct {
 	reasons *ReasonCache
 	resize  ResizeConditions
 	evict   []EvictHandler
+	rules   kubecontainer.RestartRules
 }
 
 // New returns a Generator; Status and Reasons are required.
@@ -80,7 +84,7 @@ func New(opts Options) (*Generator, error) {
 	if opts.Status == nil || opts.Reasons == nil {
 		return nil, errors.New("apistatus: Options.Status and Options.Reasons are required")
 	}
-	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize, evict: opts.Evict}, nil
+	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize, evict: opts.Evict, rules: opts.RestartRules}, nil
 }
 
 // Generate returns the pod's API status. podIsTerminal says the pod's
@@ -95,7 +99,7 @@ func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerm
 	}
 	s := g.convert(pod, ps, &old)
 	all := append(append([]v1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
-	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps))
+	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps), g.rules)
 	if !status.IsTerminal(s.Phase) {
 		switch {
 		case status.IsTerminal(old.Phase):
@@ -218,7 +222,7 @@ func (g *Generator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, 
 		if isInit && initDone(pod, ps, c, statuses[c.Name]) {
 			continue
 		}
-		if !shouldContainerBeRestarted(c, pod, ps) {
+		if !g.rules.ShouldBeRestarted(c, pod, ps) {
 			continue
 		}
 		r, ok := g.reasons.Get(pod.UID, c.Name)

@@ -6,37 +6,38 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
 
-// initPhaseCounts are the init containers' contribution to the pod phase.
+// initPhaseCounts are the regular init containers' contribution to the pod
+// phase.
 type initPhaseCounts struct {
-	pendingRegular     int // regular init containers not yet completed
-	pendingRestartable int // sidecars not yet started
-	failedNotRestart   int // init containers that failed and will not be restarted
+	pendingRegular   int // regular init containers not yet completed
+	failedNotRestart int // init containers that failed and will not be restarted
 }
 
 // phaseCounts counts the sidecars and regular containers by state.
 type phaseCounts struct {
 	unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int
+	pendingSidecars                                                      int // sidecars not yet started
 }
 
 // getPhase computes the pod phase from its container statuses, as upstream's
-// getPhase does (with per-container restart policies honoured):
+// getPhase does, rules saying which stopped containers will run again:
 //   - an init container that failed and will not be restarted fails the pod;
-//   - any pending init container or waiting container keeps the pod Pending;
+//   - any pending init container or waiting container keeps the pod Pending
+//     (a sidecar not yet started only until a regular container has run);
 //   - every container started and one running: Running;
 //   - every container stopped: Succeeded/Failed for a terminal (non-static) pod,
 //     Running while some will be restarted, else Succeeded when all exited 0 and
 //     Failed otherwise.
-func getPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasInitialized bool) v1.PodPhase {
-	ic := countInitContainers(pod, info)
-	c := countContainers(pod, info)
+func getPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasInitialized bool, rules kubecontainer.RestartRules) v1.PodPhase {
+	ic := countInitContainers(pod, info, rules)
+	c := countContainers(pod, info, rules)
 	if ic.failedNotRestart > 0 {
 		return v1.PodFailed
 	}
 	switch {
-	case ic.pendingRegular > 0 || (ic.pendingRestartable > 0 && !podHasInitialized):
+	case ic.pendingRegular > 0 || (c.pendingSidecars > 0 && !podHasInitialized):
 		return v1.PodPending
 	case c.waiting > 0:
 		return v1.PodPending
@@ -61,57 +62,51 @@ func getPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasIniti
 	}
 }
 
-func countInitContainers(pod *v1.Pod, info []v1.ContainerStatus) initPhaseCounts {
+// lastExit is the exit code of a stopped container: terminated, or waiting
+// to run again after it terminated.
+func lastExit(cs *v1.ContainerStatus) (int32, bool) {
+	switch {
+	case cs.State.Terminated != nil:
+		return cs.State.Terminated.ExitCode, true
+	case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+		return cs.LastTerminationState.Terminated.ExitCode, true
+	}
+	return 0, false
+}
+
+func countInitContainers(pod *v1.Pod, info []v1.ContainerStatus, rules kubecontainer.RestartRules) initPhaseCounts {
 	var n initPhaseCounts
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if status.IsRestartableInitContainer(c) {
+		if kubecontainer.IsSidecar(c) {
 			continue
 		}
 		cs := findStatus(info, c.Name)
+		if cs == nil || cs.State.Running != nil {
+			n.pendingRegular++
+			continue
+		}
+		code, stopped := lastExit(cs)
 		switch {
-		case cs == nil, cs.State.Running != nil:
+		case !stopped:
 			n.pendingRegular++
-		case cs.State.Terminated != nil:
-			if code := cs.State.Terminated.ExitCode; code != 0 && !containerShouldRestart(c, &pod.Spec, code) {
-				n.failedNotRestart++
-			}
-		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
-			if code := cs.LastTerminationState.Terminated.ExitCode; code != 0 && !containerShouldRestart(c, &pod.Spec, code) {
-				n.failedNotRestart++
-			}
-		default:
-			n.pendingRegular++
+		case code != 0 && !rules.ShouldRestart(c, &pod.Spec, code):
+			n.failedNotRestart++
 		}
 	}
 	return n
 }
 
-func countContainers(pod *v1.Pod, info []v1.ContainerStatus) phaseCounts {
+func countContainers(pod *v1.Pod, info []v1.ContainerStatus, rules kubecontainer.RestartRules) phaseCounts {
 	var n phaseCounts
 	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if !status.IsRestartableInitContainer(c) {
-			continue
-		}
-		cs := findStatus(info, c.Name)
-		switch {
-		case cs == nil:
-			n.unknown++
-		case cs.State.Running != nil:
-			n.running++
-		case cs.State.Terminated != nil, cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
-			// a stopped sidecar does not count for the phase
-		case cs.State.Waiting != nil:
-			n.waiting++
-		default:
-			n.unknown++
+		if c := &pod.Spec.InitContainers[i]; kubecontainer.IsSidecar(c) {
+			n.addSidecar(findStatus(info, c.Name))
 		}
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		cs := findStatus(info, c.Name)
-		var last *v1.ContainerStateTerminated
 		switch {
 		case cs == nil:
 			n.unknown++
@@ -119,26 +114,46 @@ func countContainers(pod *v1.Pod, info []v1.ContainerStatus) phaseCounts {
 		case cs.State.Running != nil:
 			n.running++
 			continue
-		case cs.State.Terminated != nil:
-			last = cs.State.Terminated
-			if last.ExitCode == 0 {
+		}
+		code, stopped := lastExit(cs)
+		switch {
+		case stopped:
+			n.stopped++
+			if cs.State.Terminated != nil && code == 0 {
 				n.succeeded++
 			}
-		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
-			last = cs.LastTerminationState.Terminated
+			if !rules.ShouldRestart(c, &pod.Spec, code) {
+				n.stoppedNotRestartable++
+			}
 		case cs.State.Waiting != nil:
 			n.waiting++
-			continue
 		default:
 			n.unknown++
-			continue
-		}
-		n.stopped++
-		if !containerShouldRestart(c, &pod.Spec, last.ExitCode) {
-			n.stoppedNotRestartable++
 		}
 	}
 	return n
+}
+
+// addSidecar counts a sidecar: a stopped one does not count for the phase; one
+// running but not started, or waiting for its first start, is pending.
+func (n *phaseCounts) addSidecar(cs *v1.ContainerStatus) {
+	switch {
+	case cs == nil:
+		n.unknown++
+	case cs.State.Running != nil:
+		if cs.Started == nil || !*cs.Started {
+			n.pendingSidecars++
+		}
+		n.running++
+	case cs.State.Terminated != nil, cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+		// stopped: it is restarted whatever the phase
+	case cs.State.Waiting != nil:
+		n.pendingSidecars++
+		n.waiting++
+	default:
+		n.pendingSidecars++
+		n.unknown++
+	}
 }
 
 // podHasInitialized reports whether a regular container of the pod has run
@@ -157,60 +172,6 @@ func podHasInitialized(spec *v1.PodSpec, ps *kubecontainer.PodStatus) bool {
 		}
 	}
 	return false
-}
-
-// containerShouldRestart reports whether a container that exited with exitCode
-// will be restarted: the container's own restart policy and rules first, then
-// the pod's.
-func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
-	if c.RestartPolicy != nil {
-		for _, rule := range c.RestartPolicyRules {
-			if rule.ExitCodes != nil && exitCodeMatches(rule.ExitCodes, exitCode) {
-				return rule.Action == v1.ContainerRestartRuleActionRestart
-			}
-		}
-		return policyRestarts(v1.RestartPolicy(*c.RestartPolicy), exitCode)
-	}
-	return policyRestarts(spec.RestartPolicy, exitCode)
-}
-
-func policyRestarts(p v1.RestartPolicy, exitCode int32) bool {
-	switch p {
-	case v1.RestartPolicyAlways:
-		return true
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	}
-	return false
-}
-
-func exitCodeMatches(r *v1.ContainerRestartRuleOnExitCodes, code int32) bool {
-	in := slices.Contains(r.Values, code)
-	switch r.Operator {
-	case v1.ContainerRestartRuleOnExitCodesOpIn:
-		return in
-	case v1.ContainerRestartRuleOnExitCodesOpNotIn:
-		return !in
-	}
-	return false
-}
-
-// shouldContainerBeRestarted reports whether the next sync would (re)start the
-// container, from the runtime's view of it (upstream ShouldContainerBeRestarted).
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
-	if pod.DeletionTimestamp != nil {
-		return false
-	}
-	cs := ps.FindContainerStatusByName(c.Name)
-	switch {
-	case cs == nil:
-		return true
-	case cs.State == kubecontainer.StateRunning:
-		return false
-	case cs.State == kubecontainer.StateUnknown || cs.State == kubecontainer.StateCreated:
-		return true
-	}
-	return containerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
 }
 
 func findStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {

@@ -45,8 +45,16 @@ func TestGetPhase(t *testing.T) {
 	t.Parallel()
 	always := v1.ContainerRestartPolicyAlways
 	never := v1.ContainerRestartPolicyNever
+	onFailure := v1.ContainerRestartPolicyOnFailure
 	sidecar := []v1.Container{{Name: "s", RestartPolicy: &always}}
 	regularInit := []v1.Container{{Name: "i"}}
+	onFailureInit := []v1.Container{{Name: "i", RestartPolicy: &onFailure}}
+	bOnFailure := func(p *v1.Pod) { p.Spec.Containers[1].RestartPolicy = &onFailure }
+	bRestartOn42 := func(p *v1.Pod) {
+		p.Spec.Containers[1].RestartPolicy = &never
+		p.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	}
 	for _, tc := range []struct {
 		desc        string
 		policy      v1.RestartPolicy
@@ -55,6 +63,7 @@ func TestGetPhase(t *testing.T) {
 		terminal    bool
 		initialized bool
 		static      bool
+		podOnly     bool // ContainerRestartRules off
 		mod         func(*v1.Pod)
 		want        v1.PodPhase
 	}{
@@ -84,6 +93,30 @@ func TestGetPhase(t *testing.T) {
 				p.Spec.Containers[0].RestartPolicy, p.Spec.Containers[1].RestartPolicy = &never, &never
 			},
 			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 1)}, want: v1.PodFailed},
+		{desc: "Never, container OnFailure failed: Running while it restarts", policy: v1.RestartPolicyNever, mod: bOnFailure,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 1)}, want: v1.PodRunning},
+		{desc: "Never, container OnFailure waiting after a failure: Running", policy: v1.RestartPolicyNever, mod: bOnFailure,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csWaitingAfter("b", 1)}, want: v1.PodRunning},
+		{desc: "Never, container OnFailure succeeded: Succeeded", policy: v1.RestartPolicyNever, mod: bOnFailure,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 0)}, want: v1.PodSucceeded},
+		{desc: "gate off: Never, container OnFailure failed: Failed", policy: v1.RestartPolicyNever, mod: bOnFailure, podOnly: true,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 1)}, want: v1.PodFailed},
+		{desc: "gate off: container Never in pod Always: Running", policy: v1.RestartPolicyAlways, podOnly: true,
+			mod: func(p *v1.Pod) {
+				p.Spec.Containers[0].RestartPolicy, p.Spec.Containers[1].RestartPolicy = &never, &never
+			},
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 1)}, want: v1.PodRunning},
+		{desc: "Never, restart rule matches: Running", policy: v1.RestartPolicyNever, mod: bRestartOn42,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 42)}, want: v1.PodRunning},
+		{desc: "Never, restart rule does not match: Failed", policy: v1.RestartPolicyNever, mod: bRestartOn42,
+			statuses: []v1.ContainerStatus{csTerminated("a", 0), csTerminated("b", 1)}, want: v1.PodFailed},
+		{desc: "init container OnFailure failed in pod Never: Pending while it retries", policy: v1.RestartPolicyNever, init: onFailureInit,
+			statuses: []v1.ContainerStatus{csTerminated("i", 1), csWaiting("a"), csWaiting("b")}, want: v1.PodPending},
+		{desc: "gate off: init container OnFailure failed in pod Never: Failed", policy: v1.RestartPolicyNever, init: onFailureInit, podOnly: true,
+			statuses: []v1.ContainerStatus{csTerminated("i", 1), csWaiting("a"), csWaiting("b")}, want: v1.PodFailed},
+		{desc: "init container Never failed in pod Always: Failed", policy: v1.RestartPolicyAlways,
+			init:     []v1.Container{{Name: "i", RestartPolicy: &never}},
+			statuses: []v1.ContainerStatus{csWaitingAfter("i", 1), csWaiting("a"), csWaiting("b")}, want: v1.PodFailed},
 		{desc: "init container running", policy: v1.RestartPolicyAlways, init: regularInit, statuses: []v1.ContainerStatus{csRunning("i"), csWaiting("a"), csWaiting("b")}, want: v1.PodPending},
 		{desc: "init container missing", policy: v1.RestartPolicyAlways, init: regularInit, statuses: []v1.ContainerStatus{csWaiting("a"), csWaiting("b")}, want: v1.PodPending},
 		{desc: "init container failed, Never", policy: v1.RestartPolicyNever, init: regularInit, statuses: []v1.ContainerStatus{csTerminated("i", 1), csWaiting("a"), csWaiting("b")}, want: v1.PodFailed},
@@ -91,6 +124,8 @@ func TestGetPhase(t *testing.T) {
 		{desc: "init container waiting after failure, Never", policy: v1.RestartPolicyNever, init: regularInit, statuses: []v1.ContainerStatus{csWaitingAfter("i", 1), csWaiting("a"), csWaiting("b")}, want: v1.PodFailed},
 		{desc: "init container done, containers running", policy: v1.RestartPolicyNever, init: regularInit, statuses: []v1.ContainerStatus{csTerminated("i", 0), csRunning("a"), csRunning("b")}, want: v1.PodRunning},
 		{desc: "sidecar not started keeps Pending", policy: v1.RestartPolicyAlways, init: sidecar, statuses: []v1.ContainerStatus{csRunning("s"), csWaiting("a"), csWaiting("b")}, want: v1.PodPending},
+		{desc: "sidecar running, not started, before init: Pending", policy: v1.RestartPolicyAlways, init: sidecar,
+			statuses: []v1.ContainerStatus{csRunning("s"), csRunning("a"), csRunning("b")}, want: v1.PodPending},
 		{desc: "sidecar restarting after init keeps Running", policy: v1.RestartPolicyAlways, init: sidecar, initialized: true, statuses: []v1.ContainerStatus{csRunning("s"), csRunning("a"), csRunning("b")}, want: v1.PodRunning},
 		{desc: "sidecar started, containers running", policy: v1.RestartPolicyAlways, init: sidecar, statuses: []v1.ContainerStatus{csStartedRunning("s"), csRunning("a"), csRunning("b")}, want: v1.PodRunning},
 		{desc: "Never: containers done, sidecar running is Running", policy: v1.RestartPolicyNever, init: sidecar, initialized: true,
@@ -107,60 +142,9 @@ func TestGetPhase(t *testing.T) {
 			if tc.mod != nil {
 				tc.mod(pod)
 			}
-			if got := getPhase(pod, tc.statuses, tc.terminal, tc.initialized); got != tc.want {
+			if got := getPhase(pod, tc.statuses, tc.terminal, tc.initialized, kubecontainer.RestartRules{PodPolicyOnly: tc.podOnly}); got != tc.want {
 				t.Errorf("getPhase = %s, want %s", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestShouldContainerBeRestarted(t *testing.T) {
-	t.Parallel()
-	exited := func(code int) *kubecontainer.PodStatus {
-		return &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateExited, ExitCode: code}}}
-	}
-	for _, tc := range []struct {
-		desc    string
-		policy  v1.RestartPolicy
-		status  *kubecontainer.PodStatus
-		deleted bool
-		want    bool
-	}{
-		{desc: "never started", policy: v1.RestartPolicyNever, status: &kubecontainer.PodStatus{}, want: true},
-		{desc: "running", policy: v1.RestartPolicyAlways, status: &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateRunning}}}, want: false},
-		{desc: "created", policy: v1.RestartPolicyNever, status: &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: "a", State: kubecontainer.StateCreated}}}, want: true},
-		{desc: "Always exited 0", policy: v1.RestartPolicyAlways, status: exited(0), want: true},
-		{desc: "OnFailure exited 0", policy: v1.RestartPolicyOnFailure, status: exited(0), want: false},
-		{desc: "OnFailure exited 1", policy: v1.RestartPolicyOnFailure, status: exited(1), want: true},
-		{desc: "Never exited 1", policy: v1.RestartPolicyNever, status: exited(1), want: false},
-		{desc: "deleted pod", policy: v1.RestartPolicyAlways, status: exited(1), deleted: true, want: false},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			pod := phasePod(tc.policy, nil, "a")
-			if tc.deleted {
-				now := metav1.Now()
-				pod.DeletionTimestamp = &now
-			}
-			if got := shouldContainerBeRestarted(&pod.Spec.Containers[0], pod, tc.status); got != tc.want {
-				t.Errorf("shouldContainerBeRestarted = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestContainerRestartRules(t *testing.T) {
-	t.Parallel()
-	never := v1.ContainerRestartPolicyNever
-	c := &v1.Container{Name: "a", RestartPolicy: &never, RestartPolicyRules: []v1.ContainerRestartRule{{
-		Action:    v1.ContainerRestartRuleActionRestart,
-		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
-	}}}
-	spec := &v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways}
-	if !containerShouldRestart(c, spec, 42) {
-		t.Error("exit code 42 matches a Restart rule")
-	}
-	if containerShouldRestart(c, spec, 1) {
-		t.Error("exit code 1 falls back to the container's Never")
 	}
 }

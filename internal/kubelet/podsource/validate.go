@@ -21,7 +21,8 @@ import (
 // (DNS label names, unique, exactly one source), containers (at least one, unique DNS
 // label names across init and regular containers, images set, pull and termination
 // message policies, ports, env names, volume mounts that reference volumes, probes and
-// lifecycle handlers with exactly one action, requests not above limits) and the pod
+// lifecycle handlers with exactly one action, requests not above limits, the
+// containers' own restartPolicy and restartPolicyRules) and the pod
 // fields restartPolicy, dnsPolicy, terminationGracePeriodSeconds, activeDeadlineSeconds,
 // hostname and subdomain. Defaulted fields are required, so call SetDefaults first. The
 // error lists every problem, each prefixed by its field path (e.g.
@@ -63,15 +64,75 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 		c := &spec.InitContainers[i]
 		p := path.Child("initContainers").Index(i)
 		errs = append(errs, ctx.validate(c, p)...)
-		if c.RestartPolicy != nil && *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
-			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy,
-				[]string{string(v1.ContainerRestartPolicyAlways)}))
-		}
+		errs = append(errs, validateInitRestartPolicy(c, p)...)
 	}
 	for i := range spec.Containers {
-		errs = append(errs, ctx.validate(&spec.Containers[i], path.Child("containers").Index(i))...)
+		c, p := &spec.Containers[i], path.Child("containers").Index(i)
+		errs = append(errs, ctx.validate(c, p)...)
+		errs = append(errs, validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, p)...)
 	}
 	errs = append(errs, validatePodFields(spec, path)...)
+	return errs
+}
+
+// Limits of a container's restart rules (the API server's).
+const (
+	maxRestartRules     = 20
+	maxRestartExitCodes = 255
+)
+
+// validateInitRestartPolicy checks an init container's restartPolicy and
+// restart rules as the API server does with ContainerRestartRules on: a
+// sidecar (Always) takes no rules, a regular init container may have its own
+// policy and rules. The RestartAllContainers action is refused, as with its
+// gate off: this kubelet does not carry it out.
+func validateInitRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
+	switch {
+	case c.RestartPolicy == nil && len(c.RestartPolicyRules) > 0:
+		return field.ErrorList{field.Required(path.Child("restartPolicy"), "must specify restartPolicy when restart rules are used")}
+	case c.RestartPolicy == nil:
+		return nil
+	case *c.RestartPolicy == v1.ContainerRestartPolicyAlways && len(c.RestartPolicyRules) > 0:
+		return field.ErrorList{field.Forbidden(path.Child("restartPolicyRules"),
+			"restartPolicyRules are not allowed for init containers with restart policy Always")}
+	}
+	return validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, path)
+}
+
+// validateRestartPolicy checks a container's own restartPolicy and restart
+// rules: a known policy (required with rules), at most 20 rules, each with the
+// action Restart and exit codes (In or NotIn, at most 255 values).
+func validateRestartPolicy(policy *v1.ContainerRestartPolicy, rules []v1.ContainerRestartRule, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	policies := []string{string(v1.ContainerRestartPolicyAlways), string(v1.ContainerRestartPolicyNever), string(v1.ContainerRestartPolicyOnFailure)}
+	switch {
+	case policy == nil && len(rules) > 0:
+		errs = append(errs, field.Required(path.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+	case policy != nil && !slices.Contains(policies, string(*policy)):
+		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), *policy, policies))
+	}
+	if len(rules) > maxRestartRules {
+		errs = append(errs, field.TooMany(path.Child("restartPolicyRules"), len(rules), maxRestartRules))
+	}
+	for i, rule := range rules {
+		p := path.Child("restartPolicyRules").Index(i)
+		if rule.Action != v1.ContainerRestartRuleActionRestart {
+			errs = append(errs, field.NotSupported(p.Child("action"), rule.Action, []string{string(v1.ContainerRestartRuleActionRestart)}))
+		}
+		if rule.ExitCodes == nil {
+			errs = append(errs, field.Required(p.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		switch rule.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("exitCodes", "operator"), rule.ExitCodes.Operator,
+				[]string{string(v1.ContainerRestartRuleOnExitCodesOpIn), string(v1.ContainerRestartRuleOnExitCodesOpNotIn)}))
+		}
+		if n := len(rule.ExitCodes.Values); n > maxRestartExitCodes {
+			errs = append(errs, field.TooMany(p.Child("exitCodes", "values"), n, maxRestartExitCodes))
+		}
+	}
 	return errs
 }
 

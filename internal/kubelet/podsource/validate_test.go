@@ -21,6 +21,18 @@ func validPod() *v1.Pod {
 	return pod
 }
 
+func ptrTo[T any](v T) *T { return &v }
+
+// initContainer is a valid init container with its own restartPolicy and rules.
+func initContainer(policy v1.ContainerRestartPolicy, rules ...v1.ContainerRestartRule) v1.Container {
+	return v1.Container{Name: "i", Image: "x", ImagePullPolicy: v1.PullAlways, TerminationMessagePolicy: v1.TerminationMessageReadFile,
+		RestartPolicy: &policy, RestartPolicyRules: rules}
+}
+
+func restartRuleIn(action v1.ContainerRestartRuleAction, codes ...int32) v1.ContainerRestartRule {
+	return v1.ContainerRestartRule{Action: action, ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: codes}}
+}
+
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -87,10 +99,44 @@ func TestValidate(t *testing.T) {
 				Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
 		}, "spec.containers[0].resources.requests[cpu]: Invalid value"},
 		{"init container restartPolicy", func(p *v1.Pod) {
-			never := v1.ContainerRestartPolicy("Never")
-			p.Spec.InitContainers = []v1.Container{{Name: "i", Image: "x", ImagePullPolicy: v1.PullAlways,
-				TerminationMessagePolicy: v1.TerminationMessageReadFile, RestartPolicy: &never}}
+			p.Spec.InitContainers = []v1.Container{initContainer("Sometimes")}
 		}, "spec.initContainers[0].restartPolicy: Unsupported value"},
+		{"init container restartPolicy Never with a rule", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyNever, restartRuleIn(v1.ContainerRestartRuleActionRestart, 42))}
+		}, ""},
+		{"sidecar with rules", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyAlways, restartRuleIn(v1.ContainerRestartRuleActionRestart, 42))}
+		}, "spec.initContainers[0].restartPolicyRules: Forbidden"},
+		{"container restartPolicy OnFailure", func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyOnFailure) }, ""},
+		{"container restartPolicy unknown", func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicy("Sometimes")) },
+			"spec.containers[0].restartPolicy: Unsupported value"},
+		{"container rules without a restartPolicy", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestart, 1)}
+		}, "spec.containers[0].restartPolicy: Required value"},
+		{"container rule with RestartAllContainers (not carried out)", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestartAllContainers, 1)}
+		}, "spec.containers[0].restartPolicyRules[0].action: Unsupported value"},
+		{"container rule without exit codes", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
+		}, "spec.containers[0].restartPolicyRules[0].exitCodes: Required value"},
+		{"container rule operator", func(p *v1.Pod) {
+			rule := restartRuleIn(v1.ContainerRestartRuleActionRestart, 1)
+			rule.ExitCodes.Operator = "Between"
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{rule}
+		}, "spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value"},
+		{"too many container rules", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			for range 21 {
+				p.Spec.Containers[0].RestartPolicyRules = append(p.Spec.Containers[0].RestartPolicyRules, restartRuleIn(v1.ContainerRestartRuleActionRestart, 1))
+			}
+		}, "spec.containers[0].restartPolicyRules: Too many"},
+		{"too many exit codes", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestart, make([]int32, 256)...)}
+		}, "spec.containers[0].restartPolicyRules[0].exitCodes.values: Too many"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

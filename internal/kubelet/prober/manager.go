@@ -43,6 +43,10 @@ type Options struct {
 	// the runtime manager, which reads the failures (so neither needs the
 	// other to be built first); nil means a new one.
 	Results *Results
+	// RestartRules says which stopped containers run again, so that the
+	// workers of the others stop (the ContainerRestartRules gate); the zero
+	// value is upstream's default.
+	RestartRules kubecontainer.RestartRules
 }
 
 // probeKey names one worker.
@@ -66,6 +70,7 @@ type Manager struct {
 	logger  *zap.Logger
 	prober  podProber
 	metrics *probeMetrics
+	rules   kubecontainer.RestartRules
 
 	// start is when the manager was built: workers started soon after it spread their
 	// first probe over one period (as upstream does after a kubelet restart).
@@ -101,6 +106,7 @@ func NewManager(opts Options) *Manager {
 		logger:  logger,
 		prober:  newProber(opts.Runner, opts.Recorder, logger),
 		metrics: newProbeMetrics(),
+		rules:   opts.RestartRules,
 		start:   time.Now(),
 		second:  time.Second,
 		workers: make(map[probeKey]*worker),
@@ -161,7 +167,7 @@ func probedContainers(pod *v1.Pod) []v1.Container {
 }
 
 func isRestartable(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+	return kubecontainer.IsSidecar(c)
 }
 
 // RemovePod stops every worker of the pod and forgets it.

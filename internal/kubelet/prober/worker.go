@@ -180,7 +180,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	if c.State.Running == nil {
 		w.set(ctx, Failure)
 		// Stop when the container will not be restarted.
-		return c.State.Terminated == nil || w.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		return c.State.Terminated == nil || w.mayRestart(c.State.Terminated.ExitCode)
 	}
 	if w.pod.DeletionTimestamp != nil && (w.probeType == Liveness || w.probeType == Startup) {
 		w.logger.Debug("pod deletion requested, setting probe result to success")
@@ -266,4 +266,18 @@ func findContainerStatus(status *v1.PodStatus, name string) (*v1.ContainerStatus
 		}
 	}
 	return nil, false
+}
+
+// mayRestart reports whether the probed container, terminated with exitCode,
+// runs again (so the worker keeps going): a sidecar always does; with
+// ContainerRestartRules its policies and rules decide, without it any pod
+// restartPolicy but Never.
+func (w *worker) mayRestart(exitCode int32) bool {
+	switch {
+	case isRestartable(&w.container):
+		return true
+	case w.m.rules.PodPolicyOnly:
+		return w.pod.Spec.RestartPolicy != v1.RestartPolicyNever
+	}
+	return w.m.rules.ShouldRestart(&w.container, &w.pod.Spec, exitCode)
 }

@@ -55,12 +55,16 @@ type Options struct {
 	Logger *zap.Logger
 	// Clock stamps condition transitions and start times; nil = the real clock.
 	Clock clock.PassiveClock
+	// RestartRules says which terminated containers may run again (the
+	// ContainerRestartRules gate); the zero value is upstream's default.
+	RestartRules kubecontainer.RestartRules
 }
 
 // Manager is the thread-safe local pod status store.
 type Manager struct {
 	logger *zap.Logger
 	clock  clock.PassiveClock
+	rules  kubecontainer.RestartRules
 	// changed wakes the sync loop (capacity 1: pending wake-ups coalesce).
 	changed chan struct{}
 
@@ -92,6 +96,7 @@ func NewManager(opts Options) *Manager {
 	return &Manager{
 		logger:  opts.Logger,
 		clock:   opts.Clock,
+		rules:   opts.RestartRules,
 		changed: make(chan struct{}, 1),
 		pods:    map[k8stypes.UID]*entry{},
 		acked:   map[k8stypes.UID]ack{},
@@ -233,7 +238,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 	if cached {
 		old = prev.status
 	}
-	if err := checkContainerStateTransition(&old, &status, &pod.Spec); err != nil {
+	if err := checkContainerStateTransition(&old, &status, &pod.Spec, m.rules); err != nil {
 		m.logger.Error("dropping pod status update", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.Error(err))
 		return
 	}
@@ -279,16 +284,15 @@ func (m *Manager) notifyLocked() {
 }
 
 // checkContainerStateTransition rejects a terminated container moving back to a
-// non-terminated state when the restart policy would never restart it.
-func checkContainerStateTransition(old, cur *v1.PodStatus, spec *v1.PodSpec) error {
+// non-terminated state when the restart policies (the pod's, or with
+// ContainerRestartRules the container's own and its rules) would never restart
+// it. Sidecars always may.
+func checkContainerStateTransition(old, cur *v1.PodStatus, spec *v1.PodSpec, rules kubecontainer.RestartRules) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways {
 		return nil
 	}
 	for _, o := range old.ContainerStatuses {
-		if o.State.Terminated == nil {
-			continue
-		}
-		if spec.RestartPolicy == v1.RestartPolicyOnFailure && o.State.Terminated.ExitCode != 0 {
+		if o.State.Terminated == nil || terminatedMayRestart(spec, spec.Containers, o, rules) {
 			continue
 		}
 		if n := findByName(cur.ContainerStatuses, o.Name); n != nil && n.State.Terminated == nil {
@@ -296,10 +300,7 @@ func checkContainerStateTransition(old, cur *v1.PodStatus, spec *v1.PodSpec) err
 		}
 	}
 	for _, o := range old.InitContainerStatuses {
-		if o.State.Terminated == nil || isRestartableInit(spec, o.Name) {
-			continue
-		}
-		if o.State.Terminated.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+		if o.State.Terminated == nil || isRestartableInit(spec, o.Name) || terminatedMayRestart(spec, spec.InitContainers, o, rules) {
 			continue
 		}
 		if n := findByName(cur.InitContainerStatuses, o.Name); n != nil && n.State.Terminated == nil {
@@ -307,6 +308,22 @@ func checkContainerStateTransition(old, cur *v1.PodStatus, spec *v1.PodSpec) err
 		}
 	}
 	return nil
+}
+
+// terminatedMayRestart reports whether the terminated container of status o,
+// one of containers, may run again: a failure under the pod's OnFailure, or
+// what rules say for its exit code.
+func terminatedMayRestart(spec *v1.PodSpec, containers []v1.Container, o v1.ContainerStatus, rules kubecontainer.RestartRules) bool {
+	code := o.State.Terminated.ExitCode
+	if code != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+		return true
+	}
+	for i := range containers {
+		if containers[i].Name == o.Name {
+			return rules.ShouldRestart(&containers[i], spec, code)
+		}
+	}
+	return false
 }
 
 func markUnknownTerminated(cs *v1.ContainerStatus) {

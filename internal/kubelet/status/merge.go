@@ -11,6 +11,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // maxPodTerminationMessageLength is the budget of all termination messages of
@@ -50,7 +52,7 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 //     pod may still have running containers (mayBeRunning), as upstream: a
 //     pod is never reported terminal while it still holds the node's
 //     resources. Its DisruptionTarget condition is sent already.
-func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time, mayBeRunning bool) v1.PodStatus {
+func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time, mayBeRunning bool, rules kubecontainer.RestartRules) v1.PodStatus {
 	out := *local.DeepCopy()
 	api = *api.DeepCopy()
 	transitioningToTerminal := !IsTerminal(api.Phase) && IsTerminal(out.Phase)
@@ -63,9 +65,9 @@ func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time, mayBe
 	out.Conditions = mergeConditions(api.Conditions, local.Conditions, transitioningToTerminal)
 	keepOwnedByOthers(&out, &api)
 	keepIfUnset(&out, &api)
-	out.InitContainerStatuses = mergeContainerStatuses(pod, api.InitContainerStatuses, out.InitContainerStatuses, true)
-	out.ContainerStatuses = mergeContainerStatuses(pod, api.ContainerStatuses, out.ContainerStatuses, false)
-	out.EphemeralContainerStatuses = mergeContainerStatuses(pod, api.EphemeralContainerStatuses, out.EphemeralContainerStatuses, false)
+	out.InitContainerStatuses = mergeContainerStatuses(pod, api.InitContainerStatuses, out.InitContainerStatuses, true, rules)
+	out.ContainerStatuses = mergeContainerStatuses(pod, api.ContainerStatuses, out.ContainerStatuses, false, rules)
+	out.EphemeralContainerStatuses = mergeContainerStatuses(pod, api.EphemeralContainerStatuses, out.EphemeralContainerStatuses, false, rules)
 	truncateTerminationMessages(pod, &out)
 	if IsTerminal(out.Phase) {
 		notReadyWhenTerminal(&out, api.Conditions, now)
@@ -179,7 +181,7 @@ func keepIfUnset(out, api *v1.PodStatus) {
 
 // mergeContainerStatuses returns local's statuses with the API's kept where
 // local would go backwards. An API list with local reporting nothing is kept.
-func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init bool) []v1.ContainerStatus {
+func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init bool, rules kubecontainer.RestartRules) []v1.ContainerStatus {
 	if len(local) == 0 {
 		return api
 	}
@@ -191,7 +193,7 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 		}
 		if a.State.Terminated != nil && l.State.Terminated == nil {
 			sameContainer := a.ContainerID != "" && a.ContainerID == l.ContainerID
-			if sameContainer || !mayRestart(pod, l.Name, init, a.State.Terminated.ExitCode) {
+			if sameContainer || !mayRestart(pod, l.Name, init, a.State.Terminated.ExitCode, rules) {
 				*l = *a
 				continue
 			}
@@ -204,31 +206,26 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 }
 
 // mayRestart reports whether a container that exited with code can run again
-// under the pod's (or its own) restart policy.
-func mayRestart(pod *v1.Pod, name string, init bool, code int32) bool {
+// under the pod's or its own restart policy and rules. A container the spec
+// does not name (an ephemeral one) follows the pod's policy.
+func mayRestart(pod *v1.Pod, name string, init bool, code int32, rules kubecontainer.RestartRules) bool {
 	if pod == nil || pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
 		return true
 	}
-	policy := pod.Spec.RestartPolicy
+	containers := pod.Spec.Containers
 	if init {
 		if isRestartableInit(&pod.Spec, name) {
 			return true
 		}
-	} else {
-		for i := range pod.Spec.Containers {
-			if c := &pod.Spec.Containers[i]; c.Name == name && c.RestartPolicy != nil {
-				policy = v1.RestartPolicy(*c.RestartPolicy)
-			}
+		containers = pod.Spec.InitContainers
+	}
+	c := &v1.Container{Name: name}
+	for i := range containers {
+		if containers[i].Name == name {
+			c = &containers[i]
 		}
 	}
-	switch policy {
-	case v1.RestartPolicyAlways:
-		return true
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	default:
-		return false
-	}
+	return rules.ShouldRestart(c, &pod.Spec, code)
 }
 
 // truncateTerminationMessages keeps every termination message within its

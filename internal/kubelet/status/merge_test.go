@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 var (
@@ -101,7 +103,7 @@ func TestMergePodStatus(t *testing.T) {
 					t.Fatalf("conditions = %s, want none", condTypes(got.Conditions))
 				}
 				got = mergePodStatus(mergePod(v1.RestartPolicyNever), v1.PodStatus{Phase: v1.PodRunning},
-					v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, false)
+					v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, false, kubecontainer.RestartRules{})
 				if s := condTypes(got.Conditions); s != "DisruptionTarget=True" {
 					t.Fatalf("terminal: conditions = %s", s)
 				}
@@ -109,7 +111,7 @@ func TestMergePodStatus(t *testing.T) {
 				// a terminal phase back); DisruptionTarget goes already.
 				held := mergePodStatus(mergePod(v1.RestartPolicyNever), v1.PodStatus{Phase: v1.PodRunning},
 					v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "m",
-						Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, true)
+						Conditions: []v1.PodCondition{cond(v1.DisruptionTarget, v1.ConditionTrue, tNew)}}, tNow, true, kubecontainer.RestartRules{})
 				if held.Phase != v1.PodRunning || held.Reason != "" || condTypes(held.Conditions) != "DisruptionTarget=True" {
 					t.Fatalf("may be running: phase %s reason %q conditions %s, want Running, no reason, DisruptionTarget", held.Phase, held.Reason, condTypes(held.Conditions))
 				}
@@ -215,7 +217,7 @@ func TestMergePodStatus(t *testing.T) {
 				policy = v1.RestartPolicyAlways
 			}
 			api := *tc.api.DeepCopy()
-			got := mergePodStatus(mergePod(policy), tc.api, tc.local, tNow, false)
+			got := mergePodStatus(mergePod(policy), tc.api, tc.local, tNow, false, kubecontainer.RestartRules{})
 			if !apiequality.Semantic.DeepEqual(api, tc.api) {
 				t.Fatal("mergePodStatus modified the API status")
 			}

@@ -174,7 +174,7 @@ func (s *Syncer) needsSync(p podSync, all bool) bool {
 // needsReconcile reports whether patching the pod's API status, as carried by
 // the pod object the kubelet last passed in, would change it.
 func (s *Syncer) needsReconcile(e *entry) bool {
-	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(e.pod))
+	merged := mergePodStatus(e.pod, e.pod.Status, e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(e.pod), s.store.rules)
 	_, unchanged, err := statusPatch(e.pod.UID, e.pod.Status, merged)
 	return err != nil || !unchanged
 }
@@ -240,7 +240,7 @@ func (s *Syncer) syncPodOnce(ctx context.Context, p podSync, log *zap.Logger) er
 		}
 		return nil
 	}
-	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(apiPod))
+	merged := mergePodStatus(apiPod, apiPod.Status, p.e.status, metav1.NewTime(s.store.clock.Now()), s.mayBeRunning(apiPod), s.store.rules)
 	updated, unchanged, err := patchPodStatus(ctx, s.client, apiPod, merged)
 	if err != nil {
 		return err
