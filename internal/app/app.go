@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -76,12 +77,12 @@ func baseConfig(args []string) (Config, error) {
 	cfg := DefaultConfig()
 	path, dir := configPathsFromArgs(args)
 	if path != "" {
-		kc, err := loadKubeletConfigFile(path)
+		kc, err := kubeletconfig.Load(path)
 		if err != nil {
 			return cfg, err
 		}
-		setKubeletConfigDefaults(kc)
-		applyEvictionHardDefaults(kc)
+		kubeletconfig.SetDefaults(kc)
+		kubeletconfig.ApplyEvictionHardDefaults(kc)
 		cfg.Kubelet = *kc
 		cfg.ConfigFile = path
 	}

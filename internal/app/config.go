@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/featuregate"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
@@ -113,7 +114,7 @@ func DefaultConfig() Config {
 		MaxPerPodContainerCount:   1,
 		MaxContainerCount:         -1,
 	}
-	setKubeletConfigDefaults(&c.Kubelet)
+	kubeletconfig.SetDefaults(&c.Kubelet)
 	return c
 }
 
@@ -164,7 +165,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.checkFlagOnly()...)
-	if err := validateKubeletConfig(&c.Kubelet); err != nil {
+	if err := kubeletconfig.Validate(&c.Kubelet); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := c.FeatureGate(); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
 
 func TestValidate(t *testing.T) {
@@ -129,7 +131,7 @@ func TestApplyReservedCPUs(t *testing.T) {
 	c := DefaultConfig()
 	c.Kubelet.ReservedSystemCPUs = "0,2-3"
 	c.Kubelet.KubeReserved = map[string]string{"cpu": "500m", "memory": "1Gi"}
-	applyReservedCPUs(&c.Kubelet, zap.NewNop())
+	kubeletconfig.ApplyReservedCPUs(&c.Kubelet, zap.NewNop())
 	if c.Kubelet.SystemReserved["cpu"] != "3" || len(c.Kubelet.SystemReserved) != 1 {
 		t.Errorf("systemReserved = %v, want cpu=3 alone", c.Kubelet.SystemReserved)
 	}
@@ -137,7 +139,7 @@ func TestApplyReservedCPUs(t *testing.T) {
 		t.Errorf("kubeReserved = %v, want memory=1Gi alone", c.Kubelet.KubeReserved)
 	}
 	d := DefaultConfig()
-	applyReservedCPUs(&d.Kubelet, zap.NewNop())
+	kubeletconfig.ApplyReservedCPUs(&d.Kubelet, zap.NewNop())
 	if d.Kubelet.SystemReserved != nil {
 		t.Errorf("without --reserved-cpus systemReserved = %v", d.Kubelet.SystemReserved)
 	}

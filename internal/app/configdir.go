@@ -10,6 +10,8 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
 
 // dropinExtension is the suffix of the --config-dir files that are read.
@@ -54,8 +56,8 @@ func mergeConfigDir(c *kubeletv1beta1.KubeletConfiguration, dir string) ([]strin
 	if err := json.Unmarshal(base, &merged); err != nil {
 		return nil, fmt.Errorf("failed to unmarshal merged JSON into kubelet configuration: %w", err)
 	}
-	setKubeletConfigDefaults(&merged)
-	applyEvictionHardDefaults(&merged)
+	kubeletconfig.SetDefaults(&merged)
+	kubeletconfig.ApplyEvictionHardDefaults(&merged)
 	*c = merged
 	return skipped, nil
 }
@@ -67,7 +69,7 @@ func loadDropin(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := decodeKubeletConfig(data); err != nil {
+	if _, err := kubeletconfig.Decode(data); err != nil {
 		return nil, err
 	}
 	return yaml.YAMLToJSON(data)

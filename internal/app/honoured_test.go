@@ -8,6 +8,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
 
 // Every KubeletConfiguration field is classified, once: a field added by a
@@ -15,7 +17,7 @@ import (
 func TestConfigFieldsClassified(t *testing.T) {
 	t.Parallel()
 	var c kubeletv1beta1.KubeletConfiguration
-	setKubeletConfigDefaults(&c)
+	kubeletconfig.SetDefaults(&c)
 	n := 0
 	walkConfigLeaves(reflect.ValueOf(c), reflect.ValueOf(c), "", func(path string, _ bool) {
 		n++

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	internalapi "k8s.io/cri-api/pkg/apis"
 
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
@@ -29,7 +30,7 @@ type criClients struct {
 // -> CRI clients (Version checked) -> runtime manager -> kubelet. Every part is
 // started through one lifecycle and stopped in reverse; containers keep running.
 func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
-	applyReservedCPUs(&cfg.Kubelet, logger)
+	kubeletconfig.ApplyReservedCPUs(&cfg.Kubelet, logger)
 	fg, err := cfg.FeatureGate()
 	if err != nil {
 		return err

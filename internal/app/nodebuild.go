@@ -17,9 +17,11 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/cpuset"
+	"k8s.io/utils/ptr"
 
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
@@ -347,7 +349,7 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, event 
 	} else {
 		limit["pid"] = *resource.NewQuantity(pids, resource.DecimalSI)
 	}
-	if slices.Contains(k.EnforceNodeAllocatable, enforcePods) {
+	if slices.Contains(k.EnforceNodeAllocatable, kubeletconfig.EnforcePods) {
 		for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
 			for name, q := range rl {
 				if c, ok := limit[name]; ok {
@@ -392,10 +394,10 @@ func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration, reserved nodeReserv
 		reserved          v1.ResourceList
 		compressible      bool
 	}{
-		{enforceSystemReserved, "System Reserved", k.SystemReservedCgroup, reserved.system, false},
-		{enforceKubeReserved, "Kube Reserved", k.KubeReservedCgroup, reserved.kube, false},
-		{enforceSystemReservedCompressed, "System Reserved Compressible", k.SystemReservedCgroup, reserved.system, true},
-		{enforceKubeReservedCompressed, "Kube Reserved Compressible", k.KubeReservedCgroup, reserved.kube, true},
+		{kubeletconfig.EnforceSystemReserved, "System Reserved", k.SystemReservedCgroup, reserved.system, false},
+		{kubeletconfig.EnforceKubeReserved, "Kube Reserved", k.KubeReservedCgroup, reserved.kube, false},
+		{kubeletconfig.EnforceSystemReservedCompressible, "System Reserved Compressible", k.SystemReservedCgroup, reserved.system, true},
+		{kubeletconfig.EnforceKubeReservedCompressible, "Kube Reserved Compressible", k.KubeReservedCgroup, reserved.kube, true},
 	} {
 		if !slices.Contains(k.EnforceNodeAllocatable, e.key) {
 			continue
@@ -473,7 +475,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberun
 	return kuberuntime.New(kuberuntime.Options{
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
-		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptrOr(cfg.Kubelet.MaxParallelImagePulls, 0)),
+		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptr.Deref(cfg.Kubelet.MaxParallelImagePulls, 0)),
 		MaxParallelStarts: maxParallelStarts,
 		PullQPS:           float32(*cfg.Kubelet.RegistryPullQPS), PullBurst: int(cfg.Kubelet.RegistryBurst), ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), ContainerLogMaxWorkers: int(*cfg.Kubelet.ContainerLogMaxWorkers),

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
 
 // parseConfig runs the real flag parsing up to validation and returns the config.
@@ -63,7 +65,7 @@ logging:
 	}{
 		{"defaults only", nil, func(t *testing.T, c Config) {
 			if c.Kubelet.MaxPods != 110 || c.Kubelet.SyncFrequency.Duration != time.Minute || *c.Kubelet.HealthzPort != 10248 ||
-				c.Kubelet.ContainerRuntimeEndpoint != defaultRuntimeEndpoint || c.Kubelet.ContainerLogMaxSize != "10Mi" {
+				c.Kubelet.ContainerRuntimeEndpoint != kubeletconfig.DefaultRuntimeEndpoint || c.Kubelet.ContainerLogMaxSize != "10Mi" {
 				t.Fatalf("defaults: %+v", c.Kubelet)
 			}
 		}},

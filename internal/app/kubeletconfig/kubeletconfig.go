@@ -1,4 +1,7 @@
-package app
+// Package kubeletconfig reads, defaults and validates a KubeletConfiguration
+// (kubelet.config.k8s.io/v1beta1) as upstream's kubelet 1.37 does, with its
+// messages. It does no I/O but Load's read of the file; internal/app uses it.
+package kubeletconfig
 
 import (
 	"crypto/tls"
@@ -17,32 +20,33 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
 const (
 	kubeletConfigAPIVersion = "kubelet.config.k8s.io/v1beta1"
 	kubeletConfigKind       = "KubeletConfiguration"
-	// defaultRuntimeEndpoint is where the built-in dockershim serves.
-	defaultRuntimeEndpoint = "unix:///var/run/dockershim.sock"
+	// DefaultRuntimeEndpoint is where the built-in dockershim serves.
+	DefaultRuntimeEndpoint = "unix:///var/run/dockershim.sock"
 )
 
-// loadKubeletConfigFile reads a KubeletConfiguration strictly: a wrong apiVersion or
+// Load reads a KubeletConfiguration strictly: a wrong apiVersion or
 // kind, or an unknown field, is an error naming the file and the field.
-func loadKubeletConfigFile(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+func Load(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}
-	cfg, err := decodeKubeletConfig(data)
+	cfg, err := Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// decodeKubeletConfig decodes a KubeletConfiguration file's content strictly.
-func decodeKubeletConfig(data []byte) (*kubeletv1beta1.KubeletConfiguration, error) {
+// Decode decodes a KubeletConfiguration file's content strictly.
+func Decode(data []byte) (*kubeletv1beta1.KubeletConfiguration, error) {
 	var cfg kubeletv1beta1.KubeletConfiguration
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return nil, err
@@ -53,22 +57,12 @@ func decodeKubeletConfig(data []byte) (*kubeletv1beta1.KubeletConfiguration, err
 	return &cfg, nil
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// ptrOr is *p, or def when p is nil.
-func ptrOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
-// setKubeletConfigDefaults applies the upstream v1beta1 defaults (those of the kubelet
+// SetDefaults applies the upstream v1beta1 defaults (those of the kubelet
 // this binary replaces) to every field still unset; the runtime endpoint defaults to
 // the built-in dockershim.
-func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+func SetDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	c.APIVersion, c.Kind = kubeletConfigAPIVersion, kubeletConfigKind
 	setDefault(&c.EnableServer, true)
 	setZero(&c.SyncFrequency, dur(time.Minute))
@@ -147,7 +141,7 @@ func setKubeletConfigDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	setDefault(&c.RegisterNode, true)
 	setDefault(&c.LocalStorageCapacityIsolation, true)
 	setZero(&c.PodLogsDir, "/var/log/pods")
-	setZero(&c.ContainerRuntimeEndpoint, defaultRuntimeEndpoint)
+	setZero(&c.ContainerRuntimeEndpoint, DefaultRuntimeEndpoint)
 }
 
 // setZero sets *p to v when it holds its zero value.
@@ -161,12 +155,12 @@ func setZero[T comparable](p *T, v T) {
 // setDefault sets a pointer field to v when it is nil.
 func setDefault[T any](p **T, v T) {
 	if *p == nil {
-		*p = ptr(v)
+		*p = ptr.To(v)
 	}
 }
 
-// validateKubeletConfig checks the fields this kubelet uses; errors name the field.
-func validateKubeletConfig(c *kubeletv1beta1.KubeletConfiguration) error {
+// Validate checks the fields this kubelet uses; errors name the field.
+func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	var errs []error
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
@@ -249,10 +243,10 @@ func defaultEvictionHard() map[string]string {
 		"imagefs.available": "15%", "imagefs.inodesFree": "5%"}
 }
 
-// applyEvictionHardDefaults gives a config file's evictionHard upstream's
+// ApplyEvictionHardDefaults gives a config file's evictionHard upstream's
 // defaults: all of them when unset, the missing ones with
 // mergeDefaultEvictionSettings; otherwise a partial map replaces them.
-func applyEvictionHardDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+func ApplyEvictionHardDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 	switch {
 	case c.EvictionHard == nil:
 		c.EvictionHard = defaultEvictionHard()
@@ -297,10 +291,10 @@ func validateGCConfig(c *kubeletv1beta1.KubeletConfiguration) []error {
 	return errs
 }
 
-// applyReservedCPUs makes reservedSystemCPUs the node's whole CPU
+// ApplyReservedCPUs makes reservedSystemCPUs the node's whole CPU
 // reservation, as upstream does: systemReserved's cpu becomes the number of
 // CPUs listed and kubeReserved's cpu goes.
-func applyReservedCPUs(k *kubeletv1beta1.KubeletConfiguration, logger *zap.Logger) {
+func ApplyReservedCPUs(k *kubeletv1beta1.KubeletConfiguration, logger *zap.Logger) {
 	cpus, err := cpuset.Parse(k.ReservedSystemCPUs)
 	if err != nil || cpus.Size() == 0 {
 		return // validated before
@@ -316,12 +310,12 @@ func applyReservedCPUs(k *kubeletv1beta1.KubeletConfiguration, logger *zap.Logge
 
 // The enforceNodeAllocatable keys (upstream's kubetypes).
 const (
-	enforcePods                     = "pods"
-	enforceSystemReserved           = "system-reserved"
-	enforceSystemReservedCompressed = "system-reserved-compressible"
-	enforceKubeReserved             = "kube-reserved"
-	enforceKubeReservedCompressed   = "kube-reserved-compressible"
-	enforceNone                     = "none"
+	EnforcePods                       = "pods"
+	EnforceSystemReserved             = "system-reserved"
+	EnforceSystemReservedCompressible = "system-reserved-compressible"
+	EnforceKubeReserved               = "kube-reserved"
+	EnforceKubeReservedCompressible   = "kube-reserved-compressible"
+	enforceNone                       = "none"
 )
 
 // validateNodeAllocatableConfig checks enforceNodeAllocatable, the reserved
@@ -332,7 +326,7 @@ func validateNodeAllocatableConfig(c *kubeletv1beta1.KubeletConfiguration) []err
 	for _, v := range c.EnforceNodeAllocatable {
 		has[v] = true
 	}
-	for _, pair := range [][2]string{{enforceSystemReserved, enforceSystemReservedCompressed}, {enforceKubeReserved, enforceKubeReservedCompressed}} {
+	for _, pair := range [][2]string{{EnforceSystemReserved, EnforceSystemReservedCompressible}, {EnforceKubeReserved, EnforceKubeReservedCompressible}} {
 		if has[pair[0]] && has[pair[1]] {
 			errs = append(errs, fmt.Errorf("invalid configuration: both %q and %q cannot be specified together in enforceNodeAllocatable (--enforce-node-allocatable)", pair[0], pair[1]))
 		}
@@ -345,14 +339,14 @@ func validateNodeAllocatableConfig(c *kubeletv1beta1.KubeletConfiguration) []err
 		}
 		seen[v] = true
 		switch v {
-		case enforcePods:
-		case enforceSystemReserved, enforceSystemReservedCompressed:
+		case EnforcePods:
+		case EnforceSystemReserved, EnforceSystemReservedCompressible:
 			if c.SystemReservedCgroup == "" {
-				errs = append(errs, fmt.Errorf("invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", enforceSystemReserved, enforceSystemReservedCompressed))
+				errs = append(errs, fmt.Errorf("invalid configuration: systemReservedCgroup (--system-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", EnforceSystemReserved, EnforceSystemReservedCompressible))
 			}
-		case enforceKubeReserved, enforceKubeReservedCompressed:
+		case EnforceKubeReserved, EnforceKubeReservedCompressible:
 			if c.KubeReservedCgroup == "" {
-				errs = append(errs, fmt.Errorf("invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", enforceKubeReserved, enforceKubeReservedCompressed))
+				errs = append(errs, fmt.Errorf("invalid configuration: kubeReservedCgroup (--kube-reserved-cgroup) must be specified when %q or %q included in enforceNodeAllocatable (--enforce-node-allocatable)", EnforceKubeReserved, EnforceKubeReservedCompressible))
 			}
 		case enforceNone:
 			if len(c.EnforceNodeAllocatable) > 1 {
@@ -360,7 +354,7 @@ func validateNodeAllocatableConfig(c *kubeletv1beta1.KubeletConfiguration) []err
 			}
 		default:
 			errs = append(errs, fmt.Errorf("invalid configuration: option %q specified for enforceNodeAllocatable (--enforce-node-allocatable). Valid options are %q, %q, %q, %q, %q or %q",
-				v, enforcePods, enforceSystemReserved, enforceSystemReservedCompressed, enforceKubeReserved, enforceKubeReservedCompressed, enforceNone))
+				v, EnforcePods, EnforceSystemReserved, EnforceSystemReservedCompressible, EnforceKubeReserved, EnforceKubeReservedCompressible, enforceNone))
 		}
 	}
 	if c.ReservedSystemCPUs != "" {

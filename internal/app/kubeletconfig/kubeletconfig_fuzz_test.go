@@ -1,4 +1,4 @@
-package app
+package kubeletconfig
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 // FuzzDecodeKubeletConfig: any file content either decodes (and then gets
 // its defaults and a validation verdict) or is an error; never a panic.
 func FuzzDecodeKubeletConfig(f *testing.F) {
-	if sample, err := os.ReadFile("../../configs/kubelet-config.yaml"); err == nil {
+	if sample, err := os.ReadFile("../../../configs/kubelet-config.yaml"); err == nil {
 		f.Add(sample)
 	}
 	for _, seed := range []string{
@@ -21,11 +21,11 @@ func FuzzDecodeKubeletConfig(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := decodeKubeletConfig(data)
+		cfg, err := Decode(data)
 		if err != nil {
 			return
 		}
-		setKubeletConfigDefaults(cfg)
-		_ = validateKubeletConfig(cfg)
+		SetDefaults(cfg)
+		_ = Validate(cfg)
 	})
 }
