@@ -4,8 +4,8 @@
 // a types.PodUpdate with Op SET whenever something changed; the first state is always
 // sent, even when empty, so that SeenAllSources turns true.
 //
-// Manifests are decoded strictly (YAML or JSON, unknown fields are errors), defaulted like
-// the API server's v1 defaults and validated. As upstream, a static pod's name gets
+// Manifests are decoded (package manifest) strictly (YAML or JSON, unknown fields are
+// errors), defaulted like the API server's v1 defaults and validated. As upstream, a static pod's name gets
 // "-<nodeName>" appended, its UID is a hash of the defaulted pod and its source (and node,
 // for files), and the annotations kubernetes.io/config.source, config.hash (the UID) and
 // config.seen are set. A broken manifest file is logged and skipped; other pods are

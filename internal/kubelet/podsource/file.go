@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
 )
 
 // settleDelay coalesces a burst of inotify events (an editor's write, rename, chmod) into
@@ -207,11 +209,11 @@ func (f *fileSource) readFile(path string) ([]entry, error) {
 		return nil, fmt.Errorf("open manifest: %w", err)
 	}
 	defer file.Close()
-	data, err := io.ReadAll(io.LimitReader(file, maxManifestBytes+1))
+	data, err := io.ReadAll(io.LimitReader(file, manifest.MaxBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %q: %w", path, err)
 	}
-	pods, err := DecodeManifest(data, path, f.nodeName)
+	pods, err := manifest.Decode(data, path, f.nodeName)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
 )
 
 const (
@@ -100,7 +102,7 @@ func (h *httpSource) fetch(ctx context.Context) error {
 		return nil
 	}
 	h.lastBody = body
-	pods, err := DecodeManifest(body, h.url, h.nodeName)
+	pods, err := manifest.Decode(body, h.url, h.nodeName)
 	if err != nil {
 		h.out.report(map[string]string{h.url: err.Error()})
 		return nil // reported; fetching itself worked
@@ -129,11 +131,11 @@ func (h *httpSource) get(ctx context.Context) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", h.url, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxManifestBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, manifest.MaxBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: read body: %w", h.url, err)
 	}
-	if len(body) > maxManifestBytes {
+	if len(body) > manifest.MaxBytes {
 		return nil, errors.New("GET " + h.url + ": body larger than the manifest limit")
 	}
 	return body, nil

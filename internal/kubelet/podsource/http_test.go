@@ -18,6 +18,11 @@ type manifestServer struct {
 	header http.Header // of the last request
 }
 
+// podListJSON is a PodList of two pods, which only a URL source accepts.
+const podListJSON = `{"apiVersion":"v1","kind":"PodList","items":[
+ {"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"busybox"}]}},
+ {"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}]}`
+
 func (m *manifestServer) set(status int, body string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -147,3 +147,11 @@ func sortedNames(pods []*v1.Pod) []string {
 	slices.Sort(names)
 	return names
 }
+
+func podNames(pods []*v1.Pod) []string {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Name
+	}
+	return names
+}

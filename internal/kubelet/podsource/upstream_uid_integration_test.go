@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
@@ -60,7 +61,7 @@ func TestIntegrationUpstreamStaticPodUIDs(t *testing.T) {
 	}
 	got := 0
 	for src, data := range sources {
-		pods, err := DecodeManifest(data, src, node)
+		pods, err := manifest.Decode(data, src, node)
 		if err != nil {
 			t.Errorf("%s: %v", src, err)
 			continue

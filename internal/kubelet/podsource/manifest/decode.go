@@ -1,4 +1,4 @@
-package podsource
+package manifest
 
 import (
 	"bytes"
@@ -18,11 +18,11 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/core"
 )
 
-// maxManifestBytes caps one manifest file or URL body (upstream maxConfigLength).
-const maxManifestBytes = 10 << 20
+// MaxBytes caps one manifest file or URL body (upstream maxConfigLength).
+const MaxBytes = 10 << 20
 
-// ErrInvalidManifest is wrapped by every error DecodeManifest returns.
-var ErrInvalidManifest = errors.New("invalid pod manifest")
+// ErrInvalid is wrapped by every error Decode returns.
+var ErrInvalid = errors.New("invalid pod manifest")
 
 // typeMeta is the part of a manifest read before the strict decode.
 type typeMeta struct {
@@ -45,7 +45,7 @@ func (s manifestSource) name() string {
 	return kubecontainer.FileSource
 }
 
-// DecodeManifest decodes one manifest (YAML or JSON) into pods ready to run on nodeName.
+// Decode decodes one manifest (YAML or JSON) into pods ready to run on nodeName.
 // path is the manifest's file path, or the URL (http:// or https://) for the http source;
 // only a URL may hold a v1 PodList, a file holds exactly one v1 Pod. Every pod is
 // defaulted (SetDefaults), then, as upstream's applyDefaults does: the UID (unless the
@@ -56,12 +56,12 @@ func (s manifestSource) name() string {
 // the annotations config.source, config.hash (= the UID) and config.seen (now) are set,
 // file pods tolerate every NoExecute taint, and the phase is Pending. The result is then
 // validated (Validate) and checked for references to API objects, which static pods may
-// not have. Errors wrap ErrInvalidManifest and name the path and the offending field.
-func DecodeManifest(data []byte, path, nodeName string) ([]*v1.Pod, error) {
+// not have. Errors wrap ErrInvalid and name the path and the offending field.
+func Decode(data []byte, path, nodeName string) ([]*v1.Pod, error) {
 	src := manifestSource{path: path, nodeName: nodeName, isURL: isURL(path)}
 	pods, err := src.decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrInvalidManifest, path, err)
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalid, path, err)
 	}
 	return pods, nil
 }
@@ -71,8 +71,8 @@ func isURL(path string) bool {
 }
 
 func (s manifestSource) decode(data []byte) ([]*v1.Pod, error) {
-	if len(data) > maxManifestBytes {
-		return nil, fmt.Errorf("manifest is larger than %d bytes", maxManifestBytes)
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("manifest is larger than %d bytes", MaxBytes)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("manifest is empty")

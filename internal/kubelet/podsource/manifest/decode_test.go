@@ -1,4 +1,4 @@
-package podsource
+package manifest
 
 import (
 	"errors"
@@ -114,7 +114,7 @@ func TestDecodeManifest(t *testing.T) {
 			data: podListJSON, path: testURL,
 			check: func(t *testing.T, pods []*v1.Pod) {
 				if len(pods) != 2 || pods[0].Name != "a-node-1" || pods[1].Name != "b-node-1" {
-					t.Fatalf("pods = %v", podNames(pods))
+					t.Fatalf("got %d pods", len(pods))
 				}
 				if pods[0].Annotations[kubecontainer.ConfigSourceAnnotationKey] != kubecontainer.HTTPSource || len(pods[0].Spec.Tolerations) != 0 {
 					t.Errorf("http pod: source %q tolerations %v", pods[0].Annotations[kubecontainer.ConfigSourceAnnotationKey], pods[0].Spec.Tolerations)
@@ -158,13 +158,13 @@ func TestDecodeManifest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			pods, err := DecodeManifest([]byte(tc.data), tc.path, testNode)
+			pods, err := Decode([]byte(tc.data), tc.path, testNode)
 			if tc.wantErr != nil {
 				if err == nil {
-					t.Fatalf("got pods %v, want error", podNames(pods))
+					t.Fatalf("got %d pods, want an error", len(pods))
 				}
-				if !errors.Is(err, ErrInvalidManifest) {
-					t.Errorf("error %v does not wrap ErrInvalidManifest", err)
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("error %v does not wrap ErrInvalid", err)
 				}
 				for _, want := range tc.wantErr {
 					if !strings.Contains(err.Error(), want) {
@@ -174,7 +174,7 @@ func TestDecodeManifest(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("DecodeManifest: %v", err)
+				t.Fatalf("Decode: %v", err)
 			}
 			tc.check(t, pods)
 		})
@@ -218,9 +218,9 @@ func TestDecodeManifestUID(t *testing.T) {
 
 func decodeOne(t *testing.T, data, path, node string) *v1.Pod {
 	t.Helper()
-	pods, err := DecodeManifest([]byte(data), path, node)
+	pods, err := Decode([]byte(data), path, node)
 	if err != nil {
-		t.Fatalf("DecodeManifest: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
 	return onePod(t, pods)
 }
@@ -231,12 +231,4 @@ func onePod(t *testing.T, pods []*v1.Pod) *v1.Pod {
 		t.Fatalf("got %d pods, want 1", len(pods))
 	}
 	return pods[0]
-}
-
-func podNames(pods []*v1.Pod) []string {
-	names := make([]string, len(pods))
-	for i, p := range pods {
-		names[i] = p.Name
-	}
-	return names
 }

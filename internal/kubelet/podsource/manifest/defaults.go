@@ -1,4 +1,4 @@
-package podsource
+package manifest
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package podsource
+package manifest
 
 import (
 	v1 "k8s.io/api/core/v1"

@@ -1,4 +1,4 @@
-package podsource
+package manifest
 
 import (
 	"os"
@@ -24,7 +24,7 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, err := DecodeManifest(data, "/etc/kubernetes/manifests/fuzz.yaml", "node-1")
+		pods, err := Decode(data, "/etc/kubernetes/manifests/fuzz.yaml", "node-1")
 		if err != nil {
 			return
 		}
