@@ -22,7 +22,8 @@
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-2 Debian's dynamic busybox
 #                                        (hard-linked applets) with bash as sh:
 #                                        it keeps env names with '-' as
-#                                        upstream's busybox 1.37 sh does, unlike
+#                                        upstream's busybox image must (a
+#                                        [Conformance] spec needs it), unlike
 #                                        Debian's busybox 1.35 ash (dynamic or
 #                                        static)
 #   registry.k8s.io/e2e-test-images/nonroot:1.5      busybox, USER 1234
@@ -132,8 +133,8 @@ base_rootfs() {
 	# sh is bash (POSIX mode when run as sh): Debian 12's busybox 1.35 ash, like
 	# busybox-static's, drops environment variables whose names are not shell
 	# identifiers (env names with '-': "ConfigMap should be consumable via the
-	# environment" runs `sh -c env`), upstream's busybox 1.37 keeps them, and
-	# so does bash. Busybox's ash stays as /bin/ash.
+	# environment", a [Conformance] spec that upstream's busybox image passes,
+	# runs `sh -c env`); bash keeps them. Busybox's ash stays as /bin/ash.
 	add_program "$r" /bin/bash /bin/bash
 	ln -sf bash "$r/bin/sh"
 	cat >"$r/etc/passwd" <<-'EOF'
