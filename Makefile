@@ -2,10 +2,10 @@
 GO ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help build test bench images check clean
+.PHONY: help build test bench images check conformance clean
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build bin/kubelet
 	$(GO) build -trimpath -o bin/kubelet .
@@ -21,6 +21,9 @@ images: ## Build the local pause and busybox images (scripts/build-images.sh)
 
 check: ## gofmt, go vet and go build, without touching the machine
 	./scripts/check.sh
+
+conformance: ## Run upstream's [NodeConformance] e2e specs against bin/kubelet (root; scripts/conformance.sh)
+	./scripts/conformance.sh
 
 clean: ## Remove build outputs
 	rm -rf bin/
