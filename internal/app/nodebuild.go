@@ -540,6 +540,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Parts: parts,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
+			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),
 			CrashLoopBackOff: crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},

@@ -38,6 +38,9 @@ const (
 	// ContainerRestartRules lets a regular (or regular init) container's own
 	// restartPolicy and restartPolicyRules override the pod's restartPolicy.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
+	// InPlacePodLevelResourcesVerticalScaling lets a resize change the
+	// pod-level resources (spec.resources).
+	InPlacePodLevelResourcesVerticalScaling featuregate.Feature = "InPlacePodLevelResourcesVerticalScaling"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -48,6 +51,8 @@ var honoured = map[featuregate.Feature]bool{
 	KubeletInUserNamespace:             true,
 	EventedPLEG:                        true,
 	ContainerRestartRules:              true,
+
+	InPlacePodLevelResourcesVerticalScaling: true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

@@ -135,6 +135,10 @@ type Config struct {
 	// CPUManagerStatic says the CPU manager's policy is static: resizing the
 	// cpu of a Guaranteed pod is then infeasible.
 	CPUManagerStatic bool
+	// NoPodLevelResize is InPlacePodLevelResourcesVerticalScaling off: a
+	// resize of the pod-level resources is infeasible, and the pod status
+	// reports no pod-level allocatedResources and resources.
+	NoPodLevelResize bool
 	// RestartRules says which stopped containers run again (the pod phase);
 	// give the runtime manager, the status manager and the prober the same.
 	// The zero value is upstream's default (ContainerRestartRules on).

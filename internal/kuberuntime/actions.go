@@ -61,6 +61,9 @@ type podActions struct {
 	// UpdatePodResources resizes the pod cgroup (a container restarted for a
 	// resize).
 	UpdatePodResources bool
+	// UpdatePodLevelResources resizes the pod cgroup to the allocated
+	// pod-level resources, which differ from those last applied.
+	UpdatePodLevelResources bool
 }
 
 // computePodActions compares the pod spec with the runtime's view of the pod
@@ -102,6 +105,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		changes.KillPod = true
 		changes.InitContainersToStart = nil
 	}
+	changes.UpdatePodLevelResources = m.podLevelResizeNeeded(pod)
 	return withoutEphemeralIfKilled(changes)
 }
 
