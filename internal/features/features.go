@@ -39,7 +39,8 @@ const (
 	// restartPolicy and restartPolicyRules override the pod's restartPolicy.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
 	// InPlacePodLevelResourcesVerticalScaling lets a resize change the
-	// pod-level resources (spec.resources).
+	// pod-level resources (spec.resources) and has the pod status report the
+	// pod's own allocatedResources and resources.
 	InPlacePodLevelResourcesVerticalScaling featuregate.Feature = "InPlacePodLevelResourcesVerticalScaling"
 )
 

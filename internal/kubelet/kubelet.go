@@ -89,6 +89,9 @@ func New(opts Options) (*Kubelet, error) {
 	if p.Allocated != nil {
 		rs = newResizer(p.Allocated, c.CPUManagerStatic, c.NoPodLevelResize)
 		genOpts.Resize = rs
+		if !c.NoPodLevelResize {
+			genOpts.PodCgroups = p.Cgroups
+		}
 	}
 	gen, err := apistatus.New(genOpts)
 	if err != nil {
