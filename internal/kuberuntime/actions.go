@@ -192,7 +192,11 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 			if kubecontainer.IsSidecar(c) && m.planRunningSidecar(pod, c, i, last, status, previouslyInitialized, changes) && i == last {
 				podHasInitialized = true
 			}
-			// A running regular init container: wait for it to finish.
+			if !kubecontainer.IsSidecar(c) {
+				// A running regular init container: resized in place
+				// (InPlacePodVerticalScalingInitContainers), waited for.
+				m.planResize(pod, i, c, status, changes, true)
+			}
 		case kubecontainer.StateExited:
 			if kubecontainer.IsSidecar(c) {
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i)
