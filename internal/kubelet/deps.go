@@ -193,3 +193,12 @@ type PressureAdmitter = PodAdmitter
 type PodAdmitter interface {
 	Admit(pod *v1.Pod) (reason, message string, ok bool)
 }
+
+// NodeFeatures checks pods against the features the node declares
+// (nodefeatures.Declared).
+type NodeFeatures interface {
+	PodAdmitter
+	// MissingForUpdate lists the undeclared features the change from old
+	// to cur needs.
+	MissingForUpdate(old, cur *v1.Pod) ([]string, error)
+}

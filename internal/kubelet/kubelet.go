@@ -45,6 +45,7 @@ type deps struct {
 	cpus      CPUManager
 	devices   DeviceAllocator      // nil: none
 	pressure  PressureAdmitter     // nil: none
+	features  NodeFeatures         // nil: none
 	sysctls   PodAdmitter          // nil: none
 	shutdown  PodAdmitter          // nil: none
 	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
@@ -105,7 +106,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, pressure: p.Pressure, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, pressure: p.Pressure, features: p.Features, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,

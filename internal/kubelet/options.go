@@ -91,8 +91,14 @@ type Parts struct {
 	// (eviction.Manager): it is asked first, as upstream's eviction admit
 	// handler. Optional: nil admits regardless of pressure.
 	Pressure PressureAdmitter
+	// Features are the features the node declares
+	// (nodefeatures.Declared): a pod that needs another is refused, asked
+	// after Pressure, as upstream's handler order, and an update that needs
+	// another is warned of (event FailedNodeDeclaredFeaturesCheck).
+	// Optional: nil checks nothing.
+	Features NodeFeatures
 	// Sysctls refuses pods that set sysctls neither safe nor allowed
-	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Pressure, as
+	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Features, as
 	// upstream's handler order. Optional: nil admits every sysctl.
 	Sysctls PodAdmitter
 	// Shutdown refuses pods while the node shuts down (nodeshutdown.Manager),
