@@ -194,7 +194,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 				return err
 			}
 			return n.shutdown.ShutdownStatus()
-		}, KubeletVersion: cfg.ReportedVersion,
+		}, KubeletVersion: cfg.ReportedVersion, DeclaredFeatures: n.features.Names(),
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,

@@ -199,6 +199,12 @@ func (c *Config) enabled(f featuregate.Feature) bool {
 	return err == nil && fg.Enabled(f)
 }
 
+// gateEnabled reports whether the feature gate named name is on; false for
+// a name the kubelet does not know.
+func (c *Config) gateEnabled(name string) bool {
+	return features.Known(name) && c.enabled(featuregate.Feature(name))
+}
+
 // ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.
 func (c *Config) ImageEndpoint() string {
 	if c.Kubelet.ImageServiceEndpoint != "" {

@@ -31,6 +31,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodefeatures"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
@@ -76,8 +77,10 @@ type node struct {
 	devices   *devicemanager.Manager
 	// podResources serves the PodResources API.
 	podResources *podresources.Server
-	csi          *csi.Registry          // registered CSI drivers
-	plugins      *pluginwatcher.Watcher // plugins_registry
+	// features are the node features it declares.
+	features *nodefeatures.Declared
+	csi      *csi.Registry          // registered CSI drivers
+	plugins  *pluginwatcher.Watcher // plugins_registry
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -94,6 +97,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	recorder := podRecorder(conn, logger)
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
+		return nil, err
+	}
+	if n.features, err = nodefeatures.Discover(cfg.gateEnabled, cfg.ReportedVersion); err != nil {
 		return nil, err
 	}
 	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
@@ -524,7 +530,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
 		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
-		Pressure: n.eviction,
+		Pressure: n.eviction, Features: n.features,
 	}
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
 		return nil, err
@@ -540,6 +546,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Parts: parts,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
+			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),
 			CrashLoopBackOff: crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
 			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},

@@ -49,6 +49,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},
 		{desc: "InPlaceResize", run: testInPlaceResize},
+		{desc: "InPlaceResizePodLevel", run: testInPlaceResizePodLevel},
 		{desc: "Eviction", run: testEviction},
 		{desc: "DiskPressure", run: testDiskPressure},
 		{desc: "PIDPressure", run: testPIDPressure},

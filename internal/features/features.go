@@ -38,6 +38,15 @@ const (
 	// ContainerRestartRules lets a regular (or regular init) container's own
 	// restartPolicy and restartPolicyRules override the pod's restartPolicy.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
+	// InPlacePodLevelResourcesVerticalScaling lets a resize change the
+	// pod-level resources (spec.resources), has the pod status report the
+	// pod's own allocatedResources and resources, and is declared in the
+	// node's status.declaredFeatures.
+	InPlacePodLevelResourcesVerticalScaling featuregate.Feature = "InPlacePodLevelResourcesVerticalScaling"
+	// ExtendWebSocketsToKubelet is declared in the node's
+	// status.declaredFeatures: the API server then proxies exec, attach and
+	// port-forward WebSockets to the kubelet, which serves them.
+	ExtendWebSocketsToKubelet featuregate.Feature = "ExtendWebSocketsToKubelet"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -48,6 +57,9 @@ var honoured = map[featuregate.Feature]bool{
 	KubeletInUserNamespace:             true,
 	EventedPLEG:                        true,
 	ContainerRestartRules:              true,
+
+	InPlacePodLevelResourcesVerticalScaling: true,
+	ExtendWebSocketsToKubelet:               true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its
@@ -58,6 +70,12 @@ func New() (featuregate.MutableFeatureGate, error) {
 		return nil, fmt.Errorf("feature gates: %w", err)
 	}
 	return fg, nil
+}
+
+// Known reports whether name is a gate of upstream's kubelet.
+func Known(name string) bool {
+	_, ok := upstreamGates[featuregate.Feature(name)]
+	return ok
 }
 
 // NoEffect lists, sorted as "Name=value", the gates settings sets to a value

@@ -76,6 +76,9 @@ type PodCgroups interface {
 	DestroyPod(uid k8stypes.UID) error
 	UpdateQoS(active []*v1.Pod) error
 	CleanupOrphans(active map[k8stypes.UID]bool) error
+	// PodCgroupResources reads what the pod's cgroup applies (the pod
+	// status's pod-level resources).
+	PodCgroupResources(pod *v1.Pod) (kubecontainer.PodCgroupResources, error)
 }
 
 // CPUManager assigns CPUs to pods (cpumanager.Manager): at admission, and
@@ -105,6 +108,9 @@ func (noCgroups) EnsurePod(*v1.Pod, []*v1.Pod) error         { return nil }
 func (noCgroups) DestroyPod(k8stypes.UID) error              { return nil }
 func (noCgroups) UpdateQoS([]*v1.Pod) error                  { return nil }
 func (noCgroups) CleanupOrphans(map[k8stypes.UID]bool) error { return nil }
+func (noCgroups) PodCgroupResources(*v1.Pod) (kubecontainer.PodCgroupResources, error) {
+	return kubecontainer.PodCgroupResources{}, nil
+}
 
 // VolumeManager sets up and tears down pod volumes.
 type VolumeManager interface {
@@ -186,4 +192,13 @@ type PressureAdmitter = PodAdmitter
 // message.
 type PodAdmitter interface {
 	Admit(pod *v1.Pod) (reason, message string, ok bool)
+}
+
+// NodeFeatures checks pods against the features the node declares
+// (nodefeatures.Declared).
+type NodeFeatures interface {
+	PodAdmitter
+	// MissingForUpdate lists the undeclared features the change from old
+	// to cur needs.
+	MissingForUpdate(old, cur *v1.Pod) ([]string, error)
 }

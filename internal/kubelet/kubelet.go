@@ -45,6 +45,7 @@ type deps struct {
 	cpus      CPUManager
 	devices   DeviceAllocator      // nil: none
 	pressure  PressureAdmitter     // nil: none
+	features  NodeFeatures         // nil: none
 	sysctls   PodAdmitter          // nil: none
 	shutdown  PodAdmitter          // nil: none
 	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
@@ -87,8 +88,11 @@ func New(opts Options) (*Kubelet, error) {
 	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons, Evict: []apistatus.EvictHandler{deadline},
 		RestartRules: c.RestartRules}
 	if p.Allocated != nil {
-		rs = newResizer(p.Allocated, c.CPUManagerStatic)
+		rs = newResizer(p.Allocated, c.CPUManagerStatic, c.NoPodLevelResize)
 		genOpts.Resize = rs
+		if !c.NoPodLevelResize {
+			genOpts.PodCgroups = p.Cgroups
+		}
 	}
 	gen, err := apistatus.New(genOpts)
 	if err != nil {
@@ -102,7 +106,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, pressure: p.Pressure, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, pressure: p.Pressure, features: p.Features, sysctls: p.Sysctls, shutdown: p.Shutdown, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,

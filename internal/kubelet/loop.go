@@ -105,6 +105,7 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 		if k.resize.resizeRequested(p) {
 			k.handleResize(p)
 		}
+		k.warnMissingFeatures(ch.replaced[p.UID], p)
 		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
@@ -118,6 +119,26 @@ func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 			k.syncPodByUID(p.UID, "mirror pod changed")
 		}
 	}
+}
+
+// warnMissingFeatures records a warning (upstream's event) when the change
+// from old to p needs node features the node does not declare; the API
+// server normally refuses such a change first.
+func (k *Kubelet) warnMissingFeatures(old, p *v1.Pod) {
+	if k.deps.features == nil || old == nil {
+		return
+	}
+	missing, err := k.deps.features.MissingForUpdate(old, p)
+	if err != nil {
+		k.logger.Error("check the node features a pod update needs", zap.String("pod", podRef(p)), zap.Error(err))
+		return
+	}
+	if len(missing) == 0 {
+		return
+	}
+	list := strings.Join(missing, ", ")
+	k.logger.Error("Pod requires node features that are not available", zap.String("pod", podRef(p)), zap.String("missingFeatures", list))
+	k.recorder.Eventf(p, v1.EventTypeWarning, eventFailedNodeDeclaredFeaturesCheck, "Pod requires node features that are not available: %s", list)
 }
 
 // reconcileReadiness syncs an admitted pod whose API status changed alone
@@ -135,7 +156,11 @@ func (k *Kubelet) reconcileReadiness(p *v1.Pod) {
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.
 func (k *Kubelet) handleAdd(p *v1.Pod) {
 	if !k.workers.IsPodTerminationRequested(p.UID) {
-		for _, a := range []PodAdmitter{k.deps.pressure, k.deps.sysctls} {
+		var features PodAdmitter
+		if k.deps.features != nil {
+			features = k.deps.features
+		}
+		for _, a := range []PodAdmitter{k.deps.pressure, features, k.deps.sysctls} {
 			if a == nil {
 				continue
 			}
@@ -150,9 +175,6 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 		}
 		if ok {
 			reason, msg, ok = k.canAdmit(p)
-		}
-		if ok {
-			reason, msg, ok = admission.DeclaredFeatures(p)
 		}
 		if ok && k.deps.shutdown != nil {
 			reason, msg, ok = k.deps.shutdown.Admit(p)

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/admission"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodefeatures"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
@@ -417,5 +419,43 @@ func TestAdmissionRejectsOtherOS(t *testing.T) {
 	if st.Phase != v1.PodFailed || st.Reason != admission.ReasonOSNotSupported ||
 		st.Message != "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS" {
 		t.Errorf("status = %+v, want rejected with %s", st, admission.ReasonOSNotSupported)
+	}
+}
+
+// With the node's declared features: a pod that needs an undeclared one is
+// rejected before anything runs (upstream's reason and message); an update
+// that needs one is still handed to the workers, with a warning event.
+func TestNodeDeclaredFeatures(t *testing.T) {
+	t.Parallel()
+	declared, err := nodefeatures.Discover(func(g string) bool { return g == "RestartAllContainersOnContainerExits" }, "v1.37.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *Options) { o.Parts.Features = declared })
+	restartAll := staticPod("r", "uid-r", func(p *v1.Pod) {
+		p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{3}}}}
+	})
+	a := staticPod("a", "uid-a")
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{restartAll, a}})
+	if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-a" {
+		t.Fatalf("worker updates = %v, want create:uid-a", got)
+	}
+	st, _ := e.k.status.GetPodStatus(restartAll.UID)
+	if st.Phase != v1.PodFailed || st.Reason != nodefeatures.ReasonUnsupported ||
+		st.Message != "Pod was rejected: Pod requires node features that are not available: RestartAllContainersOnContainerExits" {
+		t.Errorf("status = %+v, want rejected with %s", st, nodefeatures.ReasonUnsupported)
+	}
+
+	resized := staticPod("a", "uid-a", func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+	})
+	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{resized}})
+	if got := describe(e.workers.take()); strings.Join(got, ",") != "update:uid-a" {
+		t.Errorf("worker updates = %v, want update:uid-a", got)
+	}
+	want := "Warning FailedNodeDeclaredFeaturesCheck: Pod requires node features that are not available: InPlacePodLevelResourcesVerticalScaling"
+	if !slices.Contains(e.events.all(), want) {
+		t.Errorf("events = %v, want %q", e.events.all(), want)
 	}
 }

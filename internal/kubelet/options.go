@@ -91,8 +91,14 @@ type Parts struct {
 	// (eviction.Manager): it is asked first, as upstream's eviction admit
 	// handler. Optional: nil admits regardless of pressure.
 	Pressure PressureAdmitter
+	// Features are the features the node declares
+	// (nodefeatures.Declared): a pod that needs another is refused, asked
+	// after Pressure, as upstream's handler order, and an update that needs
+	// another is warned of (event FailedNodeDeclaredFeaturesCheck).
+	// Optional: nil checks nothing.
+	Features NodeFeatures
 	// Sysctls refuses pods that set sysctls neither safe nor allowed
-	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Pressure, as
+	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Features, as
 	// upstream's handler order. Optional: nil admits every sysctl.
 	Sysctls PodAdmitter
 	// Shutdown refuses pods while the node shuts down (nodeshutdown.Manager),
@@ -135,6 +141,10 @@ type Config struct {
 	// CPUManagerStatic says the CPU manager's policy is static: resizing the
 	// cpu of a Guaranteed pod is then infeasible.
 	CPUManagerStatic bool
+	// NoPodLevelResize is InPlacePodLevelResourcesVerticalScaling off: a
+	// resize of the pod-level resources is infeasible, and the pod status
+	// reports no pod-level allocatedResources and resources.
+	NoPodLevelResize bool
 	// RestartRules says which stopped containers run again (the pod phase);
 	// give the runtime manager, the status manager and the prober the same.
 	// The zero value is upstream's default (ContainerRestartRules on).

@@ -16,6 +16,8 @@ import (
 // podChanges is what one source update changed.
 type podChanges struct {
 	adds, updates, removes []*v1.Pod
+	// replaced are the pods the updates replaced, by UID.
+	replaced map[k8stypes.UID]*v1.Pod
 	// reconciles are the pods whose only change is their status: written
 	// by the kubelet itself, or by others (a controller setting a readiness
 	// gate's condition). Upstream's RECONCILE.
@@ -182,6 +184,10 @@ func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podCh
 		switch {
 		case changed:
 			ch.updates = append(ch.updates, p)
+			if ch.replaced == nil {
+				ch.replaced = map[k8stypes.UID]*v1.Pod{}
+			}
+			ch.replaced[p.UID] = old
 		case !reflect.DeepEqual(old.Status, p.Status):
 			ch.reconciles = append(ch.reconciles, p)
 		}

@@ -59,6 +59,9 @@ type resizeConds struct {
 type resizer struct {
 	allocated *kubecontainer.ResourceState
 	cpuStatic bool // CPU manager policy static: Guaranteed cpu resizes are infeasible
+	// podLevelOff: InPlacePodLevelResourcesVerticalScaling is off, resizes of
+	// the pod-level resources are infeasible.
+	podLevelOff bool
 
 	mu        sync.Mutex
 	conds     map[k8stypes.UID]*resizeConds
@@ -66,8 +69,8 @@ type resizer struct {
 	lastRetry time.Time
 }
 
-func newResizer(allocated *kubecontainer.ResourceState, cpuStatic bool) *resizer {
-	return &resizer{allocated: allocated, cpuStatic: cpuStatic, conds: map[k8stypes.UID]*resizeConds{},
+func newResizer(allocated *kubecontainer.ResourceState, cpuStatic, podLevelOff bool) *resizer {
+	return &resizer{allocated: allocated, cpuStatic: cpuStatic, podLevelOff: podLevelOff, conds: map[k8stypes.UID]*resizeConds{},
 		pending: map[k8stypes.UID]bool{}, lastRetry: time.Now()}
 }
 
@@ -89,9 +92,7 @@ func (r *resizer) allocatedPod(pod *v1.Pod) *v1.Pod {
 			}
 		}
 	}
-	if info.PodLevelResources != nil {
-		out.Spec.Resources = info.PodLevelResources.DeepCopy()
-	}
+	out.Spec.Resources = info.PodLevelResources.DeepCopy() // nil when none was allocated
 	return out
 }
 
@@ -106,13 +107,18 @@ func resourceInfoEqual(a, b kubecontainer.PodResourceInfo) bool {
 			return false
 		}
 	}
+	return podLevelEqual(a.PodLevelResources, b.PodLevelResources)
+}
+
+// podLevelEqual compares the cpu and memory of two pod-level resources.
+func podLevelEqual(a, b *v1.ResourceRequirements) bool {
 	switch {
-	case a.PodLevelResources == nil && b.PodLevelResources == nil:
+	case a == nil && b == nil:
 		return true
-	case a.PodLevelResources == nil || b.PodLevelResources == nil:
+	case a == nil || b == nil:
 		return false
 	}
-	return kubecontainer.CPUMemoryEqual(*a.PodLevelResources, *b.PodLevelResources)
+	return kubecontainer.CPUMemoryEqual(*a, *b)
 }
 
 // allocate records pod's resources as its allocation unless it has one
@@ -204,9 +210,13 @@ func (r *resizer) condsOf(uid k8stypes.UID) *resizeConds {
 }
 
 // infeasible says why a resize can never be admitted on this node ("" if it
-// can): with the static CPU manager, a Guaranteed pod's cpu requests are
-// fixed (upstream's message).
+// can), with upstream's messages: a resize of the pod-level resources while
+// InPlacePodLevelResourcesVerticalScaling is off; with the static CPU
+// manager, one of a Guaranteed pod's cpu requests.
 func (r *resizer) infeasible(pod *v1.Pod, info kubecontainer.PodResourceInfo) string {
+	if r.podLevelOff && !podLevelEqual(info.PodLevelResources, pod.Spec.Resources) {
+		return "InPlacePodLevelResourcesVerticalScaling is disabled"
+	}
 	if !r.cpuStatic || kubecontainer.GetPodQOS(pod) != v1.PodQOSGuaranteed {
 		return ""
 	}

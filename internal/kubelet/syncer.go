@@ -28,7 +28,10 @@ const (
 	eventFailedDRA       = "FailedPrepareDynamicResources"
 	eventNetworkNotReady = "NetworkNotReady"
 	eventFailedKillPod   = "FailedKillPod"
-	networkNotReadyMsg   = "network is not ready"
+	// eventFailedNodeDeclaredFeaturesCheck: a pod update needs node
+	// features the node does not declare.
+	eventFailedNodeDeclaredFeaturesCheck = "FailedNodeDeclaredFeaturesCheck"
+	networkNotReadyMsg                   = "network is not ready"
 )
 
 // errNoDRA is why a pod with resource claims waits.

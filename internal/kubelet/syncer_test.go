@@ -386,6 +386,10 @@ func (f *fakeCgroups) CleanupOrphans(active map[k8stypes.UID]bool) error {
 	return nil
 }
 
+func (f *fakeCgroups) PodCgroupResources(*v1.Pod) (kubecontainer.PodCgroupResources, error) {
+	return kubecontainer.PodCgroupResources{}, nil
+}
+
 // The pod's cgroup is made before the runtime syncs the pod; a pod whose
 // containers run without one (a kubelet upgraded from one that made none) is
 // killed first; the cgroup goes when the pod terminated.

@@ -61,6 +61,9 @@ type podActions struct {
 	// UpdatePodResources resizes the pod cgroup (a container restarted for a
 	// resize).
 	UpdatePodResources bool
+	// UpdatePodLevelResources resizes the pod cgroup to the allocated
+	// pod-level resources, which differ from those last applied.
+	UpdatePodLevelResources bool
 }
 
 // computePodActions compares the pod spec with the runtime's view of the pod
@@ -102,6 +105,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		changes.KillPod = true
 		changes.InitContainersToStart = nil
 	}
+	changes.UpdatePodLevelResources = m.podLevelResizeNeeded(pod)
 	return withoutEphemeralIfKilled(changes)
 }
 
@@ -188,7 +192,11 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, podStatus *kubecontai
 			if kubecontainer.IsSidecar(c) && m.planRunningSidecar(pod, c, i, last, status, previouslyInitialized, changes) && i == last {
 				podHasInitialized = true
 			}
-			// A running regular init container: wait for it to finish.
+			if !kubecontainer.IsSidecar(c) {
+				// A running regular init container: resized in place
+				// (InPlacePodVerticalScalingInitContainers), waited for.
+				m.planResize(pod, i, c, status, changes, true)
+			}
 		case kubecontainer.StateExited:
 			if kubecontainer.IsSidecar(c) {
 				changes.InitContainersToStart = append(changes.InitContainersToStart, i)

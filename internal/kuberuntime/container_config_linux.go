@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 const (
@@ -50,16 +52,19 @@ func (m *Manager) generateLinuxContainerConfig(container *v1.Container, pod *v1.
 
 // containerResources computes cpu shares (from the cpu request, or from the limit
 // without a request), the CFS quota and period (when enabled), the memory limit and
-// the OOM score adjustment of a container.
+// the OOM score adjustment of a container. The limits are the effective ones: a
+// container without a cpu or memory limit of its own gets its pod's pod-level
+// limit (kubecontainer.EffectiveResources).
 func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runtimeapi.LinuxContainerResources {
 	r := &runtimeapi.LinuxContainerResources{}
-	cpuLimit := container.Resources.Limits.Cpu().MilliValue()
-	if req, ok := container.Resources.Requests[v1.ResourceCPU]; ok {
+	res := kubecontainer.EffectiveResources(pod.Spec.Resources, container.Resources)
+	cpuLimit := res.Limits.Cpu().MilliValue()
+	if req, ok := res.Requests[v1.ResourceCPU]; ok {
 		r.CpuShares = MilliCPUToShares(milliValue(&req))
 	} else {
 		r.CpuShares = MilliCPUToShares(cpuLimit)
 	}
-	if mem := container.Resources.Limits.Memory().Value(); mem != 0 {
+	if mem := res.Limits.Memory().Value(); mem != 0 {
 		r.MemoryLimitInBytes = mem
 	}
 	if m.cpuCFSQuota {

@@ -216,11 +216,13 @@ func TestContainerSecurityContextErrors(t *testing.T) {
 
 func TestContainerResources(t *testing.T) {
 	t.Parallel()
+	podLevel := rcResources(map[v1.ResourceName]string{rcCPU: "80m", rcMem: "95Mi"}, map[v1.ResourceName]string{rcCPU: "80m", rcMem: "95Mi"})
 	for _, tc := range []struct {
 		desc               string
 		quota              bool
 		period             time.Duration
 		res                v1.ResourceRequirements
+		podLevel           *v1.ResourceRequirements
 		shares, cfsQ, cfsP int64
 		mem                int64
 		oom                int64
@@ -246,12 +248,24 @@ func TestContainerResources(t *testing.T) {
 			res:    rcResources(nil, map[v1.ResourceName]string{rcCPU: "1", rcMem: "1Gi"}),
 			shares: 1024, mem: 1 << 30, oom: 999,
 		},
+		{
+			desc: "no resources of its own in a pod with pod-level limits: the pod's limits", quota: true,
+			podLevel: &podLevel,
+			shares:   81, cfsQ: 8000, cfsP: 100000, mem: 95 << 20, oom: -997,
+		},
+		{
+			desc: "its own limits and request beside pod-level limits", quota: true,
+			res:      rcResources(map[v1.ResourceName]string{rcCPU: "20m"}, map[v1.ResourceName]string{rcCPU: "30m"}),
+			podLevel: &podLevel,
+			shares:   20, cfsQ: 3000, cfsP: 100000, mem: 95 << 20, oom: -997,
+		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			env := newRCEnv(t, func(o *Options) { o.CPUCFSQuota = tc.quota; o.CPUCFSQuotaPeriod = tc.period })
 			pod := rcPod("c")
 			pod.Spec.Containers[0].Resources = tc.res
+			pod.Spec.Resources = tc.podLevel
 			r := env.m.containerResources(pod, &pod.Spec.Containers[0])
 			if r.GetCpuShares() != tc.shares || r.GetCpuQuota() != tc.cfsQ || r.GetCpuPeriod() != tc.cfsP || r.GetMemoryLimitInBytes() != tc.mem || r.GetOomScoreAdj() != tc.oom {
 				t.Errorf("resources = %v, want shares %d quota %d period %d mem %d oom %d", r, tc.shares, tc.cfsQ, tc.cfsP, tc.mem, tc.oom)

@@ -27,7 +27,11 @@ const (
 // GetContainerOOMScoreAdjust returns the oom_score_adj for a container of the pod, per
 // the upstream policy: node-critical pods and Guaranteed pods get -997, BestEffort
 // pods 1000, and Burstable containers 1000 - 1000*memoryRequest/machineMemory clamped
-// to [3, 999] (above any Guaranteed process, below BestEffort ones).
+// to [3, 999] (above any Guaranteed process, below BestEffort ones). A container's
+// memoryRequest includes its share of the pod-level memory request its pod's
+// containers leave unrequested (kubecontainer.RemainingPodMemoryRequest); a
+// sidecar's is at least the smallest of the regular containers', so that it is
+// not killed before them.
 func GetContainerOOMScoreAdjust(pod *v1.Pod, container *v1.Container, machineMemory int64) int {
 	if isNodeCriticalPod(pod) {
 		return guaranteedOOMScoreAdj
@@ -41,7 +45,11 @@ func GetContainerOOMScoreAdjust(pod *v1.Pod, container *v1.Container, machineMem
 	if machineMemory <= 0 {
 		return besteffortOOMScoreAdj - 1
 	}
-	memoryRequest := container.Resources.Requests.Memory().Value()
+	remaining := kubecontainer.RemainingPodMemoryRequest(pod)
+	memoryRequest := container.Resources.Requests.Memory().Value() + remaining
+	if isSidecarOf(pod, container) && len(pod.Spec.Containers) > 0 {
+		memoryRequest = max(memoryRequest, minRegularMemoryRequest(pod)+remaining)
+	}
 	adj := 1000 - (1000*memoryRequest)/machineMemory
 	// A Guaranteed process using all of the machine's memory scores about 3 (1000-997);
 	// keep Burstable containers above that.
@@ -53,6 +61,30 @@ func GetContainerOOMScoreAdjust(pod *v1.Pod, container *v1.Container, machineMem
 		return besteffortOOMScoreAdj - 1
 	}
 	return int(adj)
+}
+
+// isSidecarOf reports whether c is one of the pod's sidecars (an init
+// container with restartPolicy Always).
+func isSidecarOf(pod *v1.Pod, c *v1.Container) bool {
+	if !kubecontainer.IsSidecar(c) {
+		return false
+	}
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == c.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// minRegularMemoryRequest is the smallest memory request of the pod's regular
+// containers.
+func minRegularMemoryRequest(pod *v1.Pod) int64 {
+	least := pod.Spec.Containers[0].Resources.Requests.Memory().Value()
+	for _, c := range pod.Spec.Containers[1:] {
+		least = min(least, c.Resources.Requests.Memory().Value())
+	}
+	return least
 }
 
 // isNodeCriticalPod reports whether the pod is critical (static, mirror, or of system

@@ -43,6 +43,15 @@ func TestGetContainerOOMScoreAdjust(t *testing.T) {
 		{desc: "burstable without memory request", pod: rcQOSPod(rcResources(map[v1.ResourceName]string{rcCPU: "100m"}, nil)), machine: 10 * gi, want: 999},
 		{desc: "unknown machine memory", pod: burstable("1Gi"), machine: 0, want: 999},
 		{
+			desc: "burstable with a pod-level memory request: its unrequested share is added",
+			pod: func() *v1.Pod {
+				p := rcQOSPod(rcResources(map[v1.ResourceName]string{rcMem: "1Gi"}, nil), v1.ResourceRequirements{})
+				p.Spec.Resources = &v1.ResourceRequirements{Requests: rcResources(map[v1.ResourceName]string{rcMem: "5Gi"}, nil).Requests}
+				return p
+			}(),
+			machine: 10 * gi, want: 700, // (1Gi + (5Gi-1Gi)/2) of 10Gi
+		},
+		{
 			desc: "static node-critical pod",
 			pod: func() *v1.Pod {
 				p := rcQOSPod(v1.ResourceRequirements{})
@@ -78,6 +87,29 @@ func TestGetContainerOOMScoreAdjust(t *testing.T) {
 				t.Errorf("oom score adj = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A sidecar scores no higher than the smallest regular container, whatever
+// its own request.
+func TestGetContainerOOMScoreAdjustSidecar(t *testing.T) {
+	t.Parallel()
+	const gi = int64(1 << 30)
+	mem := func(q string) v1.ResourceRequirements { return rcResources(map[v1.ResourceName]string{rcMem: q}, nil) }
+	always := v1.ContainerRestartPolicyAlways
+	for _, tc := range []struct {
+		desc    string
+		sidecar string
+		want    int
+	}{
+		{desc: "smaller than every regular container", sidecar: "1Gi", want: 800},
+		{desc: "larger than the smallest", sidecar: "4Gi", want: 600},
+	} {
+		pod := rcQOSPod(mem("2Gi"), mem("3Gi"))
+		pod.Spec.InitContainers = []v1.Container{{Name: "side", RestartPolicy: &always, Resources: mem(tc.sidecar)}}
+		if got := GetContainerOOMScoreAdjust(pod, &pod.Spec.InitContainers[0], 10*gi); got != tc.want {
+			t.Errorf("%s: oom score adj = %d, want %d", tc.desc, got, tc.want)
+		}
 	}
 }
 

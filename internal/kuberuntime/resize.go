@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -19,9 +20,14 @@ import (
 // directory, written when a container is created and after each update). A
 // running container whose allocated cpu or memory differs from its actuated
 // values is updated in place with UpdateContainerResources, or restarted when
-// its resizePolicy says RestartContainer for a resource that changed. All
-// memory work comes before any cpu work, and within each the pod cgroup is
-// raised before the containers and lowered after them.
+// its resizePolicy says RestartContainer for a resource that changed. A
+// container's values are its effective ones: without a limit of its own it
+// runs under the pod-level limit (kubecontainer.EffectiveResources), so a
+// resize of the pod-level resources alone resizes (or restarts) it too. The
+// pod-level resources last applied to the pod cgroup are in the actuated
+// state as well; when the allocated ones differ, the pod cgroup is resized.
+// All memory work comes before any cpu work, and within each the pod cgroup
+// is raised before the containers and lowered after them.
 
 // PodCgroupResizer reads and writes a pod's cgroup for a resize
 // (*cm.Manager). Values left nil are not written.
@@ -92,11 +98,12 @@ func (m *Manager) planResize(pod *v1.Pod, idx int, c *v1.Container, status *kube
 	if m.actuated == nil {
 		return false
 	}
-	current, ok := m.actuated.Container(pod.UID, c.Name)
+	current, ok := m.actuatedResources(pod.UID, c.Name)
 	if !ok {
 		return false
 	}
-	want, have := valuesOf(c.Resources), valuesOf(current)
+	desired := kubecontainer.EffectiveResources(pod.Spec.Resources, c.Resources)
+	want, have := valuesOf(desired), valuesOf(current)
 	if want == have {
 		return false
 	}
@@ -114,7 +121,7 @@ func (m *Manager) planResize(pod *v1.Pod, idx int, c *v1.Container, status *kube
 		changes.UpdatePodResources = true
 		return true
 	}
-	u := containerToUpdate{container: c, id: status.ID, desired: *c.Resources.DeepCopy(), current: current}
+	u := containerToUpdate{container: c, id: status.ID, desired: desired, current: current}
 	if changes.ContainersToUpdate == nil {
 		changes.ContainersToUpdate = map[v1.ResourceName][]containerToUpdate{}
 	}
@@ -142,9 +149,42 @@ func (m *Manager) planResize(pod *v1.Pod, idx int, c *v1.Container, status *kube
 	return false
 }
 
+// actuatedResources is what container name of the pod was last given: its
+// record, with the pod-level limits last applied filled in where it has none
+// (a record made before this kubelet recorded effective limits).
+func (m *Manager) actuatedResources(uid k8stypes.UID, name string) (v1.ResourceRequirements, bool) {
+	r, ok := m.actuated.Container(uid, name)
+	if !ok {
+		return r, false
+	}
+	podLevel, _ := m.actuated.PodLevel(uid)
+	return kubecontainer.EffectiveResources(podLevel, r), true
+}
+
+// podLevelResizeNeeded reports whether the pod's allocated pod-level cpu and
+// memory differ from those last applied to its cgroup (a pod without an
+// actuated entry yet has nothing applied to compare with).
+func (m *Manager) podLevelResizeNeeded(pod *v1.Pod) bool {
+	if m.actuated == nil {
+		return false
+	}
+	actuated, ok := m.actuated.PodLevel(pod.UID)
+	if !ok {
+		return false
+	}
+	var want, have v1.ResourceRequirements
+	if pod.Spec.Resources != nil {
+		want = *pod.Spec.Resources
+	}
+	if actuated != nil {
+		have = *actuated
+	}
+	return valuesOf(want) != valuesOf(have)
+}
+
 // needsResize reports whether SyncPod has resize work.
 func (p *podActions) needsResize() bool {
-	return len(p.ContainersToUpdate) > 0 || p.UpdatePodResources
+	return len(p.ContainersToUpdate) > 0 || p.UpdatePodResources || p.UpdatePodLevelResources
 }
 
 // doPodResizeAction carries out the plan's resize: memory (pod cgroup up,
@@ -210,6 +250,33 @@ func (m *Manager) resizePod(ctx context.Context, pod *v1.Pod, changes podActions
 		if err := m.resizePodCgroup(pod, ph.res, ph.down); err != nil {
 			return err
 		}
+		if changes.UpdatePodLevelResources {
+			if err := m.recordPodLevel(pod, ph.res); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recordPodLevel records res of the pod's allocated pod-level resources as
+// actuated, keeping the other resource's actuated values.
+func (m *Manager) recordPodLevel(pod *v1.Pod, res v1.ResourceName) error {
+	actuated, _ := m.actuated.PodLevel(pod.UID)
+	var cur, allocated v1.ResourceRequirements
+	if actuated != nil {
+		cur = *actuated
+	}
+	if pod.Spec.Resources != nil {
+		allocated = *pod.Spec.Resources
+	}
+	next := mixResources(cur, allocated, res)
+	var rec *v1.ResourceRequirements
+	if len(next.Requests) > 0 || len(next.Limits) > 0 {
+		rec = &next
+	}
+	if err := m.actuated.SetPodLevel(pod.UID, rec); err != nil {
+		return fmt.Errorf("record the pod-level %s: %w", res, err)
 	}
 	return nil
 }
@@ -242,7 +309,7 @@ func unlimitedIfNegative(v int64) int64 {
 // the other resource as actuated, and records what it applied.
 func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, list []containerToUpdate, res v1.ResourceName) error {
 	for _, u := range list {
-		current, _ := m.actuated.Container(pod.UID, u.container.Name)
+		current, _ := m.actuatedResources(pod.UID, u.container.Name)
 		next := mixResources(current, u.desired, res)
 		c := *u.container
 		c.Resources = next
@@ -277,12 +344,15 @@ func mixResources(current, desired v1.ResourceRequirements, res v1.ResourceName)
 }
 
 // IsPodResizeInProgress reports whether a running container of the
-// (allocated) pod has not been given its allocated cpu and memory yet
-// (upstream compares the allocation with the actuated state, not with what
-// the runtime reports).
+// (allocated) pod has not been given its allocated cpu and memory yet, or
+// the pod cgroup its allocated pod-level ones (upstream compares the
+// allocation with the actuated state, not with what the runtime reports).
 func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, podStatus *kubecontainer.PodStatus) bool {
 	if m.actuated == nil || podStatus == nil {
 		return false
+	}
+	if pod.Spec.Resources != nil && m.podLevelResizeNeeded(pod) {
+		return true
 	}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
@@ -291,11 +361,11 @@ func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, podStatus *kubecontainer.Po
 			if s == nil || s.State != kubecontainer.StateRunning {
 				continue
 			}
-			current, ok := m.actuated.Container(pod.UID, c.Name)
+			current, ok := m.actuatedResources(pod.UID, c.Name)
 			if !ok {
 				continue
 			}
-			if !kubecontainer.CPUMemoryEqual(c.Resources, current) {
+			if valuesOf(kubecontainer.EffectiveResources(pod.Spec.Resources, c.Resources)) != valuesOf(current) {
 				return true
 			}
 		}
@@ -303,12 +373,13 @@ func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, podStatus *kubecontainer.Po
 	return false
 }
 
-// recordCreated records the resources a container is created with.
+// recordCreated records the (effective) resources a container is created
+// with.
 func (m *Manager) recordCreated(pod *v1.Pod, c *v1.Container) {
 	if m.actuated == nil {
 		return
 	}
-	if err := m.actuated.SetContainer(pod.UID, c.Name, *c.Resources.DeepCopy()); err != nil {
+	if err := m.actuated.SetContainer(pod.UID, c.Name, kubecontainer.EffectiveResources(pod.Spec.Resources, c.Resources)); err != nil {
 		m.logger.Error("record the actuated resources of a container", zap.String("pod", formatPod(pod)),
 			zap.String("container", c.Name), zap.Error(err))
 	}

@@ -131,3 +131,30 @@ func TestResizeUpdatesContainers(t *testing.T) {
 		t.Error("resize still in progress after both phases")
 	}
 }
+
+// A running regular init container is resized in place, as the regular
+// containers are, while the pod waits for it to finish.
+func TestResizeRunningInitContainer(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t, func(o *Options) { o.StateDir = t.TempDir() })
+	pod := testPod("main")
+	pod.Spec.InitContainers = []v1.Container{testContainer("init")}
+	pod.Spec.InitContainers[0].Resources = res("25m", "40Mi", "25m", "40Mi")
+	if err := env.m.actuated.SetContainer(pod.UID, "init", res("20m", "35Mi", "20m", "35Mi")); err != nil {
+		t.Fatal(err)
+	}
+	ic := &pod.Spec.InitContainers[0]
+	status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(ic, kubecontainer.StateRunning, 0))
+	got := env.m.computePodActions(pod, status)
+	for _, r := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
+		if l := got.ContainersToUpdate[r]; len(l) != 1 || l[0].container.Name != "init" {
+			t.Errorf("%s updates = %+v, want the init container", r, l)
+		}
+	}
+	if len(got.ContainersToKill) != 0 || len(got.ContainersToStart) != 0 || len(got.InitContainersToStart) != 0 {
+		t.Errorf("plan kills %v, starts %v / %v; want nothing but the resize", got.ContainersToKill, got.ContainersToStart, got.InitContainersToStart)
+	}
+	if !env.m.IsPodResizeInProgress(pod, status) {
+		t.Error("IsPodResizeInProgress = false before the update")
+	}
+}

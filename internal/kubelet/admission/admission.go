@@ -2,8 +2,8 @@
 // checks and the reasons and messages of upstream's predicate admit handler:
 // the pod's operating system (its kubernetes.io/os label and spec.os), the
 // node's pod capacity, node name, node selector and required node affinity,
-// host ports, and requests that fit the node's allocatable; and, as
-// upstream's declared features handler, the node features a pod needs.
+// host ports, and requests that fit the node's allocatable. (The node
+// features a pod needs are internal/kubelet/nodefeatures'.)
 //
 // It is pure logic over its arguments (no I/O); the kubelet root calls it.
 package admission

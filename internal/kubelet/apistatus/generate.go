@@ -46,6 +46,10 @@ type Options struct {
 	// status fields (containers' allocatedResources and resources); nil: a
 	// kubelet without in-place resize reports neither.
 	Resize ResizeConditions
+	// PodCgroups reads the pod cgroups and turns on the pod's own
+	// allocatedResources and resources
+	// (InPlacePodLevelResourcesVerticalScaling); nil: neither is reported.
+	PodCgroups PodCgroupReader
 	// Evict are asked, in order, whether the pod must stop now (upstream's
 	// pod sync handlers: the active deadline); the first that says so makes
 	// the phase Failed with its reason and message.
@@ -77,6 +81,8 @@ type Generator struct {
 	resize  ResizeConditions
 	evict   []EvictHandler
 	rules   kubecontainer.RestartRules
+	// podCgroups: see Options.PodCgroups.
+	podCgroups PodCgroupReader
 }
 
 // New returns a Generator; Status and Reasons are required.
@@ -84,7 +90,8 @@ func New(opts Options) (*Generator, error) {
 	if opts.Status == nil || opts.Reasons == nil {
 		return nil, errors.New("apistatus: Options.Status and Options.Reasons are required")
 	}
-	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize, evict: opts.Evict, rules: opts.RestartRules}, nil
+	return &Generator{nodeIP: opts.NodeIP, status: opts.Status, probes: opts.Probes, reasons: opts.Reasons, resize: opts.Resize,
+		evict: opts.Evict, rules: opts.RestartRules, podCgroups: opts.PodCgroups}, nil
 }
 
 // Generate returns the pod's API status. podIsTerminal says the pod's
@@ -98,6 +105,7 @@ func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerm
 		old = pod.Status
 	}
 	s := g.convert(pod, ps, &old)
+	g.setPodLevelResources(pod, s, &old)
 	all := append(append([]v1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
 	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps), g.rules)
 	if !status.IsTerminal(s.Phase) {

@@ -66,6 +66,42 @@ func CPUSharesToWeight(shares uint64) uint64 {
 	return 1 + (shares-2)*9999/262142
 }
 
+// WeightToCPUShares inverts CPUSharesToWeight (upstream's v2 read-back):
+// 2 + (weight-1)*262142/9999.
+func WeightToCPUShares(w uint64) uint64 {
+	if w <= 1 {
+		return MinShares
+	}
+	return 2 + (w-1)*262142/9999
+}
+
+// SharesToMilliCPU converts cpu.shares back to a cpu request in millicores,
+// rounding up (upstream's): 0 below the minimum shares.
+func SharesToMilliCPU(shares uint64) int64 {
+	if shares < MinShares {
+		return 0
+	}
+	return int64((shares*MilliCPUToCPU + SharesPerCPU - 1) / SharesPerCPU)
+}
+
+// QuotaToMilliCPU converts a CFS quota and period back to a cpu limit in
+// millicores: 0 for no limit (a negative quota) or no period.
+func QuotaToMilliCPU(quota int64, period uint64) int64 {
+	if quota < 0 || period == 0 {
+		return 0
+	}
+	return quota * MilliCPUToCPU / int64(period)
+}
+
+// SharesHoldRequest reports whether cpu.shares read from a cgroup are what a
+// cpu request of milliCPU writes there, read back: the same shares (cgroup
+// v1), or the same after their conversion to cpu.weight and back (v2, which
+// loses precision).
+func SharesHoldRequest(shares uint64, milliCPU int64) bool {
+	written := MilliCPUToShares(milliCPU)
+	return shares == written || shares == WeightToCPUShares(CPUSharesToWeight(written))
+}
+
 // PodConfig holds the settings ResourceConfigForPod depends on.
 type PodConfig struct {
 	// EnforceCPULimits is --cpu-cfs-quota: without it the quota is -1.

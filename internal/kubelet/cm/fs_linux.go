@@ -420,7 +420,7 @@ func (f *cgroupFS) Read(path string) (kubecontainer.PodCgroupResources, error) {
 		if err != nil {
 			return out, err
 		}
-		shares := weightToShares(uint64(w))
+		shares := WeightToCPUShares(uint64(w))
 		out.CPUShares = &shares
 		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
 		if err != nil {
@@ -477,11 +477,3 @@ func (f *cgroupFS) Read(path string) (kubecontainer.PodCgroupResources, error) {
 // v1UnlimitedMemory: a v1 memory.limit_in_bytes at or above this (the
 // kernel's page-rounded "max") is no limit.
 const v1UnlimitedMemory = 1 << 62
-
-// weightToShares inverts CPUSharesToWeight (upstream's v2 read-back).
-func weightToShares(w uint64) uint64 {
-	if w <= 1 {
-		return MinShares
-	}
-	return 2 + (w-1)*262142/9999
-}

@@ -108,6 +108,26 @@ func (s *ResourceState) Container(uid types.UID, name string) (v1.ResourceRequir
 	return *r.DeepCopy(), ok
 }
 
+// PodLevel returns the pod-level resources recorded for the pod (nil when it
+// has none) and whether the pod has an entry at all.
+func (s *ResourceState) PodLevel(uid types.UID) (*v1.ResourceRequirements, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info, ok := s.entries[uid]
+	return info.PodLevelResources.DeepCopy(), ok
+}
+
+// SetPodLevel records the pod's pod-level resources (nil: none) and saves
+// the file.
+func (s *ResourceState) SetPodLevel(uid types.UID, r *v1.ResourceRequirements) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := s.entries[uid]
+	info.PodLevelResources = r.DeepCopy()
+	s.entries[uid] = info
+	return s.saveLocked()
+}
+
 // Set records the pod's entry and saves the file.
 func (s *ResourceState) Set(uid types.UID, info PodResourceInfo) error {
 	s.mu.Lock()

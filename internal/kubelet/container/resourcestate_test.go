@@ -96,3 +96,40 @@ func TestResourceStateCorruptAndRoundTrip(t *testing.T) {
 		t.Error("u1 kept after Remove")
 	}
 }
+
+func TestResourceStatePodLevel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := OpenResourceState(dir, ActuatedPodsStateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := s.PodLevel("u1"); ok || r != nil {
+		t.Fatalf("PodLevel of an unknown pod = %+v, %v", r, ok)
+	}
+	if err := s.SetContainer("u1", "c", v1.ResourceRequirements{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := s.PodLevel("u1"); !ok || r != nil {
+		t.Fatalf("PodLevel of a pod without pod-level resources = %+v, %v; want nil, true", r, ok)
+	}
+	want := appResources()
+	if err := s.SetPodLevel("u1", &want); err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenResourceState(dir, ActuatedPodsStateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := again.PodLevel("u1")
+	if !ok || r == nil || !r.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Fatalf("PodLevel after reopening = %+v, %v", r, ok)
+	}
+	if _, ok := again.Container("u1", "c"); !ok {
+		t.Error("SetPodLevel lost the container")
+	}
+	r.Limits[v1.ResourceMemory] = resource.MustParse("1Gi")
+	if r2, _ := again.PodLevel("u1"); !r2.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Error("PodLevel returned the state's own copy")
+	}
+}

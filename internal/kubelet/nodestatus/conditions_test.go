@@ -186,3 +186,26 @@ func TestImagesSetter(t *testing.T) {
 		t.Errorf("images = %+v, want the largest one only", node.Status.Images)
 	}
 }
+
+// The declared features go to status.declaredFeatures as given; none given
+// leaves the field alone.
+func TestDeclaredFeatures(t *testing.T) {
+	t.Parallel()
+	declared := []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling"}
+	c, _, _, _, _ := testController(t, Options{DeclaredFeatures: declared})
+	node := &v1.Node{}
+	c.setNodeStatus(context.Background(), node)
+	if !slices.Equal(node.Status.DeclaredFeatures, declared) {
+		t.Errorf("declaredFeatures = %v, want %v", node.Status.DeclaredFeatures, declared)
+	}
+	node.Status.DeclaredFeatures[0] = "changed"
+	if c.opts.DeclaredFeatures[0] != "ExtendWebSocketsToKubelet" {
+		t.Error("the node shares the controller's list")
+	}
+	none, _, _, _, _ := testController(t, Options{})
+	node = &v1.Node{Status: v1.NodeStatus{DeclaredFeatures: []string{"Kept"}}}
+	none.setNodeStatus(context.Background(), node)
+	if !slices.Equal(node.Status.DeclaredFeatures, []string{"Kept"}) {
+		t.Errorf("declaredFeatures = %v, want it left alone", node.Status.DeclaredFeatures)
+	}
+}

@@ -92,6 +92,9 @@ type Options struct {
 	Readiness func() error
 	// KubeletVersion is nodeInfo.kubeletVersion, e.g. "v1.37.1".
 	KubeletVersion string
+	// DeclaredFeatures is status.declaredFeatures, sorted
+	// (nodefeatures.Declared); nil leaves it as it is.
+	DeclaredFeatures []string
 	// KubeletPort is status.daemonEndpoints.kubeletEndpoint.Port; 0 = 10250.
 	KubeletPort int
 	// StatusUpdateFrequency is how often the status is computed (patched when it

@@ -18,8 +18,8 @@ const runtimeVersionTimeout = 5 * time.Second
 
 // setNodeStatus fills node's status (and records condition events), in
 // upstream's setter order: addresses, machine info, version info, daemon
-// endpoints, images, OS/arch, the pressure conditions (from the eviction
-// manager), Ready, then the schedulable event. A failing part is logged and
+// endpoints, images, OS/arch, the declared features, the pressure conditions
+// (from the eviction manager), Ready, then the schedulable event. A failing part is logged and
 // the others still run.
 func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	now := metav1.NewTime(c.clock.Now())
@@ -35,6 +35,9 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	}
 	node.Status.NodeInfo.OperatingSystem = goruntime.GOOS
 	node.Status.NodeInfo.Architecture = goruntime.GOARCH
+	if c.opts.DeclaredFeatures != nil {
+		node.Status.DeclaredFeatures = append([]string{}, c.opts.DeclaredFeatures...)
+	}
 	var memory, disk, pid bool
 	if p := c.opts.Pressure; p != nil {
 		memory, disk, pid = p.IsUnderMemoryPressure(), p.IsUnderDiskPressure(), p.IsUnderPIDPressure()

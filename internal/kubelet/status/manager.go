@@ -5,8 +5,9 @@
 // The store enforces the invariants upstream's status manager enforces: a
 // terminal phase (Succeeded, Failed) never changes, a terminated container
 // does not come back to life unless the restart policy allows it, condition
-// transition times only move when a condition's status changes, and the start
-// time is set once.
+// transition times only move when a condition's status changes, the start
+// time is set once, and the status's observedGeneration (the generation of
+// the spec it was computed from) never moves backwards.
 //
 // A Syncer (sync.go) publishes the store to the API server: every change is patched soon after it happens, a resync every 10 s
 // patches what was not acknowledged, static pods' statuses go to their mirror
@@ -248,6 +249,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 			zap.String("attempted", string(status.Phase)))
 		status.Phase = old.Phase
 	}
+	stampGeneration(pod, &old, &status)
 	now := metav1.NewTime(m.clock.Now())
 	for i := range status.Conditions {
 		c := &status.Conditions[i]
@@ -272,6 +274,31 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus, force, finished
 		m.notifyLocked()
 	}
 	m.pods[pod.UID] = e
+}
+
+// generatedConditions are the conditions the kubelet computes from the spec
+// it syncs; each carries the generation of that spec. (The resize conditions
+// keep the generation of the resize they are about, DisruptionTarget the one
+// its setter gave it.)
+var generatedConditions = map[v1.PodConditionType]bool{
+	v1.PodScheduled:              true,
+	v1.PodReady:                  true,
+	v1.PodInitialized:            true,
+	v1.ContainersReady:           true,
+	v1.PodReadyToStartContainers: true,
+}
+
+// stampGeneration sets the generation of the pod spec the status was computed
+// from as the status's observedGeneration (never below old's) and as the
+// observedGeneration of the conditions computed from that spec, as upstream
+// does with PodObservedGenerationTracking (GA, locked on).
+func stampGeneration(pod *v1.Pod, old, status *v1.PodStatus) {
+	status.ObservedGeneration = max(pod.Generation, old.ObservedGeneration)
+	for i := range status.Conditions {
+		if generatedConditions[status.Conditions[i].Type] {
+			status.Conditions[i].ObservedGeneration = pod.Generation
+		}
+	}
 }
 
 // notifyLocked wakes the sync loop without blocking; a wake-up already

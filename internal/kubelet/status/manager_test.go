@@ -135,6 +135,50 @@ func TestConditionTransitionTimesAndStartTime(t *testing.T) {
 	}
 }
 
+func TestObservedGeneration(t *testing.T) {
+	t.Parallel()
+	resizing := v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: 2}
+	for _, tc := range []struct {
+		desc          string
+		apiGeneration int64 // the API status's observedGeneration (no cached status)
+		cached        int64 // a cached status's observedGeneration, 0: none cached
+		generation    int64
+		want          int64
+	}{
+		{desc: "first status", generation: 1, want: 1},
+		{desc: "the spec changed", cached: 1, generation: 3, want: 3},
+		{desc: "never below the cached status", cached: 4, generation: 3, want: 4},
+		{desc: "never below the API status", apiGeneration: 5, generation: 3, want: 5},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			m, _ := newTestManager(t)
+			pod := testPod(v1.RestartPolicyAlways, false)
+			pod.Status.ObservedGeneration = tc.apiGeneration
+			if tc.cached != 0 {
+				pod.Generation = tc.cached
+				m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning})
+			}
+			pod = pod.DeepCopy()
+			pod.Generation = tc.generation
+			m.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue}, {Type: v1.PodScheduled, Status: v1.ConditionTrue},
+				resizing, {Type: "example.com/gate", Status: v1.ConditionTrue, ObservedGeneration: 7},
+			}})
+			got, _ := m.GetPodStatus(pod.UID)
+			if got.ObservedGeneration != tc.want {
+				t.Errorf("observedGeneration = %d, want %d", got.ObservedGeneration, tc.want)
+			}
+			for typ, want := range map[v1.PodConditionType]int64{v1.PodReady: tc.generation, v1.PodScheduled: tc.generation,
+				v1.PodResizeInProgress: 2, "example.com/gate": 7} {
+				if c := findCondition(got.Conditions, typ); c == nil || c.ObservedGeneration != want {
+					t.Errorf("%s = %+v, want observedGeneration %d", typ, c, want)
+				}
+			}
+		})
+	}
+}
+
 func TestSetContainerReadinessAndStartup(t *testing.T) {
 	t.Parallel()
 	m, _ := newTestManager(t)
