@@ -13,6 +13,16 @@
 //	                                      ...), the failed specs with the first
 //	                                      line of their failure, the slowest
 //	                                      specs
+//	specs table -specs DRY.json [-anchor REPORT.json,...] REPORT.json...
+//	                                      the Markdown results table of
+//	                                      docs/conformance.md: for every spec
+//	                                      the dry run selected, its
+//	                                      outcome in the reports of this
+//	                                      kubelet and of the anchor, counted by
+//	                                      area, then every spec that did not
+//	                                      pass on both; a later report's
+//	                                      outcome replaces an earlier one's
+//	                                      (a re-run of some specs)
 //
 // A spec's shard is fnv-1a(full text) mod N: stable across runs and machines,
 // independent of the order ginkgo lists specs in, and it only moves when the
@@ -47,6 +57,8 @@ func main() {
 		err = regex(os.Args[2:])
 	case "summary":
 		err = summary(os.Args[2:])
+	case "table":
+		err = table(os.Args[2:])
 	default:
 		usage()
 	}
@@ -57,7 +69,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: specs list [-shard I/N] [-match RE] REPORT.json | regex REPORT.json < TEXTS | summary REPORT.json")
+	fmt.Fprintln(os.Stderr, "usage: specs list [-shard I/N] [-match RE] REPORT.json | regex REPORT.json < TEXTS | summary REPORT.json | table -specs DRY.json [-anchor R.json,...] R.json...")
 	os.Exit(2)
 }
 

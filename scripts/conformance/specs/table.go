@@ -1,0 +1,225 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+// outcome is what the reports say of one spec.
+type outcome struct {
+	state   string // "passed", "failed" (any failure state), or "" (not run)
+	message string // first line of the failure
+}
+
+// outcomes maps the full text of every spec that ran in the reports at paths
+// to its outcome; a later report's replaces an earlier one's.
+func outcomes(paths []string) (map[string]outcome, error) {
+	out := map[string]outcome{}
+	for _, p := range paths {
+		reports, err := readReports(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range specs(reports) {
+			switch {
+			case s.State.Is(types.SpecStatePassed):
+				out[s.FullText()] = outcome{state: "passed"}
+			case s.State.Is(types.SpecStateFailureStates):
+				out[s.FullText()] = outcome{state: "failed", message: firstLine(s.Failure.Message)}
+			}
+		}
+	}
+	return out, nil
+}
+
+var tagRE = regexp.MustCompile(`\s*\[[^\]]*\]`)
+
+type counts struct{ passed, failed, skipped, notRun int }
+
+// add counts o; skipped says the spec is one of skip.txt's.
+func (c *counts) add(o outcome, skipped bool) {
+	switch {
+	case o.state == "passed":
+		c.passed++
+	case o.state == "failed":
+		c.failed++
+	case skipped:
+		c.skipped++
+	default:
+		c.notRun++
+	}
+}
+
+func (c counts) cells() string {
+	return fmt.Sprintf("%d | %d | %d | %d", c.passed, c.failed, c.skipped, c.notRun)
+}
+
+// skipEntry is one regexp of skip.txt with the comment lines above it.
+type skipEntry struct {
+	re     *regexp.Regexp
+	reason string
+}
+
+// readSkips parses skip.txt: Go regexps, each after the comment lines that
+// give its reason.
+func readSkips(path string) ([]skipEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []skipEntry
+	var comment []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			comment = nil
+		case strings.HasPrefix(line, "#"):
+			comment = append(comment, strings.TrimSpace(strings.TrimPrefix(line, "#")))
+		default:
+			re, err := regexp.Compile(line)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			out = append(out, skipEntry{re: re, reason: strings.Join(comment, " ")})
+			comment = nil
+		}
+	}
+	return out, nil
+}
+
+// skipReason is the reason skip.txt gives for the spec whose ginkgo match
+// text (suite description, space, full text) is text, or "".
+func skipReason(skips []skipEntry, text string) string {
+	for _, e := range skips {
+		if e.re.MatchString(text) {
+			if e.reason == "" {
+				return "(no reason given)"
+			}
+			return e.reason
+		}
+	}
+	return ""
+}
+
+func table(args []string) error {
+	fs := flag.NewFlagSet("table", flag.ExitOnError)
+	dry := fs.String("specs", "", "the JSON report of the dry run that selected the specs")
+	anchor := fs.String("anchor", "", "comma-separated JSON reports of the anchor's runs, oldest first")
+	skipFile := fs.String("skip", "", "skip.txt: its regexps name the specs skipped for a reason of the machine")
+	_ = fs.Parse(args)
+	if *dry == "" || fs.NArg() == 0 {
+		usage()
+	}
+	selected, err := readReports(*dry)
+	if err != nil {
+		return err
+	}
+	var skips []skipEntry
+	if *skipFile != "" {
+		if skips, err = readSkips(*skipFile); err != nil {
+			return err
+		}
+	}
+	// A dry run reports the specs it would run as passed.
+	var texts []string
+	area := map[string]string{}
+	skipped := map[string]string{}
+	for _, s := range specs(selected) {
+		if s.State.Is(types.SpecStatePassed) {
+			t := s.FullText()
+			texts = append(texts, t)
+			area[t] = topContainer(s)
+			skipped[t] = skipReason(skips, selected[0].SuiteDescription+" "+t)
+		}
+	}
+	sort.Strings(texts)
+	this, err := outcomes(fs.Args())
+	if err != nil {
+		return err
+	}
+	var anchorPaths []string
+	if *anchor != "" {
+		anchorPaths = strings.Split(*anchor, ",")
+	}
+	anc, err := outcomes(anchorPaths)
+	if err != nil {
+		return err
+	}
+	byArea := map[string]*[2]counts{}
+	var total [2]counts
+	for _, t := range texts {
+		a := area[t]
+		if byArea[a] == nil {
+			byArea[a] = &[2]counts{}
+		}
+		sk := skipped[t] != ""
+		byArea[a][0].add(this[t], sk)
+		byArea[a][1].add(anc[t], sk)
+		total[0].add(this[t], sk)
+		total[1].add(anc[t], sk)
+	}
+	areas := make([]string, 0, len(byArea))
+	for a := range byArea {
+		areas = append(areas, a)
+	}
+	sort.Strings(areas)
+	fmt.Println("| Area | Specs | This kubelet: passed | failed | skipped | not run | Anchor: passed | failed | skipped | not run |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, a := range areas {
+		c := byArea[a]
+		n := c[0].passed + c[0].failed + c[0].skipped + c[0].notRun
+		fmt.Printf("| %s | %d | %s | %s |\n", a, n, c[0].cells(), c[1].cells())
+	}
+	fmt.Printf("| **All** | **%d** | %s | %s |\n", len(texts), total[0].cells(), total[1].cells())
+	fmt.Println()
+	fmt.Println("Specs that did not pass on this kubelet or on the anchor (skipped: the reason of scripts/conformance/skip.txt):")
+	fmt.Println()
+	none := true
+	for _, t := range texts {
+		o, a := this[t], anc[t]
+		if o.state == "passed" && (a.state == "passed" || len(anchorPaths) == 0) {
+			continue
+		}
+		none = false
+		fmt.Printf("- %s\n  - this kubelet: %s\n  - anchor: %s\n", t, describe(o), describe(a))
+		if r := skipped[t]; r != "" {
+			fmt.Printf("  - skipped: %s\n", r)
+		}
+	}
+	if none {
+		fmt.Println("- none")
+	}
+	return nil
+}
+
+func describe(o outcome) string {
+	switch o.state {
+	case "passed":
+		return "passed"
+	case "failed":
+		return "failed: `" + strings.ReplaceAll(o.message, "`", "'") + "`"
+	}
+	return "not run"
+}
+
+// topContainer is a spec's top-level container without its tags, after its
+// SIG: "[sig-node] Pods", "[sig-storage] ConfigMap".
+func topContainer(s types.SpecReport) string {
+	if len(s.ContainerHierarchyTexts) == 0 {
+		return "(none)"
+	}
+	c := s.ContainerHierarchyTexts[0]
+	sig := ""
+	if strings.HasPrefix(c, "[sig-") {
+		sig, c, _ = strings.Cut(c, " ")
+		sig += " "
+	}
+	return sig + strings.TrimSpace(tagRE.ReplaceAllString(c, ""))
+}
