@@ -4,12 +4,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
 
 // ReasonRestartingAllContainers is upstream's reason of the waiting state and
 // last termination of a container removed to restart its pod in place
 // (RestartAllContainers).
-const ReasonRestartingAllContainers = "RestartingAllContainers"
+const ReasonRestartingAllContainers = status.ReasonRestartingAllContainers
 
 // removedForRestartAllMessage is upstream's message for such a container.
 const removedForRestartAllMessage = "The container is removed because RestartAllContainers in place"

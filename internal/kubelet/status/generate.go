@@ -23,6 +23,11 @@ const (
 	RestartAllContainersStarted = "RestartAllContainersStarted"
 )
 
+// ReasonRestartingAllContainers is upstream's reason of the waiting state
+// and last termination of a container removed to restart its pod in place
+// (RestartAllContainers).
+const ReasonRestartingAllContainers = "RestartingAllContainers"
+
 // GenerateContainersReadyCondition returns the ContainersReady condition: true when
 // every regular container and every sidecar init container is ready.
 func GenerateContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {

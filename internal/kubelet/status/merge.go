@@ -195,7 +195,7 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 		if a == nil {
 			continue
 		}
-		if a.State.Terminated != nil && l.State.Terminated == nil {
+		if a.State.Terminated != nil && l.State.Terminated == nil && !removedForRestartAll(l, rules) {
 			sameContainer := a.ContainerID != "" && a.ContainerID == l.ContainerID
 			if sameContainer || !mayRestart(pod, l.Name, init, a.State.Terminated.ExitCode, rules) {
 				*l = *a
@@ -207,6 +207,14 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 		}
 	}
 	return local
+}
+
+// removedForRestartAll reports whether s is the status of a container removed
+// to restart its pod in place (waiting with reason RestartingAllContainers,
+// still naming the removed container): it replaces the API's terminated
+// state of that container, as upstream reports it.
+func removedForRestartAll(s *v1.ContainerStatus, rules kubecontainer.RestartRules) bool {
+	return !rules.NoRestartAll && s.State.Waiting != nil && s.State.Waiting.Reason == ReasonRestartingAllContainers
 }
 
 // mayRestart reports whether a container that exited with code can run again

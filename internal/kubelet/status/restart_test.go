@@ -111,3 +111,24 @@ func TestMergeKeepsTerminatedByContainerPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeReportsRemovedForRestartAll: a container removed to restart its
+// pod in place is reported waiting (RestartingAllContainers) over the API's
+// terminated state, though its status still names the removed container.
+func TestMergeReportsRemovedForRestartAll(t *testing.T) {
+	t.Parallel()
+	never := v1.ContainerRestartPolicyNever
+	pod := &v1.Pod{Spec: *restartSpec(v1.RestartPolicyNever, "", never)}
+	removed := withID(terminated("a", 42), "docker://1", 1)
+	removed.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: ReasonRestartingAllContainers}}
+	api := v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{withID(terminated("a", 42), "docker://1", 0)}}
+	local := v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{removed}}
+	got := mergePodStatus(pod, api, local, tNow, false, kubecontainer.RestartRules{})
+	if cs := got.ContainerStatuses[0]; cs.State.Waiting == nil || cs.RestartCount != 1 {
+		t.Errorf("merged %+v, want the local waiting status with restart count 1", cs)
+	}
+	got = mergePodStatus(pod, api, local, tNow, false, kubecontainer.RestartRules{NoRestartAll: true})
+	if cs := got.ContainerStatuses[0]; cs.State.Terminated == nil {
+		t.Errorf("gate off: merged %+v, want the API's terminated status", cs)
+	}
+}
