@@ -493,10 +493,14 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberun
 	})
 }
 
-// restartRules is the ContainerRestartRules gate for the parts that decide
+// restartRules are the ContainerRestartRules and
+// RestartAllContainersOnContainerExits gates for the parts that decide
 // whether a stopped container runs again.
 func (cfg *Config) restartRules() kubecontainer.RestartRules {
-	return kubecontainer.RestartRules{PodPolicyOnly: !cfg.enabled(features.ContainerRestartRules)}
+	return kubecontainer.RestartRules{
+		PodPolicyOnly: !cfg.enabled(features.ContainerRestartRules),
+		NoRestartAll:  !cfg.enabled(features.RestartAllContainersOnContainerExits),
+	}
 }
 
 // newPodSources builds the static pod sources and, with an API server, the
@@ -507,6 +511,7 @@ func newPodSources(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.
 		NodeName: n.name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
 		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
 		HTTPCheckFrequency: cfg.Kubelet.HTTPCheckFrequency.Duration, Logger: logger.Named("podsource"), Recorder: recorder,
+		RefuseRestartAllContainers: !cfg.enabled(features.RestartAllContainersOnContainerExits),
 	}
 	if n.conn != nil {
 		opts.Client, opts.NodeSynced, opts.Watched = n.conn.client, n.nodeStatus.Registered, n.startup

@@ -55,6 +55,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "PIDPressure", run: testPIDPressure},
 		{desc: "ReadinessGates", run: testReadinessGates},
 		{desc: "PodOSRejection", run: testPodOSRejection},
+		{desc: "RestartAllContainers", run: testRestartAllContainers},
 	})
 }
 

@@ -38,6 +38,10 @@ const (
 	// ContainerRestartRules lets a regular (or regular init) container's own
 	// restartPolicy and restartPolicyRules override the pod's restartPolicy.
 	ContainerRestartRules featuregate.Feature = "ContainerRestartRules"
+	// RestartAllContainersOnContainerExits adds the RestartAllContainers
+	// action of restart rules (the pod's containers all restart in place),
+	// declared in the node's status.declaredFeatures.
+	RestartAllContainersOnContainerExits featuregate.Feature = "RestartAllContainersOnContainerExits"
 	// InPlacePodLevelResourcesVerticalScaling lets a resize change the
 	// pod-level resources (spec.resources), has the pod status report the
 	// pod's own allocatedResources and resources, and is declared in the
@@ -51,12 +55,13 @@ const (
 
 // honoured are the gates whose setting this kubelet acts on.
 var honoured = map[featuregate.Feature]bool{
-	HugepageAwareEviction:              true,
-	KubeletCrashLoopBackOffMax:         true,
-	ReduceDefaultCrashLoopBackOffDecay: true,
-	KubeletInUserNamespace:             true,
-	EventedPLEG:                        true,
-	ContainerRestartRules:              true,
+	HugepageAwareEviction:                true,
+	KubeletCrashLoopBackOffMax:           true,
+	ReduceDefaultCrashLoopBackOffDecay:   true,
+	KubeletInUserNamespace:               true,
+	EventedPLEG:                          true,
+	ContainerRestartRules:                true,
+	RestartAllContainersOnContainerExits: true,
 
 	InPlacePodLevelResourcesVerticalScaling: true,
 	ExtendWebSocketsToKubelet:               true,

@@ -26,7 +26,7 @@ import (
 // Runtime is the runtime manager. The kubelet does not call its Start: the
 // caller runs the manager's own loops (log rotation).
 type Runtime interface {
-	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) kubecontainer.PodSyncResult
+	SyncPod(ctx context.Context, pod *v1.Pod, status *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff, restartAllContainers bool) kubecontainer.PodSyncResult
 	KillPod(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) error
 	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
 	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)

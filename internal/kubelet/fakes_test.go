@@ -44,6 +44,8 @@ type syncCall struct {
 	pod     *v1.Pod
 	status  *kubecontainer.PodStatus
 	backOff *flowcontrol.Backoff
+	// restartAll: the pod was restarting all its containers.
+	restartAll bool
 }
 
 type killCall struct {
@@ -52,10 +54,10 @@ type killCall struct {
 	grace   *int64
 }
 
-func (r *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kubecontainer.PodStatus, _ []v1.Secret, b *flowcontrol.Backoff) kubecontainer.PodSyncResult {
+func (r *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, st *kubecontainer.PodStatus, _ []v1.Secret, b *flowcontrol.Backoff, restartAll bool) kubecontainer.PodSyncResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.syncCalls = append(r.syncCalls, syncCall{pod, st, b})
+	r.syncCalls = append(r.syncCalls, syncCall{pod, st, b, restartAll})
 	return r.syncResult
 }
 

@@ -125,6 +125,7 @@ func New(opts Options) (*Kubelet, error) {
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
 		secrets: p.Secrets, backOff: c.CrashLoopBackOff, metrics: sm, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
+		rules: c.RestartRules, requeue: k.resyncPod,
 		requestGC: func() {
 			select {
 			case k.gcSoon <- struct{}{}:

@@ -307,6 +307,14 @@ func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodSync, Pod: p})
 }
 
+// resyncPod asks the pod workers for another sync of a desired pod (an
+// update, as upstream requeues a pod after resetting its containers).
+func (k *Kubelet) resyncPod(uid k8stypes.UID) {
+	if p, ok := k.pods.get(uid); ok {
+		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
+	}
+}
+
 // syncPastDeadline syncs the active pods past their activeDeadlineSeconds
 // whose status is not terminal yet.
 func (k *Kubelet) syncPastDeadline() {

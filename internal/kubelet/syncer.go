@@ -63,6 +63,11 @@ type podSyncer struct {
 	logger     *zap.Logger
 	// requestGC asks for an early container GC (a pod terminated).
 	requestGC func()
+	// requeue asks the pod workers for another sync of the pod (after the
+	// reset of a RestartAllContainers, which no PLEG event follows).
+	requeue func(uid k8stypes.UID)
+	// rules: NoRestartAll is the RestartAllContainersOnContainerExits gate off.
+	rules kubecontainer.RestartRules
 
 	// probeCtx is the kubelet's run context: probe workers outlive a single sync.
 	mu       sync.Mutex
@@ -96,7 +101,9 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 //     directories and set up the volumes (FailedMount event);
 //  5. start the probe workers;
 //  6. let the runtime manager create the sandbox and (re)start containers with
-//     the crash-loop back-off, remembering why containers failed to start.
+//     the crash-loop back-off, remembering why containers failed to start; a
+//     pod whose status says AllContainersRestarting has all its containers
+//     removed instead, and is synced again at once to start over.
 //
 // Only failures other than back-offs are returned, so a container in back-off is
 // retried at the next resync rather than after the error back-off.
@@ -144,12 +151,18 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 	s.helper.SetVolumes(pod.UID, infos)
 	s.prober.AddPod(s.probeContext(ctx), pod)
 
-	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff)
+	restartingAll := s.restartingAllContainers(&apiStatus)
+	result := s.runtime.SyncPod(ctx, pod, ps, s.pullSecrets(ctx, pod), s.backOff, restartingAll)
 	if len(result.SyncResults) > 0 {
 		s.podChanged(pod)
 	}
 	s.reasons.Update(pod.UID, result)
 	s.afterRuntimeSync(pod, result)
+	if restartingAll && result.Error() == nil && removedContainers(result) && s.requeue != nil {
+		// Removals bring no PLEG event: sync again now to start the pod over
+		// (that sync sees no container left and turns the condition off).
+		s.requeue(pod.UID)
+	}
 	err = result.Error()
 	if err == nil {
 		return false, nil
@@ -163,6 +176,30 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 		}
 	}
 	return false, nil
+}
+
+// restartingAllContainers reports whether the pod's new status has the
+// AllContainersRestarting condition True (with the gate on).
+func (s *podSyncer) restartingAllContainers(st *v1.PodStatus) bool {
+	if s.rules.NoRestartAll {
+		return false
+	}
+	for _, c := range st.Conditions {
+		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// removedContainers reports whether the sync removed a container.
+func removedContainers(result kubecontainer.PodSyncResult) bool {
+	for _, r := range result.SyncResults {
+		if r.Action == kubecontainer.RemoveContainer && r.Error == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // SyncTerminatingPod stops the probes and every container of the pod within

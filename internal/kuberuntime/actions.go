@@ -18,7 +18,9 @@ const (
 	reasonStartupProbe        containerKillReason = "StartupProbe"
 	reasonLivenessProbe       containerKillReason = "LivenessProbe"
 	reasonFailedPostStartHook containerKillReason = "FailedPostStartHook"
-	reasonUnknown             containerKillReason = ""
+	// reasonRestartAllContainers: killed to restart the whole pod in place.
+	reasonRestartAllContainers containerKillReason = "RestartAllContainers"
+	reasonUnknown              containerKillReason = ""
 )
 
 // containerToKillInfo describes one container SyncPod kills.
@@ -64,11 +66,19 @@ type podActions struct {
 	// UpdatePodLevelResources resizes the pod cgroup to the allocated
 	// pod-level resources, which differ from those last applied.
 	UpdatePodLevelResources bool
+	// ContainersToReset are every container instance of a pod restarting
+	// all its containers (RestartAllContainers), to kill (if running) and
+	// remove, in this order: the regular containers, then the init
+	// containers, that did not trigger the restart, then those that did.
+	ContainersToReset []containerToReset
 }
 
 // computePodActions compares the pod spec with the runtime's view of the pod
 // and returns what SyncPod must do. podStatus may be nil (nothing exists yet).
-func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus) podActions {
+// restartAll says the pod is restarting all its containers (its
+// AllContainersRestarting condition is True): then, unless the sandbox must
+// be replaced, the plan is only to reset every container (ContainersToReset).
+func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodStatus, restartAll bool) podActions {
 	if podStatus == nil {
 		podStatus = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
@@ -80,6 +90,10 @@ func (m *Manager) computePodActions(pod *v1.Pod, podStatus *kubecontainer.PodSta
 		Attempt:           attempt,
 		ContainersToStart: []int{},
 		ContainersToKill:  make(map[kubecontainer.ContainerID]containerToKillInfo),
+	}
+	if restartAll && !m.restart.NoRestartAll {
+		changes.ContainersToReset = containersToReset(pod, podStatus)
+		return changes
 	}
 	if createSandbox {
 		m.planNewSandbox(pod, podStatus, &changes)

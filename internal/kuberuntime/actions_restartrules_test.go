@@ -32,6 +32,7 @@ type restartCase struct {
 	desc     string
 	init     bool
 	podOnly  bool // ContainerRestartRules off
+	noAll    bool // RestartAllContainersOnContainerExits off
 	policy   v1.RestartPolicy
 	mutate   func(pod *v1.Pod)
 	status   func(pod *v1.Pod) *kubecontainer.PodStatus
@@ -85,10 +86,10 @@ func TestComputePodActionsContainerRestartPolicy(t *testing.T) {
 		{desc: "rule NotIn on a listed code: the container's Never", policy: v1.RestartPolicyNever,
 			mutate: a(v1.ContainerRestartPolicyNever, restartOn(v1.ContainerRestartRuleOnExitCodesOpNotIn, 0)),
 			status: both(sb, exited, 0, running, 0), want: idle},
-		{desc: "RestartAllContainers rule (not implemented): the container's Never", policy: v1.RestartPolicyNever,
-			mutate: a(v1.ContainerRestartPolicyNever, v1.ContainerRestartRule{Action: v1.ContainerRestartRuleActionRestartAllContainers,
-				ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{5}}}),
-			status: both(sb, exited, 5, running, 0), want: idle},
+		{desc: "RestartAllContainers rule, the pod not marked restarting yet: restarted as by a Restart rule", policy: v1.RestartPolicyNever,
+			mutate: a(v1.ContainerRestartPolicyNever, restartAllOn(5)), status: both(sb, exited, 5, running, 0), want: startA},
+		{desc: "RestartAllContainers gate off: the rule is passed over, the container's Never", noAll: true, policy: v1.RestartPolicyNever,
+			mutate: a(v1.ContainerRestartPolicyNever, restartAllOn(5)), status: both(sb, exited, 5, running, 0), want: idle},
 		{desc: "liveness failed, pod Never, container OnFailure: kill and restart", policy: v1.RestartPolicyNever,
 			mutate: a(v1.ContainerRestartPolicyOnFailure), status: both(sb, running, 0, running, 0), liveness: "a-id",
 			want: plan{SandboxID: "sandbox-0", Start: []int{0}, Kill: map[string]string{"a-id": "Container a failed liveness probe, will be restarted"}}},
@@ -171,11 +172,13 @@ func runRestartCases(t *testing.T, tests []restartCase) {
 			}
 			pod.Spec.RestartPolicy = tc.policy
 			tc.mutate(pod)
-			env := newTestEnv(t, func(o *Options) { o.RestartRules = kubecontainer.RestartRules{PodPolicyOnly: tc.podOnly} })
+			env := newTestEnv(t, func(o *Options) {
+				o.RestartRules = kubecontainer.RestartRules{PodPolicyOnly: tc.podOnly, NoRestartAll: tc.noAll}
+			})
 			if tc.liveness != "" {
 				env.m.probeResults = &fakeProbes{liveness: map[string]bool{tc.liveness: true}}
 			}
-			got := planOf(env.m.computePodActions(pod, tc.status(pod)))
+			got := planOf(env.m.computePodActions(pod, tc.status(pod), false))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("computePodActions:\n got %+v\nwant %+v", got, tc.want)
 			}

@@ -294,7 +294,7 @@ func TestComputePodActions(t *testing.T) {
 			if tc.probes != nil {
 				env.m.probeResults = tc.probes
 			}
-			got := planOf(env.m.computePodActions(pod, tc.status(pod)))
+			got := planOf(env.m.computePodActions(pod, tc.status(pod), false))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("computePodActions:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -442,7 +442,7 @@ func TestComputePodActionsInitContainers(t *testing.T) {
 			t.Parallel()
 			pod := initPod(tc.policy)
 			env := newTestEnv(t)
-			got := planOf(env.m.computePodActions(pod, tc.status(pod)))
+			got := planOf(env.m.computePodActions(pod, tc.status(pod), false))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("computePodActions:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -596,7 +596,7 @@ func TestComputePodActionsSidecars(t *testing.T) {
 			case tc.probes != nil:
 				env.m.probeResults = tc.probes
 			}
-			got := planOf(env.m.computePodActions(pod, tc.status(pod)))
+			got := planOf(env.m.computePodActions(pod, tc.status(pod), false))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("computePodActions:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -618,14 +618,14 @@ func TestComputePodActionsEphemeral(t *testing.T) {
 	c := &pod.Spec.Containers[0]
 	done := (*v1.Container)(&pod.Spec.EphemeralContainers[1].EphemeralContainerCommon)
 	st := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(c, kubecontainer.StateRunning, 0), cstatus(done, kubecontainer.StateExited, 0))
-	if got := env.m.computePodActions(pod, st).EphemeralContainersToStart; !reflect.DeepEqual(got, []int{0}) {
+	if got := env.m.computePodActions(pod, st, false).EphemeralContainersToStart; !reflect.DeepEqual(got, []int{0}) {
 		t.Errorf("ephemeral containers to start = %v, want [0] (the exited one is never restarted)", got)
 	}
 	// The only regular container exited for good: the pod stops, no debug
 	// container starts into it.
 	pod.Spec.RestartPolicy = v1.RestartPolicyNever
 	st = podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(c, kubecontainer.StateExited, 0))
-	if a := env.m.computePodActions(pod, st); !a.KillPod || len(a.EphemeralContainersToStart) != 0 {
+	if a := env.m.computePodActions(pod, st, false); !a.KillPod || len(a.EphemeralContainersToStart) != 0 {
 		t.Errorf("stopping pod: KillPod %v, ephemeral to start %v; want true, none", a.KillPod, a.EphemeralContainersToStart)
 	}
 }

@@ -34,5 +34,5 @@
 //	}
 //	m.Start(ctx) // container log rotation
 //	status, err := m.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
-//	result := m.SyncPod(ctx, pod, status, nil, crashLoopBackOff)
+//	result := m.SyncPod(ctx, pod, status, nil, crashLoopBackOff, false)
 package kuberuntime

@@ -69,7 +69,7 @@ func TestPlanPodLevelResize(t *testing.T) {
 			}
 			c := pod.Spec.Containers
 			status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
-			got := env.m.computePodActions(pod, status)
+			got := env.m.computePodActions(pod, status, false)
 			names := func(list []containerToUpdate) []string {
 				var out []string
 				for _, u := range list {
@@ -152,7 +152,7 @@ func TestPodLevelResizeAction(t *testing.T) {
 			pod.Spec.Resources = &resized
 			c := pod.Spec.Containers
 			status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], kubecontainer.StateRunning, 0))
-			changes := env.m.computePodActions(pod, status)
+			changes := env.m.computePodActions(pod, status, false)
 			if !changes.needsResize() {
 				t.Fatal("no resize planned")
 			}

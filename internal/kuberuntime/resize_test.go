@@ -79,7 +79,7 @@ func TestPlanResize(t *testing.T) {
 			}
 			c := pod.Spec.Containers
 			status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], running, 0), cstatus(&c[1], running, 0))
-			got := env.m.computePodActions(pod, status)
+			got := env.m.computePodActions(pod, status, false)
 			names := func(list []containerToUpdate) []string {
 				var out []string
 				for _, u := range list {
@@ -116,7 +116,7 @@ func TestResizeUpdatesContainers(t *testing.T) {
 	}
 	c := pod.Spec.Containers
 	status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(&c[0], kubecontainer.StateRunning, 0))
-	changes := env.m.computePodActions(pod, status)
+	changes := env.m.computePodActions(pod, status, false)
 	if err := env.m.updateContainers(context.Background(), pod, changes.ContainersToUpdate[v1.ResourceMemory], v1.ResourceMemory); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestResizeRunningInitContainer(t *testing.T) {
 	}
 	ic := &pod.Spec.InitContainers[0]
 	status := podStatusOf(pod, []*runtimeapi.PodSandboxStatus{readySandbox(0)}, cstatus(ic, kubecontainer.StateRunning, 0))
-	got := env.m.computePodActions(pod, status)
+	got := env.m.computePodActions(pod, status, false)
 	for _, r := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
 		if l := got.ContainersToUpdate[r]; len(l) != 1 || l[0].container.Name != "init" {
 			t.Errorf("%s updates = %+v, want the init container", r, l)

@@ -41,7 +41,10 @@ var logFileRestartCount = regexp.MustCompile(`^(\d+)\.log(\..*)?$`)
 //  2. When the plan says KillPod (sandbox changed, or nothing should run any
 //     more), the whole pod is stopped; for a new sandbox the old init
 //     containers are removed.
-//  3. Otherwise the containers the plan does not keep are stopped.
+//  3. Otherwise the containers the plan does not keep are stopped, and for a
+//     pod restarting all its containers (restartAllContainers: its
+//     AllContainersRestarting condition is True) every container is killed
+//     and removed; the next sync starts the pod over in the same sandbox.
 //  4. A new sandbox is created when needed (generatePodSandboxConfig,
 //     RunPodSandbox with the pod's runtimeClassName as handler, then
 //     PodSandboxStatus for the pod IPs).
@@ -52,17 +55,18 @@ var logFileRestartCount = regexp.MustCompile(`^(\d+)\.log(\..*)?$`)
 // Starting a container checks the CrashLoopBackOff in backOff, ensures the
 // image, creates and starts the container and runs its postStart hook. Every
 // action is reported in the result.
-func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) kubecontainer.PodSyncResult {
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *kubecontainer.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff, restartAllContainers bool) kubecontainer.PodSyncResult {
 	var result kubecontainer.PodSyncResult
 	if podStatus == nil {
 		podStatus = &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
 	// Step 1: plan.
 	m.initActuated(pod)
-	changes := m.computePodActions(pod, podStatus)
+	changes := m.computePodActions(pod, podStatus, restartAllContainers)
 	m.logger.Debug("computed pod actions", zap.String("pod", formatPod(pod)), zap.Bool("killPod", changes.KillPod),
 		zap.Bool("createSandbox", changes.CreateSandbox), zap.Ints("initContainersToStart", changes.InitContainersToStart),
-		zap.Ints("containersToStart", changes.ContainersToStart), zap.Int("containersToKill", len(changes.ContainersToKill)))
+		zap.Ints("containersToStart", changes.ContainersToStart), zap.Int("containersToKill", len(changes.ContainersToKill)),
+		zap.Int("containersToReset", len(changes.ContainersToReset)))
 	if changes.CreateSandbox && changes.SandboxID != "" {
 		m.recorder.Eventf(pod, v1.EventTypeNormal, eventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 	}
@@ -182,7 +186,7 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, podStatus *kubec
 			return false
 		}
 	}
-	return true
+	return m.resetContainers(ctx, pod, changes.ContainersToReset, result)
 }
 
 // syncRun is the state of one SyncPod past the planning.

@@ -160,7 +160,7 @@ func syncUntil(ctx context.Context, t *testing.T, m *Manager, pod *v1.Pod, backO
 			}
 			t.Fatalf("pod did not reach the wanted state")
 		}
-		result := m.SyncPod(ctx, pod, status, nil, backOff)
+		result := m.SyncPod(ctx, pod, status, nil, backOff, false)
 		for _, r := range result.SyncResults {
 			if r.Error != nil && r.Error != kubecontainer.ErrCrashLoopBackOff {
 				t.Fatalf("SyncPod: %s %s: %v: %s", r.Action, r.Target, r.Error, r.Message)

@@ -25,7 +25,7 @@ func (e *testEnv) syncOnce(t *testing.T, pod *v1.Pod, backOff *flowcontrol.Backo
 	if err != nil {
 		t.Fatalf("GetPodStatus: %v", err)
 	}
-	return e.m.SyncPod(context.Background(), pod, status, nil, backOff)
+	return e.m.SyncPod(context.Background(), pod, status, nil, backOff, false)
 }
 
 // containersNamed returns the fake runtime's containers of that name.

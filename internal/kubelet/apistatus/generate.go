@@ -104,7 +104,8 @@ func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerm
 	if !found {
 		old = pod.Status
 	}
-	s := g.convert(pod, ps, &old)
+	restarting := g.rules.ShouldAllContainersRestart(pod, ps, &old)
+	s := g.convert(pod, ps, &old, restarting)
 	g.setPodLevelResources(pod, s, &old)
 	all := append(append([]v1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
 	s.Phase = getPhase(pod, all, podIsTerminal, podHasInitialized(&pod.Spec, ps), g.rules)
@@ -146,9 +147,9 @@ func (g *Generator) Generate(pod *v1.Pod, ps *kubecontainer.PodStatus, podIsTerm
 // conditions keeps the conditions the kubelet does not own and computes the
 // ones it owns.
 func (g *Generator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old *v1.PodStatus) []v1.PodCondition {
-	conds := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
+	conds := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+6)
 	for _, c := range pod.Status.Conditions {
-		if !isKubeletCondition(c.Type) {
+		if !g.isKubeletCondition(c.Type) {
 			conds = append(conds, c)
 		}
 	}
@@ -159,12 +160,18 @@ func (g *Generator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old 
 	}
 	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
 	conds = append(conds, status.GeneratePodReadyToStartContainersCondition(pod, ps))
-	conds = append(conds, status.GeneratePodInitializedCondition(pod, all, s.Phase))
+	// Restarting all containers in place brings the init containers back to
+	// waiting: a pod initialized before stays initialized.
+	wasInitialized := !g.rules.NoRestartAll && hasConditionTrue(old.Conditions, v1.PodInitialized)
+	conds = append(conds, status.GeneratePodInitializedCondition(pod, all, s.Phase, wasInitialized))
 	conds = append(conds, status.GeneratePodReadyCondition(pod, conds, all, s.Phase))
 	conds = append(conds, status.GenerateContainersReadyCondition(pod, all, s.Phase))
 	conds = append(conds, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
 	if g.resize != nil && !status.IsTerminal(s.Phase) {
 		conds = append(conds, g.resize.Conditions(pod.UID)...)
+	}
+	if !g.rules.NoRestartAll && kubecontainer.AllContainersCouldRestart(&pod.Spec) {
+		conds = append(conds, status.GenerateAllContainersRestartingCondition(pod, ps, old, s.Phase, g.rules))
 	}
 	return conds
 }
@@ -182,8 +189,9 @@ func (g *Generator) setIPs(pod *v1.Pod, s *v1.PodStatus) {
 	}
 }
 
-// convert builds the pod IPs, QoS class and container statuses.
-func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus) *v1.PodStatus {
+// convert builds the pod IPs, QoS class and container statuses; restarting
+// says the pod is restarting all its containers (RestartAllContainers).
+func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus, restarting bool) *v1.PodStatus {
 	var s v1.PodStatus
 	for _, ip := range kubecontainer.SortPodIPs(g.nodeIP, ps.IPs) {
 		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
@@ -192,16 +200,17 @@ func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.Po
 		s.PodIP = s.PodIPs[0].IP
 	}
 	s.QOSClass = kubecontainer.GetPodQOS(pod)
-	hasInit := len(pod.Spec.InitContainers) > 0
-	s.ContainerStatuses = g.containerStatuses(pod, ps, old.ContainerStatuses, pod.Spec.Containers, hasInit, false)
-	s.InitContainerStatuses = g.containerStatuses(pod, ps, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)
+	cc := convertContext{pod: pod, ps: ps, hasInit: len(pod.Spec.InitContainers) > 0,
+		restartAll: !g.rules.NoRestartAll, restarting: restarting}
+	s.ContainerStatuses = g.containerStatuses(cc, old.ContainerStatuses, pod.Spec.Containers, false)
+	s.InitContainerStatuses = g.containerStatuses(cc, old.InitContainerStatuses, pod.Spec.InitContainers, true)
 	if len(pod.Spec.EphemeralContainers) > 0 {
 		// Converted as init containers, as upstream does.
 		ephemeral := make([]v1.Container, len(pod.Spec.EphemeralContainers))
 		for i := range pod.Spec.EphemeralContainers {
 			ephemeral[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		}
-		s.EphemeralContainerStatuses = g.containerStatuses(pod, ps, old.EphemeralContainerStatuses, ephemeral, hasInit, true)
+		s.EphemeralContainerStatuses = g.containerStatuses(cc, old.EphemeralContainerStatuses, ephemeral, true)
 	}
 	return &s
 }
@@ -213,18 +222,21 @@ func (g *Generator) convert(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.Po
 //     the pod has init containers), keeping the previous restart count and last
 //     state, or the previous status when it was terminated;
 //  2. a container that was running but vanished from the runtime gets a
-//     ContainerStatusUnknown last termination (exit 137);
+//     ContainerStatusUnknown last termination (exit 137); in a pod restarting
+//     all its containers, one removed for it waits (RestartingAllContainers)
+//     with such a last termination and one more restart;
 //  3. the newest runtime status gives the state, the one before the last state;
 //  4. a container the next sync will (re)start shows the last sync's failure as
 //     its waiting reason (ErrImagePull, CrashLoopBackOff, ...).
-func (g *Generator) containerStatuses(pod *v1.Pod, ps *kubecontainer.PodStatus, previous []v1.ContainerStatus, containers []v1.Container, hasInit, isInit bool) []v1.ContainerStatus {
+func (g *Generator) containerStatuses(cc convertContext, previous []v1.ContainerStatus, containers []v1.Container, isInit bool) []v1.ContainerStatus {
+	pod, ps := cc.pod, cc.ps
 	oldByName := make(map[string]v1.ContainerStatus, len(previous))
 	for _, s := range previous {
 		oldByName[s.Name] = s
 	}
-	statuses := defaultStatuses(containers, oldByName, hasInit)
-	markVanished(pod, ps, containers, oldByName, statuses, hasInit)
-	applyRuntimeStatuses(ps, oldByName, statuses)
+	statuses := defaultStatuses(containers, oldByName, cc.hasInit)
+	markVanished(cc, containers, oldByName, statuses)
+	applyRuntimeStatuses(cc, oldByName, statuses)
 	for i := range containers {
 		c := &containers[i]
 		if isInit && initDone(pod, ps, c, statuses[c.Name]) {
@@ -295,9 +307,10 @@ func defaultStatuses(containers []v1.Container, old map[string]v1.ContainerStatu
 
 // markVanished infers a termination for containers that were running before but
 // that the runtime no longer reports, so the pod does not fall back to Pending.
-func markVanished(pod *v1.Pod, ps *kubecontainer.PodStatus, containers []v1.Container, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus, hasInit bool) {
+func markVanished(cc convertContext, containers []v1.Container, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
+	pod, ps := cc.pod, cc.ps
 	reason := reasonContainerCreating
-	if hasInit {
+	if cc.hasInit {
 		reason = reasonPodInitializing
 	}
 	for _, c := range containers {
@@ -305,7 +318,14 @@ func markVanished(pod *v1.Pod, ps *kubecontainer.PodStatus, containers []v1.Cont
 			continue
 		}
 		o, ok := old[c.Name]
-		if !ok || o.State.Terminated != nil || o.State.Running == nil {
+		if !ok {
+			continue
+		}
+		if cc.restartAll && cc.restarting && o.State.Waiting == nil {
+			markRemovedForRestartAll(statuses[c.Name], &o)
+			continue
+		}
+		if o.State.Terminated != nil || o.State.Running == nil {
 			continue
 		}
 		st := statuses[c.Name]
@@ -325,8 +345,8 @@ func markVanished(pod *v1.Pod, ps *kubecontainer.PodStatus, containers []v1.Cont
 
 // applyRuntimeStatuses sets the state from the newest runtime status of each
 // container and the last state from the one before it.
-func applyRuntimeStatuses(ps *kubecontainer.PodStatus, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
-	sorted := append([]*kubecontainer.ContainerStatus{}, ps.ContainerStatuses...)
+func applyRuntimeStatuses(cc convertContext, old map[string]v1.ContainerStatus, statuses map[string]*v1.ContainerStatus) {
+	sorted := append([]*kubecontainer.ContainerStatus{}, cc.ps.ContainerStatuses...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreatedAt.After(sorted[j].CreatedAt) })
 	seen := map[string]int{}
 	for _, cs := range sorted {
@@ -337,7 +357,7 @@ func applyRuntimeStatuses(ps *kubecontainer.PodStatus, old map[string]v1.Contain
 		if o, ok := old[cs.Name]; ok {
 			oldPtr = &o
 		}
-		st := convertContainerStatus(cs, oldPtr)
+		st := convertContainerStatus(cs, oldPtr, cc)
 		if seen[cs.Name] == 0 {
 			statuses[cs.Name] = st
 		} else {
@@ -347,8 +367,11 @@ func applyRuntimeStatuses(ps *kubecontainer.PodStatus, old map[string]v1.Contain
 	}
 }
 
-// convertContainerStatus converts one runtime container status.
-func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.ContainerStatus) *v1.ContainerStatus {
+// convertContainerStatus converts one runtime container status. With
+// RestartAllContainers (cc.restartAll) the restart count never goes below the
+// previous one and the previous termination is carried over, as a container
+// removed to restart its pod leaves no runtime status behind.
+func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.ContainerStatus, cc convertContext) *v1.ContainerStatus {
 	id := cs.ID.String()
 	st := &v1.ContainerStatus{
 		Name:         cs.Name,
@@ -359,10 +382,16 @@ func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.Container
 	}
 	if old != nil {
 		st.VolumeMounts = old.VolumeMounts
+		if cc.restartAll {
+			carryOverForRestartAll(st, old)
+		}
 	}
 	switch {
 	case cs.State == kubecontainer.StateRunning:
 		st.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cs.StartedAt)}
+		if cc.restartAll && old != nil && old.State.Terminated != nil && old.RestartCount >= int32(cs.RestartCount) {
+			st.RestartCount = old.RestartCount + 1
+		}
 	case cs.State == kubecontainer.StateCreated:
 		st.State.Waiting = &v1.ContainerStateWaiting{}
 	case cs.State == kubecontainer.StateExited:
@@ -375,8 +404,12 @@ func convertContainerStatus(cs *kubecontainer.ContainerStatus, old *v1.Container
 			ContainerID: id,
 		}
 	case cs.State == kubecontainer.StateUnknown && old != nil && old.State.Running != nil:
+		reason := status.ContainerReasonStatusUnknown
+		if cc.restartAll && cc.restarting {
+			reason = ReasonRestartingAllContainers
+		}
 		st.State.Terminated = &v1.ContainerStateTerminated{
-			Reason:   status.ContainerReasonStatusUnknown,
+			Reason:   reason,
 			Message:  "The container could not be located when the pod was terminated",
 			ExitCode: 137,
 		}
@@ -428,11 +461,15 @@ func anyRegularContainerCreated(pod *v1.Pod, ps *kubecontainer.PodStatus) bool {
 	return false
 }
 
-func isKubeletCondition(t v1.PodConditionType) bool {
+// isKubeletCondition reports whether the kubelet owns the condition type
+// (upstream PodConditionByKubelet): AllContainersRestarting only with its gate.
+func (g *Generator) isKubeletCondition(t v1.PodConditionType) bool {
 	switch t {
 	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
 		v1.PodResizePending, v1.PodResizeInProgress:
 		return true
+	case v1.AllContainersRestarting:
+		return !g.rules.NoRestartAll
 	}
 	return false
 }

@@ -28,8 +28,9 @@ type phaseCounts struct {
 //     (a sidecar not yet started only until a regular container has run);
 //   - every container started and one running: Running;
 //   - every container stopped: Succeeded/Failed for a terminal (non-static) pod,
-//     Running while some will be restarted, else Succeeded when all exited 0 and
-//     Failed otherwise.
+//     Running while some will be restarted (those stopped to restart all the
+//     pod's containers too), else Succeeded when all exited 0 and Failed
+//     otherwise.
 func getPhase(pod *v1.Pod, info []v1.ContainerStatus, podIsTerminal, podHasInitialized bool, rules kubecontainer.RestartRules) v1.PodPhase {
 	ic := countInitContainers(pod, info, rules)
 	c := countContainers(pod, info, rules)
@@ -74,6 +75,24 @@ func lastExit(cs *v1.ContainerStatus) (int32, bool) {
 	return 0, false
 }
 
+// restartable reports whether the stopped container c (status cs, exit
+// code) runs again: as rules say for its exit code, or, with
+// RestartAllContainers, because it was stopped to restart all the pod's
+// containers (its termination's reason is RestartingAllContainers).
+func restartable(c *v1.Container, spec *v1.PodSpec, cs *v1.ContainerStatus, code int32, rules kubecontainer.RestartRules) bool {
+	if rules.ShouldRestart(c, spec, code) {
+		return true
+	}
+	if rules.NoRestartAll {
+		return false
+	}
+	t := cs.State.Terminated
+	if t == nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	return t != nil && t.Reason == ReasonRestartingAllContainers
+}
+
 func countInitContainers(pod *v1.Pod, info []v1.ContainerStatus, rules kubecontainer.RestartRules) initPhaseCounts {
 	var n initPhaseCounts
 	for i := range pod.Spec.InitContainers {
@@ -90,7 +109,7 @@ func countInitContainers(pod *v1.Pod, info []v1.ContainerStatus, rules kubeconta
 		switch {
 		case !stopped:
 			n.pendingRegular++
-		case code != 0 && !rules.ShouldRestart(c, &pod.Spec, code):
+		case code != 0 && !restartable(c, &pod.Spec, cs, code, rules):
 			n.failedNotRestart++
 		}
 	}
@@ -122,7 +141,7 @@ func countContainers(pod *v1.Pod, info []v1.ContainerStatus, rules kubecontainer
 			if cs.State.Terminated != nil && code == 0 {
 				n.succeeded++
 			}
-			if !rules.ShouldRestart(c, &pod.Spec, code) {
+			if !restartable(c, &pod.Spec, cs, code, rules) {
 				n.stoppedNotRestartable++
 			}
 		case cs.State.Waiting != nil:

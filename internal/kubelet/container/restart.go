@@ -17,24 +17,38 @@ import (
 // with restartPolicy Always, is always restarted either way; callers treat
 // sidecars on their own).
 //
-// The RestartAllContainers rule action (gate RestartAllContainersOnContainerExits)
-// is not implemented by this kubelet: a rule with that action is passed over,
-// as upstream does with that gate off, and the container's own policy decides.
+// A rule with the RestartAllContainers action (gate
+// RestartAllContainersOnContainerExits, on by default) restarts the container
+// too, and with it every other container of the pod, in place: the runtime
+// manager kills and removes all the pod's containers and the pod starts over
+// from its first init container in the same sandbox
+// (ShouldAllContainersRestart, AllContainersRestartCleanedUp). With that gate
+// off such a rule is passed over and the container's own policy decides.
 //
-// The zero value is upstream's default: ContainerRestartRules on.
+// The zero value is upstream's default: both gates on.
 type RestartRules struct {
 	// PodPolicyOnly is ContainerRestartRules turned off.
 	PodPolicyOnly bool
+	// NoRestartAll is RestartAllContainersOnContainerExits turned off.
+	NoRestartAll bool
 }
 
 // ShouldRestart reports whether c, which exited with exitCode, is run again
 // (upstream ContainerShouldRestart): the first restart rule matching the exit
-// code with action Restart, else the container's restartPolicy, else the
-// pod's (an unset pod policy counts as Always).
+// code with action Restart (or RestartAllContainers, unless NoRestartAll),
+// else the container's restartPolicy, else the pod's (an unset pod policy
+// counts as Always).
 func (r RestartRules) ShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
 	if !r.PodPolicyOnly && c.RestartPolicy != nil {
-		if rule, ok := MatchingRestartRule(c, exitCode); ok && rule.Action == v1.ContainerRestartRuleActionRestart {
-			return true
+		if rule, ok := MatchingRestartRule(c, exitCode); ok {
+			switch rule.Action {
+			case v1.ContainerRestartRuleActionRestart:
+				return true
+			case v1.ContainerRestartRuleActionRestartAllContainers:
+				if !r.NoRestartAll {
+					return true
+				}
+			}
 		}
 		switch *c.RestartPolicy {
 		case v1.ContainerRestartPolicyAlways:

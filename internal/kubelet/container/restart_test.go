@@ -31,6 +31,7 @@ func TestShouldRestart(t *testing.T) {
 		c       *v1.Container
 		code    int32
 		podOnly bool
+		noAll   bool
 		want    bool
 	}{
 		{desc: "pod Always", pod: v1.RestartPolicyAlways, c: withPolicy(""), code: 0, want: true},
@@ -47,9 +48,13 @@ func TestShouldRestart(t *testing.T) {
 		{desc: "rule NotIn matches", pod: v1.RestartPolicyNever, c: withPolicy(never, restartRule(restart, notIn, 0, 2)), code: 1, want: true},
 		{desc: "rule NotIn misses", pod: v1.RestartPolicyNever, c: withPolicy(never, restartRule(restart, notIn, 0, 2)), code: 2, want: false},
 		{desc: "first matching rule wins", pod: v1.RestartPolicyNever,
-			c: withPolicy(never, restartRule(all, in, 3), restartRule(restart, in, 3)), code: 3, want: false},
-		{desc: "RestartAllContainers rule falls back to the container policy", pod: v1.RestartPolicyNever,
-			c: withPolicy(onFailure, restartRule(all, in, 3)), code: 3, want: true},
+			c: withPolicy(never, restartRule(all, in, 3), restartRule(restart, in, 3)), code: 3, want: true},
+		{desc: "RestartAllContainers rule restarts it", pod: v1.RestartPolicyNever,
+			c: withPolicy(never, restartRule(all, in, 3)), code: 3, want: true},
+		{desc: "RestartAllContainers gate off: the first matching rule still ends the search", pod: v1.RestartPolicyNever,
+			c: withPolicy(never, restartRule(all, in, 3), restartRule(restart, in, 3)), code: 3, noAll: true, want: false},
+		{desc: "RestartAllContainers gate off: the container policy decides", pod: v1.RestartPolicyAlways,
+			c: withPolicy(never, restartRule(all, in, 3)), code: 3, noAll: true, want: false},
 		{desc: "rule without exit codes matches nothing", pod: v1.RestartPolicyNever,
 			c: withPolicy(never, v1.ContainerRestartRule{Action: restart}), code: 3, want: false},
 		{desc: "rules ignored without a container policy", pod: v1.RestartPolicyNever, c: withPolicy("", restartRule(restart, in, 3)), code: 3, want: false},
@@ -59,7 +64,7 @@ func TestShouldRestart(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			r := RestartRules{PodPolicyOnly: tc.podOnly}
+			r := RestartRules{PodPolicyOnly: tc.podOnly, NoRestartAll: tc.noAll}
 			if got := r.ShouldRestart(tc.c, &v1.PodSpec{RestartPolicy: tc.pod}, tc.code); got != tc.want {
 				t.Errorf("ShouldRestart = %v, want %v", got, tc.want)
 			}
@@ -150,5 +155,55 @@ func TestIsSidecar(t *testing.T) {
 	}
 	if IsSidecar(withPolicy(v1.ContainerRestartPolicyOnFailure)) || IsSidecar(withPolicy("")) {
 		t.Error("only restartPolicy Always is a sidecar")
+	}
+}
+
+func TestShouldAllContainersRestart(t *testing.T) {
+	t.Parallel()
+	never := v1.ContainerRestartPolicyNever
+	all := restartRule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "init", RestartPolicy: &never, RestartPolicyRules: []v1.ContainerRestartRule{all}}},
+		Containers:     []v1.Container{{Name: "main", RestartPolicy: &never, RestartPolicyRules: []v1.ContainerRestartRule{all}}, {Name: "other"}},
+	}}
+	exited := func(name string, code int) *PodStatus {
+		return &PodStatus{ContainerStatuses: []*ContainerStatus{{Name: name, State: StateExited, ExitCode: code}}}
+	}
+	terminated := func(name string, code int32) *v1.PodStatus {
+		return &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: name,
+			State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}}}
+	}
+	for _, tc := range []struct {
+		desc  string
+		ps    *PodStatus
+		api   *v1.PodStatus
+		noAll bool
+		want  bool
+	}{
+		{desc: "nothing exited", want: false},
+		{desc: "regular container exited with a matching code", ps: exited("main", 42), want: true},
+		{desc: "init container exited with a matching code", ps: exited("init", 42), want: true},
+		{desc: "exit code does not match", ps: exited("main", 1), want: false},
+		{desc: "container without the rule", ps: exited("other", 42), want: false},
+		{desc: "API status: terminated with a matching code", api: terminated("main", 42), want: true},
+		{desc: "API status: condition True", api: &v1.PodStatus{Conditions: []v1.PodCondition{
+			{Type: v1.AllContainersRestarting, Status: v1.ConditionTrue}}}, want: true},
+		{desc: "API status: condition False", api: &v1.PodStatus{Conditions: []v1.PodCondition{
+			{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}}}, want: false},
+		{desc: "gate off", ps: exited("main", 42), noAll: true, want: false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			r := RestartRules{NoRestartAll: tc.noAll}
+			if got := r.ShouldAllContainersRestart(pod, tc.ps, tc.api); got != tc.want {
+				t.Errorf("ShouldAllContainersRestart = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !AllContainersCouldRestart(&pod.Spec) || AllContainersCouldRestart(&v1.PodSpec{Containers: []v1.Container{{Name: "x"}}}) {
+		t.Error("AllContainersCouldRestart: want true only for a pod with a RestartAllContainers rule")
+	}
+	if AllContainersRestartCleanedUp(pod, exited("init", 0)) || !AllContainersRestartCleanedUp(pod, &PodStatus{}) {
+		t.Error("AllContainersRestartCleanedUp: want true only when no container of the pod is left")
 	}
 }

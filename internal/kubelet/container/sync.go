@@ -15,6 +15,9 @@ const (
 	KillPodSandbox   SyncAction = "KillPodSandbox"
 	ConfigPodSandbox SyncAction = "ConfigPodSandbox"
 	ResizePodInPlace SyncAction = "ResizePodInPlace"
+	// RemoveContainer: a container removed so that its pod restarts all its
+	// containers in place (RestartAllContainers).
+	RemoveContainer SyncAction = "RemoveContainer"
 )
 
 // Upstream reasons the kubelet reports in container waiting states and events.
@@ -35,6 +38,7 @@ var (
 	ErrConfigPodSandbox   = errors.New("ConfigPodSandboxError")
 	ErrKillPodSandbox     = errors.New("KillPodSandboxError")
 	ErrResizePodInPlace   = errors.New("ResizePodInPlaceError")
+	ErrRemoveContainer    = errors.New("RemoveContainerError")
 )
 
 // SyncResult is the outcome of one action on one target (a container name or pod).

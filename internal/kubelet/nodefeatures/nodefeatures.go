@@ -32,16 +32,17 @@ const ReasonUnsupported = "PodFeatureUnsupported"
 
 // implemented are the features of upstream's registry this kubelet carries
 // out when their gate is on: resizing the pod-level resources and non-sidecar
-// init containers in place, and serving exec, attach and port-forward
-// WebSockets itself (the API server then proxies them instead of translating
-// them). The others are never declared, whatever the gates say: restart rules
-// with the RestartAllContainers action, memory-backed volume resize, user
-// namespaces on the host network, DRA node operations and volume bind mount
-// options are not implemented here.
+// init containers in place, serving exec, attach and port-forward WebSockets
+// itself (the API server then proxies them instead of translating them), and
+// restart rules with the RestartAllContainers action (the pod's containers
+// all restart in place). The others are never declared, whatever the gates
+// say: memory-backed volume resize, user namespaces on the host network, DRA
+// node operations and volume bind mount options are not implemented here.
 var implemented = map[string]bool{
 	"InPlacePodLevelResourcesVerticalScaling": true,
 	"InPlacePodVerticalScalingInitContainers": true,
 	"ExtendWebSocketsToKubelet":               true,
+	"RestartAllContainersOnContainerExits":    true,
 }
 
 // Declared is the node's declared features.

@@ -43,13 +43,18 @@ func TestDiscover(t *testing.T) {
 		gates map[string]bool
 		want  []string
 	}{
-		{desc: "defaults", want: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}},
+		{desc: "defaults", want: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+			"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 		{desc: "pod-level resize off", gates: map[string]bool{"InPlacePodLevelResourcesVerticalScaling": false},
-			want: []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}},
-		{desc: "unimplemented features on", gates: map[string]bool{"InPlacePodVerticalScalingMemoryBackedVolumes": true, "DRAOptionalNodeOperations": true},
+			want: []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+		{desc: "RestartAllContainers off", gates: map[string]bool{"RestartAllContainersOnContainerExits": false},
 			want: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}},
+		{desc: "unimplemented features on", gates: map[string]bool{"InPlacePodVerticalScalingMemoryBackedVolumes": true, "DRAOptionalNodeOperations": true},
+			want: []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+				"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 		{desc: "everything off", gates: map[string]bool{"InPlacePodLevelResourcesVerticalScaling": false,
-			"InPlacePodVerticalScalingInitContainers": false, "ExtendWebSocketsToKubelet": false}, want: []string{}},
+			"InPlacePodVerticalScalingInitContainers": false, "ExtendWebSocketsToKubelet": false,
+			"RestartAllContainersOnContainerExits": false}, want: []string{}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -78,6 +83,10 @@ func TestAdmit(t *testing.T) {
 	if reason, message, ok := d.Admit(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}); !ok {
 		t.Errorf("a plain pod was rejected: %s %s", reason, message)
 	}
+	if reason, message, ok := d.Admit(restartAllPod()); !ok {
+		t.Errorf("a RestartAllContainers pod was rejected with the feature declared: %s %s", reason, message)
+	}
+	d = discover(t, map[string]bool{"RestartAllContainersOnContainerExits": false})
 	reason, message, ok := d.Admit(restartAllPod())
 	if ok || reason != "PodFeatureUnsupported" || message != "Pod requires node features that are not available: RestartAllContainersOnContainerExits" {
 		t.Errorf("RestartAllContainers pod: %q %q %v, want upstream's rejection", reason, message, ok)

@@ -29,6 +29,7 @@ const settleDelay = 100 * time.Millisecond
 type fileSource struct {
 	path     string
 	nodeName string
+	decode   manifest.Options
 	period   time.Duration
 	logger   *zap.Logger
 	out      *emitter
@@ -41,6 +42,7 @@ func newFileSource(s *Source) *fileSource {
 	return &fileSource{
 		path:     filepath.Clean(s.opts.ManifestPath),
 		nodeName: s.opts.NodeName,
+		decode:   s.opts.manifestOptions(),
 		period:   s.opts.FileCheckFrequency,
 		logger:   s.logger.With(zap.String("source", kubecontainer.FileSource), zap.String("path", s.opts.ManifestPath)),
 		out:      newEmitter(s, kubecontainer.FileSource),
@@ -213,7 +215,7 @@ func (f *fileSource) readFile(path string) ([]entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %q: %w", path, err)
 	}
-	pods, err := manifest.Decode(data, path, f.nodeName)
+	pods, err := manifest.Decode(data, path, f.nodeName, f.decode)
 	if err != nil {
 		return nil, err
 	}

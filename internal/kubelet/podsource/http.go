@@ -30,6 +30,7 @@ type httpSource struct {
 	url      string
 	header   http.Header
 	nodeName string
+	decode   manifest.Options
 	period   time.Duration
 	client   *http.Client
 	logger   *zap.Logger
@@ -44,6 +45,7 @@ func newHTTPSource(s *Source) *httpSource {
 		url:      s.opts.ManifestURL,
 		header:   s.opts.ManifestURLHeaders,
 		nodeName: s.opts.NodeName,
+		decode:   s.opts.manifestOptions(),
 		period:   s.opts.HTTPCheckFrequency,
 		client:   &http.Client{Timeout: httpTimeout},
 		logger:   s.logger.With(zap.String("source", kubecontainer.HTTPSource), zap.String("url", s.opts.ManifestURL)),
@@ -102,7 +104,7 @@ func (h *httpSource) fetch(ctx context.Context) error {
 		return nil
 	}
 	h.lastBody = body
-	pods, err := manifest.Decode(body, h.url, h.nodeName)
+	pods, err := manifest.Decode(body, h.url, h.nodeName, h.decode)
 	if err != nil {
 		h.out.report(map[string]string{h.url: err.Error()})
 		return nil // reported; fetching itself worked

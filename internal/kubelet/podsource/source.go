@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -60,6 +61,15 @@ type Options struct {
 	// as the watch delivered it, with the time it arrived (the pod start SLI
 	// ends when the watch shows the pod started).
 	Watched WatchObserver
+	// RefuseRestartAllContainers is the RestartAllContainersOnContainerExits
+	// gate off: static pods with a RestartAllContainers restart rule are
+	// refused, as the API server refuses such pods.
+	RefuseRestartAllContainers bool
+}
+
+// manifestOptions are the gates static pod manifests are validated with.
+func (o Options) manifestOptions() manifest.Options {
+	return manifest.Options{RefuseRestartAllContainers: o.RefuseRestartAllContainers}
 }
 
 // WatchObserver learns the API source's pods as they arrive.

@@ -61,7 +61,7 @@ func TestIntegrationUpstreamStaticPodUIDs(t *testing.T) {
 	}
 	got := 0
 	for src, data := range sources {
-		pods, err := manifest.Decode(data, src, node)
+		pods, err := manifest.Decode(data, src, node, manifest.Options{})
 		if err != nil {
 			t.Errorf("%s: %v", src, err)
 			continue

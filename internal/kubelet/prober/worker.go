@@ -180,7 +180,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	if c.State.Running == nil {
 		w.set(ctx, Failure)
 		// Stop when the container will not be restarted.
-		return c.State.Terminated == nil || w.mayRestart(c.State.Terminated.ExitCode)
+		return c.State.Terminated == nil || w.mayRestart(c.State.Terminated.ExitCode, &status)
 	}
 	if w.pod.DeletionTimestamp != nil && (w.probeType == Liveness || w.probeType == Startup) {
 		w.logger.Debug("pod deletion requested, setting probe result to success")
@@ -270,14 +270,16 @@ func findContainerStatus(status *v1.PodStatus, name string) (*v1.ContainerStatus
 
 // mayRestart reports whether the probed container, terminated with exitCode,
 // runs again (so the worker keeps going): a sidecar always does; with
-// ContainerRestartRules its policies and rules decide, without it any pod
+// ContainerRestartRules its policies and rules decide, or the pod restarting
+// all its containers (status, its current status, tells); without it any pod
 // restartPolicy but Never.
-func (w *worker) mayRestart(exitCode int32) bool {
+func (w *worker) mayRestart(exitCode int32, status *v1.PodStatus) bool {
 	switch {
 	case isRestartable(&w.container):
 		return true
 	case w.m.rules.PodPolicyOnly:
 		return w.pod.Spec.RestartPolicy != v1.RestartPolicyNever
 	}
-	return w.m.rules.ShouldRestart(&w.container, &w.pod.Spec, exitCode)
+	return w.m.rules.ShouldRestart(&w.container, &w.pod.Spec, exitCode) ||
+		w.m.rules.ShouldAllContainersRestart(w.pod, nil, status)
 }

@@ -19,7 +19,10 @@ func TestWorkerMayRestart(t *testing.T) {
 		own     *v1.ContainerRestartPolicy
 		code    int32
 		podOnly bool
-		want    bool
+		// restarting: the pod's status has AllContainersRestarting True.
+		restarting bool
+		noAll      bool
+		want       bool
 	}{
 		{desc: "pod Never", pod: v1.RestartPolicyNever, code: 1, want: false},
 		{desc: "pod OnFailure, succeeded", pod: v1.RestartPolicyOnFailure, code: 0, want: false},
@@ -28,12 +31,19 @@ func TestWorkerMayRestart(t *testing.T) {
 		{desc: "sidecar in pod Never", pod: v1.RestartPolicyNever, own: &always, code: 0, want: true},
 		{desc: "gate off: pod OnFailure keeps probing whatever the exit code", pod: v1.RestartPolicyOnFailure, code: 0, podOnly: true, want: true},
 		{desc: "gate off: container OnFailure in pod Never ignored", pod: v1.RestartPolicyNever, own: &onFailure, code: 1, podOnly: true, want: false},
+		{desc: "pod restarting all its containers", pod: v1.RestartPolicyNever, own: &never, code: 137, restarting: true, want: true},
+		{desc: "RestartAllContainers gate off: the pod's condition is ignored", pod: v1.RestartPolicyNever, own: &never, code: 137,
+			restarting: true, noAll: true, want: false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			m := &Manager{rules: kubecontainer.RestartRules{PodPolicyOnly: tc.podOnly}}
+			m := &Manager{rules: kubecontainer.RestartRules{PodPolicyOnly: tc.podOnly, NoRestartAll: tc.noAll}}
 			w := &worker{m: m, pod: &v1.Pod{Spec: v1.PodSpec{RestartPolicy: tc.pod}}, container: v1.Container{Name: "a", RestartPolicy: tc.own}}
-			if got := w.mayRestart(tc.code); got != tc.want {
+			status := &v1.PodStatus{}
+			if tc.restarting {
+				status.Conditions = []v1.PodCondition{{Type: v1.AllContainersRestarting, Status: v1.ConditionTrue}}
+			}
+			if got := w.mayRestart(tc.code, status); got != tc.want {
 				t.Errorf("mayRestart(%d) = %v, want %v", tc.code, got, tc.want)
 			}
 		})

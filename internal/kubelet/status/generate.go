@@ -18,7 +18,15 @@ const (
 	ContainersNotReady       = "ContainersNotReady"
 	ContainersNotInitialized = "ContainersNotInitialized"
 	ReadinessGatesNotReady   = "ReadinessGatesNotReady"
+	// RestartAllContainersStarted: a container exited and triggered the
+	// RestartAllContainers action.
+	RestartAllContainersStarted = "RestartAllContainersStarted"
 )
+
+// ReasonRestartingAllContainers is upstream's reason of the waiting state
+// and last termination of a container removed to restart its pod in place
+// (RestartAllContainers).
+const ReasonRestartingAllContainers = "RestartingAllContainers"
 
 // GenerateContainersReadyCondition returns the ContainersReady condition: true when
 // every regular container and every sidecar init container is ready.
@@ -115,8 +123,10 @@ func ReadinessNeedsReconcile(pod *v1.Pod) bool {
 
 // GeneratePodInitializedCondition returns the Initialized condition: true when
 // every regular init container succeeded (is ready) and every sidecar started,
-// or once any regular container has started.
-func GeneratePodInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+// or once any regular container has started. wasInitialized (the previous
+// status says Initialized, and RestartAllContainers is on) keeps it true
+// while a pod restarting all its containers runs its init containers again.
+func GeneratePodInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase, wasInitialized bool) v1.PodCondition {
 	cond := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
 	if statuses == nil && len(pod.Spec.InitContainers) > 0 {
 		cond.Status, cond.Reason = v1.ConditionFalse, UnknownContainerStatuses
@@ -149,8 +159,28 @@ func GeneratePodInitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus,
 	if len(incomplete) > 0 {
 		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", incomplete))
 	}
-	if len(msgs) > 0 {
+	if len(msgs) > 0 && !wasInitialized {
 		cond.Status, cond.Reason, cond.Message = v1.ConditionFalse, ContainersNotInitialized, strings.Join(msgs, ", ")
+	}
+	return cond
+}
+
+// GenerateAllContainersRestartingCondition returns the AllContainersRestarting
+// condition of a pod with a RestartAllContainers rule: True (reason
+// RestartAllContainersStarted) from the exit that triggers the action until
+// no container of the pod is left in the runtime (ps), False otherwise, and
+// False with PodCompleted or PodFailed once the phase is terminal. old is the
+// status the kubelet set before.
+func GenerateAllContainersRestartingCondition(pod *v1.Pod, ps *kubecontainer.PodStatus, old *v1.PodStatus, phase v1.PodPhase, rules kubecontainer.RestartRules) v1.PodCondition {
+	cond := v1.PodCondition{Type: v1.AllContainersRestarting, Status: v1.ConditionFalse}
+	switch {
+	case phase == v1.PodSucceeded:
+		cond.Reason = PodCompleted
+	case phase == v1.PodFailed:
+		cond.Reason = PodFailed
+	case !rules.ShouldAllContainersRestart(pod, ps, old), kubecontainer.AllContainersRestartCleanedUp(pod, ps):
+	default:
+		cond.Status, cond.Reason, cond.Message = v1.ConditionTrue, RestartAllContainersStarted, "container exited with restart policy rule"
 	}
 	return cond
 }

@@ -72,6 +72,7 @@ func TestGeneratePodInitializedCondition(t *testing.T) {
 		init     []v1.Container
 		statuses []v1.ContainerStatus
 		phase    v1.PodPhase
+		was      bool // initialized before, RestartAllContainers on
 		want     v1.ConditionStatus
 		reason   string
 	}{
@@ -83,12 +84,14 @@ func TestGeneratePodInitializedCondition(t *testing.T) {
 		{desc: "sidecar started", init: []v1.Container{{Name: "s", RestartPolicy: &always}}, statuses: []v1.ContainerStatus{startedSidecar}, want: v1.ConditionTrue},
 		{desc: "regular container started means initialized", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{running("i", ""), running("a", "")}, want: v1.ConditionTrue},
 		{desc: "succeeded", init: []v1.Container{{Name: "i"}}, statuses: []v1.ContainerStatus{terminated("i", 0)}, phase: v1.PodSucceeded, want: v1.ConditionTrue, reason: PodCompleted},
+		{desc: "init running again after RestartAllContainers: stays initialized", init: []v1.Container{{Name: "i"}},
+			statuses: []v1.ContainerStatus{running("i", "")}, was: true, want: v1.ConditionTrue},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
 			pod := testPod(v1.RestartPolicyAlways, true)
 			pod.Spec.InitContainers = tc.init
-			c := GeneratePodInitializedCondition(pod, tc.statuses, tc.phase)
+			c := GeneratePodInitializedCondition(pod, tc.statuses, tc.phase, tc.was)
 			if c.Status != tc.want || c.Reason != tc.reason {
 				t.Errorf("Initialized = %s/%s (%s), want %s/%s", c.Status, c.Reason, c.Message, tc.want, tc.reason)
 			}
@@ -211,5 +214,46 @@ func TestReadinessNeedsReconcileCountsSidecars(t *testing.T) {
 	}
 	if ReadinessNeedsReconcile(pod) {
 		t.Error("a ready pod with a ready sidecar needs a readiness reconcile")
+	}
+}
+
+func TestGenerateAllContainersRestartingCondition(t *testing.T) {
+	t.Parallel()
+	never := v1.ContainerRestartPolicyNever
+	pod := testPod(v1.RestartPolicyNever, false)
+	pod.Spec.Containers[0].RestartPolicy = &never
+	pod.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	name := pod.Spec.Containers[0].Name
+	exited42 := &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{{Name: name, State: kubecontainer.StateExited, ExitCode: 42}}}
+	restarting := &v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.AllContainersRestarting, Status: v1.ConditionTrue}}}
+	for _, tc := range []struct {
+		desc                string
+		ps                  *kubecontainer.PodStatus
+		old                 *v1.PodStatus
+		phase               v1.PodPhase
+		noAll               bool
+		want                v1.ConditionStatus
+		wantReason, wantMsg string
+	}{
+		{desc: "nothing exited", ps: &kubecontainer.PodStatus{}, old: &v1.PodStatus{}, phase: v1.PodRunning, want: v1.ConditionFalse},
+		{desc: "exit matching the rule", ps: exited42, old: &v1.PodStatus{}, phase: v1.PodRunning, want: v1.ConditionTrue,
+			wantReason: RestartAllContainersStarted, wantMsg: "container exited with restart policy rule"},
+		{desc: "restarting, containers left", ps: &kubecontainer.PodStatus{ContainerStatuses: []*kubecontainer.ContainerStatus{
+			{Name: name, State: kubecontainer.StateRunning}}}, old: restarting, phase: v1.PodRunning, want: v1.ConditionTrue,
+			wantReason: RestartAllContainersStarted, wantMsg: "container exited with restart policy rule"},
+		{desc: "restarting, every container removed: done", ps: &kubecontainer.PodStatus{}, old: restarting, phase: v1.PodRunning,
+			want: v1.ConditionFalse},
+		{desc: "succeeded", ps: exited42, old: restarting, phase: v1.PodSucceeded, want: v1.ConditionFalse, wantReason: PodCompleted},
+		{desc: "failed", ps: exited42, old: restarting, phase: v1.PodFailed, want: v1.ConditionFalse, wantReason: PodFailed},
+		{desc: "gate off", ps: exited42, old: restarting, phase: v1.PodRunning, noAll: true, want: v1.ConditionFalse},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			c := GenerateAllContainersRestartingCondition(pod, tc.ps, tc.old, tc.phase, kubecontainer.RestartRules{NoRestartAll: tc.noAll})
+			if c.Type != v1.AllContainersRestarting || c.Status != tc.want || c.Reason != tc.wantReason || c.Message != tc.wantMsg {
+				t.Errorf("condition %+v, want %s %q %q", c, tc.want, tc.wantReason, tc.wantMsg)
+			}
+		})
 	}
 }

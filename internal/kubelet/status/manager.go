@@ -313,9 +313,14 @@ func (m *Manager) notifyLocked() {
 // checkContainerStateTransition rejects a terminated container moving back to a
 // non-terminated state when the restart policies (the pod's, or with
 // ContainerRestartRules the container's own and its rules) would never restart
-// it. Sidecars always may.
+// it. Sidecars always may, and so may every container of a pod with a
+// RestartAllContainers rule.
 func checkContainerStateTransition(old, cur *v1.PodStatus, spec *v1.PodSpec, rules kubecontainer.RestartRules) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways {
+		return nil
+	}
+	if !rules.NoRestartAll && kubecontainer.AllContainersCouldRestart(spec) {
+		// Any container may run again when the pod restarts all of them.
 		return nil
 	}
 	for _, o := range old.ContainerStatuses {

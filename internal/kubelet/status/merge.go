@@ -62,7 +62,7 @@ func mergePodStatus(pod *v1.Pod, api, local v1.PodStatus, now metav1.Time, mayBe
 	if transitioningToTerminal && mayBeRunning {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
-	out.Conditions = mergeConditions(api.Conditions, local.Conditions, transitioningToTerminal)
+	out.Conditions = mergeConditions(api.Conditions, local.Conditions, transitioningToTerminal, !rules.NoRestartAll)
 	keepOwnedByOthers(&out, &api)
 	keepIfUnset(&out, &api)
 	out.InitContainerStatuses = mergeContainerStatuses(pod, api.InitContainerStatuses, out.InitContainerStatuses, true, rules)
@@ -99,13 +99,17 @@ func notReadyWhenTerminal(s *v1.PodStatus, api []v1.PodCondition, now metav1.Tim
 // stay as they are, owned ones are replaced by local's (or dropped when local
 // has none), and local's owned conditions the API lacks are appended. local's
 // DisruptionTarget (shared with the eviction machinery) is sent only with the
-// transition to a terminal phase, as upstream does.
-func mergeConditions(api, local []v1.PodCondition, transitioningToTerminal bool) []v1.PodCondition {
+// transition to a terminal phase, as upstream does. AllContainersRestarting
+// is owned with its gate on (restartAll).
+func mergeConditions(api, local []v1.PodCondition, transitioningToTerminal, restartAll bool) []v1.PodCondition {
+	kubeletOwned := func(t v1.PodConditionType) bool {
+		return kubeletConditions[t] || (restartAll && t == v1.AllContainersRestarting)
+	}
 	owned := func(c v1.PodCondition) bool {
 		if c.Type == v1.DisruptionTarget {
 			return transitioningToTerminal
 		}
-		return kubeletConditions[c.Type]
+		return kubeletOwned(c.Type)
 	}
 	wanted := map[v1.PodConditionType]v1.PodCondition{}
 	for _, c := range local {
@@ -126,7 +130,7 @@ func mergeConditions(api, local []v1.PodCondition, transitioningToTerminal bool)
 				l.LastTransitionTime = a.LastTransitionTime
 			}
 			out = append(out, l)
-		case !kubeletConditions[a.Type]:
+		case !kubeletOwned(a.Type):
 			out = append(out, a)
 		}
 	}
@@ -191,7 +195,7 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 		if a == nil {
 			continue
 		}
-		if a.State.Terminated != nil && l.State.Terminated == nil {
+		if a.State.Terminated != nil && l.State.Terminated == nil && !removedForRestartAll(l, rules) {
 			sameContainer := a.ContainerID != "" && a.ContainerID == l.ContainerID
 			if sameContainer || !mayRestart(pod, l.Name, init, a.State.Terminated.ExitCode, rules) {
 				*l = *a
@@ -205,11 +209,23 @@ func mergeContainerStatuses(pod *v1.Pod, api, local []v1.ContainerStatus, init b
 	return local
 }
 
+// removedForRestartAll reports whether s is the status of a container removed
+// to restart its pod in place (waiting with reason RestartingAllContainers,
+// still naming the removed container): it replaces the API's terminated
+// state of that container, as upstream reports it.
+func removedForRestartAll(s *v1.ContainerStatus, rules kubecontainer.RestartRules) bool {
+	return !rules.NoRestartAll && s.State.Waiting != nil && s.State.Waiting.Reason == ReasonRestartingAllContainers
+}
+
 // mayRestart reports whether a container that exited with code can run again
-// under the pod's or its own restart policy and rules. A container the spec
+// under the pod's or its own restart policy and rules; every container of a
+// pod with a RestartAllContainers rule may. A container the spec
 // does not name (an ephemeral one) follows the pod's policy.
 func mayRestart(pod *v1.Pod, name string, init bool, code int32, rules kubecontainer.RestartRules) bool {
 	if pod == nil || pod.Spec.RestartPolicy == v1.RestartPolicyAlways {
+		return true
+	}
+	if !rules.NoRestartAll && kubecontainer.AllContainersCouldRestart(&pod.Spec) {
 		return true
 	}
 	containers := pod.Spec.Containers

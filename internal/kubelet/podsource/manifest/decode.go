@@ -36,6 +36,15 @@ type manifestSource struct {
 	path     string // file path or URL
 	nodeName string
 	isURL    bool
+	opts     Options
+}
+
+// Options are the feature gates a manifest is validated with; the zero value
+// is upstream's defaults.
+type Options struct {
+	// RefuseRestartAllContainers is RestartAllContainersOnContainerExits
+	// off: a restart rule with the RestartAllContainers action is refused.
+	RefuseRestartAllContainers bool
 }
 
 func (s manifestSource) name() string {
@@ -57,8 +66,8 @@ func (s manifestSource) name() string {
 // file pods tolerate every NoExecute taint, and the phase is Pending. The result is then
 // validated (Validate) and checked for references to API objects, which static pods may
 // not have. Errors wrap ErrInvalid and name the path and the offending field.
-func Decode(data []byte, path, nodeName string) ([]*v1.Pod, error) {
-	src := manifestSource{path: path, nodeName: nodeName, isURL: isURL(path)}
+func Decode(data []byte, path, nodeName string, opts Options) ([]*v1.Pod, error) {
+	src := manifestSource{path: path, nodeName: nodeName, isURL: isURL(path), opts: opts}
 	pods, err := src.decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrInvalid, path, err)
@@ -162,7 +171,7 @@ func (s manifestSource) preparePod(pod *v1.Pod) error {
 		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	}
 	pod.Status.Phase = v1.PodPending
-	if err := Validate(pod); err != nil {
+	if err := Validate(pod, s.opts); err != nil {
 		return err
 	}
 	return checkAPIReferences(pod)

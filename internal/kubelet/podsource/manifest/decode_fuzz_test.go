@@ -24,7 +24,7 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, err := Decode(data, "/etc/kubernetes/manifests/fuzz.yaml", "node-1")
+		pods, err := Decode(data, "/etc/kubernetes/manifests/fuzz.yaml", "node-1", Options{})
 		if err != nil {
 			return
 		}

@@ -158,7 +158,7 @@ func TestDecodeManifest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			pods, err := Decode([]byte(tc.data), tc.path, testNode)
+			pods, err := Decode([]byte(tc.data), tc.path, testNode, Options{})
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("got %d pods, want an error", len(pods))
@@ -218,7 +218,7 @@ func TestDecodeManifestUID(t *testing.T) {
 
 func decodeOne(t *testing.T, data, path, node string) *v1.Pod {
 	t.Helper()
-	pods, err := Decode([]byte(data), path, node)
+	pods, err := Decode([]byte(data), path, node, Options{})
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}

@@ -27,9 +27,12 @@ import (
 // hostname and subdomain. Defaulted fields are required, so call SetDefaults first. The
 // error lists every problem, each prefixed by its field path (e.g.
 // "spec.containers[0].image: Required value").
-func Validate(pod *v1.Pod) error {
+//
+// With opts.RefuseRestartAllContainers (its gate off) a restart rule with the
+// RestartAllContainers action is refused, as the API server refuses it.
+func Validate(pod *v1.Pod, opts Options) error {
 	errs := validateMeta(&pod.ObjectMeta, field.NewPath("metadata"))
-	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"))...)
+	errs = append(errs, validateSpec(&pod.Spec, field.NewPath("spec"), opts)...)
 	return errs.ToAggregate()
 }
 
@@ -53,7 +56,7 @@ func validateName(name string, path *field.Path, check func(string) []string) fi
 	return errs
 }
 
-func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
+func validateSpec(spec *v1.PodSpec, path *field.Path, opts Options) field.ErrorList {
 	volumes, errs := validateVolumes(spec.Volumes, path.Child("volumes"))
 	if len(spec.Containers) == 0 {
 		errs = append(errs, field.Required(path.Child("containers"), "a pod needs at least one container"))
@@ -64,12 +67,12 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 		c := &spec.InitContainers[i]
 		p := path.Child("initContainers").Index(i)
 		errs = append(errs, ctx.validate(c, p)...)
-		errs = append(errs, validateInitRestartPolicy(c, p)...)
+		errs = append(errs, validateInitRestartPolicy(c, p, opts)...)
 	}
 	for i := range spec.Containers {
 		c, p := &spec.Containers[i], path.Child("containers").Index(i)
 		errs = append(errs, ctx.validate(c, p)...)
-		errs = append(errs, validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, p)...)
+		errs = append(errs, validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, p, opts)...)
 	}
 	errs = append(errs, validatePodFields(spec, path)...)
 	return errs
@@ -83,26 +86,28 @@ const (
 
 // validateInitRestartPolicy checks an init container's restartPolicy and
 // restart rules as the API server does with ContainerRestartRules on: a
-// sidecar (Always) takes no rules, a regular init container may have its own
-// policy and rules. The RestartAllContainers action is refused, as with its
-// gate off: this kubelet does not carry it out.
-func validateInitRestartPolicy(c *v1.Container, path *field.Path) field.ErrorList {
+// regular init container may have its own policy and rules; a sidecar
+// (Always) may have rules only with RestartAllContainers allowed (its gate
+// on), and takes none otherwise.
+func validateInitRestartPolicy(c *v1.Container, path *field.Path, opts Options) field.ErrorList {
 	switch {
 	case c.RestartPolicy == nil && len(c.RestartPolicyRules) > 0:
 		return field.ErrorList{field.Required(path.Child("restartPolicy"), "must specify restartPolicy when restart rules are used")}
 	case c.RestartPolicy == nil:
 		return nil
-	case *c.RestartPolicy == v1.ContainerRestartPolicyAlways && len(c.RestartPolicyRules) > 0:
+	case *c.RestartPolicy == v1.ContainerRestartPolicyAlways && len(c.RestartPolicyRules) > 0 && opts.RefuseRestartAllContainers:
 		return field.ErrorList{field.Forbidden(path.Child("restartPolicyRules"),
 			"restartPolicyRules are not allowed for init containers with restart policy Always")}
 	}
-	return validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, path)
+	return validateRestartPolicy(c.RestartPolicy, c.RestartPolicyRules, path, opts)
 }
 
 // validateRestartPolicy checks a container's own restartPolicy and restart
 // rules: a known policy (required with rules), at most 20 rules, each with the
-// action Restart and exit codes (In or NotIn, at most 255 values).
-func validateRestartPolicy(policy *v1.ContainerRestartPolicy, rules []v1.ContainerRestartRule, path *field.Path) field.ErrorList {
+// action Restart (or RestartAllContainers, unless
+// opts.RefuseRestartAllContainers) and exit codes (In or NotIn, at most 255
+// values).
+func validateRestartPolicy(policy *v1.ContainerRestartPolicy, rules []v1.ContainerRestartRule, path *field.Path, opts Options) field.ErrorList {
 	var errs field.ErrorList
 	policies := []string{string(v1.ContainerRestartPolicyAlways), string(v1.ContainerRestartPolicyNever), string(v1.ContainerRestartPolicyOnFailure)}
 	switch {
@@ -114,10 +119,14 @@ func validateRestartPolicy(policy *v1.ContainerRestartPolicy, rules []v1.Contain
 	if len(rules) > maxRestartRules {
 		errs = append(errs, field.TooMany(path.Child("restartPolicyRules"), len(rules), maxRestartRules))
 	}
+	actions := []string{string(v1.ContainerRestartRuleActionRestart), string(v1.ContainerRestartRuleActionRestartAllContainers)}
+	if opts.RefuseRestartAllContainers {
+		actions = actions[:1]
+	}
 	for i, rule := range rules {
 		p := path.Child("restartPolicyRules").Index(i)
-		if rule.Action != v1.ContainerRestartRuleActionRestart {
-			errs = append(errs, field.NotSupported(p.Child("action"), rule.Action, []string{string(v1.ContainerRestartRuleActionRestart)}))
+		if !slices.Contains(actions, string(rule.Action)) {
+			errs = append(errs, field.NotSupported(p.Child("action"), rule.Action, actions))
 		}
 		if rule.ExitCodes == nil {
 			errs = append(errs, field.Required(p.Child("exitCodes"), "must be specified"))

@@ -104,19 +104,23 @@ func TestValidate(t *testing.T) {
 		{"init container restartPolicy Never with a rule", func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyNever, restartRuleIn(v1.ContainerRestartRuleActionRestart, 42))}
 		}, ""},
-		{"sidecar with rules", func(p *v1.Pod) {
+		{"sidecar with rules (RestartAllContainers on)", func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyAlways, restartRuleIn(v1.ContainerRestartRuleActionRestart, 42))}
-		}, "spec.initContainers[0].restartPolicyRules: Forbidden"},
+		}, ""},
 		{"container restartPolicy OnFailure", func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyOnFailure) }, ""},
 		{"container restartPolicy unknown", func(p *v1.Pod) { p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicy("Sometimes")) },
 			"spec.containers[0].restartPolicy: Unsupported value"},
 		{"container rules without a restartPolicy", func(p *v1.Pod) {
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestart, 1)}
 		}, "spec.containers[0].restartPolicy: Required value"},
-		{"container rule with RestartAllContainers (not carried out)", func(p *v1.Pod) {
+		{"container rule with RestartAllContainers", func(p *v1.Pod) {
 			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestartAllContainers, 1)}
-		}, "spec.containers[0].restartPolicyRules[0].action: Unsupported value"},
+		}, ""},
+		{"container rule with an unknown action", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn("Reboot", 1)}
+		}, `spec.containers[0].restartPolicyRules[0].action: Unsupported value: "Reboot": supported values: "Restart", "RestartAllContainers"`},
 		{"container rule without exit codes", func(p *v1.Pod) {
 			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
@@ -143,7 +147,49 @@ func TestValidate(t *testing.T) {
 			t.Parallel()
 			pod := validPod()
 			tc.edit(pod)
-			err := Validate(pod)
+			err := Validate(pod, Options{})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("Validate succeeded, want %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestValidateRestartAllContainersOff: with its gate off the
+// RestartAllContainers action is refused, and a sidecar takes no rules, as
+// the API server does.
+func TestValidateRestartAllContainersOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc    string
+		edit    func(*v1.Pod)
+		wantErr string
+	}{
+		{"container rule with RestartAllContainers", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestartAllContainers, 1)}
+		}, `spec.containers[0].restartPolicyRules[0].action: Unsupported value: "RestartAllContainers": supported values: "Restart"`},
+		{"init container rule with RestartAllContainers", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyNever, restartRuleIn(v1.ContainerRestartRuleActionRestartAllContainers, 42))}
+		}, "spec.initContainers[0].restartPolicyRules[0].action: Unsupported value"},
+		{"sidecar with rules", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{initContainer(v1.ContainerRestartPolicyAlways, restartRuleIn(v1.ContainerRestartRuleActionRestart, 42))}
+		}, "spec.initContainers[0].restartPolicyRules: Forbidden"},
+		{"container rule with Restart", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptrTo(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{restartRuleIn(v1.ContainerRestartRuleActionRestart, 1)}
+		}, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pod := validPod()
+			tc.edit(pod)
+			err := Validate(pod, Options{RefuseRestartAllContainers: true})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("Validate: %v", err)
