@@ -16,13 +16,6 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
-// TestIntegrationContainerRestartRulesRestartAllContainers runs
-// testRestartAllContainers against a control plane of its own (it is also
-// a case of TestIntegrationCluster).
-func TestIntegrationContainerRestartRulesRestartAllContainers(t *testing.T) {
-	runClusterCases(t, []clusterCase{{desc: "RestartAllContainers", run: testRestartAllContainers}})
-}
-
 // restartAllPod is upstream's e2e pod "[sig-node] Pod Extended
 // (RestartAllContainers) should restart all containers on regular container
 // exit" bound to the node: restartPolicy Never, an init container, a sidecar,
