@@ -31,14 +31,37 @@ func outcomes(paths []string) (map[string]outcome, error) {
 			case s.State.Is(types.SpecStatePassed):
 				out[s.FullText()] = outcome{state: "passed"}
 			case s.State.Is(types.SpecStateFailureStates):
-				out[s.FullText()] = outcome{state: "failed", message: firstLine(s.Failure.Message)}
+				out[s.FullText()] = outcome{state: "failed", message: failureLine(s.Failure.Message)}
 			}
 		}
 	}
 	return out, nil
 }
 
-var tagRE = regexp.MustCompile(`\s*\[[^\]]*\]`)
+var (
+	tagRE = regexp.MustCompile(`\s*\[[^\]]*\]`)
+	// errRE finds the text of an error gomega prints as
+	// <*errors.errorString | 0x...>: {s: "..."}.
+	errRE = regexp.MustCompile(`\bs: "((?:[^"\\]|\\.)*)"`)
+)
+
+// failureLine is the gist of a failure message: its first line, or, when
+// that line opens an object dump ("Verifying ... Pod: {"), the first error
+// after the dump.
+func failureLine(msg string) string {
+	first := firstLine(msg)
+	if !strings.HasSuffix(first, "{") {
+		return first
+	}
+	rest := msg
+	if i := strings.LastIndex(msg, "\n}"); i >= 0 {
+		rest = msg[i+2:]
+	}
+	if m := errRE.FindStringSubmatch(rest); m != nil {
+		rest = m[1]
+	}
+	return firstLine(strings.Join(strings.Fields(first+" ... "+rest), " "))
+}
 
 type counts struct{ passed, failed, skipped, notRun int }
 
