@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,6 +121,9 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 	pod = s.resize.allocatedPod(pod)
 	s.beforeRuntimeSync(pod, ps)
 	apiStatus := s.gen.Generate(pod, ps, false)
+	// The containers get the pod IPs of the API status (upstream #24576): a
+	// host-network pod's are the node's, which no sandbox reports.
+	ps = withStatusIPs(ps, &apiStatus)
 	existing, known := s.status.GetPodStatus(pod.UID)
 	s.metrics.observePodStart(seen, existing, known, apiStatus.Phase)
 	s.status.SetPodStatus(pod, apiStatus)
@@ -176,6 +180,24 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 		}
 	}
 	return false, nil
+}
+
+// withStatusIPs returns ps with the pod IPs of st (a copy when they differ:
+// ps may be the runtime cache's).
+func withStatusIPs(ps *kubecontainer.PodStatus, st *v1.PodStatus) *kubecontainer.PodStatus {
+	ips := make([]string, 0, len(st.PodIPs))
+	for _, ip := range st.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && st.PodIP != "" {
+		ips = append(ips, st.PodIP)
+	}
+	if slices.Equal(ips, ps.IPs) || (len(ips) == 0 && len(ps.IPs) == 0) {
+		return ps
+	}
+	c := *ps
+	c.IPs = ips
+	return &c
 }
 
 // restartingAllContainers reports whether the pod's new status has the

@@ -77,6 +77,32 @@ func TestSyncPodRunsThePod(t *testing.T) {
 	}
 }
 
+// TestSyncPodHostNetworkPodIPs: the runtime starts a host-network pod's
+// containers with the node's IP as the pod IP (status.podIP in the downward
+// API), which its sandbox does not report, as upstream does (#24576); the
+// status it was handed stays as it was.
+func TestSyncPodHostNetworkPodIPs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.ready()
+	pod := staticPod("hostnet", "uid-hostnet", func(p *v1.Pod) { p.Spec.HostNetwork = true })
+	ps := &kubecontainer.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+
+	if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodCreate, pod, ps); err != nil {
+		t.Fatal(err)
+	}
+	syncs := e.runtime.syncs()
+	if len(syncs) != 1 {
+		t.Fatalf("runtime SyncPod calls = %d, want 1", len(syncs))
+	}
+	if got := syncs[0].status.IPs; !slices.Equal(got, []string{"192.168.1.10"}) {
+		t.Errorf("pod IPs handed to the runtime = %v, want the node IP", got)
+	}
+	if len(ps.IPs) != 0 {
+		t.Errorf("the caller's status was changed: IPs %v", ps.IPs)
+	}
+}
+
 // TestSyncPodTellsPLEGOfChanges: a sync that acted on the pod in the runtime
 // (its result lists actions) tells the PLEG, so the worker's next status is
 // read after the action; a sync that did nothing does not.
