@@ -31,9 +31,9 @@ type killRequest struct {
 	reason  containerKillReason
 	// gracePeriodOverride replaces the pod's grace period when set.
 	gracePeriodOverride *int64
-	// spent is the part of the grace period already used before this kill
-	// began (sidecars stop after the regular containers).
-	spent time.Duration
+	// order holds a sidecar back while the containers it serves run
+	// (nil: stop at once).
+	order *stopOrder
 }
 
 // KillPod stops every container of the pod in parallel (each runs its preStop
@@ -74,33 +74,25 @@ func (m *Manager) killPodWithSyncResult(ctx context.Context, pod *v1.Pod, runnin
 	return result
 }
 
-// killContainersWithSyncResult stops the running containers in parallel:
-// first the regular and init containers, then the sidecars with the grace
-// period that is left, so sidecars outlive the containers they serve.
+// killContainersWithSyncResult stops the running containers in parallel.
+// Each begins at once (Killing event, preStop hook), but the sidecars are
+// stopped only after the regular containers, in the reverse order of the
+// spec (stopOrder), within their grace period.
 func (m *Manager) killContainersWithSyncResult(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) []*kubecontainer.SyncResult {
-	var first, sidecars []*kubecontainer.Container
+	names := make([]string, 0, len(runningPod.Containers))
 	for _, c := range runningPod.Containers {
-		if pod != nil && isSidecarName(pod, c.Name) {
-			sidecars = append(sidecars, c)
-		} else {
-			first = append(first, c)
-		}
+		names = append(names, c.Name)
 	}
-	start := time.Now()
-	results := m.killContainersParallel(ctx, pod, runningPod, first, gracePeriodOverride, 0)
-	return append(results, m.killContainersParallel(ctx, pod, runningPod, sidecars, gracePeriodOverride, time.Since(start))...)
-}
-
-func (m *Manager) killContainersParallel(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, containers []*kubecontainer.Container, override *int64, spent time.Duration) []*kubecontainer.SyncResult {
-	results := make([]*kubecontainer.SyncResult, len(containers))
+	order := newStopOrder(pod, names)
+	results := make([]*kubecontainer.SyncResult, len(runningPod.Containers))
 	var wg sync.WaitGroup
-	for i, c := range containers {
+	for i, c := range runningPod.Containers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer logging.HandleCrash(m.logger, "kill container")
 			r := &kubecontainer.SyncResult{Action: kubecontainer.KillContainer, Target: c.Name}
-			req := killRequest{pod: pod, id: c.ID, name: c.Name, gracePeriodOverride: override, spent: spent}
+			req := killRequest{pod: pod, id: c.ID, name: c.Name, gracePeriodOverride: gracePeriodOverride, order: order}
 			if err := m.killContainer(ctx, req); err != nil {
 				r.Fail(kubecontainer.ErrKillContainer, err.Error())
 				m.logger.Error("kill container failed", zap.String("pod", podRef(pod, runningPod)),
@@ -114,9 +106,10 @@ func (m *Manager) killContainersParallel(ctx context.Context, pod *v1.Pod, runni
 }
 
 // killContainer stops one container: it records a Killing event, runs the
-// preStop hook within the grace period, then calls StopContainer with what is
-// left of the grace period (at least 2 seconds). A container the runtime no
-// longer knows counts as stopped.
+// preStop hook within the grace period, waits for its turn (k.order: a
+// sidecar) within what is left of it, then calls StopContainer with the rest
+// (at least 2 seconds). A container the runtime no longer knows counts as
+// stopped.
 func (m *Manager) killContainer(ctx context.Context, k killRequest) error {
 	pod, spec, err := m.specsForKill(ctx, k)
 	if err != nil {
@@ -132,10 +125,13 @@ func (m *Manager) killContainer(ctx context.Context, k killRequest) error {
 	}
 	m.recorder.Eventf(pod, v1.EventTypeNormal, "Killing", "%s", message)
 
-	remaining := grace - int64(k.spent.Seconds())
+	remaining := grace
 	if spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && remaining > 0 {
 		took := m.runPreStopHook(ctx, pod, spec, k.id, time.Duration(remaining)*time.Second)
 		remaining -= int64(took.Seconds())
+	}
+	if k.order != nil && remaining > 0 {
+		remaining -= int64(k.order.wait(k.name, time.Duration(remaining)*time.Second).Seconds())
 	}
 	if remaining < minimumGracePeriodInSeconds {
 		remaining = minimumGracePeriodInSeconds
@@ -145,6 +141,7 @@ func (m *Manager) killContainer(ctx context.Context, k killRequest) error {
 	if err := m.runtime.StopContainer(ctx, k.id.ID, remaining); err != nil && !crierrors.IsNotFound(err) {
 		return fmt.Errorf("stop container %q (%s) with grace %ds: %w", k.name, k.id, remaining, err)
 	}
+	k.order.done(k.name)
 	return nil
 }
 
@@ -257,16 +254,6 @@ func containerSpecByName(pod *v1.Pod, name string) *v1.Container {
 		}
 	}
 	return nil
-}
-
-// isSidecarName reports whether name is a sidecar of the pod.
-func isSidecarName(pod *v1.Pod, name string) bool {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return kubecontainer.IsSidecar(&pod.Spec.InitContainers[i])
-		}
-	}
-	return false
 }
 
 // podStatusToRunningPod keeps what KillPod needs from a status: the running
