@@ -51,7 +51,7 @@ func testInPlaceResizePodLevel(t *testing.T, c *controlplane.Cluster) {
 	n.createNamespace()
 	n.start()
 	node := n.waitNodeReady(90 * time.Second)
-	want := []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}
+	want := []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}
 	if !slices.Equal(node.Status.DeclaredFeatures, want) {
 		t.Errorf("declaredFeatures = %v, want %v", node.Status.DeclaredFeatures, want)
 	}

@@ -423,7 +423,7 @@ func (e *runtimeEnv) runPod(ctx context.Context, t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pod did not start: web %+v crash %+v", web, crash)
 		}
-		for _, r := range e.m.SyncPod(ctx, e.pod, st, nil, backOff).SyncResults {
+		for _, r := range e.m.SyncPod(ctx, e.pod, st, nil, backOff, false).SyncResults {
 			if r.Error != nil && r.Error != kubecontainer.ErrCrashLoopBackOff {
 				t.Fatalf("SyncPod: %s %s: %v: %s", r.Action, r.Target, r.Error, r.Message)
 			}
