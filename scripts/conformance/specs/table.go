@@ -89,8 +89,8 @@ type skipEntry struct {
 	reason string
 }
 
-// readSkips parses skip.txt: Go regexps, each after the comment lines that
-// give its reason.
+// readSkips parses skip.txt: Go regexps, each group of them after the
+// comment lines that give their reason.
 func readSkips(path string) ([]skipEntry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -98,12 +98,16 @@ func readSkips(path string) ([]skipEntry, error) {
 	}
 	var out []skipEntry
 	var comment []string
+	afterRegexp := false // a comment line after regexps starts a new reason
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		switch {
 		case line == "":
-			comment = nil
+			comment, afterRegexp = nil, false
 		case strings.HasPrefix(line, "#"):
+			if afterRegexp {
+				comment, afterRegexp = nil, false
+			}
 			comment = append(comment, strings.TrimSpace(strings.TrimPrefix(line, "#")))
 		default:
 			re, err := regexp.Compile(line)
@@ -111,7 +115,7 @@ func readSkips(path string) ([]skipEntry, error) {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 			out = append(out, skipEntry{re: re, reason: strings.Join(comment, " ")})
-			comment = nil
+			afterRegexp = true
 		}
 	}
 	return out, nil
