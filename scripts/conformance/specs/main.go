@@ -20,9 +20,9 @@
 //	                                      outcome in the reports of this
 //	                                      kubelet and of the anchor, counted by
 //	                                      area, then every spec that did not
-//	                                      pass on both; a later report's
-//	                                      outcome replaces an earlier one's
-//	                                      (a re-run of some specs)
+//	                                      pass here or failed on the anchor;
+//	                                      a later report's outcome replaces an
+//	                                      earlier one's (a re-run of some specs)
 //
 // A spec's shard is fnv-1a(full text) mod N: stable across runs and machines,
 // independent of the order ginkgo lists specs in, and it only moves when the
