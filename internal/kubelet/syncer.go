@@ -203,15 +203,7 @@ func withStatusIPs(ps *kubecontainer.PodStatus, st *v1.PodStatus) *kubecontainer
 // restartingAllContainers reports whether the pod's new status has the
 // AllContainersRestarting condition True (with the gate on).
 func (s *podSyncer) restartingAllContainers(st *v1.PodStatus) bool {
-	if s.rules.NoRestartAll {
-		return false
-	}
-	for _, c := range st.Conditions {
-		if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return !s.rules.NoRestartAll && kubecontainer.PodConditionTrue(st.Conditions, v1.AllContainersRestarting)
 }
 
 // removedContainers reports whether the sync removed a container.

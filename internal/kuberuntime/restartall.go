@@ -51,8 +51,7 @@ func splitContainersToReset(containers []v1.Container, podStatus *kubecontainer.
 				targets = append(targets, r)
 				continue
 			}
-			if rule, ok := kubecontainer.MatchingRestartRule(c, int32(s.ExitCode)); ok &&
-				rule.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+			if kubecontainer.ExitRestartsAll(c, int32(s.ExitCode)) {
 				sources = append(sources, r)
 			} else {
 				targets = append(targets, r)

@@ -162,7 +162,7 @@ func (g *Generator) conditions(pod *v1.Pod, ps *kubecontainer.PodStatus, s, old 
 	conds = append(conds, status.GeneratePodReadyToStartContainersCondition(pod, ps))
 	// Restarting all containers in place brings the init containers back to
 	// waiting: a pod initialized before stays initialized.
-	wasInitialized := !g.rules.NoRestartAll && hasConditionTrue(old.Conditions, v1.PodInitialized)
+	wasInitialized := !g.rules.NoRestartAll && kubecontainer.PodConditionTrue(old.Conditions, v1.PodInitialized)
 	conds = append(conds, status.GeneratePodInitializedCondition(pod, all, s.Phase, wasInitialized))
 	conds = append(conds, status.GeneratePodReadyCondition(pod, conds, all, s.Phase))
 	conds = append(conds, status.GenerateContainersReadyCondition(pod, all, s.Phase))

@@ -62,13 +62,3 @@ func carryOverForRestartAll(st, old *v1.ContainerStatus) {
 		st.LastTerminationState.Terminated = old.LastTerminationState.Terminated
 	}
 }
-
-// hasConditionTrue reports whether conds has the condition t True.
-func hasConditionTrue(conds []v1.PodCondition, t v1.PodConditionType) bool {
-	for _, c := range conds {
-		if c.Type == t && c.Status == v1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}

@@ -49,12 +49,8 @@ func (r RestartRules) ShouldAllContainersRestart(pod *v1.Pod, ps *PodStatus, api
 	if r.NoRestartAll {
 		return false
 	}
-	if apiStatus != nil {
-		for _, c := range apiStatus.Conditions {
-			if c.Type == v1.AllContainersRestarting && c.Status == v1.ConditionTrue {
-				return true
-			}
-		}
+	if apiStatus != nil && PodConditionTrue(apiStatus.Conditions, v1.AllContainersRestarting) {
+		return true
 	}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
@@ -69,10 +65,8 @@ func (r RestartRules) ShouldAllContainersRestart(pod *v1.Pod, ps *PodStatus, api
 // exitTriggersRestartAll reports whether the newest exit of c, in the
 // runtime or in the API status, matches a RestartAllContainers rule.
 func exitTriggersRestartAll(c *v1.Container, ps *PodStatus, apiStatus *v1.PodStatus) bool {
-	if s := ps.FindContainerStatusByName(c.Name); s != nil && s.State == StateExited {
-		if rule, ok := MatchingRestartRule(c, int32(s.ExitCode)); ok && rule.Action == v1.ContainerRestartRuleActionRestartAllContainers {
-			return true
-		}
+	if s := ps.FindContainerStatusByName(c.Name); s != nil && s.State == StateExited && ExitRestartsAll(c, int32(s.ExitCode)) {
+		return true
 	}
 	if apiStatus == nil {
 		return false
@@ -82,8 +76,25 @@ func exitTriggersRestartAll(c *v1.Container, ps *PodStatus, apiStatus *v1.PodSta
 			if list[i].Name != c.Name || list[i].State.Terminated == nil {
 				continue
 			}
-			rule, ok := MatchingRestartRule(c, list[i].State.Terminated.ExitCode)
-			return ok && rule.Action == v1.ContainerRestartRuleActionRestartAllContainers
+			return ExitRestartsAll(c, list[i].State.Terminated.ExitCode)
+		}
+	}
+	return false
+}
+
+// ExitRestartsAll reports whether c exiting with exitCode restarts all the
+// containers of its pod: the first of its rules matching the code has the
+// RestartAllContainers action.
+func ExitRestartsAll(c *v1.Container, exitCode int32) bool {
+	rule, ok := MatchingRestartRule(c, exitCode)
+	return ok && rule.Action == v1.ContainerRestartRuleActionRestartAllContainers
+}
+
+// PodConditionTrue reports whether conds has the condition t with status True.
+func PodConditionTrue(conds []v1.PodCondition, t v1.PodConditionType) bool {
+	for _, c := range conds {
+		if c.Type == t && c.Status == v1.ConditionTrue {
+			return true
 		}
 	}
 	return false
