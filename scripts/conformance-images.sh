@@ -9,7 +9,7 @@
 #                                        k8s.io/kubernetes/test/images/agnhost
 #                                        (scripts/build-conformance.sh), with what
 #                                        its subcommands and the specs run in it:
-#                                        sh (bash) and the usual applets (busybox),
+#                                        sh and the usual applets (busybox), bash,
 #                                        curl, nc (netcat-openbsd: nc -u), ip, ss;
 #                                        /agnhost-2, /uploads, porter's
 #                                        localhost.crt/key, the user
@@ -19,13 +19,10 @@
 #                                        (pause:testing, a manifest list of the
 #                                        project's pause image)
 #   registry.k8s.io/e2e-test-images/agnhost:2.55     the same, a distinct image
-#   registry.k8s.io/e2e-test-images/busybox:1.37.0-2 Debian's dynamic busybox
-#                                        (hard-linked applets) with bash as sh:
-#                                        it keeps env names with '-' as
-#                                        upstream's busybox image must (a
-#                                        [Conformance] spec needs it), unlike
-#                                        Debian's busybox 1.35 ash (dynamic or
-#                                        static)
+#   registry.k8s.io/e2e-test-images/busybox:1.37.0-2 upstream's busybox 1.37.0
+#                                        (defconfig, hard-linked applets, its
+#                                        ash as sh), built from upstream's
+#                                        release tarball (see upstream_busybox)
 #   registry.k8s.io/e2e-test-images/nonroot:1.5      busybox, USER 1234
 #   registry.k8s.io/e2e-test-images/nonewprivs:1.4   busybox + upstream's nnp
 #                                        (setuid root, prints its effective UID)
@@ -45,9 +42,9 @@
 # alone, a changed one is re-imported and the old image removed. Prints the
 # image names, one a line, on stdout.
 #
-# Needs (root): a dockerd that answers, go, apt access (Debian's busybox and
-# netcat-openbsd .debs, fetched into $KDS_CACHE_DIR, not installed; curl is
-# installed when missing).
+# Needs (root): a dockerd that answers, go, apt access (busybox's source from
+# Debian 13 and netcat-openbsd's .deb, fetched into $KDS_CACHE_DIR, not
+# installed; curl, gcc and make are installed when missing).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -116,13 +113,50 @@ add_program() {
 	done
 }
 
-# base_rootfs DIR: Debian's dynamic busybox with its libraries, every applet
-# hard-linked in /bin (a masked applet path must not mask busybox itself),
-# bash as sh, passwd and group as in the busybox image, /tmp, /var/run,
-# nsswitch.conf.
+# upstream_busybox: print the path of busybox 1.37.0 as upstream releases it,
+# built here with upstream's default configuration (as the busybox image of
+# the e2e specs is) and cached under $KDS_CACHE_DIR. Debian's own busybox
+# (any version) will not do: Debian patches ash to drop environment
+# variables whose names are not shell identifiers (for debian-installer),
+# and "ConfigMap/Secrets should be consumable via the environment"
+# ([Conformance]) run `sh -c env` expecting names such as data-1. The source
+# is upstream's release tarball as Debian 13 (trixie) carries it (its orig
+# tarball, checked against upstream's sha256), not Debian's patched tree.
+# Needs gcc, make, bzip2 and the C library headers.
+BUSYBOX_VERSION=1.37.0
+BUSYBOX_SHA256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+upstream_busybox() {
+	local dir=$KDS_CACHE_DIR/conformance/busybox-$BUSYBOX_VERSION
+	local bin=$dir/busybox tarball
+	if [[ ! -x $bin ]]; then
+		ensure_packages gcc make bzip2 libc6-dev
+		rm -rf "$dir" && mkdir -p "$dir/src"
+		(cd "$dir" && kds_trixie_apt source --download-only busybox) >/dev/null ||
+			kds_die "apt-get source busybox (trixie) failed"
+		tarball=$dir/busybox_$BUSYBOX_VERSION.orig.tar.bz2
+		[[ -f $tarball ]] || kds_die "Debian 13 no longer carries busybox $BUSYBOX_VERSION ($(ls "$dir"))"
+		[[ $(sha256sum "$tarball" | cut -d' ' -f1) == "$BUSYBOX_SHA256" ]] ||
+			kds_die "$tarball: not upstream's busybox-$BUSYBOX_VERSION.tar.bz2 (sha256 differs)"
+		tar -xjf "$tarball" -C "$dir/src" --strip-components=1
+		kds_log "building busybox $BUSYBOX_VERSION (upstream's defconfig; about a minute)"
+		# tc does not build against current kernel headers (CBQ is gone);
+		# no spec runs it.
+		(cd "$dir/src" && make defconfig >/dev/null &&
+			sed -i 's/^CONFIG_TC=y$/# CONFIG_TC is not set/' .config &&
+			make -j"$(nproc)" >build.log 2>&1) || kds_die "busybox build failed: $dir/src/build.log"
+		install -m 755 "$dir/src/busybox" "$bin"
+		rm -rf "$dir/src" "$dir"/busybox_*
+	fi
+	echo "$bin"
+}
+
+# base_rootfs DIR: upstream's busybox with its libraries, every applet
+# hard-linked in /bin (a masked applet path must not mask busybox itself) and
+# its ash as sh, bash beside it, passwd and group as in the busybox image,
+# /tmp, /var/run, nsswitch.conf.
 base_rootfs() {
 	local r=$1 busybox a
-	busybox=$(kds_dynamic_busybox)
+	busybox=$(upstream_busybox)
 	mkdir -p "$r"/{bin,etc,tmp,root,home,proc,sys,dev,var/run,var/www,usr/bin,usr/sbin,usr/local/bin}
 	chmod 1777 "$r/tmp"
 	chmod 700 "$r/root"
@@ -130,13 +164,7 @@ base_rootfs() {
 	for a in $("$busybox" --list); do
 		[[ $a == busybox ]] || ln -f "$r/bin/busybox" "$r/bin/$a"
 	done
-	# sh is bash (POSIX mode when run as sh): Debian 12's busybox 1.35 ash, like
-	# busybox-static's, drops environment variables whose names are not shell
-	# identifiers (env names with '-': "ConfigMap should be consumable via the
-	# environment", a [Conformance] spec that upstream's busybox image passes,
-	# runs `sh -c env`); bash keeps them. Busybox's ash stays as /bin/ash.
 	add_program "$r" /bin/bash /bin/bash
-	ln -sf bash "$r/bin/sh"
 	cat >"$r/etc/passwd" <<-'EOF'
 		root:x:0:0:root:/root:/bin/sh
 		daemon:x:1:1:daemon:/usr/sbin:/bin/false

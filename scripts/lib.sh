@@ -55,6 +55,30 @@ kds_dynamic_busybox() {
 	echo "$bin"
 }
 
+# kds_trixie_apt ARGS...: apt-get against Debian 13 (trixie) with a private
+# configuration and state under $KDS_CACHE_DIR/apt-trixie (binary and source
+# indexes, signed by Debian's archive key), leaving the host's bookworm
+# sources, lists and installed packages alone. For downloads only
+# (`download`, `source --download-only`); the indexes are refreshed when
+# missing or older than a day.
+kds_trixie_apt() {
+	local dir=$KDS_CACHE_DIR/apt-trixie
+	local opts=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+	mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+	local src='deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main'
+	printf '%s\n%s\n' "$src" "${src/#deb /deb-src }" >"$dir/sources.list"
+	if [[ -z $(find "$dir/lists" -maxdepth 1 -name '*_Sources*' -mmin -1440 2>/dev/null) ]]; then
+		apt-get -qq "${opts[@]}" update >/dev/null || kds_die "apt-get update (trixie) failed"
+	fi
+	# apt runs downloads as _apt when it can; a root-only directory only
+	# triggers a harmless warning.
+	local out rc=0
+	out=$(apt-get -qq "${opts[@]}" "$@" 2>&1) || rc=$?
+	[[ -z $out ]] || grep -v 'Download is performed unsandboxed' <<<"$out" >&2 || true
+	return "$rc"
+}
+
 # kds_gofmt_check: fail (listing them) when Go files need gofmt. Testdata is
 # left alone: it may hold deliberately malformed files.
 kds_gofmt_check() {
