@@ -464,10 +464,17 @@ func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *z
 // of 3 rounds of BenchmarkBurst, see the README).
 const maxParallelStarts = 8
 
+// The runtime manager is what the kubelet drives and serves the API with
+// (kubelet declares the interfaces; only this composition root knows the type).
+var (
+	_ kubelet.Runtime          = (*kuberuntime.Manager)(nil)
+	_ kubelet.StreamingRuntime = (*kuberuntime.Manager)(nil)
+)
+
 // newRuntimeManager builds the runtime manager over the CRI clients, with the
 // node's machine facts, CPU manager (the container lifecycle), pod cgroups
 // and metrics registry.
-func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kuberuntime.RuntimeHelper, probes kuberuntime.ProbeResults,
+func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecontainer.RuntimeHelper, probes kuberuntime.ProbeResults,
 	rec kubelet.Recorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
 	machine := n.resources.Machine()
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
@@ -553,7 +560,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
 			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),
 			CrashLoopBackOff: crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
-			GCPolicy: kuberuntime.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
+			GCPolicy: kubecontainer.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),
 	})

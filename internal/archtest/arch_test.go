@@ -138,6 +138,16 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
+			// One way only: the kubelet drives the runtime manager through
+			// interfaces it declares and the types of internal/kubelet/container;
+			// the composition root (internal/app) builds it. Tests may build one.
+			name:        "no package under internal/kubelet or internal/kubeletserver may import internal/kuberuntime",
+			appliesTo:   anyUnder(module+"/internal/kubelet", module+"/internal/kubeletserver"),
+			forbidden:   anyUnder(module + "/internal/kuberuntime"),
+			transitive:  true,
+			productOnly: true,
+		},
+		{
 			name:        "internal/kubelet/container must not import any package of this module",
 			appliesTo:   anyUnder(module + "/internal/kubelet/container"),
 			forbidden:   anyUnder(module),

@@ -14,7 +14,6 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // The consumer-side interfaces of the pieces the kubelet drives. The concrete
@@ -30,7 +29,7 @@ type Runtime interface {
 	KillPod(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) error
 	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
 	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
-	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
+	GarbageCollect(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kubecontainer.PodStateProvider) error
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
 	// IsPodResizeInProgress reports whether a running container of the
@@ -154,7 +153,7 @@ type PodWorkers interface {
 }
 
 // Recorder records an event about a pod. Its Eventf method makes it a
-// kuberuntime.EventRecorder too, so one recorder serves both.
+// kubecontainer.EventRecorder too, so one recorder serves both.
 type Recorder func(pod *v1.Pod, eventType, reason, message string)
 
 // Eventf formats and records an event; a nil Recorder records nothing.
@@ -165,7 +164,7 @@ func (r Recorder) Eventf(pod *v1.Pod, eventType, reason, format string, args ...
 	r(pod, eventType, reason, fmt.Sprintf(format, args...))
 }
 
-var _ kuberuntime.EventRecorder = Recorder(nil)
+var _ kubecontainer.EventRecorder = Recorder(nil)
 
 // NodeGetter gives the node object pods are admitted against (labels,
 // allocatable); ok is false until the node is known.

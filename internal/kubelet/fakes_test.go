@@ -22,7 +22,6 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
@@ -90,7 +89,7 @@ func (r *fakeRuntime) UpdateContainerResources(context.Context, string, *runtime
 	return nil
 }
 
-func (r *fakeRuntime) GarbageCollect(context.Context, kuberuntime.GCPolicy, bool, bool, kuberuntime.PodStateProvider) error {
+func (r *fakeRuntime) GarbageCollect(context.Context, kubecontainer.GCPolicy, bool, bool, kubecontainer.PodStateProvider) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gcCalls++

@@ -16,7 +16,6 @@ import (
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -28,7 +27,7 @@ const syncLoopStallThreshold = 3 * time.Minute
 type loopConfig struct {
 	housekeeping time.Duration
 	gc           time.Duration
-	gcPolicy     kuberuntime.GCPolicy
+	gcPolicy     kubecontainer.GCPolicy
 	maxPods      int
 }
 

@@ -13,7 +13,6 @@ import (
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // Defaults applied to zero-valued Config fields.
@@ -132,7 +131,7 @@ type Config struct {
 	GCInterval time.Duration
 	// GCPolicy is the container GC policy (zero value: MinAge 0,
 	// MaxPerPodContainer 1, MaxContainers -1).
-	GCPolicy kuberuntime.GCPolicy
+	GCPolicy kubecontainer.GCPolicy
 	// MaxPods is how many active pods the node admits; default 110.
 	MaxPods int
 	// CrashLoopBackOff is the container restart back-off; default 10s doubling
@@ -166,8 +165,8 @@ func (opts Options) withDefaults() Options {
 	if c.GCInterval <= 0 {
 		c.GCInterval = DefaultGCInterval
 	}
-	if c.GCPolicy == (kuberuntime.GCPolicy{}) {
-		c.GCPolicy = kuberuntime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
+	if c.GCPolicy == (kubecontainer.GCPolicy{}) {
+		c.GCPolicy = kubecontainer.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
 	if c.MaxPods <= 0 {
 		c.MaxPods = DefaultMaxPods

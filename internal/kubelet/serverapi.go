@@ -19,7 +19,6 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // The methods in this file serve the kubelet API on :10250
@@ -287,5 +286,3 @@ func containerSpec(pod *v1.Pod, name string) *v1.Container {
 	}
 	return nil
 }
-
-var _ StreamingRuntime = (*kuberuntime.Manager)(nil)

@@ -24,8 +24,8 @@ const testRuntimeName = "fake"
 // fakeHelper is a RuntimeHelper with nothing to resolve.
 type fakeHelper struct{ podsDir string }
 
-func (h *fakeHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*RunContainerOptions, func(), error) {
-	return &RunContainerOptions{Hostname: pod.Name}, nil, nil
+func (h *fakeHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*kubecontainer.RunContainerOptions, func(), error) {
+	return &kubecontainer.RunContainerOptions{Hostname: pod.Name}, nil, nil
 }
 func (h *fakeHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
 	return &runtimeapi.DNSConfig{}, nil

@@ -17,6 +17,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Test helpers of the runtime-config files (prefixed rc to keep them apart from the
@@ -24,7 +26,7 @@ import (
 
 // rcHelper is a RuntimeHelper returning canned answers.
 type rcHelper struct {
-	opts        *RunContainerOptions
+	opts        *kubecontainer.RunContainerOptions
 	optsErr     error
 	cleanups    int
 	dns         *runtimeapi.DNSConfig
@@ -36,7 +38,7 @@ type rcHelper struct {
 	mu          sync.Mutex
 }
 
-func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Container, string, []string) (*RunContainerOptions, func(), error) {
+func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Container, string, []string) (*kubecontainer.RunContainerOptions, func(), error) {
 	cleanup := func() {
 		h.mu.Lock()
 		h.cleanups++
@@ -46,7 +48,7 @@ func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Con
 		return nil, cleanup, h.optsErr
 	}
 	if h.opts == nil {
-		return &RunContainerOptions{}, cleanup, nil
+		return &kubecontainer.RunContainerOptions{}, cleanup, nil
 	}
 	return h.opts, cleanup, nil
 }

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func envPod() *v1.Pod {
@@ -135,7 +135,7 @@ func TestEnvResolution(t *testing.T) {
 	}
 }
 
-func joinEnv(envs []kuberuntime.EnvVar) string {
+func joinEnv(envs []kubecontainer.EnvVar) string {
 	parts := make([]string, 0, len(envs))
 	for _, e := range envs {
 		parts = append(parts, e.Name+"="+e.Value)

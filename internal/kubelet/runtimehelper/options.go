@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Defaults applied to zero-valued Options fields.
@@ -51,7 +51,7 @@ type Options struct {
 	Devices DeviceOptions
 	// Recorder records the InvalidEnvironmentVariableNames warnings; nil:
 	// they are only logged.
-	Recorder kuberuntime.EventRecorder
+	Recorder kubecontainer.EventRecorder
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 }
