@@ -88,9 +88,11 @@ type CPUManager interface {
 }
 
 // DeviceAllocator gives containers the devices of device plugins
-// (devicemanager.Manager) at admission.
+// (devicemanager.Manager) at admission, and takes them back from a pod
+// admission then rejects.
 type DeviceAllocator interface {
 	Allocate(pod *v1.Pod, container *v1.Container, isInit bool) error
+	RemovePod(podUID string) error
 }
 
 // noCPUs assigns nothing (CPU manager policy none).

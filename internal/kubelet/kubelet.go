@@ -68,6 +68,7 @@ type Kubelet struct {
 	mirrors   *mirrorKeeper
 	resize    *resizer // nil: no in-place resize
 	deadline  *activeDeadline
+	admission *admitChain
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -120,6 +121,7 @@ func New(opts Options) (*Kubelet, error) {
 	if p.Mirrors != nil {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
 	}
+	k.admission = newAdmitChain(k.deps, admitFunc(k.canAdmit), k.logger)
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -156,33 +155,7 @@ func (k *Kubelet) reconcileReadiness(p *v1.Pod) {
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.
 func (k *Kubelet) handleAdd(p *v1.Pod) {
 	if !k.workers.IsPodTerminationRequested(p.UID) {
-		var features PodAdmitter
-		if k.deps.features != nil {
-			features = k.deps.features
-		}
-		for _, a := range []PodAdmitter{k.deps.pressure, features, k.deps.sysctls} {
-			if a == nil {
-				continue
-			}
-			if reason, msg, ok := a.Admit(p); !ok {
-				k.reject(p, reason, msg)
-				return
-			}
-		}
-		reason, msg, ok := k.allocateCPUs(p)
-		if ok {
-			reason, msg, ok = k.allocateDevices(p)
-		}
-		if ok {
-			reason, msg, ok = k.canAdmit(p)
-		}
-		if ok && k.deps.shutdown != nil {
-			reason, msg, ok = k.deps.shutdown.Admit(p)
-		}
-		if !ok {
-			if err := k.deps.cpus.RemovePod(string(p.UID)); err != nil {
-				k.logger.Error("release the CPUs of a rejected pod", zap.String("pod", podRef(p)), zap.Error(err))
-			}
+		if reason, msg, ok := k.admission.admit(p); !ok {
 			k.reject(p, reason, msg)
 			return
 		}
@@ -196,48 +169,6 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 		defer k.handleResize(p)
 	}
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
-}
-
-// allocateCPUs gives the pod's containers their CPUs (init containers
-// first), as upstream's resource allocation admit handler does before the
-// predicate checks; a failure rejects the pod with upstream's reason and
-// message.
-func (k *Kubelet) allocateCPUs(p *v1.Pod) (reason, message string, ok bool) {
-	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range list {
-			if err := k.deps.cpus.Allocate(p, &list[i]); err != nil {
-				_ = k.deps.cpus.RemovePod(string(p.UID))
-				return unexpectedAdmission(err)
-			}
-		}
-	}
-	return "", "", true
-}
-
-// allocateDevices gives the pod's containers (init containers first) their
-// device plugins' devices, as upstream's resource allocation admit handler;
-// a failure rejects the pod with upstream's reason and message.
-func (k *Kubelet) allocateDevices(p *v1.Pod) (reason, message string, ok bool) {
-	if k.deps.devices == nil {
-		return "", "", true
-	}
-	for i := range p.Spec.InitContainers {
-		if err := k.deps.devices.Allocate(p, &p.Spec.InitContainers[i], true); err != nil {
-			return unexpectedAdmission(err)
-		}
-	}
-	for i := range p.Spec.Containers {
-		if err := k.deps.devices.Allocate(p, &p.Spec.Containers[i], false); err != nil {
-			return unexpectedAdmission(err)
-		}
-	}
-	return "", "", true
-}
-
-// unexpectedAdmission is upstream's rejection of a pod whose resources
-// (CPUs, devices) could not be allocated.
-func unexpectedAdmission(err error) (reason, message string, ok bool) {
-	return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
 }
 
 // canAdmit runs the admission checks (internal/kubelet/admission) against
