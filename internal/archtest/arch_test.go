@@ -78,7 +78,8 @@ func kubeletSide(module string) func(string) bool {
 	}
 }
 
-// boundaryRules returns the rules of DESIGN.md for the module path.
+// boundaryRules returns the import rules of docs/ARCHITECTURE.md for the
+// module path.
 func boundaryRules(module string) []rule {
 	shim := module + "/internal/dockershim"
 	kubelet := kubeletSide(module)

@@ -33,7 +33,7 @@ func TestCheckGraph(t *testing.T) {
 		want  []string // violation paths, joined by " -> "
 	}{
 		{
-			desc: "clean layout as in DESIGN.md",
+			desc: "clean layout as in docs/ARCHITECTURE.md",
 			graph: importGraph{
 				m + "/internal/app":    local(shim, kubelet, runtime, cri, logging),
 				shim:                   local(libdock, network, logging, "k8s.io/cri-api/pkg/apis/runtime/v1"),
