@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/ptr"
 
+	"k8s.io/client-go/tools/record"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
@@ -73,6 +74,8 @@ type node struct {
 	reg       prometheus.Registerer // /metrics
 	startup   *podstartup.Tracker   // the pod start SLI
 	events    pleg.EventSource      // the CRI runtime's container events
+	recorder  record.EventRecorder  // events about pods and the node
+	nodeRef   *v1.ObjectReference   // the node, as the object of events
 	volumes   *volumes.Manager
 	devices   *devicemanager.Manager
 	// podResources serves the PodResources API.
@@ -93,8 +96,9 @@ type node struct {
 // sources, the status store, the prober, volumes, PLEG; the kubelet; then
 // what needs the kubelet (the API status sync, stats). It starts nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime}}
-	recorder := podRecorder(conn, logger)
+	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime},
+		recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
+	recorder := n.recorder
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
 		return nil, err
@@ -105,7 +109,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
 		return nil, err
 	}
-	if n.cgroups, err = newContainerManager(cfg, n, reserved, nodeRecorder(conn, name, logger), logger); err != nil {
+	if n.cgroups, err = newContainerManager(cfg, n, reserved, logger); err != nil {
 		return nil, err
 	}
 	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
@@ -117,10 +121,10 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {
 		return nil, err
 	}
-	if n.eviction, err = newEvictionManager(cfg, n, annotatedPodRecorder(conn, logger), nodeRecorder(conn, name, logger), reg, logger); err != nil {
+	if n.eviction, err = newEvictionManager(cfg, n, reg, logger); err != nil {
 		return nil, err
 	}
-	if n.images, err = newImageManager(cfg, clients, nodeRecorder(conn, name, logger), reg, logger); err != nil {
+	if n.images, err = newImageManager(cfg, clients, n, reg, logger); err != nil {
 		return nil, err
 	}
 	if n.startup, err = podstartup.New(podstartup.Options{Registerer: reg, Logger: logger.Named("podstartup")}); err != nil {
@@ -137,7 +141,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
 		return nil, err
 	}
-	if n.shutdown, err = newShutdownManager(cfg, n, reg, nodeRecorder(conn, name, logger), logger); err != nil {
+	if n.shutdown, err = newShutdownManager(cfg, n, reg, logger); err != nil {
 		return nil, err
 	}
 	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
@@ -211,8 +215,7 @@ func (c claimVolumes) csiStats(driver, handle, path string) func(context.Context
 // newEvictionManager builds the eviction manager from the thresholds (hard,
 // soft with their grace periods, minimum reclaims, and the allocatable copies
 // with "pods" enforced); the node starts it.
-func newEvictionManager(cfg *Config, n *node, podEvent func(*v1.Pod, map[string]string, string, string, string),
-	nodeEvent func(string, string, string), reg prometheus.Registerer, logger *zap.Logger) (*eviction.Manager, error) {
+func newEvictionManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*eviction.Manager, error) {
 	k := &cfg.Kubelet
 	thresholds, err := eviction.ParseThresholdConfig(eviction.ThresholdConfig{Hard: k.EvictionHard, Soft: k.EvictionSoft,
 		SoftGracePeriod: k.EvictionSoftGracePeriod, MinimumReclaim: k.EvictionMinimumReclaim, EnforceNodeAllocatable: k.EnforceNodeAllocatable})
@@ -228,19 +231,18 @@ func newEvictionManager(cfg *Config, n *node, podEvent func(*v1.Pod, map[string]
 	return eviction.New(eviction.Options{Thresholds: thresholds, PressureTransitionPeriod: k.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriodSeconds: int64(k.EvictionMaxPodGracePeriod), LocalStorageCapacityIsolation: *k.LocalStorageCapacityIsolation,
 		KernelMemcgNotification: k.KernelMemcgNotification, PodsCgroup: n.cgroups.NodeAllocatableCgroup(), HugePagesBytes: hugePages,
-		PodEvent: podEvent, NodeEvent: nodeEvent, Registerer: reg, Logger: logger.Named("eviction")})
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("eviction")})
 }
 
 // newImageManager builds the image GC manager (imageGC thresholds and ages)
 // over the CRI clients; the node starts it.
-func newImageManager(cfg *Config, clients *criClients, nodeEvent func(string, string, string), reg prometheus.Registerer,
-	logger *zap.Logger) (*images.Manager, error) {
+func newImageManager(cfg *Config, clients *criClients, n *node, reg prometheus.Registerer, logger *zap.Logger) (*images.Manager, error) {
 	k := &cfg.Kubelet
 	return images.New(images.Options{Images: clients.images, Containers: clients.runtime,
 		Fs: &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
 		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
 			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
-		Event: nodeEvent, Registerer: reg, Logger: logger.Named("images")})
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("images")})
 }
 
 // newResources reads the machine once and computes the node's capacity and
@@ -261,7 +263,7 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 // newShutdownManager builds graceful node shutdown (shutdownGracePeriod,
 // shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority) over
 // logind; its pods and kills go through the kubelet, built later.
-func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, event func(string, string, string), logger *zap.Logger) (*nodeshutdown.Manager, error) {
+func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*nodeshutdown.Manager, error) {
 	k := &cfg.Kubelet
 	return nodeshutdown.New(nodeshutdown.Options{
 		ShutdownGracePeriod: k.ShutdownGracePeriod.Duration, ShutdownGracePeriodCriticalPods: k.ShutdownGracePeriodCriticalPods.Duration,
@@ -270,7 +272,7 @@ func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, event f
 		KillPod: func(ctx context.Context, pod *v1.Pod, grace int64, statusFn func(*v1.PodStatus)) error {
 			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
 		},
-		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: event, Logger: logger.Named("nodeshutdown"),
+		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: n.recorder, NodeRef: n.nodeRef, Logger: logger.Named("nodeshutdown"),
 		SyncNodeStatus: func() {
 			if n.nodeStatus != nil {
 				n.nodeStatus.SyncNow()
@@ -334,13 +336,12 @@ func podsCapacity(k *kubeletv1beta1.KubeletConfiguration, cpus int) int {
 // systemReserved and kubeReserved with "pods" in enforceNodeAllocatable,
 // capacity without; the reservations enforced on their own cgroups; the QoS
 // and pod cgroups.
-func newContainerManager(cfg *Config, n *node, reserved nodeReservations, event func(eventType, reason, message string),
-	logger *zap.Logger) (*cm.Manager, error) {
+func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger *zap.Logger) (*cm.Manager, error) {
 	k := &cfg.Kubelet
 	node := n.resources
 	opts := cm.Options{
 		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
-		PodPidsLimit: *k.PodPidsLimit, Event: event, Registerer: n.reg, Logger: logger,
+		PodPidsLimit: *k.PodPidsLimit, Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: n.reg, Logger: logger,
 		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
 	}
 	if !opts.CgroupsPerQOS {
@@ -440,7 +441,7 @@ func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cm.ResourceConfig 
 }
 
 // newRuntimeHelper builds the kubelet's side of the runtime manager.
-func newRuntimeHelper(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.Logger) (*runtimehelper.RuntimeHelper, error) {
+func newRuntimeHelper(cfg *Config, n *node, recorder record.EventRecorder, logger *zap.Logger) (*runtimehelper.RuntimeHelper, error) {
 	clusterDNS, err := parseIPs(cfg.Kubelet.ClusterDNS)
 	if err != nil {
 		return nil, err
@@ -475,7 +476,7 @@ var (
 // node's machine facts, CPU manager (the container lifecycle), pod cgroups
 // and metrics registry.
 func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecontainer.RuntimeHelper, probes kuberuntime.ProbeResults,
-	rec kubelet.Recorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	rec record.EventRecorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
 	machine := n.resources.Machine()
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
 	if err != nil {
@@ -513,7 +514,7 @@ func (cfg *Config) restartRules() kubecontainer.RestartRules {
 // newPodSources builds the static pod sources and, with an API server, the
 // API source, which (as upstream) watches once the node is registered so that
 // admission sees the node's labels and allocatable.
-func newPodSources(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.Logger) (*podsource.Source, error) {
+func newPodSources(cfg *Config, n *node, recorder record.EventRecorder, logger *zap.Logger) (*podsource.Source, error) {
 	opts := podsource.Options{
 		NodeName: n.name, ManifestPath: cfg.Kubelet.StaticPodPath, FileCheckFrequency: cfg.Kubelet.FileCheckFrequency.Duration,
 		ManifestURL: cfg.Kubelet.StaticPodURL, ManifestURLHeaders: cfg.Kubelet.StaticPodURLHeader,
@@ -527,7 +528,7 @@ func newPodSources(cfg *Config, n *node, recorder kubelet.Recorder, logger *zap.
 }
 
 // newKubelet builds the coordinator over the parts built before it.
-func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *status.Manager, recorder kubelet.Recorder, logger *zap.Logger) (*kubelet.Kubelet, error) {
+func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *status.Manager, recorder record.EventRecorder, logger *zap.Logger) (*kubelet.Kubelet, error) {
 	vols, err := newVolumes(cfg, n, logger)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -153,20 +152,6 @@ type PodWorkers interface {
 	IsPodKnownTerminated(uid k8stypes.UID) bool
 	Stop()
 }
-
-// Recorder records an event about a pod. Its Eventf method makes it a
-// kubecontainer.EventRecorder too, so one recorder serves both.
-type Recorder func(pod *v1.Pod, eventType, reason, message string)
-
-// Eventf formats and records an event; a nil Recorder records nothing.
-func (r Recorder) Eventf(pod *v1.Pod, eventType, reason, format string, args ...any) {
-	if r == nil || pod == nil {
-		return
-	}
-	r(pod, eventType, reason, fmt.Sprintf(format, args...))
-}
-
-var _ kubecontainer.EventRecorder = Recorder(nil)
 
 // NodeGetter gives the node object pods are admitted against (labels,
 // allocatable); ok is false until the node is known.

@@ -22,6 +22,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
@@ -318,21 +319,15 @@ type env struct {
 	root      string
 }
 
-type eventLog struct {
-	mu     sync.Mutex
-	events []string // "type reason: message"
-}
-
-func (l *eventLog) record(_ *v1.Pod, eventType, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, eventType+" "+reason+": "+message)
-}
+// eventLog keeps the pod events; all renders them "type reason: message".
+type eventLog struct{ eventtest.Recorder }
 
 func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string{}, l.events...)
+	var out []string
+	for _, e := range l.Events() {
+		out = append(out, e.Type+" "+e.Reason+": "+e.Message)
+	}
+	return out
 }
 
 func newEnv(t *testing.T, mods ...func(*Options)) *env {
@@ -364,7 +359,7 @@ func newEnv(t *testing.T, mods ...func(*Options)) *env {
 			Status:        status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
 		},
 		Config:   Config{NodeIP: []byte{192, 168, 1, 10}},
-		Recorder: e.events.record,
+		Recorder: e.events,
 		Logger:   zaptest.NewLogger(t),
 	}
 	for _, m := range mods {

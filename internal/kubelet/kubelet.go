@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
@@ -55,7 +56,7 @@ type Kubelet struct {
 	cfg      loopConfig
 	deps     deps
 	logger   *zap.Logger
-	recorder Recorder
+	recorder record.EventRecorder
 
 	status    *status.Manager
 	helper    RuntimeHelper

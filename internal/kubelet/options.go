@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
@@ -32,7 +33,7 @@ type Options struct {
 	Parts  Parts
 	Config Config
 	// Recorder records pod events; nil records nothing.
-	Recorder Recorder
+	Recorder record.EventRecorder
 	// Registerer receives the kubelet's and its pod workers' upstream series
 	// (kubelet_pod_start_duration_seconds, kubelet_pod_worker_*); nil: not
 	// registered.
@@ -154,6 +155,9 @@ type Config struct {
 func (opts Options) withDefaults() Options {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = kubecontainer.NopRecorder{}
 	}
 	c := &opts.Config
 	if c.ResyncInterval <= 0 {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -58,7 +59,7 @@ type Options struct {
 	Helper kubecontainer.RuntimeHelper
 	Logger *zap.Logger
 	// Recorder receives events; nil records nothing.
-	Recorder kubecontainer.EventRecorder
+	Recorder record.EventRecorder
 	// ProbeResults reports liveness/startup probe failures; nil means none.
 	ProbeResults ProbeResults
 	// PodLogsDir is where container logs live; default /var/log/pods.
@@ -172,7 +173,7 @@ type Manager struct {
 	images             internalapi.ImageManagerService
 	helper             kubecontainer.RuntimeHelper
 	logger             *zap.Logger
-	recorder           kubecontainer.EventRecorder
+	recorder           record.EventRecorder
 	startup            StartupRecorder
 	podLogsDir         string
 	seccompRoot        string // Localhost seccomp profiles are relative to it
@@ -253,7 +254,7 @@ func New(opts Options) (*Manager, error) {
 		m.logger = zap.NewNop()
 	}
 	if m.recorder == nil {
-		m.recorder = nopRecorder{}
+		m.recorder = kubecontainer.NopRecorder{}
 	}
 	if m.startup == nil {
 		m.startup = noStartup{}
@@ -331,10 +332,6 @@ func (m *Manager) RuntimeName() string { return m.runtimeName }
 func (m *Manager) containerID(id string) kubecontainer.ContainerID {
 	return kubecontainer.ContainerID{Type: m.runtimeName, ID: id}
 }
-
-type nopRecorder struct{}
-
-func (nopRecorder) Eventf(*v1.Pod, string, string, string, ...any) {}
 
 // newHookHTTPClient builds the client for httpGet lifecycle hooks: no proxy, no
 // keep-alives, TLS without verification (as upstream), redirects followed only

@@ -64,38 +64,13 @@ func (h *rcHelper) GeneratePodHostNameAndDomain(pod *v1.Pod) (string, string, er
 }
 func (h *rcHelper) GetExtraSupplementalGroupsForPod(*v1.Pod) []int64 { return h.extraGroups }
 
-// rcEvent is one recorded event.
-type rcEvent struct{ eventType, reason, message string }
-
-// rcRecorder records events.
-type rcRecorder struct {
-	mu     sync.Mutex
-	events []rcEvent
-}
-
-func (r *rcRecorder) Eventf(_ *v1.Pod, eventType, reason, format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, rcEvent{eventType, reason, fmt.Sprintf(format, args...)})
-}
-
-func (r *rcRecorder) reasons() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		out = append(out, e.reason)
-	}
-	return out
-}
-
 // rcEnv is a Manager over the cri-api fakes and an rcHelper.
 type rcEnv struct {
 	m        *Manager
 	runtime  *critest.FakeRuntimeService
 	images   *critest.FakeImageService
 	helper   *rcHelper
-	recorder *rcRecorder
+	recorder *fakeRecorder
 	logsDir  string
 }
 
@@ -105,7 +80,7 @@ func newRCEnv(t *testing.T, mutate ...func(*Options)) *rcEnv {
 		runtime:  critest.NewFakeRuntimeService(),
 		images:   critest.NewFakeImageService(),
 		helper:   &rcHelper{dns: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}}},
-		recorder: &rcRecorder{},
+		recorder: &fakeRecorder{},
 		logsDir:  t.TempDir(),
 	}
 	opts := Options{

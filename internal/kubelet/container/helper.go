@@ -62,9 +62,3 @@ type DeviceInfo struct {
 	PathInContainer string
 	Permissions     string
 }
-
-// EventRecorder records events about a pod (the kubelet's recorder
-// implements it).
-type EventRecorder interface {
-	Eventf(pod *v1.Pod, eventType, reason, format string, args ...any)
-}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
@@ -44,7 +45,7 @@ type envResolver struct {
 	services ServiceLister
 	// recorder receives InvalidEnvironmentVariableNames warnings; nil = they
 	// are only logged.
-	recorder kubecontainer.EventRecorder
+	recorder record.EventRecorder
 	// logger; nil = nothing is logged.
 	logger *zap.Logger
 }
