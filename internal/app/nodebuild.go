@@ -37,6 +37,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pluginwatcher"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podresources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podstartup"
@@ -55,6 +56,7 @@ import (
 // node is a wired kubelet: every manager, built in dependency order, ready to
 // start (node.start).
 type node struct {
+	pods      *podmanager.Manager // built first: every manager counting pods reads it
 	name      string
 	ips       []net.IP
 	podCIDR   *podCIDR
@@ -90,13 +92,17 @@ type node struct {
 }
 
 // buildNode builds the kubelet side in dependency order, each manager from
-// the config and the parts it consumes, so that nothing is bound late: the
-// node's resources; the runtime helper, the probe results and the runtime
-// manager; the runtime state; with an API server the node status; the pod
-// sources, the status store, the prober, volumes, PLEG; the kubelet; then
-// what needs the kubelet (the API status sync, stats). It starts nothing.
+// the config and the parts it consumes: the pod manager first (the managers
+// that count pods get its ActivePods), the event recorder; the node's
+// resources, the container, CPU and device managers, the eviction and image
+// managers; the runtime helper, the probe results and the runtime manager;
+// the runtime state; the node shutdown manager; with an API server the node
+// status; the pod sources, the status store, the prober, volumes, PLEG; the
+// kubelet; then what needs the kubelet (the API status sync, stats). It
+// starts nothing. One binding is late: the node shutdown manager kills pods
+// through the kubelet (the kubelet admits pods through it).
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime},
+	n := &node{pods: podmanager.New(), name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime},
 		recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
 	recorder := n.recorder
 	reserved, err := parseReservations(&cfg.Kubelet)
@@ -268,7 +274,7 @@ func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, logger 
 	return nodeshutdown.New(nodeshutdown.Options{
 		ShutdownGracePeriod: k.ShutdownGracePeriod.Duration, ShutdownGracePeriodCriticalPods: k.ShutdownGracePeriodCriticalPods.Duration,
 		ByPodPriority: k.ShutdownGracePeriodByPodPriority,
-		ActivePods:    func() []*v1.Pod { return n.kubelet.ActivePods() },
+		ActivePods:    n.pods.ActivePods,
 		KillPod: func(ctx context.Context, pod *v1.Pod, grace int64, statusFn func(*v1.PodStatus)) error {
 			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
 		},
@@ -540,7 +546,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		return nil, err
 	}
 	parts := kubelet.Parts{
-		Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
+		Pods: n.pods, Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
 		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
 		Pressure: n.eviction, Features: n.features,
@@ -571,7 +577,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 // <root>/device-plugins and the PodResources API on <root>/pod-resources,
 // both asking the kubelet (built later) for the active pods.
 func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
-	active := func() []*v1.Pod { return n.kubelet.ActivePods() }
+	active := n.pods.ActivePods
 	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
 		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Registerer: n.reg, Logger: logger.Named("devicemanager")})
 	if err != nil {

@@ -410,7 +410,10 @@ func (e *env) ready() {
 	e.state.Check(context.Background())
 }
 
-var staticPod = podtest.StaticPod
+var (
+	staticPod = podtest.StaticPod
+	uids      = podtest.UIDs
+)
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()

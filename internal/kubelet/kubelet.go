@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
@@ -63,7 +64,7 @@ type Kubelet struct {
 	streaming StreamingRuntime
 	syncer    *podSyncer
 	workers   PodWorkers
-	pods      *podStore
+	pods      *podmanager.Manager
 	reasons   *apistatus.ReasonCache
 	state     RuntimeState
 	mirrors   *mirrorKeeper
@@ -113,7 +114,7 @@ func New(opts Options) (*Kubelet, error) {
 		status:    p.Status,
 		helper:    p.Helper,
 		streaming: p.Streaming,
-		pods:      newPodStore(),
+		pods:      p.Pods,
 		reasons:   reasons,
 		state:     p.State,
 		resize:    rs,
@@ -123,6 +124,7 @@ func New(opts Options) (*Kubelet, error) {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
 	}
 	k.admission = newAdmitChain(k.deps, admitFunc(k.canAdmit), k.logger)
+	k.pods.SetActive(func(p *v1.Pod) bool { return !k.isPodInactive(p) })
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
@@ -154,16 +156,7 @@ func New(opts Options) (*Kubelet, error) {
 
 // ActivePods are the desired pods that are not done (not known terminated,
 // not in a terminal phase): those the QoS cgroups are sized for.
-func (k *Kubelet) ActivePods() []*v1.Pod {
-	all := k.pods.all()
-	out := all[:0:0]
-	for _, p := range all {
-		if !k.isPodInactive(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (k *Kubelet) ActivePods() []*v1.Pod { return k.pods.ActivePods() }
 
 // Run runs the PLEG and the sync loop until ctx ends, then stops the pod
 // workers and returns nil. It does not kill pods: their containers keep running
@@ -210,7 +203,7 @@ func (k *Kubelet) Healthz() error {
 
 // Pods returns the desired pods with their current status, oldest first.
 func (k *Kubelet) Pods() []v1.Pod {
-	pods := k.pods.all()
+	pods := k.pods.All()
 	out := make([]v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		c := p.DeepCopy()

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
@@ -45,6 +46,10 @@ type Options struct {
 // Parts are the pieces the kubelet drives, each behind a small interface of
 // deps.go. All are required unless marked optional.
 type Parts struct {
+	// Pods is the pod manager, built first and shared with the managers
+	// that count the node's pods; nil: a new one. The kubelet applies the
+	// sources' updates to it and installs its test of a pod being active.
+	Pods *podmanager.Manager
 	// Runtime is the runtime manager. The kubelet does not run its loops.
 	Runtime Runtime
 	// Streaming is the runtime manager's logs, exec, attach, port-forward and
@@ -158,6 +163,9 @@ func (opts Options) withDefaults() Options {
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = kubecontainer.NopRecorder{}
+	}
+	if opts.Parts.Pods == nil {
+		opts.Parts.Pods = podmanager.New()
 	}
 	c := &opts.Config
 	if c.ResyncInterval <= 0 {
