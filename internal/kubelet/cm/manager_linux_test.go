@@ -330,10 +330,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	rec := &eventtest.Recorder{}
 	recorded := func() []event {
 		var out []event
-		for _, e := range rec.Events() {
-			if e.Object != nodeRef {
-				t.Errorf("event %v is about %v, want the node", e, e.Object)
-			}
+		for _, e := range rec.About(t, nodeRef) {
 			out = append(out, event{e.Type, e.Reason, e.Message})
 		}
 		return out

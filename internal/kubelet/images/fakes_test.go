@@ -119,10 +119,7 @@ var testNode = &v1.ObjectReference{Kind: "Node", Name: "n"}
 func (f *fakeEvents) list(t *testing.T) []event {
 	t.Helper()
 	var out []event
-	for _, e := range f.Events() {
-		if e.Object != testNode {
-			t.Errorf("event %v is about %v, not the node", e, e.Object)
-		}
+	for _, e := range f.About(t, testNode) {
 		out = append(out, event{e.Type, e.Reason, e.Message})
 	}
 	return out

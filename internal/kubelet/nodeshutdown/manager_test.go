@@ -369,11 +369,7 @@ func TestShutdownAndCancel(t *testing.T) {
 		"Normal Shutdown Shutdown manager detected shutdown event",
 		"Normal Shutdown Shutdown manager detected shutdown cancellation",
 	}
-	for _, e := range env.events.Events() {
-		if e.Object != testNode {
-			t.Errorf("event %v is about %v, not the node", e, e.Object)
-		}
-	}
+	env.events.About(t, testNode)
 	if got := env.events.Strings(); !slices.Equal(got, wantEvents) {
 		t.Errorf("events = %q, want %q", got, wantEvents)
 	}

@@ -5,6 +5,7 @@ package eventtest
 import (
 	"fmt"
 	"sync"
+	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,4 +76,17 @@ func (r *Recorder) Strings() []string {
 		out[i] = e.String()
 	}
 	return out
+}
+
+// About returns the events recorded so far, failing the test for each one
+// whose object is not obj (the same pointer).
+func (r *Recorder) About(t testing.TB, obj runtime.Object) []Event {
+	t.Helper()
+	events := r.Events()
+	for _, e := range events {
+		if e.Object != obj {
+			t.Errorf("event %q is about %v, want %v", e, e.Object, obj)
+		}
+	}
+	return events
 }
