@@ -212,7 +212,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
-		Recorder:              conn.recorder,
+		Recorder:              n.recorder,
 		Registerer:            n.reg, BootTime: bootTime(),
 		Logger: logger.Named("nodestatus"),
 	})

@@ -7,6 +7,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
@@ -83,6 +84,8 @@ type PodCgroups interface {
 // released once the pod terminated.
 type CPUManager interface {
 	Allocate(pod *v1.Pod, container *v1.Container) error
+	// CPUSet is the container's exclusive CPUs; ok is false when it has none.
+	CPUSet(podUID, containerName string) (set cpuset.CPUSet, ok bool)
 	RemovePod(podUID string) error
 }
 
@@ -91,14 +94,17 @@ type CPUManager interface {
 // admission then rejects.
 type DeviceAllocator interface {
 	Allocate(pod *v1.Pod, container *v1.Container, isInit bool) error
+	// PodDevices lists the devices of each container of the pod.
+	PodDevices(uid k8stypes.UID) map[string]map[string][]string
 	RemovePod(podUID string) error
 }
 
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 
-func (noCPUs) Allocate(*v1.Pod, *v1.Container) error { return nil }
-func (noCPUs) RemovePod(string) error                { return nil }
+func (noCPUs) Allocate(*v1.Pod, *v1.Container) error       { return nil }
+func (noCPUs) CPUSet(string, string) (cpuset.CPUSet, bool) { return cpuset.CPUSet{}, false }
+func (noCPUs) RemovePod(string) error                      { return nil }
 
 // noCgroups manages no pod cgroup.
 type noCgroups struct{}

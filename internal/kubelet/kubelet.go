@@ -124,7 +124,6 @@ func New(opts Options) (*Kubelet, error) {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
 	}
 	k.admission = newAdmitChain(k.deps, admitFunc(k.canAdmit), k.logger)
-	k.pods.SetActive(func(p *v1.Pod) bool { return !k.isPodInactive(p) })
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
@@ -151,6 +150,8 @@ func New(opts Options) (*Kubelet, error) {
 			return nil, err
 		}
 	}
+	// Last: the test reads the pod workers.
+	k.pods.SetActive(func(p *v1.Pod) bool { return !k.isPodInactive(p) })
 	return k, nil
 }
 

@@ -333,8 +333,10 @@ func (m *Manager) ContainerOptions(pod *v1.Pod, c *v1.Container) (*pluginapi.Con
 
 // RemovePod gives back every device allocated to the pod's containers and
 // records that in the checkpoint: admission releases what it allocated to a
-// pod it then rejects (the devices of pods that ended are freed at the next
-// allocation instead). A pod with no devices is a no-op.
+// pod it then rejects, when the pod held no devices before (the devices of
+// pods that ended, or of a restored pod that was rejected, are freed at the
+// next allocation once the pod is not active). A pod with no devices is a
+// no-op.
 func (m *Manager) RemovePod(podUID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
