@@ -13,12 +13,16 @@
 #   --focus REGEX       only the selected specs whose text also matches REGEX
 #                       (Go regexp; ad-hoc runs)
 #   --skip REGEX        skip specs matching REGEX too (ginkgo --skip semantics)
-#   --kubelet this|upstream
+#   --kubelet this|upstream|cri-dockerd
 #                       this: bin/kubelet in docker mode, its built-in dockershim
 #                       (default). upstream: upstream's kubelet v1.37.1
 #                       (upstream-kubelet, scripts/build-controlplane.sh) on this
 #                       project's shim-only mode (bin/kubelet
-#                       --experimental-dockershim): the anchor to compare with
+#                       --experimental-dockershim): the anchor to compare with.
+#                       cri-dockerd: upstream's kubelet on cri-dockerd v0.4.3
+#                       (built by scripts/build-controlplane.sh), the second
+#                       anchor: what a node of upstream's kubelet and cri-dockerd
+#                       does on this machine
 #   --dry-run           list the selected specs (OUTPUT_DIR/specs.txt) and their
 #                       count, then stop: no cluster, no images
 #   --procs N           ginkgo parallel processes (default 2)
@@ -150,9 +154,9 @@ while (($#)); do
 	shift
 done
 [[ $SHARD =~ ^[0-9]+/[0-9]+$ ]] || kds_die "--shard wants I/N"
-[[ $KUBELET == this || $KUBELET == upstream ]] || kds_die "--kubelet wants this or upstream"
+[[ $KUBELET == this || $KUBELET == upstream || $KUBELET == cri-dockerd ]] || kds_die "--kubelet wants this, upstream or cri-dockerd"
 [[ $PROCS =~ ^[1-9][0-9]*$ ]] || kds_die "--procs wants a number"
-if [[ $KUBELET == upstream && $NODE_IP == 127.* ]]; then
+if [[ $KUBELET != this && $NODE_IP == 127.* ]]; then
 	kds_die "upstream's kubelet refuses a loopback node IP (KDS_CONFORMANCE_NODE_IP=$NODE_IP)"
 fi
 OUT=${OUT:-$KDS_ROOT/_conformance/$(date -u +%Y%m%dT%H%M%SZ)-$KUBELET}
@@ -538,9 +542,20 @@ start_node() {
 			--container-runtime-endpoint="unix://$SHIM_SOCK" "${shim_flags[@]}" "${flags[@]}"
 		NODE_PROC=kubelet
 	else
-		start_bg dockershim "$STATE/logs/dockershim.log" "$KDS_ROOT/bin/kubelet" --experimental-dockershim \
-			--container-runtime-endpoint="unix://$SHIM_SOCK" "${shim_flags[@]}"
-		wait_until "the shim's socket" 30 dockershim "$STATE/logs/dockershim.log" test -S "$SHIM_SOCK"
+		if [[ $KUBELET == upstream ]]; then
+			start_bg dockershim "$STATE/logs/dockershim.log" "$KDS_ROOT/bin/kubelet" --experimental-dockershim \
+				--container-runtime-endpoint="unix://$SHIM_SOCK" "${shim_flags[@]}"
+			wait_until "the shim's socket" 30 dockershim "$STATE/logs/dockershim.log" test -S "$SHIM_SOCK"
+		else
+			# The same settings under cri-dockerd's names; its streaming
+			# server on loopback only.
+			start_bg cri-dockerd "$STATE/logs/cri-dockerd.log" "$CPBIN/cri-dockerd" \
+				--container-runtime-endpoint="unix://$SHIM_SOCK" --docker-endpoint="unix://$DOCKER_SOCK" \
+				--cri-dockerd-root-directory="$STATE/cri-dockerd" --network-plugin=cni \
+				--cni-conf-dir="$STATE/net.d" --cni-bin-dir=/usr/lib/cni --cni-cache-dir="$STATE/cni-cache" \
+				--pod-infra-container-image="$PAUSE_IMAGE" --streaming-bind-addr=127.0.0.1
+			wait_until "cri-dockerd's socket" 30 cri-dockerd "$STATE/logs/cri-dockerd.log" test -S "$SHIM_SOCK"
+		fi
 		start_bg upstream-kubelet "$STATE/logs/upstream-kubelet.log" "$CPBIN/upstream-kubelet" \
 			--container-runtime-endpoint="unix://$SHIM_SOCK" "${flags[@]}"
 		NODE_PROC=upstream-kubelet
@@ -631,6 +646,7 @@ teardown() {
 	stop_bg upstream-kubelet 30
 	stop_bg kubelet 30
 	stop_bg dockershim 30
+	stop_bg cri-dockerd 30
 	stop_dockerd
 	sweep_cni_rules
 	ip link del "$CNI_BRIDGE" 2>/dev/null
@@ -670,11 +686,12 @@ flock -n "$lock_fd" || kds_die "another conformance run holds $STATE.lock"
 kds_build_kubelet
 CPBIN=$("$KDS_SCRIPTS/build-controlplane.sh")
 [[ $KUBELET == this || -x $CPBIN/upstream-kubelet ]] || kds_die "no upstream-kubelet in $CPBIN"
+[[ $KUBELET != cri-dockerd || -x $CPBIN/cri-dockerd ]] || kds_die "no cri-dockerd in $CPBIN"
 "$KDS_SCRIPTS/conformance-images.sh" >/dev/null
 
 # A previous run's leftovers in the state dir (its processes, then the dir).
 if [[ -d $STATE ]]; then
-	for name in upstream-kubelet kubelet dockershim registry; do stop_bg "$name" 30; done
+	for name in upstream-kubelet kubelet dockershim cri-dockerd registry; do stop_bg "$name" 30; done
 	stop_dockerd
 	if [[ -d $STATE/cluster ]]; then
 		"$KDS_SCRIPTS/controlplane.sh" down "$STATE/cluster" >/dev/null 2>&1 || true

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -18,7 +20,6 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apiobjects"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus/clientcert"
@@ -96,43 +97,56 @@ func (c *apiConn) close() {
 	}
 }
 
-// podRecorder returns the kubelet's pod event recorder: every event is logged
-// and, with an API server, recorded there.
-func podRecorder(conn *apiConn, logger *zap.Logger) kubelet.Recorder {
-	annotated := annotatedPodRecorder(conn, logger)
-	return func(pod *v1.Pod, eventType, reason, message string) {
-		annotated(pod, nil, eventType, reason, message)
+// eventRecorder is the kubelet's one event recorder, about pods and about
+// the node alike: every event is logged and, with an API server, recorded
+// there (but not about a pod without a UID: the stub of a manifest that
+// could not be read). An event about a nil pod is dropped.
+type eventRecorder struct {
+	conn   *apiConn // nil: standalone
+	logger *zap.Logger
+}
+
+var _ record.EventRecorder = eventRecorder{}
+
+func (r eventRecorder) Event(object runtime.Object, eventType, reason, message string) {
+	r.record(object, nil, eventType, reason, message)
+}
+
+func (r eventRecorder) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
+	r.record(object, nil, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r eventRecorder) AnnotatedEventf(object runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
+	r.record(object, annotations, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r eventRecorder) record(object runtime.Object, annotations map[string]string, eventType, reason, message string) {
+	fields := make([]zap.Field, 0, 5)
+	send := r.conn != nil
+	switch o := object.(type) {
+	case *v1.Pod:
+		if o == nil { // a runtime pod the kubelet no longer knows: no object
+			return
+		}
+		fields = append(fields, zap.String("pod", o.Namespace+"/"+o.Name))
+		send = send && o.UID != ""
+	case *v1.ObjectReference:
+		fields = append(fields, zap.String(strings.ToLower(o.Kind), o.Name))
+	}
+	fields = append(fields, zap.String("type", eventType), zap.String("reason", reason), zap.String("message", message))
+	if len(annotations) > 0 {
+		fields = append(fields, zap.Any("annotations", annotations))
+	}
+	r.logger.Info("event", fields...)
+	if send {
+		r.conn.recorder.AnnotatedEventf(object, annotations, eventType, reason, "%s", message)
 	}
 }
 
-// annotatedPodRecorder records events about a pod with annotations (the
-// eviction manager's Evicted events): logged, and sent when there is an API
-// server.
-func annotatedPodRecorder(conn *apiConn, logger *zap.Logger) func(*v1.Pod, map[string]string, string, string, string) {
-	return func(pod *v1.Pod, annotations map[string]string, eventType, reason, message string) {
-		fields := []zap.Field{zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("type", eventType),
-			zap.String("reason", reason), zap.String("message", message)}
-		if len(annotations) > 0 {
-			fields = append(fields, zap.Any("annotations", annotations))
-		}
-		logger.Info("event", fields...)
-		if conn != nil && pod.UID != "" {
-			conn.recorder.AnnotatedEventf(pod, annotations, eventType, reason, "%s", message)
-		}
-	}
-}
-
-// nodeRecorder records events about the node itself: logged, and sent when
-// there is an API server (the reference carries no UID, as upstream's).
-func nodeRecorder(conn *apiConn, nodeName string, logger *zap.Logger) func(eventType, reason, message string) {
-	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: nodeName}
-	return func(eventType, reason, message string) {
-		logger.Info("event", zap.String("node", nodeName), zap.String("type", eventType),
-			zap.String("reason", reason), zap.String("message", message))
-		if conn != nil {
-			conn.recorder.Event(ref, eventType, reason, message)
-		}
-	}
+// nodeReference is the object of the events about the node itself (no UID,
+// as upstream's).
+func nodeReference(nodeName string) *v1.ObjectReference {
+	return &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: nodeName}
 }
 
 // nodeReservations are systemReserved and kubeReserved parsed once; a list
@@ -198,7 +212,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
-		Recorder:              conn.recorder,
+		Recorder:              n.recorder,
 		Registerer:            n.reg, BootTime: bootTime(),
 		Logger: logger.Named("nodestatus"),
 	})

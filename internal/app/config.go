@@ -272,3 +272,18 @@ func (c *Config) seccompProfileRoot() string {
 	}
 	return filepath.Join(c.RootDirectory, "seccomp")
 }
+
+// checkFlagOnly reports the flag-only settings that are invalid.
+func (c *Config) checkFlagOnly() []error {
+	var errs []error
+	if c.ExitOnLockContention && c.LockFilePath == "" {
+		errs = append(errs, errors.New("cannot exit on lock file contention: no lock file specified"))
+	}
+	switch c.CloudProvider {
+	case "", "external":
+	default:
+		// upstream's cloudprovider.ErrorForDisabledProvider
+		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", c.CloudProvider))
+	}
+	return errs
+}

@@ -3,10 +3,12 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/pflag"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
@@ -73,4 +75,21 @@ func loadDropin(path string) ([]byte, error) {
 		return nil, err
 	}
 	return yaml.YAMLToJSON(data)
+}
+
+// configPathsFromArgs finds --config and --config-dir in args before the full
+// parse, so that the file and its drop-ins are loaded first and every flag
+// then overrides them.
+func configPathsFromArgs(args []string) (file, dir string) {
+	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	path := fs.String("config", "", "")
+	dropins := fs.String("config-dir", "", "")
+	fs.BoolP("help", "h", false, "")
+	if err := fs.Parse(args); err != nil {
+		return "", "" // the full parse reports flag errors
+	}
+	return *path, *dropins
 }

@@ -1,9 +1,6 @@
 package app
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -274,36 +271,4 @@ func featureGatesUsage() string {
 		known = strings.Join(fg.KnownFeatures(), "\n")
 	}
 	return "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n" + known
-}
-
-// configPathsFromArgs finds --config and --config-dir in args before the full
-// parse, so that the file and its drop-ins are loaded first and every flag
-// then overrides them.
-func configPathsFromArgs(args []string) (file, dir string) {
-	fs := pflag.NewFlagSet("config", pflag.ContinueOnError)
-	fs.ParseErrorsAllowlist.UnknownFlags = true
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	path := fs.String("config", "", "")
-	dropins := fs.String("config-dir", "", "")
-	fs.BoolP("help", "h", false, "")
-	if err := fs.Parse(args); err != nil {
-		return "", "" // the full parse reports flag errors
-	}
-	return *path, *dropins
-}
-
-// checkFlagOnly reports the flag-only settings that are invalid.
-func (c *Config) checkFlagOnly() []error {
-	var errs []error
-	if c.ExitOnLockContention && c.LockFilePath == "" {
-		errs = append(errs, errors.New("cannot exit on lock file contention: no lock file specified"))
-	}
-	switch c.CloudProvider {
-	case "", "external":
-	default:
-		// upstream's cloudprovider.ErrorForDisabledProvider
-		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", c.CloudProvider))
-	}
-	return errs
 }

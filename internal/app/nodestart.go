@@ -37,12 +37,12 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
 		return err
 	}
-	if err := lc.start("container manager", func() error { return n.cgroups.Start(n.kubelet.ActivePods()) }, nil); err != nil {
+	if err := lc.start("container manager", func() error { return n.cgroups.Start(n.pods.ActivePods()) }, nil); err != nil {
 		return err
 	}
-	lc.run(ctx, "QoS cgroups", func(ctx context.Context) { n.cgroups.Run(ctx, n.kubelet.ActivePods) })
+	lc.run(ctx, "QoS cgroups", func(ctx context.Context) { n.cgroups.Run(ctx, n.pods.ActivePods) })
 	if err := lc.start("CPU manager", func() error {
-		if err := n.cpus.Start(n.kubelet.ActivePods, n.sources.SeenAllSources); err != nil {
+		if err := n.cpus.Start(n.pods.ActivePods, n.sources.SeenAllSources); err != nil {
 			return fmt.Errorf("start cpu manager error: %w", err)
 		}
 		return nil
@@ -60,12 +60,12 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	}
 	lc.run(ctx, "CSINode initialization", n.csi.InitializeCSINode)
 	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
-		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.kubelet.ActivePods, n.kubelet.UpdateContainerCPUs)
+		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.pods.ActivePods, n.kubelet.UpdateContainerCPUs)
 	})
 	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
 	lc.run(ctx, "image manager", n.images.Start)
 	lc.run(ctx, "eviction manager", func(ctx context.Context) {
-		n.eviction.Run(ctx, eviction.Deps{Stats: n.stats, ActivePods: n.kubelet.ActivePods, KillPod: n.kubelet.KillPodNow,
+		n.eviction.Run(ctx, eviction.Deps{Stats: n.stats, ActivePods: n.pods.ActivePods, KillPod: n.kubelet.KillPodNow,
 			PodCleanedUp:              n.kubelet.PodResourcesAreReclaimed,
 			DeleteAllUnusedContainers: n.kubelet.DeleteAllUnusedContainers, DeleteUnusedImages: n.images.DeleteUnusedImages})
 	})

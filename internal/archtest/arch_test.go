@@ -78,7 +78,8 @@ func kubeletSide(module string) func(string) bool {
 	}
 }
 
-// boundaryRules returns the rules of DESIGN.md for the module path.
+// boundaryRules returns the import rules of docs/ARCHITECTURE.md for the
+// module path.
 func boundaryRules(module string) []rule {
 	shim := module + "/internal/dockershim"
 	kubelet := kubeletSide(module)
@@ -134,6 +135,16 @@ func boundaryRules(module string) []rule {
 			forbidden: func(imp string) bool {
 				return under(imp, module+"/internal/kubelet") && !under(imp, module+"/internal/kubelet/container")
 			},
+			transitive:  true,
+			productOnly: true,
+		},
+		{
+			// One way only: the kubelet drives the runtime manager through
+			// interfaces it declares and the types of internal/kubelet/container;
+			// the composition root (internal/app) builds it. Tests may build one.
+			name:        "no package under internal/kubelet or internal/kubeletserver may import internal/kuberuntime",
+			appliesTo:   anyUnder(module+"/internal/kubelet", module+"/internal/kubeletserver"),
+			forbidden:   anyUnder(module + "/internal/kuberuntime"),
 			transitive:  true,
 			productOnly: true,
 		},

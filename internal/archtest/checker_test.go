@@ -33,19 +33,20 @@ func TestCheckGraph(t *testing.T) {
 		want  []string // violation paths, joined by " -> "
 	}{
 		{
-			desc: "clean layout as in DESIGN.md",
+			desc: "clean layout as in docs/ARCHITECTURE.md",
 			graph: importGraph{
-				m + "/internal/app": local(shim, kubelet, cri, logging),
-				shim:                local(libdock, network, logging, "k8s.io/cri-api/pkg/apis/runtime/v1"),
-				libdock:             local(docker),
-				network:             local(cni),
-				kubelet:             local(runtime, clientgo),
-				runtime:             local(cri),
-				cri:                 local(logging),
-				logging:             local(),
-				docker:              dep(),
-				cni:                 dep(),
-				clientgo:            dep(),
+				m + "/internal/app":    local(shim, kubelet, runtime, cri, logging),
+				shim:                   local(libdock, network, logging, "k8s.io/cri-api/pkg/apis/runtime/v1"),
+				libdock:                local(docker),
+				network:                local(cni),
+				kubelet:                local(kubelet+"/container", clientgo),
+				kubelet + "/container": local(),
+				runtime:                local(kubelet+"/container", cri),
+				cri:                    local(logging),
+				logging:                local(),
+				docker:                 dep(),
+				cni:                    dep(),
+				clientgo:               dep(),
 			},
 		},
 		{
@@ -125,6 +126,20 @@ func TestCheckGraph(t *testing.T) {
 				kubelet + "/status":    local(kubelet + "/container"),
 			},
 			want: []string{runtime + " -> " + m + "/internal/x -> " + kubelet + "/status"},
+		},
+		{
+			desc: "the kubelet side reaches kuberuntime only in its tests",
+			graph: importGraph{
+				kubelet:                       {Local: true, Imports: []string{kubelet + "/runtimehelper"}, TestImports: []string{runtime}},
+				kubelet + "/runtimehelper":    local(runtime),
+				m + "/internal/kubeletserver": local(kubelet),
+				runtime:                       local(),
+			},
+			want: []string{
+				kubelet + " -> " + kubelet + "/runtimehelper -> " + runtime,
+				kubelet + "/runtimehelper -> " + runtime,
+				m + "/internal/kubeletserver -> " + kubelet + " -> " + kubelet + "/runtimehelper -> " + runtime,
+			},
 		},
 		{
 			desc: "kubelet/container and kubelet/resources are leaves (resources may read cgroupfs)",

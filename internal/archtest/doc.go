@@ -1,21 +1,20 @@
-// Package archtest holds only tests: they enforce the dependency boundaries of
-// DESIGN.md with `go list -deps`, so a forbidden import fails `go test ./...`
-// instead of waiting for review.
+// Package archtest holds only tests: they keep docs/ARCHITECTURE.md true.
 //
-// The rules (a package's test files count as part of the package unless
-// said otherwise):
-//   - nothing under internal/dockershim imports, directly or transitively,
-//     internal/kubelet..., internal/kuberuntime, internal/cri or internal/app;
-//   - nothing under internal/dockershim imports k8s.io/client-go, directly or
-//     transitively, except in tests (client-go's exec and port-forward
-//     clients are the real counterpart of the streaming server);
-//   - nothing under internal/kubelet..., internal/kuberuntime or internal/cri
-//     imports internal/dockershim, directly or transitively;
-//   - internal/cgroupfs, the neutral leaf both halves may import, imports no
-//     package of this module (outside its tests);
-//   - only internal/dockershim/libdocker imports github.com/docker/docker;
-//   - only internal/dockershim/network imports github.com/containernetworking/cni;
-//   - nothing imports k8s.io/kubernetes.
+// TestDependencyBoundaries enforces the import rules of the package map with
+// `go list -deps`, so a forbidden import fails `go test ./...` instead of
+// waiting for review. The rules are boundaryRules in arch_test.go, each with
+// its reason (the dockershim and the kubelet side never import each other;
+// the runtime manager and the kubelet's packages meet only in
+// internal/kubelet/container, and no package under internal/kubelet imports
+// internal/kuberuntime; the leaves internal/cgroupfs, internal/unixsock and
+// internal/kubelet/container import nothing of the module; Docker's client
+// only in internal/dockershim/libdocker, libcni only in
+// internal/dockershim/network; internal/testutil only from tests; nothing
+// imports k8s.io/kubernetes). A package's test files count as part of the
+// package unless a rule says otherwise.
+//
+// TestArchitectureMapComplete keeps the package map complete: every package
+// of the module has exactly one row, and every row names a package.
 //
 // No package imports this one.
 package archtest

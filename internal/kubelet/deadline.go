@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 )
 
@@ -28,7 +29,7 @@ type podStatusReader interface {
 type activeDeadline struct {
 	clock    clock.Clock
 	status   podStatusReader
-	recorder Recorder
+	recorder record.EventRecorder
 }
 
 // ShouldEvict reports whether the pod is past its deadline, recording the

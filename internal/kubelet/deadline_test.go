@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // statusMap is a podStatusReader.
@@ -23,9 +25,7 @@ func TestActiveDeadline(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0.Add(10 * time.Second))
 	started := metav1.NewTime(t0)
-	var events []string
-	d := &activeDeadline{clock: clk, status: statusMap{"stored": {StartTime: &started}},
-		recorder: func(_ *v1.Pod, typ, reason, msg string) { events = append(events, typ+" "+reason+" "+msg) }}
+	d := &activeDeadline{clock: clk, status: statusMap{"stored": {StartTime: &started}}}
 	deadline := func(s int64) *int64 { return &s }
 	for _, tc := range []struct {
 		desc     string
@@ -42,8 +42,10 @@ func TestActiveDeadline(t *testing.T) {
 	} {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: tc.uid}}
 		pod.Spec.ActiveDeadlineSeconds, pod.Status.StartTime = tc.deadline, tc.start
-		events = nil
+		recorder := &eventtest.Recorder{}
+		d.recorder = recorder
 		reason, msg, evict := d.ShouldEvict(pod)
+		events := recorder.Strings()
 		if evict != tc.want || d.pastDeadline(pod) != tc.want {
 			t.Errorf("%s: evict %v, want %v", tc.desc, evict, tc.want)
 		}

@@ -2,19 +2,18 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // The consumer-side interfaces of the pieces the kubelet drives. The concrete
@@ -30,7 +29,7 @@ type Runtime interface {
 	KillPod(ctx context.Context, pod *v1.Pod, runningPod *kubecontainer.Pod, gracePeriodOverride *int64) error
 	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
 	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
-	GarbageCollect(ctx context.Context, policy kuberuntime.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kuberuntime.PodStateProvider) error
+	GarbageCollect(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kubecontainer.PodStateProvider) error
 	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
 	// IsPodResizeInProgress reports whether a running container of the
@@ -85,20 +84,27 @@ type PodCgroups interface {
 // released once the pod terminated.
 type CPUManager interface {
 	Allocate(pod *v1.Pod, container *v1.Container) error
+	// CPUSet is the container's exclusive CPUs; ok is false when it has none.
+	CPUSet(podUID, containerName string) (set cpuset.CPUSet, ok bool)
 	RemovePod(podUID string) error
 }
 
 // DeviceAllocator gives containers the devices of device plugins
-// (devicemanager.Manager) at admission.
+// (devicemanager.Manager) at admission, and takes them back from a pod
+// admission then rejects.
 type DeviceAllocator interface {
 	Allocate(pod *v1.Pod, container *v1.Container, isInit bool) error
+	// PodDevices lists the devices of each container of the pod.
+	PodDevices(uid k8stypes.UID) map[string]map[string][]string
+	RemovePod(podUID string) error
 }
 
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 
-func (noCPUs) Allocate(*v1.Pod, *v1.Container) error { return nil }
-func (noCPUs) RemovePod(string) error                { return nil }
+func (noCPUs) Allocate(*v1.Pod, *v1.Container) error       { return nil }
+func (noCPUs) CPUSet(string, string) (cpuset.CPUSet, bool) { return cpuset.CPUSet{}, false }
+func (noCPUs) RemovePod(string) error                      { return nil }
 
 // noCgroups manages no pod cgroup.
 type noCgroups struct{}
@@ -152,20 +158,6 @@ type PodWorkers interface {
 	IsPodKnownTerminated(uid k8stypes.UID) bool
 	Stop()
 }
-
-// Recorder records an event about a pod. Its Eventf method makes it a
-// kuberuntime.EventRecorder too, so one recorder serves both.
-type Recorder func(pod *v1.Pod, eventType, reason, message string)
-
-// Eventf formats and records an event; a nil Recorder records nothing.
-func (r Recorder) Eventf(pod *v1.Pod, eventType, reason, format string, args ...any) {
-	if r == nil || pod == nil {
-		return
-	}
-	r(pod, eventType, reason, fmt.Sprintf(format, args...))
-}
-
-var _ kuberuntime.EventRecorder = Recorder(nil)
 
 // NodeGetter gives the node object pods are admitted against (labels,
 // allocatable); ok is false until the node is known.

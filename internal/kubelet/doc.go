@@ -41,15 +41,19 @@
 // When Run's ctx ends, the loop stops and the pod workers are stopped; pods are
 // NOT killed, so containers keep running across kubelet restarts.
 //
-// Wiring, in dependency order (nothing is bound late; see internal/app):
+// Wiring, in dependency order (see internal/app): the pod manager first, so
+// that every manager counting pods is given its ActivePods when built; the
+// kubelet then applies the sources' updates to it and installs its test of a
+// pod being active.
 //
+//	pods := podmanager.New()
 //	results := prober.NewResults()
 //	helper, _ := runtimehelper.New(runtimehelper.Options{RootDir: root, DNS: dnsConfigurer, Node: res, ...})
 //	rt, _ := kuberuntime.New(kuberuntime.Options{Helper: helper, ProbeResults: results, ...})
 //	state, _ := runtimestate.New(runtimestate.Options{Runtime: rt})
 //	st := status.NewManager(status.Options{Logger: logger})
 //	probes := prober.NewManager(prober.Options{Runner: rt, Results: results, Status: st})
-//	kl, _ := kubelet.New(kubelet.Options{Parts: kubelet.Parts{Runtime: rt, Streaming: rt, Helper: helper,
+//	kl, _ := kubelet.New(kubelet.Options{Parts: kubelet.Parts{Pods: pods, Runtime: rt, Streaming: rt, Helper: helper,
 //		State: state, Status: st, Prober: probes, ...}})
 //	go state.Run(ctx); go sources.Run(ctx); rt.Start(ctx)
 //	err := kl.Run(ctx)

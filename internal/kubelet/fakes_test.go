@@ -22,7 +22,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
@@ -90,7 +90,7 @@ func (r *fakeRuntime) UpdateContainerResources(context.Context, string, *runtime
 	return nil
 }
 
-func (r *fakeRuntime) GarbageCollect(context.Context, kuberuntime.GCPolicy, bool, bool, kuberuntime.PodStateProvider) error {
+func (r *fakeRuntime) GarbageCollect(context.Context, kubecontainer.GCPolicy, bool, bool, kubecontainer.PodStateProvider) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gcCalls++
@@ -319,21 +319,15 @@ type env struct {
 	root      string
 }
 
-type eventLog struct {
-	mu     sync.Mutex
-	events []string // "type reason: message"
-}
-
-func (l *eventLog) record(_ *v1.Pod, eventType, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, eventType+" "+reason+": "+message)
-}
+// eventLog keeps the pod events; all renders them "type reason: message".
+type eventLog struct{ eventtest.Recorder }
 
 func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string{}, l.events...)
+	var out []string
+	for _, e := range l.Events() {
+		out = append(out, e.Type+" "+e.Reason+": "+e.Message)
+	}
+	return out
 }
 
 func newEnv(t *testing.T, mods ...func(*Options)) *env {
@@ -365,7 +359,7 @@ func newEnv(t *testing.T, mods ...func(*Options)) *env {
 			Status:        status.NewManager(status.Options{Logger: zaptest.NewLogger(t)}),
 		},
 		Config:   Config{NodeIP: []byte{192, 168, 1, 10}},
-		Recorder: e.events.record,
+		Recorder: e.events,
 		Logger:   zaptest.NewLogger(t),
 	}
 	for _, m := range mods {
@@ -416,7 +410,10 @@ func (e *env) ready() {
 	e.state.Check(context.Background())
 }
 
-var staticPod = podtest.StaticPod
+var (
+	staticPod = podtest.StaticPod
+	uids      = podtest.UIDs
+)
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()

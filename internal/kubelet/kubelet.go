@@ -10,13 +10,14 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apistatus"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -28,7 +29,7 @@ const syncLoopStallThreshold = 3 * time.Minute
 type loopConfig struct {
 	housekeeping time.Duration
 	gc           time.Duration
-	gcPolicy     kuberuntime.GCPolicy
+	gcPolicy     kubecontainer.GCPolicy
 	maxPods      int
 }
 
@@ -56,19 +57,20 @@ type Kubelet struct {
 	cfg      loopConfig
 	deps     deps
 	logger   *zap.Logger
-	recorder Recorder
+	recorder record.EventRecorder
 
 	status    *status.Manager
 	helper    RuntimeHelper
 	streaming StreamingRuntime
 	syncer    *podSyncer
 	workers   PodWorkers
-	pods      *podStore
+	pods      *podmanager.Manager
 	reasons   *apistatus.ReasonCache
 	state     RuntimeState
 	mirrors   *mirrorKeeper
 	resize    *resizer // nil: no in-place resize
 	deadline  *activeDeadline
+	admission *admitChain
 
 	started  atomic.Bool
 	lastLoop atomic.Int64  // unix nanoseconds of the last sync loop turn
@@ -112,7 +114,7 @@ func New(opts Options) (*Kubelet, error) {
 		status:    p.Status,
 		helper:    p.Helper,
 		streaming: p.Streaming,
-		pods:      newPodStore(),
+		pods:      p.Pods,
 		reasons:   reasons,
 		state:     p.State,
 		resize:    rs,
@@ -121,6 +123,7 @@ func New(opts Options) (*Kubelet, error) {
 	if p.Mirrors != nil {
 		k.mirrors = &mirrorKeeper{client: p.Mirrors, pods: k.pods, logger: k.logger}
 	}
+	k.admission = newAdmitChain(k.deps, admitFunc(k.canAdmit), k.logger)
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
@@ -147,21 +150,14 @@ func New(opts Options) (*Kubelet, error) {
 			return nil, err
 		}
 	}
+	// Last: the test reads the pod workers.
+	k.pods.SetActive(func(p *v1.Pod) bool { return !k.isPodInactive(p) })
 	return k, nil
 }
 
 // ActivePods are the desired pods that are not done (not known terminated,
 // not in a terminal phase): those the QoS cgroups are sized for.
-func (k *Kubelet) ActivePods() []*v1.Pod {
-	all := k.pods.all()
-	out := all[:0:0]
-	for _, p := range all {
-		if !k.isPodInactive(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (k *Kubelet) ActivePods() []*v1.Pod { return k.pods.ActivePods() }
 
 // Run runs the PLEG and the sync loop until ctx ends, then stops the pod
 // workers and returns nil. It does not kill pods: their containers keep running
@@ -208,7 +204,7 @@ func (k *Kubelet) Healthz() error {
 
 // Pods returns the desired pods with their current status, oldest first.
 func (k *Kubelet) Pods() []v1.Pod {
-	pods := k.pods.all()
+	pods := k.pods.All()
 	out := make([]v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		c := p.DeepCopy()

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -82,40 +81,40 @@ func (k *Kubelet) syncLoop(ctx context.Context) {
 // handleSourceUpdate applies a source update: removed pods are killed, new pods
 // admitted and started, changed pods updated.
 func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
-	ch := k.pods.apply(u)
+	ch := k.pods.Apply(u)
 	k.logger.Debug("Pod source update", zap.String("source", u.Source), zap.Stringer("op", u.Op),
-		zap.Int("adds", len(ch.adds)), zap.Int("updates", len(ch.updates)), zap.Int("removes", len(ch.removes)))
-	for _, p := range ch.removes {
-		if !k.pods.isAdmitted(p.UID) {
+		zap.Int("adds", len(ch.Adds)), zap.Int("updates", len(ch.Updates)), zap.Int("removes", len(ch.Removes)))
+	for _, p := range ch.Removes {
+		if !k.pods.IsAdmitted(p.UID) {
 			continue // rejected: it never ran
 		}
 		k.logger.Info("Pod removed by its source", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodKill, Pod: p})
 	}
-	for _, p := range ch.adds {
+	for _, p := range ch.Adds {
 		k.handleAdd(p)
 	}
-	if len(ch.removes) > 0 {
+	if len(ch.Removes) > 0 {
 		k.retryPendingResizes("pods_removed")
 	}
-	for _, p := range ch.updates {
-		if !k.pods.isAdmitted(p.UID) {
+	for _, p := range ch.Updates {
+		if !k.pods.IsAdmitted(p.UID) {
 			continue // rejected pods stay rejected
 		}
 		if k.resize.resizeRequested(p) {
 			k.handleResize(p)
 		}
-		k.warnMissingFeatures(ch.replaced[p.UID], p)
+		k.warnMissingFeatures(ch.Replaced[p.UID], p)
 		k.logger.Info("Pod changed by its source", zap.String("pod", podRef(p)))
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
-	for _, p := range ch.reconciles {
+	for _, p := range ch.Reconciles {
 		k.reconcileReadiness(p)
 	}
 	// A mirror pod changed or went away: its static pod's sync fixes it.
-	for _, key := range ch.mirrors {
+	for _, key := range ch.Mirrors {
 		ns, name, _ := strings.Cut(key, "/")
-		if p, ok := k.pods.byFullName(ns, name); ok && kubecontainer.IsStaticPod(p) && k.pods.isAdmitted(p.UID) {
+		if p, ok := k.pods.ByFullName(ns, name); ok && kubecontainer.IsStaticPod(p) && k.pods.IsAdmitted(p.UID) {
 			k.syncPodByUID(p.UID, "mirror pod changed")
 		}
 	}
@@ -146,7 +145,7 @@ func (k *Kubelet) warnMissingFeatures(old, p *v1.Pod) {
 // HandlePodReconcile): the sync hands the pod workers the pod with the API's
 // latest conditions, from which the status is generated again.
 func (k *Kubelet) reconcileReadiness(p *v1.Pod) {
-	if !k.pods.isAdmitted(p.UID) || !status.ReadinessNeedsReconcile(p) {
+	if !k.pods.IsAdmitted(p.UID) || !status.ReadinessNeedsReconcile(p) {
 		return
 	}
 	k.logger.Info("Pod readiness gates changed", zap.String("pod", podRef(p)))
@@ -156,39 +155,13 @@ func (k *Kubelet) reconcileReadiness(p *v1.Pod) {
 // handleAdd admits a new pod and hands it to the pod workers, or rejects it.
 func (k *Kubelet) handleAdd(p *v1.Pod) {
 	if !k.workers.IsPodTerminationRequested(p.UID) {
-		var features PodAdmitter
-		if k.deps.features != nil {
-			features = k.deps.features
-		}
-		for _, a := range []PodAdmitter{k.deps.pressure, features, k.deps.sysctls} {
-			if a == nil {
-				continue
-			}
-			if reason, msg, ok := a.Admit(p); !ok {
-				k.reject(p, reason, msg)
-				return
-			}
-		}
-		reason, msg, ok := k.allocateCPUs(p)
-		if ok {
-			reason, msg, ok = k.allocateDevices(p)
-		}
-		if ok {
-			reason, msg, ok = k.canAdmit(p)
-		}
-		if ok && k.deps.shutdown != nil {
-			reason, msg, ok = k.deps.shutdown.Admit(p)
-		}
-		if !ok {
-			if err := k.deps.cpus.RemovePod(string(p.UID)); err != nil {
-				k.logger.Error("release the CPUs of a rejected pod", zap.String("pod", podRef(p)), zap.Error(err))
-			}
+		if reason, msg, ok := k.admission.admit(p); !ok {
 			k.reject(p, reason, msg)
 			return
 		}
 	}
 	k.logger.Info("Pod added", zap.String("pod", podRef(p)), zap.String("podUID", string(p.UID)))
-	k.pods.markAdmitted(p.UID)
+	k.pods.MarkAdmitted(p.UID)
 	if err := k.resize.allocate(p); err != nil {
 		k.logger.Error("record the pod's allocation", zap.String("pod", podRef(p)), zap.Error(err))
 	}
@@ -198,56 +171,14 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 }
 
-// allocateCPUs gives the pod's containers their CPUs (init containers
-// first), as upstream's resource allocation admit handler does before the
-// predicate checks; a failure rejects the pod with upstream's reason and
-// message.
-func (k *Kubelet) allocateCPUs(p *v1.Pod) (reason, message string, ok bool) {
-	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range list {
-			if err := k.deps.cpus.Allocate(p, &list[i]); err != nil {
-				_ = k.deps.cpus.RemovePod(string(p.UID))
-				return unexpectedAdmission(err)
-			}
-		}
-	}
-	return "", "", true
-}
-
-// allocateDevices gives the pod's containers (init containers first) their
-// device plugins' devices, as upstream's resource allocation admit handler;
-// a failure rejects the pod with upstream's reason and message.
-func (k *Kubelet) allocateDevices(p *v1.Pod) (reason, message string, ok bool) {
-	if k.deps.devices == nil {
-		return "", "", true
-	}
-	for i := range p.Spec.InitContainers {
-		if err := k.deps.devices.Allocate(p, &p.Spec.InitContainers[i], true); err != nil {
-			return unexpectedAdmission(err)
-		}
-	}
-	for i := range p.Spec.Containers {
-		if err := k.deps.devices.Allocate(p, &p.Spec.Containers[i], false); err != nil {
-			return unexpectedAdmission(err)
-		}
-	}
-	return "", "", true
-}
-
-// unexpectedAdmission is upstream's rejection of a pod whose resources
-// (CPUs, devices) could not be allocated.
-func unexpectedAdmission(err error) (reason, message string, ok bool) {
-	return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
-}
-
 // canAdmit runs the admission checks (internal/kubelet/admission) against
 // the admitted active pods and the node: its API object when known, else the
 // kubelet's own allocatable (as upstream's getNodeAnyWay falls back to the
 // initial node).
 func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 	var others []*v1.Pod
-	for _, other := range k.pods.all() {
-		if other.UID != p.UID && k.pods.isAdmitted(other.UID) && !k.isPodInactive(other) {
+	for _, other := range k.pods.All() {
+		if other.UID != p.UID && k.pods.IsAdmitted(other.UID) && !k.isPodInactive(other) {
 			others = append(others, k.resize.allocatedPod(other))
 		}
 	}
@@ -299,7 +230,7 @@ func (k *Kubelet) handlePLEGEvent(e *pleg.PodLifecycleEvent) {
 
 // syncPodByUID asks the pod workers to sync a desired pod.
 func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
-	p, ok := k.pods.get(uid)
+	p, ok := k.pods.Get(uid)
 	if !ok {
 		k.logger.Debug("Ignoring an event for an unknown pod", zap.String("podUID", string(uid)), zap.String("event", why))
 		return
@@ -310,7 +241,7 @@ func (k *Kubelet) syncPodByUID(uid k8stypes.UID, why string) {
 // resyncPod asks the pod workers for another sync of a desired pod (an
 // update, as upstream requeues a pod after resetting its containers).
 func (k *Kubelet) resyncPod(uid k8stypes.UID) {
-	if p, ok := k.pods.get(uid); ok {
+	if p, ok := k.pods.Get(uid); ok {
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodUpdate, Pod: p})
 	}
 }
@@ -318,7 +249,7 @@ func (k *Kubelet) resyncPod(uid k8stypes.UID) {
 // syncPastDeadline syncs the active pods past their activeDeadlineSeconds
 // whose status is not terminal yet.
 func (k *Kubelet) syncPastDeadline() {
-	for _, p := range k.pods.all() {
+	for _, p := range k.pods.All() {
 		if p.Spec.ActiveDeadlineSeconds == nil || k.isPodInactive(p) || !k.deadline.pastDeadline(p) {
 			continue
 		}
@@ -340,7 +271,7 @@ func (k *Kubelet) syncPastDeadline() {
 //  5. runtime pods the workers do not know are killed (1s grace);
 //  6. mirror pods whose static pod is gone and stopped are deleted.
 func (k *Kubelet) housekeeping(ctx context.Context) {
-	desired := k.pods.all()
+	desired := k.pods.All()
 	working := k.workers.SyncKnownPods(desired)
 	if working == nil {
 		working = map[k8stypes.UID]podworkers.PodWorkerSync{}
@@ -382,7 +313,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 		active[rp.ID] = true
 	}
 	k.reasons.Retain(known)
-	k.pods.retainAdmitted()
+	k.pods.RetainAdmitted()
 	if err := k.deps.volumes.CleanupOrphans(ctx, active); err != nil && ctx.Err() == nil {
 		k.logger.Error("Housekeeping: cleaning up orphaned pod directories failed", zap.Error(err))
 	}
@@ -406,7 +337,7 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 // records them in working.
 func (k *Kubelet) restartUnknownPods(desired []*v1.Pod, working map[k8stypes.UID]podworkers.PodWorkerSync) {
 	for _, p := range desired {
-		if _, ok := working[p.UID]; ok || !k.pods.isAdmitted(p.UID) || k.isPodInactive(p) {
+		if _, ok := working[p.UID]; ok || !k.pods.IsAdmitted(p.UID) || k.isPodInactive(p) {
 			continue
 		}
 		k.logger.Info("Restarting a desired pod the workers do not know", zap.String("pod", podRef(p)))

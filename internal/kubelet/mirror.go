@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
 
@@ -14,7 +15,7 @@ import (
 // SyncPod's mirror step and HandlePodCleanups' orphaned mirror removal).
 type mirrorKeeper struct {
 	client MirrorClient
-	pods   *podStore
+	pods   *podmanager.Manager
 	logger *zap.Logger
 }
 
@@ -25,7 +26,7 @@ func (m *mirrorKeeper) sync(ctx context.Context, pod *v1.Pod) {
 	if m == nil || m.client == nil || !kubecontainer.IsStaticPod(pod) {
 		return
 	}
-	mirror, ok := m.pods.mirror(pod.Namespace, pod.Name)
+	mirror, ok := m.pods.Mirror(pod.Namespace, pod.Name)
 	if ok && (mirror.DeletionTimestamp != nil || !status.MirrorMatchesStatic(mirror, pod)) {
 		m.logger.Info("Deleting an outdated mirror pod", zap.String("pod", podRef(pod)))
 		uid := mirror.UID
@@ -52,8 +53,8 @@ func (m *mirrorKeeper) cleanup(ctx context.Context, stillRunning func(namespace,
 	if m == nil || m.client == nil {
 		return
 	}
-	for _, mirror := range m.pods.allMirrors() {
-		if static, ok := m.pods.byFullName(mirror.Namespace, mirror.Name); ok && kubecontainer.IsStaticPod(static) && status.MirrorMatchesStatic(mirror, static) {
+	for _, mirror := range m.pods.AllMirrors() {
+		if static, ok := m.pods.ByFullName(mirror.Namespace, mirror.Name); ok && kubecontainer.IsStaticPod(static) && status.MirrorMatchesStatic(mirror, static) {
 			continue
 		}
 		if stillRunning(mirror.Namespace, mirror.Name) {

@@ -12,6 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 )
 
 type fakeMirrors struct {
@@ -48,32 +49,32 @@ func TestPodStoreKeepsMirrorsApart(t *testing.T) {
 	static := staticPod("web", "uid-static", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-static" })
 	api := staticPod("api-pod", "uid-api", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource })
 	mirror := mirrorOf(static, "uid-mirror", "uid-static")
-	s := newPodStore()
-	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
-	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}})
-	if got := uids(ch.adds); !slices.Equal(got, []string{"uid-api"}) {
+	s := podmanager.New()
+	s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
+	ch := s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}})
+	if got := uids(ch.Adds); !slices.Equal(got, []string{"uid-api"}) {
 		t.Fatalf("adds = %v, want only the API pod", got)
 	}
-	if !slices.Equal(ch.mirrors, []string{"default/web"}) {
-		t.Fatalf("changed mirrors = %v, want default/web", ch.mirrors)
+	if !slices.Equal(ch.Mirrors, []string{"default/web"}) {
+		t.Fatalf("changed mirrors = %v, want default/web", ch.Mirrors)
 	}
-	if ch = s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}}); len(ch.mirrors) != 0 {
-		t.Fatalf("an unchanged mirror reported as changed: %v", ch.mirrors)
+	if ch = s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api, mirror}}); len(ch.Mirrors) != 0 {
+		t.Fatalf("an unchanged mirror reported as changed: %v", ch.Mirrors)
 	}
-	if got := uids(s.all()); !slices.Equal(got, []string{"uid-api", "uid-static"}) {
+	if got := uids(s.All()); !slices.Equal(got, []string{"uid-api", "uid-static"}) {
 		t.Fatalf("desired pods = %v", got)
 	}
-	if m, ok := s.mirror("default", "web"); !ok || m.UID != "uid-mirror" {
+	if m, ok := s.Mirror("default", "web"); !ok || m.UID != "uid-mirror" {
 		t.Fatalf("mirror lookup = %v %v", m, ok)
 	}
-	ch = s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
-	if len(ch.removes) != 0 {
-		t.Fatalf("a mirror leaving the API removed desired pods: %v", uids(ch.removes))
+	ch = s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
+	if len(ch.Removes) != 0 {
+		t.Fatalf("a mirror leaving the API removed desired pods: %v", uids(ch.Removes))
 	}
-	if !slices.Equal(ch.mirrors, []string{"default/web"}) {
-		t.Fatalf("a removed mirror is not reported: %v", ch.mirrors)
+	if !slices.Equal(ch.Mirrors, []string{"default/web"}) {
+		t.Fatalf("a removed mirror is not reported: %v", ch.Mirrors)
 	}
-	if _, ok := s.mirror("default", "web"); ok {
+	if _, ok := s.Mirror("default", "web"); ok {
 		t.Fatal("the mirror is still known after the API's SET without it")
 	}
 }
@@ -94,10 +95,10 @@ func TestMirrorKeeper(t *testing.T) {
 			wantCreate: []string{"default/web"}, wantDelete: []string{"default/web@m1"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			store := newPodStore()
-			store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
+			store := podmanager.New()
+			store.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{static}})
 			if tc.mirror != nil {
-				store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{tc.mirror}})
+				store.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{tc.mirror}})
 			}
 			fake := &fakeMirrors{}
 			k := &mirrorKeeper{client: fake, pods: store, logger: zap.NewNop()}
@@ -113,9 +114,9 @@ func TestMirrorKeeperCleanup(t *testing.T) {
 	gone := staticPod("gone", "uid-gone", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-gone" })
 	kept := staticPod("kept", "uid-kept", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigHashAnnotationKey] = "uid-kept" })
 	stopping := staticPod("stopping", "uid-stopping")
-	store := newPodStore()
-	store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{kept}})
-	store.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{
+	store := podmanager.New()
+	store.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{kept}})
+	store.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{
 		mirrorOf(gone, "m-gone", "uid-gone"), mirrorOf(kept, "m-kept", "uid-kept"), mirrorOf(stopping, "m-stopping", "uid-stopping"),
 	}})
 	fake := &fakeMirrors{}

@@ -8,12 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podworkers"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // Defaults applied to zero-valued Config fields.
@@ -33,7 +34,7 @@ type Options struct {
 	Parts  Parts
 	Config Config
 	// Recorder records pod events; nil records nothing.
-	Recorder Recorder
+	Recorder record.EventRecorder
 	// Registerer receives the kubelet's and its pod workers' upstream series
 	// (kubelet_pod_start_duration_seconds, kubelet_pod_worker_*); nil: not
 	// registered.
@@ -45,6 +46,10 @@ type Options struct {
 // Parts are the pieces the kubelet drives, each behind a small interface of
 // deps.go. All are required unless marked optional.
 type Parts struct {
+	// Pods is the pod manager, built first and shared with the managers
+	// that count the node's pods; nil: a new one. The kubelet applies the
+	// sources' updates to it and installs its test of a pod being active.
+	Pods *podmanager.Manager
 	// Runtime is the runtime manager. The kubelet does not run its loops.
 	Runtime Runtime
 	// Streaming is the runtime manager's logs, exec, attach, port-forward and
@@ -132,7 +137,7 @@ type Config struct {
 	GCInterval time.Duration
 	// GCPolicy is the container GC policy (zero value: MinAge 0,
 	// MaxPerPodContainer 1, MaxContainers -1).
-	GCPolicy kuberuntime.GCPolicy
+	GCPolicy kubecontainer.GCPolicy
 	// MaxPods is how many active pods the node admits; default 110.
 	MaxPods int
 	// CrashLoopBackOff is the container restart back-off; default 10s doubling
@@ -156,6 +161,12 @@ func (opts Options) withDefaults() Options {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.Recorder == nil {
+		opts.Recorder = kubecontainer.NopRecorder{}
+	}
+	if opts.Parts.Pods == nil {
+		opts.Parts.Pods = podmanager.New()
+	}
 	c := &opts.Config
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = DefaultResyncInterval
@@ -166,8 +177,8 @@ func (opts Options) withDefaults() Options {
 	if c.GCInterval <= 0 {
 		c.GCInterval = DefaultGCInterval
 	}
-	if c.GCPolicy == (kuberuntime.GCPolicy{}) {
-		c.GCPolicy = kuberuntime.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
+	if c.GCPolicy == (kubecontainer.GCPolicy{}) {
+		c.GCPolicy = kubecontainer.GCPolicy{MaxPerPodContainer: 1, MaxContainers: -1}
 	}
 	if c.MaxPods <= 0 {
 		c.MaxPods = DefaultMaxPods

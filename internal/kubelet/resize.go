@@ -323,7 +323,7 @@ func (k *Kubelet) retryPendingResizes(trigger string) {
 	r.mu.Unlock()
 	var pods []*v1.Pod
 	for _, uid := range uids {
-		if p, ok := k.pods.get(uid); ok && !k.isPodInactive(p) {
+		if p, ok := k.pods.Get(uid); ok && !k.isPodInactive(p) {
 			pods = append(pods, p)
 		} else {
 			r.mu.Lock()

@@ -19,7 +19,6 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // The methods in this file serve the kubelet API on :10250
@@ -44,7 +43,7 @@ var podsResource = schema.GroupResource{Resource: "pods"}
 // GetPodByName returns the desired pod namespace/name (a static pod is found
 // under its mirror pod's name, which is the same). The pod is shared: read only.
 func (k *Kubelet) GetPodByName(namespace, name string) (*v1.Pod, bool) {
-	return k.pods.byFullName(namespace, name)
+	return k.pods.ByFullName(namespace, name)
 }
 
 // GetRunningPods returns the pods the runtime runs (ready sandboxes, running
@@ -255,8 +254,8 @@ func (k *Kubelet) translateUID(namespace, podName string, uid k8stypes.UID) k8st
 	if uid == "" {
 		return uid
 	}
-	if m, ok := k.pods.mirror(namespace, podName); ok && m.UID == uid {
-		if static, ok := k.pods.byFullName(namespace, podName); ok {
+	if m, ok := k.pods.Mirror(namespace, podName); ok && m.UID == uid {
+		if static, ok := k.pods.ByFullName(namespace, podName); ok {
 			return static.UID
 		}
 	}
@@ -287,5 +286,3 @@ func containerSpec(pod *v1.Pod, name string) *v1.Container {
 	}
 	return nil
 }
-
-var _ StreamingRuntime = (*kuberuntime.Manager)(nil)

@@ -98,8 +98,8 @@ func newServerAPIEnv(t *testing.T) (*env, *fakeStreamingRuntime) {
 	mirror := pod.DeepCopy()
 	mirror.UID = "uid-mirror"
 	mirror.Annotations = map[string]string{kubecontainer.ConfigMirrorAnnotationKey: "hash", kubecontainer.ConfigSourceAnnotationKey: kubecontainer.APISource}
-	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
-	e.k.pods.apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.APISource, Pods: []*v1.Pod{mirror}})
+	e.k.pods.Apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
+	e.k.pods.Apply(kubecontainer.PodUpdate{Op: kubecontainer.ADD, Source: kubecontainer.APISource, Pods: []*v1.Pod{mirror}})
 	e.runtime.pods = []*kubecontainer.Pod{{
 		ID: "uid-web", Name: "web", Namespace: "default",
 		Containers: []*kubecontainer.Container{

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -50,7 +51,7 @@ type podSyncer struct {
 	gen      *apistatus.Generator
 	reasons  *apistatus.ReasonCache
 	state    RuntimeState
-	recorder Recorder
+	recorder record.EventRecorder
 	mirrors  *mirrorKeeper
 	secrets  SecretGetter
 	cgroups  PodCgroups

@@ -118,8 +118,8 @@ func (h *runtimeHost) CheckpointContainer(ctx context.Context, _, _ string, _ k8
 // podsHelper is the RuntimeHelper of the test pod: a directory per container.
 type podsHelper struct{ dir string }
 
-func (h *podsHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*kuberuntime.RunContainerOptions, func(), error) {
-	return &kuberuntime.RunContainerOptions{Hostname: pod.Name,
+func (h *podsHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*kubecontainer.RunContainerOptions, func(), error) {
+	return &kubecontainer.RunContainerOptions{Hostname: pod.Name,
 		PodContainerDir: filepath.Join(h.dir, string(pod.UID), "containers", c.Name)}, nil, nil
 }
 func (h *podsHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {

@@ -189,8 +189,8 @@ func TestSyncPodRestartAllContainers(t *testing.T) {
 	if e.calls("StopContainer") != 1 || e.calls("RunPodSandbox") != 1 || e.calls("StopPodSandbox") != 0 {
 		t.Errorf("calls %v: want one StopContainer (b, running), the sandbox kept", e.runtime.GetCalls())
 	}
-	if !e.recorder.has("Killing") || !slices.Contains(e.recorder.events, "Killing: killing") {
-		t.Errorf("events %v, want Killing: killing", e.recorder.events)
+	if !e.recorder.has("Killing") || !slices.Contains(e.recorder.events(), "Killing: killing") {
+		t.Errorf("events %v, want Killing: killing", e.recorder.events())
 	}
 
 	r = e.syncOnce(t, pod, nil)

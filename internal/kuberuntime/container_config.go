@@ -204,7 +204,7 @@ func effectiveSecurityContext(pod *v1.Pod, container *v1.Container) *v1.Security
 }
 
 // makeEnvs converts the resolved environment.
-func makeEnvs(opts *RunContainerOptions) []*runtimeapi.KeyValue {
+func makeEnvs(opts *kubecontainer.RunContainerOptions) []*runtimeapi.KeyValue {
 	envs := make([]*runtimeapi.KeyValue, 0, len(opts.Envs))
 	for _, e := range opts.Envs {
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
@@ -213,7 +213,7 @@ func makeEnvs(opts *RunContainerOptions) []*runtimeapi.KeyValue {
 }
 
 // makeDevices converts the devices of the run options.
-func makeDevices(opts *RunContainerOptions) []*runtimeapi.Device {
+func makeDevices(opts *kubecontainer.RunContainerOptions) []*runtimeapi.Device {
 	devices := make([]*runtimeapi.Device, 0, len(opts.Devices))
 	for _, d := range opts.Devices {
 		devices = append(devices, &runtimeapi.Device{HostPath: d.PathOnHost, ContainerPath: d.PathInContainer, Permissions: d.Permissions})
@@ -225,7 +225,7 @@ func makeDevices(opts *RunContainerOptions) []*runtimeapi.Device {
 // file: a fresh, world-writable file under the pod's container directory (one per
 // container instance, so a restarted container starts with an empty message),
 // mounted at the container's terminationMessagePath unless a mount already covers it.
-func (m *Manager) makeMounts(opts *RunContainerOptions, container *v1.Container) []*runtimeapi.Mount {
+func (m *Manager) makeMounts(opts *kubecontainer.RunContainerOptions, container *v1.Container) []*runtimeapi.Mount {
 	selinux := selinuxEnabled()
 	mounts := make([]*runtimeapi.Mount, 0, len(opts.Mounts)+1)
 	covered := false

@@ -32,13 +32,13 @@ func TestGenerateContainerConfig(t *testing.T) {
 	env := newRCEnv(t)
 	rcSetImage(env, "sha256:abc", rcPtr(int64(1000)), "")
 	podContainerDir := filepath.Join(t.TempDir(), "containers", "app")
-	env.helper.opts = &RunContainerOptions{
-		Envs: []EnvVar{{Name: "PORT", Value: "8080"}, {Name: "GREETING", Value: "hi"}},
-		Mounts: []Mount{
+	env.helper.opts = &kubecontainer.RunContainerOptions{
+		Envs: []kubecontainer.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "GREETING", Value: "hi"}},
+		Mounts: []kubecontainer.Mount{
 			{Name: "data", ContainerPath: "/data", HostPath: "/var/lib/kubelet/pods/uid-1/volumes/data", ReadOnly: true,
 				SELinuxRelabel: true, Propagation: runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
 		},
-		Devices:         []DeviceInfo{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", Permissions: "rwm"}},
+		Devices:         []kubecontainer.DeviceInfo{{PathOnHost: "/dev/fuse", PathInContainer: "/dev/fuse", Permissions: "rwm"}},
 		PodContainerDir: podContainerDir,
 	}
 	pod := rcPod("app")
@@ -140,13 +140,13 @@ func TestGenerateContainerConfigTerminationMessageFile(t *testing.T) {
 		desc      string
 		dir       bool
 		path      string
-		mounts    []Mount
+		mounts    []kubecontainer.Mount
 		wantMount bool
 	}{
 		{desc: "created under the pod container dir", dir: true, path: "/dev/termination-log", wantMount: true},
 		{desc: "no pod container dir", dir: false, path: "/dev/termination-log"},
 		{desc: "no termination message path", dir: true, path: ""},
-		{desc: "a volume already covers the path", dir: true, path: "/tmp/msg", mounts: []Mount{{ContainerPath: "/tmp/msg", HostPath: "/x"}}},
+		{desc: "a volume already covers the path", dir: true, path: "/tmp/msg", mounts: []kubecontainer.Mount{{ContainerPath: "/tmp/msg", HostPath: "/x"}}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -156,7 +156,7 @@ func TestGenerateContainerConfigTerminationMessageFile(t *testing.T) {
 			if tc.dir {
 				dir = filepath.Join(t.TempDir(), "c")
 			}
-			env.helper.opts = &RunContainerOptions{PodContainerDir: dir, Mounts: tc.mounts}
+			env.helper.opts = &kubecontainer.RunContainerOptions{PodContainerDir: dir, Mounts: tc.mounts}
 			pod := rcPod("c")
 			pod.Spec.Containers[0].TerminationMessagePath = tc.path
 			cfg, _, err := env.m.generateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, "", nil, "busybox:1.36")

@@ -24,7 +24,7 @@
 //	m, err := kuberuntime.New(kuberuntime.Options{
 //		Runtime:     runtimeService, // internalapi.RuntimeService
 //		Images:      imageService,   // internalapi.ImageManagerService
-//		Helper:      runtimeHelper,  // kuberuntime.RuntimeHelper
+//		Helper:      runtimeHelper,  // container.RuntimeHelper
 //		RuntimeName: "docker",
 //		MachineMemoryBytes: machine.MemoryCapacity, // resources.Machine
 //		Logger:      logger,

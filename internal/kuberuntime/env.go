@@ -8,7 +8,7 @@ import (
 
 // envLookup returns a lookup over envs; when a name repeats, the last value wins (as
 // with the container's environment itself).
-func envLookup(envs []EnvVar) func(string) (string, bool) {
+func envLookup(envs []kubecontainer.EnvVar) func(string) (string, bool) {
 	m := make(map[string]string, len(envs))
 	for _, e := range envs {
 		m[e.Name] = e.Value
@@ -22,7 +22,7 @@ func envLookup(envs []EnvVar) func(string) (string, bool) {
 // expandCommandAndArgs returns the container's command and args with $(VAR)
 // references expanded from envs. Nil stays nil, so the image's entrypoint and cmd
 // apply when the pod sets none.
-func expandCommandAndArgs(container *v1.Container, envs []EnvVar) (command, args []string) {
+func expandCommandAndArgs(container *v1.Container, envs []kubecontainer.EnvVar) (command, args []string) {
 	lookup := envLookup(envs)
 	expandAll := func(in []string) []string {
 		if in == nil {

@@ -11,7 +11,7 @@ import (
 
 func TestExpandVars(t *testing.T) {
 	t.Parallel()
-	envs := []EnvVar{{Name: "A", Value: "alpha"}, {Name: "B", Value: "beta"}, {Name: "EMPTY", Value: ""},
+	envs := []kubecontainer.EnvVar{{Name: "A", Value: "alpha"}, {Name: "B", Value: "beta"}, {Name: "EMPTY", Value: ""},
 		{Name: "DUP", Value: "first"}, {Name: "DUP", Value: "last"}}
 	lookup := envLookup(envs)
 	for _, tc := range []struct {
@@ -46,7 +46,7 @@ func TestExpandVars(t *testing.T) {
 
 func TestExpandCommandAndArgs(t *testing.T) {
 	t.Parallel()
-	envs := []EnvVar{{Name: "PORT", Value: "8080"}, {Name: "MSG", Value: "hello world"}}
+	envs := []kubecontainer.EnvVar{{Name: "PORT", Value: "8080"}, {Name: "MSG", Value: "hello world"}}
 	for _, tc := range []struct {
 		desc                 string
 		container            v1.Container

@@ -14,33 +14,9 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	crierrors "k8s.io/cri-api/pkg/errors"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
-
-// GCPolicy is the container garbage collection policy.
-type GCPolicy struct {
-	// MinAge is the minimum age of a dead container before it may be removed.
-	MinAge time.Duration
-	// MaxPerPodContainer is how many dead instances of each container of a pod
-	// are kept; negative means no limit.
-	MaxPerPodContainer int
-	// MaxContainers is how many dead containers are kept in total; negative
-	// means no limit.
-	MaxContainers int
-}
-
-// DefaultGCPolicy is the kubelet's default: no minimum age, one dead instance
-// per container, no global limit.
-func DefaultGCPolicy() GCPolicy {
-	return GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1}
-}
-
-// PodStateProvider tells the GC what the kubelet knows about pods (the pod
-// workers implement it).
-type PodStateProvider interface {
-	IsPodTerminationRequested(uid k8stypes.UID) bool
-	ShouldPodContentBeRemoved(uid k8stypes.UID) bool
-	ShouldPodRuntimeBeRemoved(uid k8stypes.UID) bool
-}
 
 // gcContainer is a dead container considered for removal.
 type gcContainer struct {
@@ -78,7 +54,7 @@ type evictUnit struct {
 //     allSourcesReady).
 //
 // Removal failures are logged; listing failures are returned.
-func (m *Manager) GarbageCollect(ctx context.Context, policy GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider PodStateProvider) error {
+func (m *Manager) GarbageCollect(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kubecontainer.PodStateProvider) error {
 	if podStateProvider == nil {
 		return errors.New("garbage collect: no pod state provider")
 	}
@@ -109,7 +85,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, policy GCPolicy, allSource
 }
 
 // evictContainers removes dead containers per the policy.
-func (m *Manager) evictContainers(ctx context.Context, policy GCPolicy, allSourcesReady bool, removable func(k8stypes.UID) bool) error {
+func (m *Manager) evictContainers(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, removable func(k8stypes.UID) bool) error {
 	units, err := m.evictableContainers(ctx, policy.MinAge)
 	if err != nil {
 		return err
@@ -322,7 +298,7 @@ func (m *Manager) removeSandbox(ctx context.Context, id string) {
 
 // evictPodLogsDirectories removes <podLogsDir>/<ns>_<name>_<uid> of pods
 // whose content should be removed.
-func (m *Manager) evictPodLogsDirectories(psp PodStateProvider) error {
+func (m *Manager) evictPodLogsDirectories(psp kubecontainer.PodStateProvider) error {
 	entries, err := os.ReadDir(m.podLogsDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -14,6 +14,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // fakePodState answers the GC's questions from sets of UIDs.
@@ -70,7 +72,7 @@ func TestGarbageCollect(t *testing.T) {
 		desc            string
 		containers      []gcCtr
 		sandboxes       []gcSb
-		policy          GCPolicy
+		policy          kubecontainer.GCPolicy
 		allSourcesReady bool
 		evictNonDeleted bool
 		state           fakePodState
@@ -81,58 +83,58 @@ func TestGarbageCollect(t *testing.T) {
 		{
 			desc:       "default policy: the newest dead instance of each container stays",
 			containers: append(append([]gcCtr{}, app...), job...), sandboxes: sandboxes,
-			policy: DefaultGCPolicy(), allSourcesReady: true,
+			policy: kubecontainer.DefaultGCPolicy(), allSourcesReady: true,
 			wantContainers: []string{"a2", "a3", "j1", "x0"}, wantSandboxes: []string{"s1", "s2"},
 		},
 		{
 			desc:       "no per-container limit: everything stays",
 			containers: append(append([]gcCtr{}, app...), job...), sandboxes: sandboxes,
-			policy:         GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1},
+			policy:         kubecontainer.GCPolicy{MaxPerPodContainer: -1, MaxContainers: -1},
 			wantContainers: []string{"a0", "a1", "a2", "a3", "j0", "j1", "x0"}, wantSandboxes: []string{"s1", "s2"},
 		},
 		{
 			desc:       "MinAge: young dead containers stay",
 			containers: app, sandboxes: sandboxes[:1],
-			policy:         GCPolicy{MinAge: time.Hour, MaxPerPodContainer: 0, MaxContainers: -1},
+			policy:         kubecontainer.GCPolicy{MinAge: time.Hour, MaxPerPodContainer: 0, MaxContainers: -1},
 			wantContainers: []string{"a2", "a3"}, wantSandboxes: []string{"s1"},
 		},
 		{
 			desc:       "MaxContainers: an equal share per container, the newest kept",
 			containers: append(append([]gcCtr{}, app...), job...), sandboxes: sandboxes,
-			policy:         GCPolicy{MaxPerPodContainer: -1, MaxContainers: 3},
+			policy:         kubecontainer.GCPolicy{MaxPerPodContainer: -1, MaxContainers: 3},
 			wantContainers: []string{"a2", "a3", "j1", "x0"}, wantSandboxes: []string{"s1", "s2"},
 		},
 		{
 			desc:       "MaxContainers below one per container: the oldest go",
 			containers: append(append([]gcCtr{}, app...), job...), sandboxes: sandboxes,
-			policy:         GCPolicy{MaxPerPodContainer: -1, MaxContainers: 1},
+			policy:         kubecontainer.GCPolicy{MaxPerPodContainer: -1, MaxContainers: 1},
 			wantContainers: []string{"a2", "a3"}, wantSandboxes: []string{"s1", "s2"},
 		},
 		{
 			desc:       "deleted pod: all of it goes, sandbox included",
 			containers: append(append([]gcCtr{}, app...), job...), sandboxes: sandboxes,
-			policy: DefaultGCPolicy(), allSourcesReady: true,
+			policy: kubecontainer.DefaultGCPolicy(), allSourcesReady: true,
 			state:          fakePodState{contentRemoved: map[k8stypes.UID]bool{"uid-2": true}},
 			wantContainers: []string{"a2", "a3"}, wantSandboxes: []string{"s1"},
 		},
 		{
 			desc:       "deleted pod but the sources are not all ready: only the policy applies",
 			containers: job, sandboxes: sandboxes[1:],
-			policy:         DefaultGCPolicy(),
+			policy:         kubecontainer.DefaultGCPolicy(),
 			state:          fakePodState{contentRemoved: map[k8stypes.UID]bool{"uid-2": true}},
 			wantContainers: []string{"j1", "x0"}, wantSandboxes: []string{"s2"},
 		},
 		{
 			desc:       "terminated pod with evictNonDeletedPods: its runtime goes",
 			containers: job, sandboxes: sandboxes[1:],
-			policy: DefaultGCPolicy(), allSourcesReady: true, evictNonDeleted: true,
+			policy: kubecontainer.DefaultGCPolicy(), allSourcesReady: true, evictNonDeleted: true,
 			state:          fakePodState{runtimeRemoved: map[k8stypes.UID]bool{"uid-2": true}},
 			wantContainers: nil, wantSandboxes: nil,
 		},
 		{
 			desc:       "terminated pod without evictNonDeletedPods: only the policy applies",
 			containers: job, sandboxes: sandboxes[1:],
-			policy: DefaultGCPolicy(), allSourcesReady: true,
+			policy: kubecontainer.DefaultGCPolicy(), allSourcesReady: true,
 			state:          fakePodState{runtimeRemoved: map[k8stypes.UID]bool{"uid-2": true}},
 			wantContainers: []string{"j1", "x0"}, wantSandboxes: []string{"s2"},
 		},
@@ -142,14 +144,14 @@ func TestGarbageCollect(t *testing.T) {
 				{id: "p0", uid: "uid-3", attempt: 0}, {id: "p1", uid: "uid-3", attempt: 1}, {id: "p2", uid: "uid-3", attempt: 2},
 				{id: "q0", uid: "uid-4", attempt: 0}, {id: "q1", uid: "uid-4", attempt: 1, ready: true},
 			},
-			policy:        DefaultGCPolicy(),
+			policy:        kubecontainer.DefaultGCPolicy(),
 			wantSandboxes: []string{"p2", "q1"},
 		},
 		{
 			desc:           "a dead sandbox that still has containers stays",
 			containers:     []gcCtr{{id: "k0", uid: "uid-3", name: "k", sandbox: "p0", age: time.Minute, state: running}},
 			sandboxes:      []gcSb{{id: "p0", uid: "uid-3", attempt: 0}, {id: "p1", uid: "uid-3", attempt: 1}},
-			policy:         DefaultGCPolicy(),
+			policy:         kubecontainer.DefaultGCPolicy(),
 			wantContainers: []string{"k0"},
 			wantSandboxes:  []string{"p0", "p1"},
 		},
@@ -159,13 +161,13 @@ func TestGarbageCollect(t *testing.T) {
 				{id: "u0", uid: "uid-1", name: "app", sandbox: "s1", attempt: 0, age: h, state: unknown},
 				{id: "u1", uid: "uid-1", name: "app", sandbox: "s1", attempt: 1, age: time.Minute, state: exited},
 			},
-			sandboxes: sandboxes[:1], policy: DefaultGCPolicy(),
+			sandboxes: sandboxes[:1], policy: kubecontainer.DefaultGCPolicy(),
 			wantContainers: []string{"u1"}, wantSandboxes: []string{"s1"}, wantStopped: []string{"u0"},
 		},
 		{
 			desc:           "containers without a pod UID label are not the kubelet's",
 			containers:     []gcCtr{{id: "z0", name: "foreign", age: h, state: exited}, {id: "z1", name: "foreign", attempt: 1, age: h, state: exited}},
-			policy:         GCPolicy{MaxPerPodContainer: 0, MaxContainers: -1},
+			policy:         kubecontainer.GCPolicy{MaxPerPodContainer: 0, MaxContainers: -1},
 			wantContainers: []string{"z0", "z1"},
 		},
 	}
@@ -255,7 +257,7 @@ func TestGarbageCollectLogs(t *testing.T) {
 	state := fakePodState{contentRemoved: map[k8stypes.UID]bool{"uid-2": true}}
 
 	// Sources not ready: pod log directories stay.
-	if err := e.m.GarbageCollect(context.Background(), DefaultGCPolicy(), false, false, state); err != nil {
+	if err := e.m.GarbageCollect(context.Background(), kubecontainer.DefaultGCPolicy(), false, false, state); err != nil {
 		t.Fatalf("GarbageCollect: %v", err)
 	}
 	if _, err := os.Stat(deleted); err != nil {
@@ -270,7 +272,7 @@ func TestGarbageCollectLogs(t *testing.T) {
 		t.Errorf("container logs left = %v, want %v", left, want)
 	}
 
-	if err := e.m.GarbageCollect(context.Background(), DefaultGCPolicy(), true, false, state); err != nil {
+	if err := e.m.GarbageCollect(context.Background(), kubecontainer.DefaultGCPolicy(), true, false, state); err != nil {
 		t.Fatalf("GarbageCollect: %v", err)
 	}
 	if _, err := os.Stat(deleted); !errors.Is(err, os.ErrNotExist) {
@@ -287,11 +289,11 @@ func TestGarbageCollectLogs(t *testing.T) {
 func TestGarbageCollectErrors(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
-	if err := e.m.GarbageCollect(context.Background(), DefaultGCPolicy(), true, false, nil); err == nil {
+	if err := e.m.GarbageCollect(context.Background(), kubecontainer.DefaultGCPolicy(), true, false, nil); err == nil {
 		t.Errorf("GarbageCollect without a pod state provider succeeded")
 	}
 	e.runtime.InjectError("ListContainers", errors.New("runtime down"))
-	err := e.m.GarbageCollect(context.Background(), DefaultGCPolicy(), true, false, fakePodState{})
+	err := e.m.GarbageCollect(context.Background(), kubecontainer.DefaultGCPolicy(), true, false, fakePodState{})
 	if err == nil || !strings.Contains(err.Error(), "runtime down") {
 		t.Errorf("GarbageCollect error = %v, want the list failure", err)
 	}

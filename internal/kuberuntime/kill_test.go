@@ -136,7 +136,7 @@ func TestKillPodPreStop(t *testing.T) {
 				t.Errorf("execs = %v, want exec %v", e.runtime.execs, tc.wantExec)
 			}
 			if tc.wantEvent != "" && !e.recorder.has(tc.wantEvent) {
-				t.Errorf("no %s event: %v", tc.wantEvent, e.recorder.events)
+				t.Errorf("no %s event: %v", tc.wantEvent, e.recorder.events())
 			}
 		})
 	}

@@ -22,6 +22,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // These tests run the project's binary as a shim-only dockershim against the real
@@ -100,7 +102,7 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 			Command: []string{"sh", "-c", `i=0; while true; do echo "line $i $(PAD)"; i=$((i+1)); sleep 0.002; done`},
 		}}},
 	}
-	helper.opts = &RunContainerOptions{Envs: []EnvVar{{Name: "PAD", Value: strings.Repeat("p", 100)}}}
+	helper.opts = &kubecontainer.RunContainerOptions{Envs: []kubecontainer.EnvVar{{Name: "PAD", Value: strings.Repeat("p", 100)}}}
 	sbCfg, err := m.generatePodSandboxConfig(pod, 0)
 	if err != nil {
 		t.Fatal(err)

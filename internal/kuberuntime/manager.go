@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -32,66 +33,6 @@ const (
 	defaultImageBackOffInitial  = 10 * time.Second
 	defaultImageBackOffMax      = 300 * time.Second
 )
-
-// RuntimeHelper is what the runtime manager needs from the kubelet. The kubelet
-// (internal/kubelet) implements it.
-type RuntimeHelper interface {
-	// GenerateRunContainerOptions returns env, mounts, devices and hostname for a
-	// container (volumes are already set up). The returned func, when not nil,
-	// is called once the container has been created.
-	GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, container *v1.Container, podIP string, podIPs []string) (*RunContainerOptions, func(), error)
-	GetPodDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error)
-	GetPodCgroupParent(pod *v1.Pod) string
-	GetPodDir(podUID k8stypes.UID) string
-	GeneratePodHostNameAndDomain(pod *v1.Pod) (hostname, hostDomain string, err error)
-	GetExtraSupplementalGroupsForPod(pod *v1.Pod) []int64
-}
-
-// RunContainerOptions is what the kubelet resolved for one container.
-type RunContainerOptions struct {
-	// Envs are already resolved (value, fieldRef, resourceFieldRef); $(VAR)
-	// expansion of command and args happens in kuberuntime.
-	Envs    []EnvVar
-	Mounts  []Mount
-	Devices []DeviceInfo
-	// Annotations are added to the container's (device plugins'); the
-	// kubelet's own keys win.
-	Annotations map[string]string
-	// Hostname is the container's hostname.
-	Hostname string
-	// PodContainerDir is <podDir>/containers/<name>; the termination message
-	// file lives under it.
-	PodContainerDir         string
-	EnableHostUserNamespace bool
-}
-
-// EnvVar is one resolved environment variable.
-type EnvVar struct {
-	Name  string
-	Value string
-}
-
-// Mount is one volume mount of a container.
-type Mount struct {
-	Name           string
-	ContainerPath  string
-	HostPath       string
-	ReadOnly       bool
-	SELinuxRelabel bool
-	Propagation    runtimeapi.MountPropagation
-}
-
-// DeviceInfo is one host device given to a container.
-type DeviceInfo struct {
-	PathOnHost      string
-	PathInContainer string
-	Permissions     string
-}
-
-// EventRecorder records events about a pod. The kubelet adapts its recorder.
-type EventRecorder interface {
-	Eventf(pod *v1.Pod, eventType, reason, format string, args ...any)
-}
 
 // ProbeResults tells computePodActions which containers failed their probes, so
 // they get killed (and restarted per restart policy). The prober implements it.
@@ -115,10 +56,10 @@ type Options struct {
 	Runtime internalapi.RuntimeService
 	Images  internalapi.ImageManagerService
 	// Helper is the kubelet side; required by SyncPod (container configs).
-	Helper RuntimeHelper
+	Helper kubecontainer.RuntimeHelper
 	Logger *zap.Logger
 	// Recorder receives events; nil records nothing.
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	// ProbeResults reports liveness/startup probe failures; nil means none.
 	ProbeResults ProbeResults
 	// PodLogsDir is where container logs live; default /var/log/pods.
@@ -230,9 +171,9 @@ type Manager struct {
 	metrics            *syncMetrics
 	runtime            internalapi.RuntimeService
 	images             internalapi.ImageManagerService
-	helper             RuntimeHelper
+	helper             kubecontainer.RuntimeHelper
 	logger             *zap.Logger
-	recorder           EventRecorder
+	recorder           record.EventRecorder
 	startup            StartupRecorder
 	podLogsDir         string
 	seccompRoot        string // Localhost seccomp profiles are relative to it
@@ -313,7 +254,7 @@ func New(opts Options) (*Manager, error) {
 		m.logger = zap.NewNop()
 	}
 	if m.recorder == nil {
-		m.recorder = nopRecorder{}
+		m.recorder = kubecontainer.NopRecorder{}
 	}
 	if m.startup == nil {
 		m.startup = noStartup{}
@@ -391,10 +332,6 @@ func (m *Manager) RuntimeName() string { return m.runtimeName }
 func (m *Manager) containerID(id string) kubecontainer.ContainerID {
 	return kubecontainer.ContainerID{Type: m.runtimeName, ID: id}
 }
-
-type nopRecorder struct{}
-
-func (nopRecorder) Eventf(*v1.Pod, string, string, string, ...any) {}
 
 // newHookHTTPClient builds the client for httpGet lifecycle hooks: no proxy, no
 // keep-alives, TLS without verification (as upstream), redirects followed only

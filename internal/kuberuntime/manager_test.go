@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 const testRuntimeName = "fake"
@@ -24,8 +26,8 @@ const testRuntimeName = "fake"
 // fakeHelper is a RuntimeHelper with nothing to resolve.
 type fakeHelper struct{ podsDir string }
 
-func (h *fakeHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*RunContainerOptions, func(), error) {
-	return &RunContainerOptions{Hostname: pod.Name}, nil, nil
+func (h *fakeHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*kubecontainer.RunContainerOptions, func(), error) {
+	return &kubecontainer.RunContainerOptions{Hostname: pod.Name}, nil, nil
 }
 func (h *fakeHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
 	return &runtimeapi.DNSConfig{}, nil
@@ -37,27 +39,27 @@ func (h *fakeHelper) GeneratePodHostNameAndDomain(pod *v1.Pod) (string, string, 
 }
 func (h *fakeHelper) GetExtraSupplementalGroupsForPod(*v1.Pod) []int64 { return nil }
 
-// fakeRecorder keeps events as "reason: message".
-type fakeRecorder struct {
-	mu     sync.Mutex
-	events []string
-}
+// fakeRecorder keeps the events; events renders them "reason: message".
+type fakeRecorder struct{ eventtest.Recorder }
 
-func (r *fakeRecorder) Eventf(_ *v1.Pod, _, reason, format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, reason+": "+fmt.Sprintf(format, args...))
+func (r *fakeRecorder) events() []string {
+	var out []string
+	for _, e := range r.Events() {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return out
 }
 
 func (r *fakeRecorder) has(reason string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.events {
-		if strings.HasPrefix(e, reason+":") {
-			return true
-		}
+	return slices.ContainsFunc(r.Events(), func(e eventtest.Event) bool { return e.Reason == reason })
+}
+
+func (r *fakeRecorder) reasons() []string {
+	var out []string
+	for _, e := range r.Events() {
+		out = append(out, e.Reason)
 	}
-	return false
+	return out
 }
 
 // fakeProbes reports probe failures by container ID.

@@ -17,6 +17,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Test helpers of the runtime-config files (prefixed rc to keep them apart from the
@@ -24,7 +26,7 @@ import (
 
 // rcHelper is a RuntimeHelper returning canned answers.
 type rcHelper struct {
-	opts        *RunContainerOptions
+	opts        *kubecontainer.RunContainerOptions
 	optsErr     error
 	cleanups    int
 	dns         *runtimeapi.DNSConfig
@@ -36,7 +38,7 @@ type rcHelper struct {
 	mu          sync.Mutex
 }
 
-func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Container, string, []string) (*RunContainerOptions, func(), error) {
+func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Container, string, []string) (*kubecontainer.RunContainerOptions, func(), error) {
 	cleanup := func() {
 		h.mu.Lock()
 		h.cleanups++
@@ -46,7 +48,7 @@ func (h *rcHelper) GenerateRunContainerOptions(context.Context, *v1.Pod, *v1.Con
 		return nil, cleanup, h.optsErr
 	}
 	if h.opts == nil {
-		return &RunContainerOptions{}, cleanup, nil
+		return &kubecontainer.RunContainerOptions{}, cleanup, nil
 	}
 	return h.opts, cleanup, nil
 }
@@ -62,38 +64,13 @@ func (h *rcHelper) GeneratePodHostNameAndDomain(pod *v1.Pod) (string, string, er
 }
 func (h *rcHelper) GetExtraSupplementalGroupsForPod(*v1.Pod) []int64 { return h.extraGroups }
 
-// rcEvent is one recorded event.
-type rcEvent struct{ eventType, reason, message string }
-
-// rcRecorder records events.
-type rcRecorder struct {
-	mu     sync.Mutex
-	events []rcEvent
-}
-
-func (r *rcRecorder) Eventf(_ *v1.Pod, eventType, reason, format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, rcEvent{eventType, reason, fmt.Sprintf(format, args...)})
-}
-
-func (r *rcRecorder) reasons() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		out = append(out, e.reason)
-	}
-	return out
-}
-
 // rcEnv is a Manager over the cri-api fakes and an rcHelper.
 type rcEnv struct {
 	m        *Manager
 	runtime  *critest.FakeRuntimeService
 	images   *critest.FakeImageService
 	helper   *rcHelper
-	recorder *rcRecorder
+	recorder *fakeRecorder
 	logsDir  string
 }
 
@@ -103,7 +80,7 @@ func newRCEnv(t *testing.T, mutate ...func(*Options)) *rcEnv {
 		runtime:  critest.NewFakeRuntimeService(),
 		images:   critest.NewFakeImageService(),
 		helper:   &rcHelper{dns: &runtimeapi.DNSConfig{Servers: []string{"10.0.0.10"}}},
-		recorder: &rcRecorder{},
+		recorder: &fakeRecorder{},
 		logsDir:  t.TempDir(),
 	}
 	opts := Options{

@@ -29,11 +29,11 @@ const integrationImage = "kubelet-dockershim/busybox:latest"
 // termination message file.
 type dirHelper struct{ podsDir string }
 
-func (h *dirHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*RunContainerOptions, func(), error) {
-	return &RunContainerOptions{
+func (h *dirHelper) GenerateRunContainerOptions(_ context.Context, pod *v1.Pod, c *v1.Container, _ string, _ []string) (*kubecontainer.RunContainerOptions, func(), error) {
+	return &kubecontainer.RunContainerOptions{
 		Hostname:        pod.Name,
 		PodContainerDir: filepath.Join(h.podsDir, string(pod.UID), "containers", c.Name),
-		Envs:            []EnvVar{{Name: "GREETING", Value: "hello"}},
+		Envs:            []kubecontainer.EnvVar{{Name: "GREETING", Value: "hello"}},
 	}, nil, nil
 }
 func (h *dirHelper) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
@@ -94,7 +94,7 @@ func TestIntegrationPodLifecycle(t *testing.T) {
 
 	// GarbageCollect for a deleted pod: nothing of it is left.
 	gone := fakePodState{contentRemoved: map[k8stypes.UID]bool{pod.UID: true}}
-	if err := m.GarbageCollect(ctx, DefaultGCPolicy(), true, false, gone); err != nil {
+	if err := m.GarbageCollect(ctx, kubecontainer.DefaultGCPolicy(), true, false, gone); err != nil {
 		t.Fatalf("GarbageCollect: %v", err)
 	}
 	pods, err := m.GetPods(ctx, true)

@@ -114,7 +114,7 @@ func TestSyncPod(t *testing.T) {
 					}
 				}
 				if !e.recorder.has(eventStarted) {
-					t.Errorf("no Started event in %v", e.recorder.events)
+					t.Errorf("no Started event in %v", e.recorder.events())
 				}
 			},
 		},
@@ -141,7 +141,7 @@ func TestSyncPod(t *testing.T) {
 					t.Errorf("containers created without a sandbox: %v", e.runtime.GetCalls())
 				}
 				if !e.recorder.has(eventFailedCreatePodSandBox) {
-					t.Errorf("no FailedCreatePodSandBox event: %v", e.recorder.events)
+					t.Errorf("no FailedCreatePodSandBox event: %v", e.recorder.events())
 				}
 			},
 		},
@@ -216,7 +216,7 @@ func TestSyncPod(t *testing.T) {
 					t.Errorf("stops = %+v, want container a stopped with grace 30", stops)
 				}
 				if !e.recorder.has(eventFailedPostStartHook) {
-					t.Errorf("no FailedPostStartHook event: %v", e.recorder.events)
+					t.Errorf("no FailedPostStartHook event: %v", e.recorder.events())
 				}
 			},
 		},
@@ -308,7 +308,7 @@ func TestSyncPodRestartsAndCrashLoopBackOff(t *testing.T) {
 	e.exitContainers("app", 2, clock.Now())
 	mustBackOff("back-off 40s restarting failed container=app pod=web_default(uid-1)")
 	if !e.recorder.has("BackOff") {
-		t.Errorf("no BackOff event: %v", e.recorder.events)
+		t.Errorf("no BackOff event: %v", e.recorder.events())
 	}
 }
 
@@ -387,7 +387,7 @@ func TestSyncPodRecreatesSandbox(t *testing.T) {
 		t.Errorf("i0 = %+v, want one running instance in the new sandbox", i0)
 	}
 	if !e.recorder.has(eventSandboxChanged) {
-		t.Errorf("no SandboxChanged event: %v", e.recorder.events)
+		t.Errorf("no SandboxChanged event: %v", e.recorder.events())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
@@ -52,9 +53,9 @@ type Options struct {
 	// (system-reserved, kube-reserved, or their -compressible forms): Start
 	// sets their values and fails if one is missing, as upstream.
 	Reserved []ReservedCgroup
-	// Event records an event about the node (type, reason, message); nil
-	// drops them.
-	Event func(eventType, reason, message string)
+	// Recorder records events about the node (NodeRef); nil drops them.
+	Recorder record.EventRecorder
+	NodeRef  *v1.ObjectReference
 	// Mounts are the cgroup hierarchies (cgroupfs.ParseMountinfo of
 	// /proc/self/mountinfo); nil reads them.
 	Mounts *cgroupfs.Mounts
@@ -98,7 +99,7 @@ type Manager struct {
 	pidLimit  int64
 	kubepods  *ResourceConfig
 	reserved  []ReservedCgroup
-	event     func(eventType, reason, message string)
+	event     func(eventType, reason, message string) // about the node
 	logger    *zap.Logger
 
 	root, burstable, besteffort CgroupName
@@ -117,10 +118,8 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
-		kubepods: opts.Kubepods, reserved: opts.Reserved, event: opts.Event, durations: durations, logger: logger.Named("cm")}
-	if m.event == nil {
-		m.event = func(string, string, string) {}
-	}
+		kubepods: opts.Kubepods, reserved: opts.Reserved, durations: durations, logger: logger.Named("cm")}
+	m.event = kubecontainer.NodeEvents(opts.Recorder, opts.NodeRef)
 	if !m.enabled {
 		return m, nil
 	}

@@ -18,6 +18,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // hostMounts reads this host's cgroup mounts; the tests need cgroup v1 (this
@@ -325,9 +326,16 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	shares, mem, pids := uint64(512), int64(256<<20), int64(1000)
 	kubeShares := uint64(1024)
 	type event struct{ typ, reason, msg string }
-	var events []event
-	record := func(typ, reason, msg string) { events = append(events, event{typ, reason, msg}) }
-	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Event: record,
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: "n"}
+	rec := &eventtest.Recorder{}
+	recorded := func() []event {
+		var out []event
+		for _, e := range rec.About(t, nodeRef) {
+			out = append(out, event{e.Type, e.Reason, e.Message})
+		}
+		return out
+	}
+	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
 		Reserved: []ReservedCgroup{
 			{What: "System Reserved", Cgroup: system, Config: &ResourceConfig{CPUShares: &shares, Memory: &mem, PidsLimit: &pids}},
 			{What: "Kube Reserved Compressible", Cgroup: kube, Config: &ResourceConfig{CPUShares: &kubeShares}},
@@ -349,6 +357,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 			t.Errorf("%s %s = %s, want %s", c.path, c.file, got, c.want)
 		}
 	}
+	events := recorded()
 	want := []event{
 		{"Normal", EventSuccessfulEnforcement, "Updated Node Allocatable limit across pods"},
 		{"Normal", EventSuccessfulEnforcement, "Updated limits on system reserved cgroup " + system},
@@ -364,9 +373,9 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	}
 
 	// A reservation whose cgroup does not exist.
-	events = nil
+	rec = &eventtest.Recorder{}
 	missing := root + "/missing.slice"
-	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Event: record,
+	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
 		Reserved: []ReservedCgroup{{What: "Kube Reserved", Cgroup: missing, Config: &ResourceConfig{CPUShares: &kubeShares}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -377,6 +386,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
 		t.Fatalf("Start with a missing reserved cgroup = %v, want %s...", err, prefix)
 	}
+	events = recorded()
 	if n := len(events); n != 2 || events[1].typ != "Warning" || events[1].reason != EventFailedEnforcement || events[1].msg != err.Error() {
 		t.Errorf("events %v, want the kubepods success then a %s warning with the error", events, EventFailedEnforcement)
 	}

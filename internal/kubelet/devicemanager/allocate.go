@@ -331,6 +331,26 @@ func (m *Manager) ContainerOptions(pod *v1.Pod, c *v1.Container) (*pluginapi.Con
 	return out, nil
 }
 
+// RemovePod gives back every device allocated to the pod's containers and
+// records that in the checkpoint: admission releases what it allocated to a
+// pod it then rejects, when the pod held no devices before (the devices of
+// pods that ended, or of a restored pod that was rejected, are freed at the
+// next allocation once the pod is not active). A pod with no devices is a
+// no-op.
+func (m *Manager) RemovePod(podUID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.allocated[podUID]; !ok {
+		return nil
+	}
+	delete(m.allocated, podUID)
+	m.logger.Info("Released the devices of a pod", zap.String("podUID", podUID))
+	if err := m.writeCheckpoint(); err != nil {
+		return fmt.Errorf("write the device checkpoint: %w", err)
+	}
+	return nil
+}
+
 // PodDevices lists the devices of each container of a pod: container name
 // -> resource -> device IDs.
 func (m *Manager) PodDevices(uid k8stypes.UID) map[string]map[string][]string {

@@ -268,6 +268,50 @@ func TestRegisterAllocateRestart(t *testing.T) {
 	}
 }
 
+// TestRemovePod: a pod that got devices and was then rejected gives them
+// back at once (though still listed as active), in memory and in the
+// checkpoint; removing a pod without devices does nothing.
+func TestRemovePod(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	rejected, next := devPod("rejected", 2), devPod("next", 2)
+	pods := []*v1.Pod{rejected, next}
+	m, res, stop := startTest(t, dir, &pods)
+	defer stop()
+	plugin := &testPlugin{updates: make(chan []*pluginapi.Device, 4)}
+	servePlugin(t, dir, plugin)
+	plugin.updates <- devices("a", "b")
+	if err := register(t, dir, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "test.sock", ResourceName: "example.com/dev"}); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, res, 3, 2) // c is unhealthy
+	if err := m.Allocate(rejected, &rejected.Spec.Containers[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Allocate(next, &next.Spec.Containers[0], false); err == nil {
+		t.Fatal("both devices are taken, yet a second pod got them")
+	}
+	if err := m.RemovePod(string(rejected.UID)); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.PodDevices(rejected.UID); len(got) != 0 {
+		t.Errorf("the removed pod still holds %v", got)
+	}
+	entries, _, err := checkpoint.Read(dir)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("checkpoint after RemovePod: %v, %v; want no entry", entries, err)
+	}
+	if err := m.Allocate(next, &next.Spec.Containers[0], false); err != nil {
+		t.Errorf("the released devices are not free: %v", err)
+	}
+	if err := m.RemovePod("uid-none"); err != nil {
+		t.Errorf("RemovePod of a pod without devices: %v", err)
+	}
+}
+
 // TestCheckpointChecksum: a changed checkpoint is refused.
 func TestCheckpointChecksum(t *testing.T) {
 	dir := t.TempDir()

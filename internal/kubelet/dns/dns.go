@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	// Logger receives warnings; nil = no logging.
 	Logger *zap.Logger
 	// Recorder, if set, receives pod events (MissingClusterDNS, DNSConfigForming).
-	Recorder func(pod *v1.Pod, eventType, reason, message string)
+	Recorder record.EventRecorder
 }
 
 // Configurer computes pod DNS configurations. It is safe for concurrent use: it keeps no
@@ -69,7 +70,7 @@ type Configurer struct {
 	resolvConf    string
 	nodeIPs       []net.IP
 	logger        *zap.Logger
-	recorder      func(pod *v1.Pod, eventType, reason, message string)
+	recorder      record.EventRecorder
 }
 
 // NewConfigurer returns a Configurer for opts. It does no I/O.
@@ -335,7 +336,7 @@ func (c *Configurer) CheckResolvConf() error {
 
 func (c *Configurer) event(pod *v1.Pod, reason, msg string) {
 	if c.recorder != nil {
-		c.recorder(pod, v1.EventTypeWarning, reason, msg)
+		c.recorder.Event(pod, v1.EventTypeWarning, reason, msg)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 const hostResolv = `# generated
@@ -39,6 +41,19 @@ func testPod(policy v1.DNSPolicy, hostNet bool, cfg *v1.PodDNSConfig) *v1.Pod {
 }
 
 type event struct{ reason, msg string }
+
+// podEvents returns the recorded events, checking each is a Warning about pod.
+func podEvents(t *testing.T, rec *eventtest.Recorder, pod *v1.Pod) []event {
+	t.Helper()
+	var out []event
+	for _, e := range rec.Events() {
+		if e.Type != v1.EventTypeWarning || e.Pod() != pod {
+			t.Errorf("event %v about %v, want a Warning about the pod", e, e.Object)
+		}
+		out = append(out, event{e.Reason, e.Message})
+	}
+	return out
+}
 
 func TestGetPodDNS(t *testing.T) {
 	t.Parallel()
@@ -172,19 +187,15 @@ func TestGetPodDNS(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			var events []event
+			rec := &eventtest.Recorder{}
 			tc.opts.ResolvConf = writeResolv(t, hostResolv)
 			tc.opts.Logger = zaptest.NewLogger(t)
-			tc.opts.Recorder = func(_ *v1.Pod, eventType, reason, msg string) {
-				if eventType != v1.EventTypeWarning {
-					t.Errorf("event type %q, want Warning", eventType)
-				}
-				events = append(events, event{reason, msg})
-			}
+			tc.opts.Recorder = rec
 			got, err := NewConfigurer(tc.opts).GetPodDNS(tc.pod)
 			if err != nil {
 				t.Fatalf("GetPodDNS: %v", err)
 			}
+			events := podEvents(t, rec, tc.pod)
 			assertDNS(t, got, tc.want)
 			if tc.wantReason == "" && len(events) != 0 {
 				t.Errorf("unexpected events %v", events)
@@ -318,16 +329,17 @@ func TestFitSearchLimits(t *testing.T) {
 
 func TestSearchLimitEvent(t *testing.T) {
 	t.Parallel()
-	var events []event
+	rec := &eventtest.Recorder{}
 	path := writeResolv(t, "nameserver 192.0.2.1\nsearch "+strings.Join(manyDomains(31), " ")+"\n")
 	c := NewConfigurer(Options{
-		ClusterDNS: []net.IP{net.ParseIP("10.96.0.10")}, ClusterDomain: "cluster.local", ResolvConf: path,
-		Recorder: func(_ *v1.Pod, _, reason, msg string) { events = append(events, event{reason, msg}) },
+		ClusterDNS: []net.IP{net.ParseIP("10.96.0.10")}, ClusterDomain: "cluster.local", ResolvConf: path, Recorder: rec,
 	})
-	got, err := c.GetPodDNS(testPod(v1.DNSClusterFirst, false, nil))
+	pod := testPod(v1.DNSClusterFirst, false, nil)
+	got, err := c.GetPodDNS(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
+	events := podEvents(t, rec, pod)
 	if len(got.Searches) != MaxDNSSearchPaths || got.Searches[0] != "shop.svc.cluster.local" {
 		t.Fatalf("searches %v", got.Searches)
 	}

@@ -103,8 +103,8 @@ func TestManagerDiskPressure(t *testing.T) {
 				t.Error("want DiskPressure only")
 			}
 			if want := []string{"Warning EvictionThresholdMet Attempting to reclaim ephemeral-storage"}; tc.hard["nodefs.inodesFree"] == "" &&
-				!slices.Equal(e.rec.node, want) {
-				t.Errorf("node events = %q, want %q", e.rec.node, want)
+				!slices.Equal(e.rec.node(), want) {
+				t.Errorf("node events = %q, want %q", e.rec.node(), want)
 			}
 			if _, msg, ok := e.m.Admit(newPod("new", requests("memory", "1Gi"))); ok || msg != "The node had condition: [DiskPressure]. " {
 				t.Errorf("Admit under disk pressure = %q, %v", msg, ok)

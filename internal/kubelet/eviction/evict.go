@@ -116,8 +116,8 @@ func (m *Manager) evictPod(ctx context.Context, deps Deps, pod *v1.Pod, grace in
 		m.log.Error("Eviction manager: cannot evict a critical pod", zap.String("pod", pod.Namespace+"/"+pod.Name))
 		return false
 	}
-	if m.opts.PodEvent != nil {
-		m.opts.PodEvent(pod, annotations, v1.EventTypeWarning, Reason, msg)
+	if m.opts.Recorder != nil {
+		m.opts.Recorder.AnnotatedEventf(pod, annotations, v1.EventTypeWarning, Reason, "%s", msg)
 	}
 	m.log.Info("Evicting pod", zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("podUID", string(pod.UID)), zap.String("message", msg))
 	err := deps.KillPod(ctx, pod, grace, func(st *v1.PodStatus) {
@@ -153,7 +153,5 @@ func setCondition(st *v1.PodStatus, c v1.PodCondition) {
 }
 
 func (m *Manager) nodeEvent(eventType, reason, message string) {
-	if m.opts.NodeEvent != nil {
-		m.opts.NodeEvent(eventType, reason, message)
-	}
+	kubecontainer.NodeEvents(m.opts.Recorder, m.opts.NodeRef)(eventType, reason, message)
 }

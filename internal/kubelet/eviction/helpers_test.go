@@ -13,6 +13,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // Shared builders and hand-written fakes of the package's tests.
@@ -249,22 +250,30 @@ type podEvent struct {
 	eventType, reason, message string
 }
 
-type fakeRecorder struct {
-	mu   sync.Mutex
-	pods []podEvent
-	node []string // "type reason message"
+// fakeRecorder keeps the events: about pods (pods) and about the node
+// (node, "type reason message").
+type fakeRecorder struct{ eventtest.Recorder }
+
+var testNode = &v1.ObjectReference{Kind: "Node", Name: "n"}
+
+func (f *fakeRecorder) pods() []podEvent {
+	var out []podEvent
+	for _, e := range f.Events() {
+		if p := e.Pod(); p != nil {
+			out = append(out, podEvent{p.Name, e.Annotations, e.Type, e.Reason, e.Message})
+		}
+	}
+	return out
 }
 
-func (f *fakeRecorder) podEvent(pod *v1.Pod, annotations map[string]string, eventType, reason, message string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pods = append(f.pods, podEvent{pod.Name, annotations, eventType, reason, message})
-}
-
-func (f *fakeRecorder) nodeEvent(eventType, reason, message string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.node = append(f.node, eventType+" "+reason+" "+message)
+func (f *fakeRecorder) node() []string {
+	var out []string
+	for _, e := range f.Events() {
+		if e.Object == testNode {
+			out = append(out, e.String())
+		}
+	}
+	return out
 }
 
 func metaTime(t time.Time) metav1.Time { return metav1.NewTime(t) }

@@ -135,11 +135,11 @@ func TestManagerLocalStorage(t *testing.T) {
 			if len(call.status.Conditions) != 0 {
 				t.Errorf("conditions = %+v, want none", call.status.Conditions)
 			}
-			if len(e.rec.pods) != 1 || e.rec.pods[0].reason != "Evicted" || e.rec.pods[0].message != tc.wantMsg {
-				t.Errorf("pod events = %+v", e.rec.pods)
+			if len(e.rec.pods()) != 1 || e.rec.pods()[0].reason != "Evicted" || e.rec.pods()[0].message != tc.wantMsg {
+				t.Errorf("pod events = %+v", e.rec.pods())
 			}
-			if len(e.rec.node) != 0 {
-				t.Errorf("node events = %q, want none", e.rec.node)
+			if len(e.rec.node()) != 0 {
+				t.Errorf("node events = %q, want none", e.rec.node())
 			}
 			if n := e.evictions(t, tc.wantSignal); n != 1 {
 				t.Errorf("kubelet_evictions{%s} = %v, want 1", tc.wantSignal, n)
@@ -162,8 +162,8 @@ func TestManagerLocalStorageEvictsEveryViolator(t *testing.T) {
 	if got := e.sync(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("evicted %q, want [a b]", got)
 	}
-	if len(e.rec.node) != 0 {
-		t.Errorf("node events %q: memory reclaim ran in a local storage pass", e.rec.node)
+	if len(e.rec.node()) != 0 {
+		t.Errorf("node events %q: memory reclaim ran in a local storage pass", e.rec.node())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 )
@@ -52,10 +53,10 @@ type Options struct {
 	HugePagesBytes int64
 	// MonitoringInterval; 0 = 10s.
 	MonitoringInterval time.Duration
-	// PodEvent records an event about a pod with annotations; nil = none.
-	PodEvent func(pod *v1.Pod, annotations map[string]string, eventType, reason, message string)
-	// NodeEvent records an event about the node; nil = none.
-	NodeEvent func(eventType, reason, message string)
+	// Recorder records events about the evicted pods (with annotations) and
+	// about the node (NodeRef); nil = none.
+	Recorder record.EventRecorder
+	NodeRef  *v1.ObjectReference
 	// Registerer receives kubelet_evictions and
 	// kubelet_eviction_stats_age_seconds; nil = not registered.
 	Registerer prometheus.Registerer

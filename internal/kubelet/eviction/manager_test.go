@@ -36,7 +36,7 @@ func newEnv(t *testing.T, opts Options, dedicated bool, pods ...*v1.Pod) *env {
 	t.Helper()
 	e := &env{stats: &fakeStats{dedicated: dedicated}, killer: &fakeKiller{}, rec: &fakeRecorder{},
 		clock: testingclock.NewFakeClock(t0), reg: prometheus.NewRegistry(), pods: pods}
-	opts.PodEvent, opts.NodeEvent, opts.Registerer, opts.Clock = e.rec.podEvent, e.rec.nodeEvent, e.reg, e.clock
+	opts.Recorder, opts.NodeRef, opts.Registerer, opts.Clock = e.rec, testNode, e.reg, e.clock
 	opts.Logger = zaptest.NewLogger(t)
 	m, err := New(opts)
 	if err != nil {
@@ -157,11 +157,11 @@ func TestManagerMemoryHardEviction(t *testing.T) {
 	}
 	wantEvent := podEvent{pod: "best-effort-big", eventType: "Warning", reason: "Evicted", message: wantMsg,
 		annotations: map[string]string{"offending_containers": "app", "offending_containers_usage": "800Mi", "starved_resource": "memory"}}
-	if len(e.rec.pods) != 1 || !equalEvent(e.rec.pods[0], wantEvent) {
-		t.Errorf("pod events = %+v, want %+v", e.rec.pods, wantEvent)
+	if len(e.rec.pods()) != 1 || !equalEvent(e.rec.pods()[0], wantEvent) {
+		t.Errorf("pod events = %+v, want %+v", e.rec.pods(), wantEvent)
 	}
-	if want := []string{"Warning EvictionThresholdMet Attempting to reclaim memory"}; !slices.Equal(e.rec.node, want) {
-		t.Errorf("node events = %q, want %q", e.rec.node, want)
+	if want := []string{"Warning EvictionThresholdMet Attempting to reclaim memory"}; !slices.Equal(e.rec.node(), want) {
+		t.Errorf("node events = %q, want %q", e.rec.node(), want)
 	}
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
 # HELP kubelet_evictions [ALPHA] Cumulative number of pod evictions by eviction signal
@@ -246,8 +246,8 @@ func TestManagerCriticalPods(t *testing.T) {
 			if got, want := e.evictions(t, "memory.available"), float64(len(tc.want)); got != want {
 				t.Errorf("kubelet_evictions = %v, want %v", got, want)
 			}
-			if len(e.rec.pods) != len(tc.want) {
-				t.Errorf("pod events = %+v", e.rec.pods)
+			if len(e.rec.pods()) != len(tc.want) {
+				t.Errorf("pod events = %+v", e.rec.pods())
 			}
 		})
 	}

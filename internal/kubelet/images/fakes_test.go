@@ -9,9 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // fakeImages is an in-memory ImageService.
@@ -108,22 +111,18 @@ func (f *fakeFs) statsCalls() int {
 // event is one recorded node event.
 type event struct{ typ, reason, message string }
 
-// fakeEvents records node events.
-type fakeEvents struct {
-	mu     sync.Mutex
-	events []event
-}
+// fakeEvents records events, all about the node.
+type fakeEvents struct{ eventtest.Recorder }
 
-func (f *fakeEvents) record(typ, reason, message string) {
-	f.mu.Lock()
-	f.events = append(f.events, event{typ, reason, message})
-	f.mu.Unlock()
-}
+var testNode = &v1.ObjectReference{Kind: "Node", Name: "n"}
 
-func (f *fakeEvents) list() []event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.events)
+func (f *fakeEvents) list(t *testing.T) []event {
+	t.Helper()
+	var out []event
+	for _, e := range f.About(t, testNode) {
+		out = append(out, event{e.Type, e.Reason, e.Message})
+	}
+	return out
 }
 
 // testEnv is a Manager wired to fakes.
@@ -152,7 +151,7 @@ func newTestEnv(t *testing.T, policy Policy) *testEnv {
 	}
 	m, err := New(Options{
 		Images: e.images, Containers: e.containers, Fs: e.fs, Policy: policy,
-		Event: e.events.record, Registerer: e.registry, Logger: zaptest.NewLogger(t), Clock: e.clock,
+		Recorder: e.events, NodeRef: testNode, Registerer: e.registry, Logger: zaptest.NewLogger(t), Clock: e.clock,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -140,7 +140,7 @@ func TestGarbageCollectSpace(t *testing.T) {
 			if got := e.images.removedIDs(); !slices.Equal(got, tc.wantRemoved) {
 				t.Errorf("removed %v, want %v", got, tc.wantRemoved)
 			}
-			if got := e.events.list(); !slices.Equal(got, tc.wantEvents) {
+			if got := e.events.list(t); !slices.Equal(got, tc.wantEvents) {
 				t.Errorf("events %q, want %q", got, tc.wantEvents)
 			}
 			if got := testutil.ToFloat64(e.m.collected.WithLabelValues(reasonSpace)); got != float64(len(tc.wantRemoved)) {

@@ -8,9 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Periods of Start's loops, as upstream (ImageGCPeriod and the image
@@ -45,8 +49,9 @@ type Options struct {
 	Containers ContainerLister // required
 	Fs         FsStats         // required
 	Policy     Policy
-	// Event records a node event (eventType, reason, message); nil = none.
-	Event      func(eventType, reason, message string)
+	// Recorder records events about the node (NodeRef); nil = none.
+	Recorder   record.EventRecorder
+	NodeRef    *v1.ObjectReference
 	Registerer prometheus.Registerer // nil = metrics not registered
 	Logger     *zap.Logger           // nil = nop
 	Clock      clock.Clock           // nil = real
@@ -97,15 +102,12 @@ func New(opts Options) (*Manager, error) {
 		containers: opts.Containers,
 		fs:         opts.Fs,
 		policy:     opts.Policy,
-		event:      opts.Event,
+		event:      kubecontainer.NodeEvents(opts.Recorder, opts.NodeRef),
 		logger:     opts.Logger,
 		clock:      opts.Clock,
 		collected:  collected,
 		gcSem:      make(chan struct{}, 1),
 		records:    make(map[string]*imageRecord),
-	}
-	if m.event == nil {
-		m.event = func(string, string, string) {}
 	}
 	if m.logger == nil {
 		m.logger = zap.NewNop()

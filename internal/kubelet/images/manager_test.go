@@ -161,7 +161,7 @@ func TestPeriodicGCEvents(t *testing.T) {
 	// Events for the 2nd and 3rd of the first run of failures and the 2nd of
 	// the last one; none for the isolated failure.
 	ev := event{"Warning", "ImageGCFailed", "stats not ready"}
-	if got, want := e.events.list(), []event{ev, ev, ev}; !slices.Equal(got, want) {
+	if got, want := e.events.list(t), []event{ev, ev, ev}; !slices.Equal(got, want) {
 		t.Errorf("events = %v, want %v", got, want)
 	}
 }

@@ -11,8 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // Admission of pods while the node shuts down (upstream's reason and message).
@@ -57,8 +60,9 @@ type Options struct {
 	// Registerer receives kubelet_graceful_shutdown_start_time_seconds and
 	// kubelet_graceful_shutdown_end_time_seconds; nil = not registered.
 	Registerer prometheus.Registerer
-	// Recorder records an event about the node; nil = none.
-	Recorder func(eventType, reason, message string)
+	// Recorder records events about the node (NodeRef); nil = none.
+	Recorder record.EventRecorder
+	NodeRef  *v1.ObjectReference
 	// SyncNodeStatus asks for a node status update at once, so that the
 	// Ready=False "node is shutting down" (or its end) reaches the API
 	// before the pods stop, as upstream. Optional; must not block.
@@ -377,9 +381,7 @@ func (m *Manager) handleEvent(ctx context.Context, bus *logindConn, active bool)
 		kind, msg = "cancelled", "Shutdown manager detected shutdown cancellation"
 	}
 	m.log.Debug("Shutdown manager detected new shutdown event", zap.String("event", kind))
-	if m.opts.Recorder != nil {
-		m.opts.Recorder(v1.EventTypeNormal, shutdownEventReason, msg)
-	}
+	kubecontainer.NodeEvents(m.opts.Recorder, m.opts.NodeRef)(v1.EventTypeNormal, shutdownEventReason, msg)
 	m.mu.Lock()
 	m.shuttingDown = active
 	m.mu.Unlock()

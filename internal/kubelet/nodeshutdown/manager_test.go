@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // fakeKubelet provides ActivePods and KillPod and records the kills.
@@ -69,23 +71,7 @@ func (k *fakeKubelet) killedNames() []string {
 	return names
 }
 
-// eventLog records node events.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (e *eventLog) record(eventType, reason, message string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.events = append(e.events, eventType+" "+reason+" "+message)
-}
-
-func (e *eventLog) list() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.events)
-}
+var testNode = &v1.ObjectReference{Kind: "Node", Name: "n"}
 
 func testPod(name string, priority *int32, grace *int64) *v1.Pod {
 	return &v1.Pod{
@@ -101,7 +87,7 @@ type testEnv struct {
 	bus     string
 	logind  *fakeLogind
 	kubelet *fakeKubelet
-	events  *eventLog
+	events  *eventtest.Recorder
 	reg     *prometheus.Registry
 	opts    Options
 }
@@ -113,7 +99,7 @@ func newTestEnv(t *testing.T, delay time.Duration) *testEnv {
 	env := &testEnv{
 		bus:     startBus(t),
 		kubelet: &fakeKubelet{},
-		events:  &eventLog{},
+		events:  &eventtest.Recorder{},
 		reg:     prometheus.NewRegistry(),
 	}
 	confDir := filepath.Join(t.TempDir(), "logind.conf.d")
@@ -127,7 +113,8 @@ func newTestEnv(t *testing.T, delay time.Duration) *testEnv {
 		LogindConfDir:                   confDir,
 		BusAddress:                      env.bus,
 		Registerer:                      env.reg,
-		Recorder:                        env.events.record,
+		Recorder:                        env.events,
+		NodeRef:                         testNode,
 		Logger:                          zaptest.NewLogger(t),
 	}
 	return env
@@ -382,7 +369,8 @@ func TestShutdownAndCancel(t *testing.T) {
 		"Normal Shutdown Shutdown manager detected shutdown event",
 		"Normal Shutdown Shutdown manager detected shutdown cancellation",
 	}
-	if got := env.events.list(); !slices.Equal(got, wantEvents) {
+	env.events.About(t, testNode)
+	if got := env.events.Strings(); !slices.Equal(got, wantEvents) {
 		t.Errorf("events = %q, want %q", got, wantEvents)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
@@ -49,7 +50,7 @@ type Options struct {
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Recorder, if set, receives a Warning event for each manifest that cannot be used.
-	Recorder func(pod *v1.Pod, eventType, reason, message string)
+	Recorder record.EventRecorder
 	// Client is the API server client of the API source, which watches the pods bound to
 	// NodeName; nil = no API source (standalone).
 	Client kubernetes.Interface
@@ -193,7 +194,7 @@ func (s *Source) recordInvalid(source, path, msg string) {
 	stub.Name = path
 	stub.Namespace = "default"
 	stub.Annotations = map[string]string{kubecontainer.ConfigSourceAnnotationKey: source}
-	s.opts.Recorder(stub, v1.EventTypeWarning, "FailedToParseManifest", msg)
+	s.opts.Recorder.Event(stub, v1.EventTypeWarning, "FailedToParseManifest", msg)
 }
 
 // emitter sends one source's full state when it changed. It keeps config.seen stable (a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // updateWait bounds how long a test waits for an expected update.
@@ -55,25 +55,15 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// eventLog collects Recorder calls.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string // "reason: message"
-}
-
-func (l *eventLog) record(_ *v1.Pod, _, reason, message string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, reason+": "+message)
-}
+// eventLog collects the Recorder's events.
+type eventLog struct{ eventtest.Recorder }
 
 // waitFor polls until some event contains all substrings, or fails after updateWait.
 func (l *eventLog) waitFor(t *testing.T, substrings ...string) {
 	t.Helper()
 	deadline := time.Now().Add(updateWait)
 	for time.Now().Before(deadline) {
-		l.mu.Lock()
-		found := slices.ContainsFunc(l.events, func(e string) bool {
+		found := slices.ContainsFunc(l.Strings(), func(e string) bool {
 			for _, s := range substrings {
 				if !strings.Contains(e, s) {
 					return false
@@ -81,7 +71,6 @@ func (l *eventLog) waitFor(t *testing.T, substrings ...string) {
 			}
 			return true
 		})
-		l.mu.Unlock()
 		if found {
 			return
 		}
@@ -95,7 +84,7 @@ func startSource(t *testing.T, opts Options) (*Source, *eventLog) {
 	t.Helper()
 	events := &eventLog{}
 	opts.Logger = zaptest.NewLogger(t)
-	opts.Recorder = events.record
+	opts.Recorder = events
 	s, err := New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -14,24 +14,6 @@ import (
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
-// events records what the prober's Recorder got.
-type events struct {
-	mu   sync.Mutex
-	list []string // "type reason message"
-}
-
-func (e *events) record(_ *v1.Pod, eventType, reason, msg string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, eventType+" "+reason+" "+msg)
-}
-
-func (e *events) all() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.list...)
-}
-
 // fakeRunner answers RunInContainer with fixed output and error, or blocks until the
 // ctx ends when block is set.
 type fakeRunner struct {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
@@ -38,7 +39,7 @@ type Options struct {
 	// Logger is the logger; nil means no logging.
 	Logger *zap.Logger
 	// Recorder records pod events ("Unhealthy", "ProbeWarning"); nil means none.
-	Recorder func(pod *v1.Pod, eventType, reason, message string)
+	Recorder record.EventRecorder
 	// Results receives the probe results. Build it first and share it with
 	// the runtime manager, which reads the failures (so neither needs the
 	// other to be built first); nil means a new one.

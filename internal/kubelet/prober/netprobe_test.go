@@ -19,17 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // probeOnce runs one liveness probe of the container against pod IP 127.0.0.1 with
 // timeouts in units of 100ms.
 func probeOnce(t *testing.T, c *v1.Container, podIP string) (Result, error, []string) {
 	t.Helper()
-	ev := &events{}
-	p := newProber(nil, ev.record, zaptest.NewLogger(t))
+	ev := &eventtest.Recorder{}
+	p := newProber(nil, ev, zaptest.NewLogger(t))
 	p.timeoutUnit = 100 * time.Millisecond
 	got, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{PodIP: podIP}, c, kubecontainer.ContainerID{Type: "docker", ID: "x"})
-	return got, err, ev.all()
+	return got, err, ev.Strings()
 }
 
 func hostPort(t *testing.T, rawURL string) (string, int) {

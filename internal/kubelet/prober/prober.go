@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
@@ -53,14 +54,14 @@ const (
 // prober runs the four probe kinds.
 type prober struct {
 	runner   Runner
-	recorder func(pod *v1.Pod, eventType, reason, message string)
+	recorder record.EventRecorder
 	logger   *zap.Logger
 	http     *http.Transport
 	// timeoutUnit is the unit of timeoutSeconds (time.Second; tests shorten it).
 	timeoutUnit time.Duration
 }
 
-func newProber(r Runner, rec func(*v1.Pod, string, string, string), logger *zap.Logger) *prober {
+func newProber(r Runner, rec record.EventRecorder, logger *zap.Logger) *prober {
 	return &prober{runner: r, recorder: rec, logger: logger, http: newHTTPTransport(), timeoutUnit: time.Second}
 }
 
@@ -97,7 +98,7 @@ func (p *prober) probe(ctx context.Context, t ProbeType, pod *v1.Pod, status *v1
 
 func (p *prober) event(pod *v1.Pod, eventType, reason, msg string) {
 	if p.recorder != nil {
-		p.recorder(pod, eventType, reason, msg)
+		p.recorder.Event(pod, eventType, reason, msg)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 func TestExecProbe(t *testing.T) {
@@ -74,8 +75,8 @@ func TestExecProbe(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			ev := &events{}
-			p := newProber(tc.runner, ev.record, zaptest.NewLogger(t))
+			ev := &eventtest.Recorder{}
+			p := newProber(tc.runner, ev, zaptest.NewLogger(t))
 			p.timeoutUnit = 20 * time.Millisecond
 			c := &v1.Container{Name: "c", LivenessProbe: execProbe(nil)}
 			got, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, id)
@@ -88,7 +89,7 @@ func TestExecProbe(t *testing.T) {
 			if tc.runner.id != id || tc.runner.tmo != 20*time.Millisecond || !tc.runner.hasDDL {
 				t.Errorf("runner got id %v timeout %v deadline %v", tc.runner.id, tc.runner.tmo, tc.runner.hasDDL)
 			}
-			checkEvents(t, ev.all(), tc.wantEvent)
+			checkEvents(t, ev.Strings(), tc.wantEvent)
 		})
 	}
 }

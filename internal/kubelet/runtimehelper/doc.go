@@ -1,5 +1,5 @@
 // Package runtimehelper is the kubelet's side of the runtime manager
-// (kuberuntime.RuntimeHelper, upstream's kubelet runtime helper): for each
+// (container.RuntimeHelper, upstream's kubelet runtime helper): for each
 // container it resolves the environment (env, envFrom, the downward API with
 // resources.ResolveFieldRef, service links; env.go), the mounts (volumes with
 // subPath, the managed /etc/hosts, the termination message file; mounts.go)

@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/record"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // ErrNeedsAPIServer is returned (wrapped) for environment sources a standalone
@@ -45,7 +45,7 @@ type envResolver struct {
 	services ServiceLister
 	// recorder receives InvalidEnvironmentVariableNames warnings; nil = they
 	// are only logged.
-	recorder kuberuntime.EventRecorder
+	recorder record.EventRecorder
 	// logger; nil = nothing is logged.
 	logger *zap.Logger
 }
@@ -56,7 +56,7 @@ type envResolver struct {
 // to variables defined before them (service variables included). Errors about
 // configMaps and secrets carry upstream's messages (`configmap "x" not found`,
 // `couldn't find key k in ConfigMap ns/x`).
-func (r *envResolver) environment(ctx context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) ([]kuberuntime.EnvVar, error) {
+func (r *envResolver) environment(ctx context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) ([]kubecontainer.EnvVar, error) {
 	env := newOrderedEnv()
 	if err := r.addServiceEnv(pod, env); err != nil {
 		return nil, err
@@ -316,17 +316,17 @@ func serviceIPSet(s *v1.Service) bool {
 // envvars.FromServices): FOO_SERVICE_HOST, FOO_SERVICE_PORT,
 // FOO_SERVICE_PORT_<NAME> per named port, and the Docker-link style FOO_PORT,
 // FOO_PORT_<port>_<PROTO>{,_PROTO,_PORT,_ADDR}.
-func serviceEnvVars(s *v1.Service) []kuberuntime.EnvVar {
+func serviceEnvVars(s *v1.Service) []kubecontainer.EnvVar {
 	prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
 	ip := s.Spec.ClusterIP
-	vars := []kuberuntime.EnvVar{
+	vars := []kubecontainer.EnvVar{
 		{Name: prefix + "_SERVICE_HOST", Value: ip},
 		{Name: prefix + "_SERVICE_PORT", Value: strconv.Itoa(int(s.Spec.Ports[0].Port))},
 	}
 	for _, p := range s.Spec.Ports {
 		if p.Name != "" {
 			name := prefix + "_SERVICE_PORT_" + strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))
-			vars = append(vars, kuberuntime.EnvVar{Name: name, Value: strconv.Itoa(int(p.Port))})
+			vars = append(vars, kubecontainer.EnvVar{Name: name, Value: strconv.Itoa(int(p.Port))})
 		}
 	}
 	for i, p := range s.Spec.Ports {
@@ -337,14 +337,14 @@ func serviceEnvVars(s *v1.Service) []kuberuntime.EnvVar {
 		port := strconv.Itoa(int(p.Port))
 		url := proto + "://" + net.JoinHostPort(ip, port)
 		if i == 0 {
-			vars = append(vars, kuberuntime.EnvVar{Name: prefix + "_PORT", Value: url})
+			vars = append(vars, kubecontainer.EnvVar{Name: prefix + "_PORT", Value: url})
 		}
 		portPrefix := prefix + "_PORT_" + port + "_" + strings.ToUpper(proto)
 		vars = append(vars,
-			kuberuntime.EnvVar{Name: portPrefix, Value: url},
-			kuberuntime.EnvVar{Name: portPrefix + "_PROTO", Value: proto},
-			kuberuntime.EnvVar{Name: portPrefix + "_PORT", Value: port},
-			kuberuntime.EnvVar{Name: portPrefix + "_ADDR", Value: ip},
+			kubecontainer.EnvVar{Name: portPrefix, Value: url},
+			kubecontainer.EnvVar{Name: portPrefix + "_PROTO", Value: proto},
+			kubecontainer.EnvVar{Name: portPrefix + "_PORT", Value: port},
+			kubecontainer.EnvVar{Name: portPrefix + "_ADDR", Value: ip},
 		)
 	}
 	return vars
@@ -393,7 +393,7 @@ func (r *envResolver) resourceFieldRef(pod *v1.Pod, c *v1.Container, fs *v1.Reso
 // orderedEnv keeps variables in first-definition order; redefinition replaces.
 type orderedEnv struct {
 	index map[string]int
-	vars  []kuberuntime.EnvVar
+	vars  []kubecontainer.EnvVar
 }
 
 func newOrderedEnv() *orderedEnv { return &orderedEnv{index: map[string]int{}} }
@@ -404,7 +404,7 @@ func (e *orderedEnv) set(name, value string) {
 		return
 	}
 	e.index[name] = len(e.vars)
-	e.vars = append(e.vars, kuberuntime.EnvVar{Name: name, Value: value})
+	e.vars = append(e.vars, kubecontainer.EnvVar{Name: name, Value: value})
 }
 
 func (e *orderedEnv) lookup(name string) (string, bool) {
@@ -415,4 +415,4 @@ func (e *orderedEnv) lookup(name string) (string, bool) {
 	return e.vars[i].Value, true
 }
 
-func (e *orderedEnv) list() []kuberuntime.EnvVar { return e.vars }
+func (e *orderedEnv) list() []kubecontainer.EnvVar { return e.vars }

@@ -3,7 +3,6 @@ package runtimehelper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -15,7 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 func envPod() *v1.Pod {
@@ -135,7 +135,7 @@ func TestEnvResolution(t *testing.T) {
 	}
 }
 
-func joinEnv(envs []kuberuntime.EnvVar) string {
+func joinEnv(envs []kubecontainer.EnvVar) string {
 	parts := make([]string, 0, len(envs))
 	for _, e := range envs {
 		parts = append(parts, e.Name+"="+e.Value)
@@ -195,11 +195,13 @@ func (f *fakeServices) ListServices(namespace string) ([]*v1.Service, error) {
 
 func (f *fakeServices) HasSynced() bool { return !f.unsynced }
 
-// fakeEnvRecorder keeps "reason: message" of each event.
-type fakeEnvRecorder struct{ events []string }
-
-func (f *fakeEnvRecorder) Eventf(_ *v1.Pod, eventType, reason, format string, args ...any) {
-	f.events = append(f.events, eventType+" "+reason+": "+fmt.Sprintf(format, args...))
+// eventLines renders the recorded events "type reason: message".
+func eventLines(r *eventtest.Recorder) []string {
+	var out []string
+	for _, e := range r.Events() {
+		out = append(out, e.Type+" "+e.Reason+": "+e.Message)
+	}
+	return out
 }
 
 func TestEnvFromAPIObjects(t *testing.T) {
@@ -292,7 +294,7 @@ func TestEnvFromAPIObjects(t *testing.T) {
 				secrets: map[string]*v1.Secret{"s": {Data: map[string][]byte{"user": []byte("admin"), "password": []byte("hunter2")}}},
 				err:     tc.readErr,
 			}
-			recorder := &fakeEnvRecorder{}
+			recorder := &eventtest.Recorder{}
 			r := envResolver{nodeIP: net.ParseIP("192.168.1.10"), objects: objects, recorder: recorder, logger: zaptest.NewLogger(t)}
 			pod := envPod()
 			c := &pod.Spec.Containers[0]
@@ -313,7 +315,7 @@ func TestEnvFromAPIObjects(t *testing.T) {
 			if tc.wantReads != 0 && objects.reads != tc.wantReads {
 				t.Errorf("reads = %d, want %d", objects.reads, tc.wantReads)
 			}
-			if events := strings.Join(recorder.events, "\n"); events != tc.wantEvent {
+			if events := strings.Join(eventLines(recorder), "\n"); events != tc.wantEvent {
 				t.Errorf("events = %q, want %q", events, tc.wantEvent)
 			}
 		})

@@ -15,16 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/hostsfile"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // hostnameMaxLen caps a pod's hostname (64 bytes with the terminating NUL).
 const hostnameMaxLen = 63
 
 // RuntimeHelper is the kubelet's side of the runtime manager
-// (kuberuntime.RuntimeHelper): it resolves a container's environment, mounts and
+// (kubecontainer.RuntimeHelper): it resolves a container's environment, mounts and
 // hostname, and the pod's DNS and directories. The kubelet records each pod's
 // set-up volumes in it (SetVolumes) before the pod's containers start.
 type RuntimeHelper struct {
@@ -40,7 +40,7 @@ type RuntimeHelper struct {
 	writeHosts func(path string, pod *v1.Pod, podIPs []string, hostname, domain string) error
 }
 
-var _ kuberuntime.RuntimeHelper = (*RuntimeHelper)(nil)
+var _ kubecontainer.RuntimeHelper = (*RuntimeHelper)(nil)
 
 // New builds the RuntimeHelper from opts. Build it before the runtime
 // manager, which calls it, and hand the same helper to the kubelet.
@@ -67,7 +67,7 @@ func New(opts Options) (*RuntimeHelper, error) {
 // GenerateRunContainerOptions resolves the container's environment, mounts
 // (volumes, the managed /etc/hosts) and hostname; the pod's volumes must have
 // been set up by SyncPod. The returned cleanup is nil.
-func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) (*kuberuntime.RunContainerOptions, func(), error) {
+func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container, podIP string, podIPs []string) (*kubecontainer.RunContainerOptions, func(), error) {
 	hostname, domain, err := h.GeneratePodHostNameAndDomain(pod)
 	if err != nil {
 		return nil, nil, err
@@ -84,7 +84,7 @@ func (h *RuntimeHelper) GenerateRunContainerOptions(ctx context.Context, pod *v1
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := &kuberuntime.RunContainerOptions{Envs: envs, Mounts: mounts, Devices: devices, Hostname: hostname}
+	opts := &kubecontainer.RunContainerOptions{Envs: envs, Mounts: mounts, Devices: devices, Hostname: hostname}
 	if err := h.addDeviceOptions(pod, c, opts); err != nil {
 		return nil, nil, err
 	}
@@ -249,7 +249,7 @@ func (s *volumeStore) remove(uid k8stypes.UID) {
 // container: device nodes, annotations, and before the container's own
 // environment and mounts (which win: a mount path the container already
 // uses is skipped), theirs.
-func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kuberuntime.RunContainerOptions) error {
+func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kubecontainer.RunContainerOptions) error {
 	if h.devices == nil {
 		return nil
 	}
@@ -258,26 +258,26 @@ func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kub
 		return err
 	}
 	for _, d := range dev.Devices {
-		opts.Devices = append(opts.Devices, kuberuntime.DeviceInfo{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, Permissions: d.Permissions})
+		opts.Devices = append(opts.Devices, kubecontainer.DeviceInfo{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, Permissions: d.Permissions})
 	}
 	names := make([]string, 0, len(dev.Envs))
 	for k := range dev.Envs {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	envs := make([]kuberuntime.EnvVar, 0, len(names)+len(opts.Envs))
+	envs := make([]kubecontainer.EnvVar, 0, len(names)+len(opts.Envs))
 	for _, k := range names {
-		envs = append(envs, kuberuntime.EnvVar{Name: k, Value: dev.Envs[k]})
+		envs = append(envs, kubecontainer.EnvVar{Name: k, Value: dev.Envs[k]})
 	}
 	opts.Envs = append(envs, opts.Envs...)
 	used := map[string]bool{}
 	for _, m := range opts.Mounts {
 		used[m.ContainerPath] = true
 	}
-	var mounts []kuberuntime.Mount
+	var mounts []kubecontainer.Mount
 	for _, m := range dev.Mounts {
 		if !used[m.ContainerPath] {
-			mounts = append(mounts, kuberuntime.Mount{Name: "device-plugin", ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
+			mounts = append(mounts, kubecontainer.Mount{Name: "device-plugin", ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
 		}
 	}
 	opts.Mounts = append(mounts, opts.Mounts...)
@@ -290,8 +290,8 @@ func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kub
 // blockDevices are the container's volumeDevices: the host block devices of
 // its volumeMode Block volumes at their devicePath, read-write and mknod
 // ("mrw") unless the volume is read-only ("r"), as upstream gives them.
-func (h *RuntimeHelper) blockDevices(pod *v1.Pod, c *v1.Container) ([]kuberuntime.DeviceInfo, error) {
-	var out []kuberuntime.DeviceInfo
+func (h *RuntimeHelper) blockDevices(pod *v1.Pod, c *v1.Container) ([]kubecontainer.DeviceInfo, error) {
+	var out []kubecontainer.DeviceInfo
 	for _, vd := range c.VolumeDevices {
 		info, ok := h.vols.get(pod.UID, vd.Name)
 		if !ok || info.Device == "" {
@@ -301,7 +301,7 @@ func (h *RuntimeHelper) blockDevices(pod *v1.Pod, c *v1.Container) ([]kuberuntim
 		if info.ReadOnly {
 			perms = "r"
 		}
-		out = append(out, kuberuntime.DeviceInfo{PathOnHost: info.Device, PathInContainer: vd.DevicePath, Permissions: perms})
+		out = append(out, kubecontainer.DeviceInfo{PathOnHost: info.Device, PathInContainer: vd.DevicePath, Permissions: perms})
 	}
 	return out, nil
 }

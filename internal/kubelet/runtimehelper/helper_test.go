@@ -13,8 +13,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // newHelper returns a helper on a fresh root dir. The subPath bind mounts a
@@ -91,7 +91,7 @@ func TestGeneratePodHostNameAndDomain(t *testing.T) {
 	}
 }
 
-func mountByPath(mounts []kuberuntime.Mount, path string) *kuberuntime.Mount {
+func mountByPath(mounts []kubecontainer.Mount, path string) *kubecontainer.Mount {
 	for i := range mounts {
 		if mounts[i].ContainerPath == path {
 			return &mounts[i]

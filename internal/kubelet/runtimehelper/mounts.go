@@ -11,7 +11,6 @@ import (
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 const (
@@ -26,9 +25,9 @@ var ErrSubPathEscapes = volumes.ErrSubPathEscapes
 // makeMounts returns the container's mounts: one per volumeMount (with subPath
 // resolved inside the volume), plus the managed /etc/hosts when the pod has an IP
 // or uses the host network and no volumeMount targets /etc/hosts.
-func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domain string, podIPs []string, envs []kuberuntime.EnvVar) ([]kuberuntime.Mount, error) {
+func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domain string, podIPs []string, envs []kubecontainer.EnvVar) ([]kubecontainer.Mount, error) {
 	mountHosts := len(podIPs) > 0 || pod.Spec.HostNetwork
-	mounts := make([]kuberuntime.Mount, 0, len(c.VolumeMounts)+1)
+	mounts := make([]kubecontainer.Mount, 0, len(c.VolumeMounts)+1)
 	for i, vm := range c.VolumeMounts {
 		if filepath.Clean(vm.MountPath) == etcHostsPath {
 			mountHosts = false
@@ -49,7 +48,7 @@ func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domai
 	if err := h.writeHosts(path, pod, podIPs, hostname, domain); err != nil {
 		return nil, fmt.Errorf("write the pod's hosts file: %w", err)
 	}
-	return append(mounts, kuberuntime.Mount{
+	return append(mounts, kubecontainer.Mount{
 		Name:           etcHostsMountName,
 		ContainerPath:  etcHostsPath,
 		HostPath:       path,
@@ -61,35 +60,35 @@ func (h *RuntimeHelper) makeMounts(pod *v1.Pod, c *v1.Container, hostname, domai
 // is resolved inside the volume and pinned with a bind mount under the pod's
 // volume-subpaths directory (volumes.BindSubPath); that mount, not the
 // user-controlled path, is what the runtime gets.
-func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, idx int, vm v1.VolumeMount, envs []kuberuntime.EnvVar) (kuberuntime.Mount, error) {
+func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, idx int, vm v1.VolumeMount, envs []kubecontainer.EnvVar) (kubecontainer.Mount, error) {
 	info, ok := h.vols.get(pod.UID, vm.Name)
 	if !ok {
-		return kuberuntime.Mount{}, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
+		return kubecontainer.Mount{}, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 	}
 	prop, err := translatePropagation(vm.MountPropagation)
 	if err != nil {
-		return kuberuntime.Mount{}, err
+		return kubecontainer.Mount{}, err
 	}
 	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
-		return kuberuntime.Mount{}, fmt.Errorf("volume %q requested recursive read-only mode, which is not supported", vm.Name)
+		return kubecontainer.Mount{}, fmt.Errorf("volume %q requested recursive read-only mode, which is not supported", vm.Name)
 	}
 	hostPath := info.HostPath
 	sub, err := subPathOf(vm, envs)
 	if err != nil {
-		return kuberuntime.Mount{}, err
+		return kubecontainer.Mount{}, err
 	}
 	if sub != "" {
 		hostPath, err = volumes.BindSubPath(volumes.SubPath{VolumePath: info.HostPath, Path: sub,
 			PodDir: h.GetPodDir(pod.UID), VolumeName: vm.Name, ContainerName: c.Name, MountIndex: idx})
 		if err != nil {
-			return kuberuntime.Mount{}, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+			return kubecontainer.Mount{}, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
 		}
 	}
 	containerPath := vm.MountPath
 	if !filepath.IsAbs(containerPath) {
 		containerPath = "/" + containerPath
 	}
-	return kuberuntime.Mount{
+	return kubecontainer.Mount{
 		Name:           vm.Name,
 		ContainerPath:  containerPath,
 		HostPath:       hostPath,
@@ -101,7 +100,7 @@ func (h *RuntimeHelper) volumeMount(pod *v1.Pod, c *v1.Container, idx int, vm v1
 
 // subPathOf returns the mount's subPath (subPathExpr expanded with the
 // container's environment), checked to be relative and without "..".
-func subPathOf(vm v1.VolumeMount, envs []kuberuntime.EnvVar) (string, error) {
+func subPathOf(vm v1.VolumeMount, envs []kubecontainer.EnvVar) (string, error) {
 	sub := vm.SubPath
 	if vm.SubPathExpr != "" {
 		env := newOrderedEnv()

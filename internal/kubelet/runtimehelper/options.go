@@ -9,10 +9,9 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-
-	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
 )
 
 // Defaults applied to zero-valued Options fields.
@@ -51,7 +50,7 @@ type Options struct {
 	Devices DeviceOptions
 	// Recorder records the InvalidEnvironmentVariableNames warnings; nil:
 	// they are only logged.
-	Recorder kuberuntime.EventRecorder
+	Recorder record.EventRecorder
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 }

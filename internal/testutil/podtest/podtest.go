@@ -2,6 +2,7 @@
 package podtest
 
 import (
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -74,4 +75,14 @@ func WithContainers(reqs ...v1.ResourceRequirements) *v1.Pod {
 		pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: string(rune('a' + i)), Resources: r})
 	}
 	return pod
+}
+
+// UIDs returns the pods' UIDs, sorted.
+func UIDs(pods []*v1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, string(p.UID))
+	}
+	slices.Sort(out)
+	return out
 }

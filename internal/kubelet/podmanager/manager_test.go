@@ -1,23 +1,21 @@
-package kubelet
+package podmanager
 
 import (
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/podtest"
 )
 
-func uids(pods []*v1.Pod) []string {
-	out := make([]string, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, string(p.UID))
-	}
-	slices.Sort(out)
-	return out
-}
+var (
+	staticPod = podtest.StaticPod
+	uids      = podtest.UIDs
+)
 
 func TestPodStoreApply(t *testing.T) {
 	t.Parallel()
@@ -113,20 +111,20 @@ func TestPodStoreApply(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			s := newPodStore()
+			s := New()
 			for _, u := range tc.first {
-				s.apply(u)
+				s.Apply(u)
 			}
-			ch := s.apply(tc.update)
+			ch := s.Apply(tc.update)
 			for _, check := range []struct {
 				name      string
 				got, want []string
 			}{
-				{"adds", uids(ch.adds), tc.adds},
-				{"updates", uids(ch.updates), tc.updates},
-				{"removes", uids(ch.removes), tc.removes},
-				{"reconciles", uids(ch.reconciles), tc.reconciles},
-				{"all", uids(s.all()), tc.all},
+				{"adds", uids(ch.Adds), tc.adds},
+				{"updates", uids(ch.Updates), tc.updates},
+				{"removes", uids(ch.Removes), tc.removes},
+				{"reconciles", uids(ch.Reconciles), tc.reconciles},
+				{"all", uids(s.All()), tc.all},
 			} {
 				if !slices.Equal(check.got, check.want) {
 					t.Errorf("%s = %v, want %v", check.name, check.got, check.want)
@@ -138,53 +136,70 @@ func TestPodStoreApply(t *testing.T) {
 
 func TestPodStoreKeepsFirstSeenOnUpdate(t *testing.T) {
 	t.Parallel()
-	s := newPodStore()
+	s := New()
 	a := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "first" })
-	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}})
-	s.markAdmitted(a.UID)
+	s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a}})
+	s.MarkAdmitted(a.UID)
 	changed := staticPod("a", "uid-a", func(p *v1.Pod) {
 		p.Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] = "second"
 		p.Labels = map[string]string{"x": "y"}
 	})
-	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{changed}})
-	if len(ch.updates) != 1 || ch.updates[0].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] != "first" {
-		t.Fatalf("updates = %+v, want one keeping the first-seen time", ch.updates)
+	ch := s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{changed}})
+	if len(ch.Updates) != 1 || ch.Updates[0].Annotations[kubecontainer.ConfigFirstSeenAnnotationKey] != "first" {
+		t.Fatalf("updates = %+v, want one keeping the first-seen time", ch.Updates)
 	}
-	if !s.isAdmitted(a.UID) {
+	if !s.IsAdmitted(a.UID) {
 		t.Error("update forgot admission")
 	}
-	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource})
-	if !s.isAdmitted(a.UID) {
+	s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource})
+	if !s.IsAdmitted(a.UID) {
 		t.Error("removed pod's admission forgotten before its removal was handled")
 	}
-	s.retainAdmitted()
-	if s.isAdmitted(a.UID) {
+	s.RetainAdmitted()
+	if s.IsAdmitted(a.UID) {
 		t.Error("removed pod still admitted after retainAdmitted")
 	}
-	if _, ok := s.get(k8stypes.UID("uid-a")); ok {
+	if _, ok := s.Get(k8stypes.UID("uid-a")); ok {
 		t.Error("removed pod still stored")
 	}
 }
 
 func TestPodStoreStatusOnlyChange(t *testing.T) {
 	t.Parallel()
-	s := newPodStore()
+	s := New()
 	api := staticPod("a", "uid-a", func(p *v1.Pod) { p.Annotations[kubecontainer.ConfigSourceAnnotationKey] = kubecontainer.APISource })
-	s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
+	s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{api}})
 	patched := api.DeepCopy()
 	patched.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
-	ch := s.apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{patched}})
-	if len(ch.adds)+len(ch.updates)+len(ch.removes) != 0 {
+	ch := s.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.APISource, Pods: []*v1.Pod{patched}})
+	if len(ch.Adds)+len(ch.Updates)+len(ch.Removes) != 0 {
 		t.Fatalf("a status-only change is reported as an add, update or remove: %+v", ch)
 	}
-	if len(ch.reconciles) != 1 || ch.reconciles[0].UID != "uid-a" {
-		t.Fatalf("reconciles = %v, want the pod whose status changed", uids(ch.reconciles))
+	if len(ch.Reconciles) != 1 || ch.Reconciles[0].UID != "uid-a" {
+		t.Fatalf("reconciles = %v, want the pod whose status changed", uids(ch.Reconciles))
 	}
-	got, ok := s.get("uid-a")
+	got, ok := s.Get("uid-a")
 	if !ok || len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != "example.com/gate" {
 		t.Fatalf("the stored pod does not carry the API's latest status: %+v", got)
 	}
-	if p, ok := s.byFullName("default", "a"); !ok || p != got {
+	if p, ok := s.ByFullName("default", "a"); !ok || p != got {
 		t.Fatalf("byFullName = %v %v, want the stored pod", p, ok)
+	}
+}
+
+// TestActivePods: every desired pod until the kubelet installs its test of a
+// pod being active, then only those it passes, oldest first.
+func TestActivePods(t *testing.T) {
+	t.Parallel()
+	m := New()
+	old := staticPod("old", "uid-old", func(p *v1.Pod) { p.CreationTimestamp.Time = p.CreationTimestamp.Add(-time.Hour) })
+	done := staticPod("done", "uid-done", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded })
+	m.Apply(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("new", "uid-new"), done, old}})
+	if got := m.ActivePods(); len(got) != 3 || got[0] != old {
+		t.Fatalf("ActivePods before SetActive = %v, want all three, oldest first", uids(got))
+	}
+	m.SetActive(func(p *v1.Pod) bool { return p.Status.Phase != v1.PodSucceeded })
+	if got := m.ActivePods(); len(got) != 2 || got[0].UID != "uid-old" || got[1].UID != "uid-new" {
+		t.Errorf("ActivePods = %v, want uid-old then uid-new", uids(got))
 	}
 }

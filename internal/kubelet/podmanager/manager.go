@@ -1,4 +1,4 @@
-package kubelet
+package podmanager
 
 import (
 	"maps"
@@ -13,39 +13,43 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 )
 
-// podChanges is what one source update changed.
-type podChanges struct {
-	adds, updates, removes []*v1.Pod
-	// replaced are the pods the updates replaced, by UID.
-	replaced map[k8stypes.UID]*v1.Pod
-	// reconciles are the pods whose only change is their status: written
+// Changes is what one source update changed.
+type Changes struct {
+	Adds, Updates, Removes []*v1.Pod
+	// Replaced are the pods the updates replaced, by UID.
+	Replaced map[k8stypes.UID]*v1.Pod
+	// Reconciles are the pods whose only change is their status: written
 	// by the kubelet itself, or by others (a controller setting a readiness
 	// gate's condition). Upstream's RECONCILE.
-	reconciles []*v1.Pod
-	// mirrors are the namespace/name of the mirror pods the update added,
+	Reconciles []*v1.Pod
+	// Mirrors are the namespace/name of the mirror pods the update added,
 	// changed or removed: their static pods need a sync.
-	mirrors []string
+	Mirrors []string
 }
 
-// podStore holds the pods the sources want, by source and by UID (upstream's
-// pod config merging plus the pod manager).
-type podStore struct {
-	mu       sync.RWMutex
+// Manager holds the pods the sources want, by source and by UID (upstream's
+// pod config merging plus the pod manager), which of them the kubelet
+// admitted, and the API's mirror pods. It is safe for concurrent use.
+type Manager struct {
+	mu sync.RWMutex
+	// active is the kubelet's test of a pod still being active (SetActive);
+	// nil counts every pod active.
+	active   func(*v1.Pod) bool
 	bySource map[string]map[k8stypes.UID]*v1.Pod
 	byUID    map[k8stypes.UID]*v1.Pod
 	// byName indexes byUID by namespace/name.
 	byName map[string]k8stypes.UID
 	// admitted holds the pods handed to the pod workers (not rejected). Entries
 	// outlive the pod's removal (so the removal can be handled) until
-	// retainAdmitted prunes them.
+	// RetainAdmitted prunes them.
 	admitted map[k8stypes.UID]bool
 	// mirrors holds the API's mirror pods (of static pods) by namespace/name:
 	// they are not pods to run, only the API's view of the static ones.
 	mirrors map[string]*v1.Pod
 }
 
-func newPodStore() *podStore {
-	return &podStore{
+func New() *Manager {
+	return &Manager{
 		bySource: map[string]map[k8stypes.UID]*v1.Pod{},
 		byUID:    map[k8stypes.UID]*v1.Pod{},
 		byName:   map[string]k8stypes.UID{},
@@ -54,10 +58,10 @@ func newPodStore() *podStore {
 	}
 }
 
-// apply merges a source update and returns the changes. A SET is diffed against
+// Apply merges a source update and returns the changes. A SET is diffed against
 // what the source sent before; a pod whose UID is new is added, one whose UID is
 // gone is removed, and one whose content changed is updated.
-func (s *podStore) apply(u kubecontainer.PodUpdate) podChanges {
+func (s *Manager) Apply(u kubecontainer.PodUpdate) Changes {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	current := s.bySource[u.Source]
@@ -65,8 +69,8 @@ func (s *podStore) apply(u kubecontainer.PodUpdate) podChanges {
 		current = map[k8stypes.UID]*v1.Pod{}
 		s.bySource[u.Source] = current
 	}
-	var ch podChanges
-	u.Pods, ch.mirrors = s.takeMirrors(u)
+	var ch Changes
+	u.Pods, ch.Mirrors = s.takeMirrors(u)
 	switch u.Op {
 	case kubecontainer.SET:
 		seen := map[k8stypes.UID]bool{}
@@ -77,7 +81,7 @@ func (s *podStore) apply(u kubecontainer.PodUpdate) podChanges {
 		for uid, p := range current {
 			if !seen[uid] {
 				s.delete(current, uid)
-				ch.removes = append(ch.removes, p)
+				ch.Removes = append(ch.Removes, p)
 			}
 		}
 	case kubecontainer.ADD, kubecontainer.UPDATE:
@@ -88,19 +92,19 @@ func (s *podStore) apply(u kubecontainer.PodUpdate) podChanges {
 		for _, p := range u.Pods {
 			if old, ok := current[p.UID]; ok {
 				s.delete(current, p.UID)
-				ch.removes = append(ch.removes, old)
+				ch.Removes = append(ch.Removes, old)
 			}
 		}
 	}
-	sortByCreation(ch.adds)
-	sortByCreation(ch.removes)
+	sortByCreation(ch.Adds)
+	sortByCreation(ch.Removes)
 	return ch
 }
 
 // takeMirrors files the update's mirror pods under mirrors and returns the
 // other pods, and the names of the mirrors that changed. A SET replaces every
-// mirror pod the source sent before.
-func (s *podStore) takeMirrors(u kubecontainer.PodUpdate) ([]*v1.Pod, []string) {
+// Mirror pod the source sent before.
+func (s *Manager) takeMirrors(u kubecontainer.PodUpdate) ([]*v1.Pod, []string) {
 	next := map[string]*v1.Pod{}
 	if u.Op != kubecontainer.SET {
 		maps.Copy(next, s.mirrors)
@@ -140,16 +144,16 @@ func (s *podStore) takeMirrors(u kubecontainer.PodUpdate) ([]*v1.Pod, []string) 
 	return pods, changed
 }
 
-// mirror returns the mirror pod named namespace/name.
-func (s *podStore) mirror(namespace, name string) (*v1.Pod, bool) {
+// Mirror returns the mirror pod named namespace/name.
+func (s *Manager) Mirror(namespace, name string) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m, ok := s.mirrors[namespace+"/"+name]
 	return m, ok
 }
 
-// allMirrors returns every mirror pod.
-func (s *podStore) allMirrors() []*v1.Pod {
+// AllMirrors returns every mirror pod.
+func (s *Manager) AllMirrors() []*v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]*v1.Pod, 0, len(s.mirrors))
@@ -159,8 +163,8 @@ func (s *podStore) allMirrors() []*v1.Pod {
 	return out
 }
 
-// byFullName returns the desired pod named namespace/name.
-func (s *podStore) byFullName(namespace, name string) (*v1.Pod, bool) {
+// ByFullName returns the desired pod named namespace/name.
+func (s *Manager) ByFullName(namespace, name string) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.byUID[s.byName[namespace+"/"+name]]
@@ -171,11 +175,11 @@ func (s *podStore) byFullName(namespace, name string) (*v1.Pod, bool) {
 // A pod whose only change is its status (an API pod the kubelet patched, or
 // whose readiness gates a controller set) is stored and recorded as a
 // reconcile, so readers see the API's latest status.
-func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podChanges) {
+func (s *Manager) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *Changes) {
 	old, ok := current[p.UID]
 	switch {
 	case !ok:
-		ch.adds = append(ch.adds, p)
+		ch.Adds = append(ch.Adds, p)
 	case old == p:
 		return
 	default:
@@ -183,13 +187,13 @@ func (s *podStore) upsert(current map[k8stypes.UID]*v1.Pod, p *v1.Pod, ch *podCh
 		p = keepFirstSeen(p, old)
 		switch {
 		case changed:
-			ch.updates = append(ch.updates, p)
-			if ch.replaced == nil {
-				ch.replaced = map[k8stypes.UID]*v1.Pod{}
+			ch.Updates = append(ch.Updates, p)
+			if ch.Replaced == nil {
+				ch.Replaced = map[k8stypes.UID]*v1.Pod{}
 			}
-			ch.replaced[p.UID] = old
+			ch.Replaced[p.UID] = old
 		case !reflect.DeepEqual(old.Status, p.Status):
-			ch.reconciles = append(ch.reconciles, p)
+			ch.Reconciles = append(ch.Reconciles, p)
 		}
 	}
 	current[p.UID] = p
@@ -212,7 +216,7 @@ func keepFirstSeen(p, old *v1.Pod) *v1.Pod {
 	return p
 }
 
-func (s *podStore) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
+func (s *Manager) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
 	delete(current, uid)
 	for _, pods := range s.bySource {
 		if _, ok := pods[uid]; ok {
@@ -225,8 +229,8 @@ func (s *podStore) delete(current map[k8stypes.UID]*v1.Pod, uid k8stypes.UID) {
 	delete(s.byUID, uid)
 }
 
-// markAdmitted records that the pod was handed to the pod workers.
-func (s *podStore) markAdmitted(uid k8stypes.UID) {
+// MarkAdmitted records that the pod was handed to the pod workers.
+func (s *Manager) MarkAdmitted(uid k8stypes.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.byUID[uid]; ok {
@@ -234,8 +238,8 @@ func (s *podStore) markAdmitted(uid k8stypes.UID) {
 	}
 }
 
-// retainAdmitted forgets the admission of pods no longer stored.
-func (s *podStore) retainAdmitted() {
+// RetainAdmitted forgets the admission of pods no longer stored.
+func (s *Manager) RetainAdmitted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid := range s.admitted {
@@ -245,22 +249,22 @@ func (s *podStore) retainAdmitted() {
 	}
 }
 
-func (s *podStore) isAdmitted(uid k8stypes.UID) bool {
+func (s *Manager) IsAdmitted(uid k8stypes.UID) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.admitted[uid]
 }
 
-// get returns the pod with the UID.
-func (s *podStore) get(uid k8stypes.UID) (*v1.Pod, bool) {
+// Get returns the pod with the UID.
+func (s *Manager) Get(uid k8stypes.UID) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.byUID[uid]
 	return p, ok
 }
 
-// all returns every desired pod, oldest first.
-func (s *podStore) all() []*v1.Pod {
+// All returns every desired pod, oldest first.
+func (s *Manager) All() []*v1.Pod {
 	s.mu.RLock()
 	pods := make([]*v1.Pod, 0, len(s.byUID))
 	for _, p := range s.byUID {
@@ -269,6 +273,37 @@ func (s *podStore) all() []*v1.Pod {
 	s.mu.RUnlock()
 	sortByCreation(pods)
 	return pods
+}
+
+// SetActive installs the kubelet's test of whether a pod is still active
+// (not known terminated by the pod workers, not in a terminal phase): the
+// kubelet builds its pod workers and status manager on this manager, so it
+// tells it once they exist, before anything runs. Until then every pod counts
+// as active.
+func (s *Manager) SetActive(active func(*v1.Pod) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active = active
+}
+
+// ActivePods returns the desired pods that are active, oldest first: those
+// the QoS cgroups are sized for and the CPU, device and eviction managers
+// count (upstream's GetActivePods).
+func (s *Manager) ActivePods() []*v1.Pod {
+	all := s.All()
+	s.mu.RLock()
+	active := s.active
+	s.mu.RUnlock()
+	if active == nil {
+		return all
+	}
+	out := all[:0:0]
+	for _, p := range all {
+		if active(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // podsDiffer reports whether a source changed a pod in a way the kubelet acts on:

@@ -1,0 +1,265 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
+
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
+	"github.com/kubelet-dockershim/kubelet/internal/features"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pluginwatcher"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podresources"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/sysctl"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
+)
+
+// newEvictionManager builds the eviction manager from the thresholds (hard,
+// soft with their grace periods, minimum reclaims, and the allocatable copies
+// with "pods" enforced); the node starts it.
+func newEvictionManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*eviction.Manager, error) {
+	k := &cfg.Kubelet
+	thresholds, err := eviction.ParseThresholdConfig(eviction.ThresholdConfig{Hard: k.EvictionHard, Soft: k.EvictionSoft,
+		SoftGracePeriod: k.EvictionSoftGracePeriod, MinimumReclaim: k.EvictionMinimumReclaim, EnforceNodeAllocatable: k.EnforceNodeAllocatable})
+	if err != nil {
+		return nil, fmt.Errorf("eviction thresholds: %w", err)
+	}
+	var hugePages int64
+	for name, q := range n.resources.Capacity() {
+		if resources.IsHugePages(name) && cfg.enabled(features.HugepageAwareEviction) {
+			hugePages += q.Value()
+		}
+	}
+	return eviction.New(eviction.Options{Thresholds: thresholds, PressureTransitionPeriod: k.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriodSeconds: int64(k.EvictionMaxPodGracePeriod), LocalStorageCapacityIsolation: *k.LocalStorageCapacityIsolation,
+		KernelMemcgNotification: k.KernelMemcgNotification, PodsCgroup: n.cgroups.NodeAllocatableCgroup(), HugePagesBytes: hugePages,
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("eviction")})
+}
+
+// newImageManager builds the image GC manager (imageGC thresholds and ages)
+// over the CRI clients; the node starts it.
+func newImageManager(cfg *Config, clients *criClients, n *node, reg prometheus.Registerer, logger *zap.Logger) (*images.Manager, error) {
+	k := &cfg.Kubelet
+	return images.New(images.Options{Images: clients.images, Containers: clients.runtime,
+		Fs: &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
+		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
+			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("images")})
+}
+
+// newResources reads the machine once and computes the node's capacity and
+// allocatable. What could not be read is logged (the node status then reports
+// the missing capacity).
+func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*resources.Node, error) {
+	machine, err := resources.ReadMachine(cfg.RootDirectory)
+	switch {
+	case machine.MemoryCapacity <= 0:
+		return nil, fmt.Errorf("read the machine's memory: %w", err)
+	case err != nil:
+		logger.Warn("Error reading machine info", zap.Error(err))
+	}
+	return resources.New(resources.Options{Machine: machine, MaxPods: podsCapacity(&cfg.Kubelet, machine.NumCPU),
+		SystemReserved: reserved.system, KubeReserved: reserved.kube, EvictionHard: cfg.Kubelet.EvictionHard})
+}
+
+// newShutdownManager builds graceful node shutdown (shutdownGracePeriod,
+// shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority) over
+// logind; its pods and kills go through the kubelet, built later.
+func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*nodeshutdown.Manager, error) {
+	k := &cfg.Kubelet
+	return nodeshutdown.New(nodeshutdown.Options{
+		ShutdownGracePeriod: k.ShutdownGracePeriod.Duration, ShutdownGracePeriodCriticalPods: k.ShutdownGracePeriodCriticalPods.Duration,
+		ByPodPriority: k.ShutdownGracePeriodByPodPriority,
+		ActivePods:    n.pods.ActivePods,
+		KillPod: func(ctx context.Context, pod *v1.Pod, grace int64, statusFn func(*v1.PodStatus)) error {
+			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
+		},
+		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: n.recorder, NodeRef: n.nodeRef, Logger: logger.Named("nodeshutdown"),
+		SyncNodeStatus: func() {
+			if n.nodeStatus != nil {
+				n.nodeStatus.SyncNow()
+			}
+		},
+	})
+}
+
+// newSysctlAllowlist is the sysctl admission check: upstream's safe sysctls
+// this kernel namespaces plus allowedUnsafeSysctls.
+func newSysctlAllowlist(cfg *Config, logger *zap.Logger) (*sysctl.Allowlist, error) {
+	kernel, err := sysctl.KernelVersion()
+	if err != nil {
+		logger.Error("failed to get kernel version, unable to determine which sysctls are available", zap.Error(err))
+	}
+	allowed := append(sysctl.SafeSysctls(kernel), cfg.Kubelet.AllowedUnsafeSysctls...)
+	al, err := sysctl.NewAllowlist(allowed)
+	if err != nil {
+		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	return al, nil
+}
+
+// podsCapacity is the node's pods capacity: maxPods, or podsPerCore times
+// the CPUs when that is smaller (upstream's MachineInfo setter).
+func podsCapacity(k *kubeletv1beta1.KubeletConfiguration, cpus int) int {
+	if k.PodsPerCore > 0 {
+		return min(int(k.PodsPerCore)*cpus, int(k.MaxPods))
+	}
+	return int(k.MaxPods)
+}
+
+// newContainerManager builds the node's cgroup tree: kubepods (under
+// --cgroup-root) sized as upstream sizes it, capacity (pids included) minus
+// systemReserved and kubeReserved with "pods" in enforceNodeAllocatable,
+// capacity without; the reservations enforced on their own cgroups; the QoS
+// and pod cgroups.
+func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger *zap.Logger) (*cm.Manager, error) {
+	k := &cfg.Kubelet
+	node := n.resources
+	opts := cm.Options{
+		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
+		PodPidsLimit: *k.PodPidsLimit, Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: n.reg, Logger: logger,
+		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
+	}
+	if !opts.CgroupsPerQOS {
+		return cm.New(opts)
+	}
+	opts.Reserved = reservedCgroups(k, reserved)
+	// internal capacity: the machine's, with the pid capacity as "pid"
+	limit := node.Capacity()
+	pids, err := cm.PidCapacity()
+	if err != nil {
+		logger.Warn("reading the node's pid capacity", zap.Error(err))
+	} else {
+		limit["pid"] = *resource.NewQuantity(pids, resource.DecimalSI)
+	}
+	if slices.Contains(k.EnforceNodeAllocatable, kubeletconfig.EnforcePods) {
+		for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
+			for name, q := range rl {
+				if c, ok := limit[name]; ok {
+					c.Sub(q)
+					if c.Sign() < 0 {
+						c.Set(0)
+					}
+					limit[name] = c
+				}
+			}
+		}
+	}
+	opts.Kubepods = cgroupConfig(limit, false)
+	return cm.New(opts)
+}
+
+// newCPUManager builds the CPU manager (cpuManagerPolicy, its options,
+// reservedSystemCPUs, or the cpu of kubeReserved + systemReserved) with its
+// state in the root directory; the node starts it.
+func newCPUManager(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*cpumanager.Manager, error) {
+	k := &cfg.Kubelet
+	reservedCPUs, err := cpuset.Parse(k.ReservedSystemCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("reservedSystemCPUs: %w", err)
+	}
+	milli := reserved.system.Cpu().MilliValue() + reserved.kube.Cpu().MilliValue()
+	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
+		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("new cpu manager: %w", err)
+	}
+	return m, nil
+}
+
+// reservedCgroups lists the reservations enforceNodeAllocatable enforces on
+// their existing cgroups, in upstream's order, with upstream's values: cpu
+// shares, memory and pids, or cpu shares alone for the -compressible forms.
+func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration, reserved nodeReservations) []cm.ReservedCgroup {
+	var out []cm.ReservedCgroup
+	for _, e := range []struct {
+		key, what, cgroup string
+		reserved          v1.ResourceList
+		compressible      bool
+	}{
+		{kubeletconfig.EnforceSystemReserved, "System Reserved", k.SystemReservedCgroup, reserved.system, false},
+		{kubeletconfig.EnforceKubeReserved, "Kube Reserved", k.KubeReservedCgroup, reserved.kube, false},
+		{kubeletconfig.EnforceSystemReservedCompressible, "System Reserved Compressible", k.SystemReservedCgroup, reserved.system, true},
+		{kubeletconfig.EnforceKubeReservedCompressible, "Kube Reserved Compressible", k.KubeReservedCgroup, reserved.kube, true},
+	} {
+		if !slices.Contains(k.EnforceNodeAllocatable, e.key) {
+			continue
+		}
+		r := cm.ReservedCgroup{What: e.what, Cgroup: e.cgroup}
+		if e.reserved != nil {
+			r.Config = cgroupConfig(e.reserved, e.compressible)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// cgroupConfig is the cgroup configuration of a resource list (upstream's
+// getCgroupConfig): cpu shares, and unless compressibleOnly memory and pids.
+func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cm.ResourceConfig {
+	var rc cm.ResourceConfig
+	if q, ok := rl[v1.ResourceCPU]; ok {
+		shares := cm.MilliCPUToShares(q.MilliValue())
+		rc.CPUShares = &shares
+	}
+	if compressibleOnly {
+		return &rc
+	}
+	if q, ok := rl[v1.ResourceMemory]; ok {
+		mem := q.Value()
+		rc.Memory = &mem
+	}
+	if q, ok := rl["pid"]; ok {
+		pids := q.Value()
+		rc.PidsLimit = &pids
+	}
+	return &rc
+}
+
+// newDeviceManager builds the device plugin manager on
+// <root>/device-plugins and the PodResources API on <root>/pod-resources,
+// both asking the kubelet (built later) for the active pods.
+func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
+	active := n.pods.ActivePods
+	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
+		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Registerer: n.reg, Logger: logger.Named("devicemanager")})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
+		Devices: dm, CPUs: n.cpus, Registerer: n.reg, Logger: logger.Named("podresources")})
+	return dm, pr, err
+}
+
+// newPluginWatcher builds the CSI driver registry and the plugin watcher of
+// <root>/plugins_registry that feeds it.
+func newPluginWatcher(cfg *Config, n *node, logger *zap.Logger) (*csi.Registry, *pluginwatcher.Watcher, error) {
+	opts := csi.Options{NodeName: n.name, RootDir: cfg.RootDirectory, Logger: logger.Named("csi")}
+	if n.conn != nil {
+		opts.Client = n.conn.client
+	}
+	reg, err := csi.NewRegistry(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := pluginwatcher.New(pluginwatcher.Options{Dir: filepath.Join(cfg.RootDirectory, "plugins_registry"),
+		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: reg}, Logger: logger.Named("pluginwatcher")})
+	return reg, w, err
+}
