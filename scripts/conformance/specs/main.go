@@ -13,16 +13,19 @@
 //	                                      ...), the failed specs with the first
 //	                                      line of their failure, the slowest
 //	                                      specs
-//	specs table -specs DRY.json [-anchor REPORT.json,...] REPORT.json...
+//	specs table -specs DRY.json [-skip skip.txt] [-anchor REPORT.json,...]
+//	    [-anchor2 NAME=REPORT.json,...] REPORT.json...
 //	                                      the Markdown results table of
 //	                                      docs/conformance.md: for every spec
 //	                                      the dry run selected, its
 //	                                      outcome in the reports of this
-//	                                      kubelet and of the anchor, counted by
-//	                                      area, then every spec that did not
-//	                                      pass here or failed on the anchor;
-//	                                      a later report's outcome replaces an
-//	                                      earlier one's (a re-run of some specs)
+//	                                      kubelet, of the anchor and of a
+//	                                      second anchor (NAME: cri-dockerd),
+//	                                      counted by area, then every spec
+//	                                      that did not pass here or failed on
+//	                                      an anchor; a later report's outcome
+//	                                      replaces an earlier one's (a re-run
+//	                                      of some specs)
 //
 // A spec's shard is fnv-1a(full text) mod N: stable across runs and machines,
 // independent of the order ginkgo lists specs in, and it only moves when the
@@ -69,7 +72,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: specs list [-shard I/N] [-match RE] REPORT.json | regex REPORT.json < TEXTS | summary REPORT.json | table -specs DRY.json [-anchor R.json,...] R.json...")
+	fmt.Fprintln(os.Stderr, "usage: specs list [-shard I/N] [-match RE] REPORT.json | regex REPORT.json < TEXTS | summary REPORT.json | table -specs DRY.json [-skip skip.txt] [-anchor R.json,...] [-anchor2 NAME=R.json,...] R.json...")
 	os.Exit(2)
 }
 

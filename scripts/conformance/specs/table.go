@@ -139,6 +139,7 @@ func table(args []string) error {
 	fs := flag.NewFlagSet("table", flag.ExitOnError)
 	dry := fs.String("specs", "", "the JSON report of the dry run that selected the specs")
 	anchor := fs.String("anchor", "", "comma-separated JSON reports of the anchor's runs, oldest first")
+	second := fs.String("anchor2", "", "NAME=REPORT.json,...: a second anchor's runs (its columns and failures under NAME)")
 	skipFile := fs.String("skip", "", "skip.txt: its regexps name the specs skipped for a reason of the machine")
 	_ = fs.Parse(args)
 	if *dry == "" || fs.NArg() == 0 {
@@ -171,51 +172,96 @@ func table(args []string) error {
 	if err != nil {
 		return err
 	}
-	var anchorPaths []string
-	if *anchor != "" {
-		anchorPaths = strings.Split(*anchor, ",")
+	// The series of columns: this kubelet, the anchor, the second anchor.
+	type series struct {
+		name string
+		out  map[string]outcome
 	}
-	anc, err := outcomes(anchorPaths)
-	if err != nil {
-		return err
+	cols := []series{{name: "This kubelet", out: this}}
+	for _, spec := range []struct{ name, paths string }{{"Anchor", *anchor}, {"", *second}} {
+		name, paths := spec.name, spec.paths
+		if name == "" {
+			if paths == "" {
+				continue
+			}
+			var ok bool
+			if name, paths, ok = strings.Cut(paths, "="); !ok || name == "" {
+				return fmt.Errorf("-anchor2 wants NAME=REPORT.json,..., got %q", spec.paths)
+			}
+		}
+		var list []string
+		if paths != "" {
+			list = strings.Split(paths, ",")
+		}
+		out, err := outcomes(list)
+		if err != nil {
+			return err
+		}
+		cols = append(cols, series{name: name, out: out})
 	}
-	byArea := map[string]*[2]counts{}
-	var total [2]counts
+	byArea := map[string][]counts{}
+	total := make([]counts, len(cols))
 	for _, t := range texts {
 		a := area[t]
 		if byArea[a] == nil {
-			byArea[a] = &[2]counts{}
+			byArea[a] = make([]counts, len(cols))
 		}
 		sk := skipped[t] != ""
-		byArea[a][0].add(this[t], sk)
-		byArea[a][1].add(anc[t], sk)
-		total[0].add(this[t], sk)
-		total[1].add(anc[t], sk)
+		for i, c := range cols {
+			byArea[a][i].add(c.out[t], sk)
+			total[i].add(c.out[t], sk)
+		}
 	}
 	areas := make([]string, 0, len(byArea))
 	for a := range byArea {
 		areas = append(areas, a)
 	}
 	sort.Strings(areas)
-	fmt.Println("| Area | Specs | This kubelet: passed | failed | skipped | not run | Anchor: passed | failed | skipped | not run |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	head, rule := "| Area | Specs |", "|---|---:|"
+	for _, c := range cols {
+		head += " " + c.name + ": passed | failed | skipped | not run |"
+		rule += "---:|---:|---:|---:|"
+	}
+	fmt.Println(head)
+	fmt.Println(rule)
+	row := func(c []counts) string {
+		cells := make([]string, len(c))
+		for i := range c {
+			cells[i] = c[i].cells()
+		}
+		return strings.Join(cells, " | ")
+	}
 	for _, a := range areas {
 		c := byArea[a]
 		n := c[0].passed + c[0].failed + c[0].skipped + c[0].notRun
-		fmt.Printf("| %s | %d | %s | %s |\n", a, n, c[0].cells(), c[1].cells())
+		fmt.Printf("| %s | %d | %s |\n", a, n, row(c))
 	}
-	fmt.Printf("| **All** | **%d** | %s | %s |\n", len(texts), total[0].cells(), total[1].cells())
+	fmt.Printf("| **All** | **%d** | %s |\n", len(texts), row(total))
 	fmt.Println()
-	fmt.Println("Specs that did not pass on this kubelet or failed on the anchor (skipped: the reason of scripts/conformance/skip.txt):")
+	names := make([]string, 0, len(cols)-1)
+	for _, c := range cols[1:] {
+		names = append(names, strings.ToLower(c.name[:1])+c.name[1:])
+	}
+	fmt.Printf("Specs that did not pass on this kubelet or failed on the %s (skipped: the reason of scripts/conformance/skip.txt):\n", strings.Join(names, " or the "))
 	fmt.Println()
 	none := true
 	for _, t := range texts {
-		o, a := this[t], anc[t]
-		if o.state == "passed" && a.state != "failed" {
+		show := this[t].state != "passed"
+		for _, c := range cols[1:] {
+			show = show || c.out[t].state == "failed"
+		}
+		if !show {
 			continue
 		}
 		none = false
-		fmt.Printf("- %s\n  - this kubelet: %s\n  - anchor: %s\n", t, describe(o), describe(a))
+		fmt.Printf("- %s\n", t)
+		for i, c := range cols {
+			name := "this kubelet"
+			if i > 0 {
+				name = names[i-1]
+			}
+			fmt.Printf("  - %s: %s\n", name, describe(c.out[t]))
+		}
 		if r := skipped[t]; r != "" {
 			fmt.Printf("  - skipped: %s\n", r)
 		}
