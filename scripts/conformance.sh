@@ -387,9 +387,16 @@ start_registry() {
 	start_bg registry "$STATE/logs/registry.log" docker-registry serve "$r/config.yml"
 	wait_until "the registry" 30 registry "$STATE/logs/registry.log" \
 		curl -sf --cacert "$r/ca.crt" --resolve registry.k8s.io:443:127.0.0.1 https://registry.k8s.io/v2/
-	local img
+	# dockerd's resolver re-reads /etc/hosts at most every 5 s (Go's hosts
+	# cache): a dockerd started just before the line was added may not see it
+	# yet, so a failed push is retried for up to 12 s.
+	local img try
 	for img in "${REGISTRY_IMAGES[@]}"; do
-		pdocker push -q "$img" >/dev/null || kds_die "push of $img to the local registry.k8s.io failed"
+		for try in 1 2 3 4 5; do
+			pdocker push -q "$img" >/dev/null 2>"$STATE/logs/push.err" && break
+			((try < 5)) || kds_die "push of $img to the local registry.k8s.io failed: $(tail -1 "$STATE/logs/push.err")"
+			sleep 3
+		done
 		kds_log "registry.k8s.io (local) serves $img"
 	done
 }
