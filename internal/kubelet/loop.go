@@ -177,8 +177,8 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 // initial node).
 func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 	var others []*v1.Pod
-	for _, other := range k.pods.All() {
-		if other.UID != p.UID && k.pods.IsAdmitted(other.UID) && !k.isPodInactive(other) {
+	for _, other := range k.pods.ActivePods() {
+		if other.UID != p.UID && k.pods.IsAdmitted(other.UID) {
 			others = append(others, k.resize.allocatedPod(other))
 		}
 	}
