@@ -17,6 +17,11 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
+// noResyncDuringTest pushes the periodic full sync out of a test's reach:
+// what it waits for must come from the event that asks for it (a resize
+// completes through the PLEG's reinspection, not the next resync).
+const noResyncDuringTest = "--sync-frequency=10m"
+
 // testInPlaceResize (issue 12 item 5): `kubectl patch --subresource resize`
 // through the real API server changes a running container's memory and cpu
 // in place (restart count 0, same container: Docker's values and the pod
@@ -27,6 +32,7 @@ import (
 // message, and the allocation (and the container) keep the old values.
 func testInPlaceResize(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
+	n.extra = append(n.extra, noResyncDuringTest)
 	n.createNamespace()
 	n.start()
 	n.waitNodeReady(90 * time.Second)

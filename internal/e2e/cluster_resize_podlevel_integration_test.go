@@ -48,6 +48,7 @@ spec:
 // place.
 func testInPlaceResizePodLevel(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
+	n.extra = append(n.extra, noResyncDuringTest)
 	n.createNamespace()
 	n.start()
 	node := n.waitNodeReady(90 * time.Second)

@@ -276,6 +276,12 @@ func (p *GenericPLEG) Relist(ctx context.Context) bool {
 			reinspect[uid] = rec.current
 			continue
 		}
+		if len(events) == 0 {
+			// A reinspection always ends in a sync of the pod: what was read
+			// (an in-place resize's new resources) reaches it without waiting
+			// for the periodic resync (upstream's PodSync after a reinspect).
+			events = append(events, &PodLifecycleEvent{ID: uid, Type: PodSync})
+		}
 		p.records.update(uid)
 		p.send(events)
 	}

@@ -202,6 +202,42 @@ func TestRelistRetriesFailedStatus(t *testing.T) {
 	}
 }
 
+// TestRelistReinspectSyncsThePod: a reinspected pod whose containers did not
+// change state (an in-place resize) is read again and gets a PodSync event,
+// so its worker sees the new status at once, not at the periodic resync; the
+// next quiet relist neither reads it nor sends anything.
+func TestRelistReinspectSyncsThePod(t *testing.T) {
+	t.Parallel()
+	rt := newFakeRuntime()
+	p, _, clk := newTestPLEG(rt)
+	ctx := context.Background()
+	rt.setPods(pod("a", ctrs(ctr("c1", kubecontainer.StateRunning))), pod("b", ctrs(ctr("c2", kubecontainer.StateRunning))))
+	p.Relist(ctx)
+	drain(p)
+
+	p.RequestPodReinspect("a")
+	clk.Step(time.Second)
+	p.Relist(ctx)
+	if got, want := drain(p), []string{"a/PodSync/<nil>"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events after a reinspection = %v, want %v", got, want)
+	}
+	if n := rt.calls("a"); n != 2 {
+		t.Errorf("status reads of the reinspected pod = %d, want 2", n)
+	}
+	if n := rt.calls("b"); n != 1 {
+		t.Errorf("status reads of the other pod = %d, want 1", n)
+	}
+
+	clk.Step(time.Second)
+	p.Relist(ctx)
+	if got := drain(p); len(got) != 0 {
+		t.Errorf("events after a quiet relist = %v, want none", got)
+	}
+	if n := rt.calls("a"); n != 2 {
+		t.Errorf("status reads after a quiet relist = %d, want 2", n)
+	}
+}
+
 // A pod whose status read hangs (one container whose runtime calls stall)
 // holds a relist back for the status read timeout only: the other pods'
 // statuses and the cache time advance, the hung pod's entry is the error, and
