@@ -198,7 +198,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		ips = nil // the cloud controller manager sets the addresses
 	}
 	return nodestatus.New(nodestatus.Options{
-		Client: conn.client, NodeName: n.name, Hostname: n.name, NodeIPs: ips,
+		Client: conn.client, NodeName: n.name, Known: n.known, Hostname: n.name, NodeIPs: ips,
 		ProviderID: cfg.Kubelet.ProviderID, NoControllerAttachDetach: !*cfg.Kubelet.EnableControllerAttachDetach,
 		ExternalCloudProvider: external, UpdatePodCIDR: n.podCIDR.update,
 		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,

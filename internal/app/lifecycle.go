@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // readyTimeout bounds the wait for a component to report ready.
@@ -17,8 +15,8 @@ const readyTimeout = time.Minute
 // lifecycle runs the node's components: each is started when it is added,
 // in dependency order (a component is added after everything it uses), and
 // shutdown stops them in the reverse order, each stopped before the one it
-// uses. Components are either loops (run until their context ends) or
-// servers (started, then closed).
+// uses. Components have the one lifecycle shape (component); the servers
+// of the app itself are started, then closed.
 type lifecycle struct {
 	logger *zap.Logger
 
@@ -36,19 +34,25 @@ func newLifecycle(logger *zap.Logger) *lifecycle {
 	return &lifecycle{logger: logger.Named("lifecycle")}
 }
 
-// run starts loop in its own goroutine under a child of ctx; at shutdown the
-// child is cancelled and loop waited for. A panic in loop goes through the
-// crash handler: logged with its stack, then the process ends (exit status 2),
-// as upstream's crash handler does.
-func (l *lifecycle) run(ctx context.Context, name string, loop func(context.Context)) {
+// component is the one lifecycle shape of the node's managers: built with
+// everything it needs in its Options, Start(ctx) begins its work and returns
+// (an error when it cannot begin); its loops end with ctx, and Wait returns
+// once they have.
+type component interface {
+	Start(ctx context.Context) error
+	Wait()
+}
+
+// startComponent starts c under a child of ctx; at shutdown the child is
+// cancelled and c waited for.
+func (l *lifecycle) startComponent(ctx context.Context, name string, c component) error {
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer logging.HandleCrash(l.logger, name)
-		loop(ctx)
-	}()
-	l.push(name, func() { cancel(); <-done })
+	if err := c.Start(ctx); err != nil {
+		cancel()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	l.push(name, func() { cancel(); c.Wait() })
+	return nil
 }
 
 // start calls start (which must not block) and, when it succeeds, registers

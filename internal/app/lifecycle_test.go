@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	kdslifecycle "github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 func TestLifecycleStopsInReverseOrder(t *testing.T) {
@@ -24,10 +26,13 @@ func TestLifecycleStopsInReverseOrder(t *testing.T) {
 	}
 	ctx := context.Background()
 	lc.onStop("client", func() { note("client closed") })
-	lc.run(ctx, "loop", func(ctx context.Context) {
-		<-ctx.Done()
-		note("loop returned")
-	})
+	if err := lc.startComponent(ctx, "loop", &testComponent{note: note}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.startComponent(ctx, "refusing", &testComponent{note: note, err: errors.New("no socket")}); err == nil ||
+		err.Error() != "start refusing: no socket" {
+		t.Errorf("startComponent error = %v", err)
+	}
 	if err := lc.start("server", func() error { note("server started"); return nil }, func() { note("server closed") }); err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +47,26 @@ func TestLifecycleStopsInReverseOrder(t *testing.T) {
 		t.Errorf("order = %q, want %q", order, want)
 	}
 }
+
+// testComponent notes when its loop returns, or refuses to start with err.
+type testComponent struct {
+	note  func(string)
+	err   error
+	loops kdslifecycle.Loops
+}
+
+func (c *testComponent) Start(ctx context.Context) error {
+	if c.err != nil {
+		return c.err
+	}
+	c.loops.Go(nil, "test", func() {
+		<-ctx.Done()
+		c.note("loop returned")
+	})
+	return nil
+}
+
+func (c *testComponent) Wait() { c.loops.Wait() }
 
 func TestLifecycleWaitReady(t *testing.T) {
 	t.Parallel()

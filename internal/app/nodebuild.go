@@ -15,6 +15,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
@@ -40,7 +41,9 @@ import (
 // node is a wired kubelet: every manager, built in dependency order, ready to
 // start (node.start).
 type node struct {
-	pods      *podmanager.Manager // built first: every manager counting pods reads it
+	pods      *podmanager.Manager  // built first: every manager counting pods reads it
+	known     *nodestatus.Known    // the Node object as last read or written; status sync requests
+	cache     *kubecontainer.Cache // the pod status cache: the PLEG writes it, the pod workers read it
 	name      string
 	ips       []net.IP
 	podCIDR   *podCIDR
@@ -75,20 +78,20 @@ type node struct {
 	statusSync *status.Syncer
 }
 
-// buildNode builds the kubelet side in dependency order, each manager from
-// the config and the parts it consumes: the pod manager first (the managers
-// that count pods get its ActivePods), the event recorder; the node's
-// resources, the container, CPU and device managers, the eviction and image
-// managers; the runtime helper, the probe results and the runtime manager;
-// the runtime state; the node shutdown manager; with an API server the node
-// status; the pod sources, the status store, the prober, volumes, PLEG; the
-// kubelet; then what needs the kubelet (the API status sync, stats). It
-// starts nothing. One binding is late: the node shutdown manager kills pods
-// through the kubelet (the kubelet admits pods through it).
+// buildNode builds the kubelet side in dependency order, each part from the
+// config and the parts built before it; nothing refers to a part built after
+// it. The pod manager first (every manager that counts pods reads it), the
+// event recorder and what the node knows of its Node object; the node's
+// resources and the pod sources; the container, CPU, device and image
+// managers; the runtime helper, the runtime manager and the runtime state;
+// the status store, the prober, volumes, PLEG and the kubelet; the API status
+// sync and stats; then the managers that act on pods through the kubelet
+// (eviction, graceful node shutdown), which join its admission; last, with an
+// API server, the node status, which reports their conditions. It starts
+// nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{pods: podmanager.New(), name: name, ips: nodeIPs(cfg), conn: conn, reg: reg, events: podIdentityEvents{clients.runtime},
-		recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
-	recorder := n.recorder
+	n := &node{pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg), conn: conn, reg: reg,
+		events: podIdentityEvents{clients.runtime}, recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
 		return nil, err
@@ -99,54 +102,33 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
 		return nil, err
 	}
-	if n.cgroups, err = newContainerManager(cfg, n, reserved, logger); err != nil {
-		return nil, err
-	}
-	if n.cpus, err = newCPUManager(cfg, reserved, logger); err != nil {
-		return nil, err
-	}
-	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
-		return nil, err
-	}
-	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {
-		return nil, err
-	}
-	if n.eviction, err = newEvictionManager(cfg, n, reg, logger); err != nil {
-		return nil, err
-	}
-	if n.images, err = newImageManager(cfg, clients, n, reg, logger); err != nil {
-		return nil, err
-	}
 	if n.startup, err = podstartup.New(podstartup.Options{Registerer: reg, Logger: logger.Named("podstartup")}); err != nil {
 		return nil, err
 	}
+	if n.sources, err = newPodSources(cfg, n, n.recorder, logger); err != nil {
+		return nil, err
+	}
+	if err := n.buildResourceManagers(cfg, clients, reserved, logger); err != nil {
+		return nil, err
+	}
 	results := prober.NewResults()
-	helper, err := newRuntimeHelper(cfg, n, recorder, logger)
+	helper, err := newRuntimeHelper(cfg, n, n.recorder, logger)
 	if err != nil {
 		return nil, err
 	}
-	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, recorder, logger); err != nil {
+	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, n.recorder, logger); err != nil {
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {
 		return nil, err
 	}
-	if n.shutdown, err = newShutdownManager(cfg, n, reg, logger); err != nil {
-		return nil, err
-	}
-	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
-	if conn != nil {
-		if n.nodeStatus, err = newNodeStatus(cfg, conn, clients, n, logger); err != nil {
-			return nil, err
-		}
-	}
-	if n.sources, err = newPodSources(cfg, n, recorder, logger); err != nil {
-		return nil, err
-	}
 	st := status.NewManager(status.Options{Logger: logger.Named("status"), RestartRules: cfg.restartRules()})
-	n.probes = prober.NewManager(prober.Options{Runner: n.runtime, Results: results, Status: st, Logger: logger.Named("prober"), Recorder: recorder,
+	n.probes = prober.NewManager(prober.Options{Runner: n.runtime, Results: results, Status: st, Logger: logger.Named("prober"), Recorder: n.recorder,
 		RestartRules: cfg.restartRules()})
-	if n.kubelet, err = newKubelet(cfg, n, helper, st, recorder, logger); err != nil {
+	if n.volumes, err = newVolumes(cfg, n, logger); err != nil {
+		return nil, err
+	}
+	if n.kubelet, err = newKubelet(cfg, n, helper, st, n.recorder, logger); err != nil {
 		return nil, err
 	}
 	if conn != nil {
@@ -155,14 +137,63 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 			return nil, err
 		}
 	}
-	n.stats, err = stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{m: n.volumes, csi: n.csi}, NodeName: name,
+	if n.stats, err = newStats(cfg, clients, n, logger); err != nil {
+		return nil, err
+	}
+	return n, n.buildNodeManagers(cfg, clients, logger)
+}
+
+// buildResourceManagers builds the container, CPU and device managers, the
+// plugin watcher and the image manager.
+func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved nodeReservations, logger *zap.Logger) error {
+	var err error
+	if n.cgroups, err = newContainerManager(cfg, n, reserved, logger); err != nil {
+		return err
+	}
+	if n.cpus, err = newCPUManager(cfg, clients, n, reserved, logger); err != nil {
+		return err
+	}
+	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
+		return err
+	}
+	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {
+		return err
+	}
+	n.images, err = newImageManager(cfg, clients, n, n.reg, logger)
+	return err
+}
+
+// buildNodeManagers builds the managers that act on pods through the kubelet
+// (eviction, graceful node shutdown), puts them into its admission (node
+// pressure first, shutdown last), then, with an API server, the node status.
+func (n *node) buildNodeManagers(cfg *Config, clients *criClients, logger *zap.Logger) error {
+	var err error
+	if n.eviction, err = newEvictionManager(cfg, n, n.reg, logger); err != nil {
+		return err
+	}
+	if n.shutdown, err = newShutdownManager(cfg, n, n.reg, logger); err != nil {
+		return err
+	}
+	n.kubelet.SetNodeAdmitters(kubelet.NodeAdmitters{Pressure: n.eviction, Shutdown: n.shutdown})
+	n.podCIDR = &podCIDR{rt: clients.runtime, logger: logger}
+	if n.conn != nil {
+		n.nodeStatus, err = newNodeStatus(cfg, n.conn, clients, n, logger)
+	}
+	return err
+}
+
+// newStats builds the stats provider (the summary API, the eviction
+// manager's samples) over the CRI clients, the kubelet's pods and the volume
+// manager's claim volumes.
+func newStats(cfg *Config, clients *criClients, n *node, logger *zap.Logger) (*stats.Provider, error) {
+	p, err := stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{m: n.volumes, csi: n.csi}, NodeName: n.name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
 		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups,
 		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), Logger: logger.Named("stats")})
-	if err == nil && reg != nil {
-		err = reg.Register(n.stats.VolumeStatsCollector())
+	if err == nil && n.reg != nil {
+		err = n.reg.Register(p.VolumeStatsCollector())
 	}
-	return n, err
+	return p, err
 }
 
 // claimVolumes gives the stats provider the volume manager's claim volumes,

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -33,7 +32,8 @@ import (
 
 // newEvictionManager builds the eviction manager from the thresholds (hard,
 // soft with their grace periods, minimum reclaims, and the allocatable copies
-// with "pods" enforced); the node starts it.
+// with "pods" enforced), sampling the stats provider and killing pods through
+// the kubelet; the node starts it.
 func newEvictionManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*eviction.Manager, error) {
 	k := &cfg.Kubelet
 	thresholds, err := eviction.ParseThresholdConfig(eviction.ThresholdConfig{Hard: k.EvictionHard, Soft: k.EvictionSoft,
@@ -50,7 +50,10 @@ func newEvictionManager(cfg *Config, n *node, reg prometheus.Registerer, logger 
 	return eviction.New(eviction.Options{Thresholds: thresholds, PressureTransitionPeriod: k.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriodSeconds: int64(k.EvictionMaxPodGracePeriod), LocalStorageCapacityIsolation: *k.LocalStorageCapacityIsolation,
 		KernelMemcgNotification: k.KernelMemcgNotification, PodsCgroup: n.cgroups.NodeAllocatableCgroup(), HugePagesBytes: hugePages,
-		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("eviction")})
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("eviction"),
+		Deps: eviction.Deps{Stats: n.stats, ActivePods: n.pods.ActivePods, KillPod: n.kubelet.KillPodNow,
+			PodCleanedUp: n.kubelet.PodResourcesAreReclaimed, DeleteAllUnusedContainers: n.kubelet.DeleteAllUnusedContainers,
+			DeleteUnusedImages: n.images.DeleteUnusedImages}})
 }
 
 // newImageManager builds the image GC manager (imageGC thresholds and ages)
@@ -81,22 +84,15 @@ func newResources(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*
 
 // newShutdownManager builds graceful node shutdown (shutdownGracePeriod,
 // shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority) over
-// logind; its pods and kills go through the kubelet, built later.
+// logind; it kills pods through the kubelet and asks the node status for an
+// update at once (through what the node knows of its Node object).
 func newShutdownManager(cfg *Config, n *node, reg prometheus.Registerer, logger *zap.Logger) (*nodeshutdown.Manager, error) {
 	k := &cfg.Kubelet
 	return nodeshutdown.New(nodeshutdown.Options{
 		ShutdownGracePeriod: k.ShutdownGracePeriod.Duration, ShutdownGracePeriodCriticalPods: k.ShutdownGracePeriodCriticalPods.Duration,
 		ByPodPriority: k.ShutdownGracePeriodByPodPriority,
-		ActivePods:    n.pods.ActivePods,
-		KillPod: func(ctx context.Context, pod *v1.Pod, grace int64, statusFn func(*v1.PodStatus)) error {
-			return n.kubelet.KillPodNow(ctx, pod, grace, statusFn)
-		},
+		ActivePods:    n.pods.ActivePods, KillPod: n.kubelet.KillPodNow, SyncNodeStatus: n.known.RequestSync,
 		StateDir: cfg.RootDirectory, Registerer: reg, Recorder: n.recorder, NodeRef: n.nodeRef, Logger: logger.Named("nodeshutdown"),
-		SyncNodeStatus: func() {
-			if n.nodeStatus != nil {
-				n.nodeStatus.SyncNow()
-			}
-		},
 	})
 }
 
@@ -135,7 +131,7 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 	opts := cm.Options{
 		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
 		PodPidsLimit: *k.PodPidsLimit, Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: n.reg, Logger: logger,
-		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration},
+		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration}, ActivePods: n.pods.ActivePods,
 	}
 	if !opts.CgroupsPerQOS {
 		return cm.New(opts)
@@ -168,8 +164,9 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 
 // newCPUManager builds the CPU manager (cpuManagerPolicy, its options,
 // reservedSystemCPUs, or the cpu of kubeReserved + systemReserved) with its
-// state in the root directory; the node starts it.
-func newCPUManager(cfg *Config, reserved nodeReservations, logger *zap.Logger) (*cpumanager.Manager, error) {
+// state in the root directory; its reconcile loop reads the pod status cache
+// and sets cpusets through the CRI runtime. The node starts it.
+func newCPUManager(cfg *Config, clients *criClients, n *node, reserved nodeReservations, logger *zap.Logger) (*cpumanager.Manager, error) {
 	k := &cfg.Kubelet
 	reservedCPUs, err := cpuset.Parse(k.ReservedSystemCPUs)
 	if err != nil {
@@ -177,7 +174,9 @@ func newCPUManager(cfg *Config, reserved nodeReservations, logger *zap.Logger) (
 	}
 	milli := reserved.system.Cpu().MilliValue() + reserved.kube.Cpu().MilliValue()
 	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
-		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger})
+		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger,
+		ActivePods: n.pods.ActivePods, SourcesReady: n.sources.SeenAllSources, ReconcilePeriod: k.CPUManagerReconcilePeriod.Duration,
+		Statuses: n.cache, Containers: clients.runtime})
 	if err != nil {
 		return nil, fmt.Errorf("new cpu manager: %w", err)
 	}
@@ -235,11 +234,11 @@ func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cm.ResourceConfig 
 
 // newDeviceManager builds the device plugin manager on
 // <root>/device-plugins and the PodResources API on <root>/pod-resources,
-// both asking the kubelet (built later) for the active pods.
+// both reading the pod manager's active pods.
 func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
 	active := n.pods.ActivePods
 	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
-		ActivePods: active, SourcesReady: func() bool { return n.sources.SeenAllSources() }, Registerer: n.reg, Logger: logger.Named("devicemanager")})
+		ActivePods: active, SourcesReady: n.sources.SeenAllSources, Registerer: n.reg, Logger: logger.Named("devicemanager")})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -134,35 +134,29 @@ func newPodSources(cfg *Config, n *node, recorder record.EventRecorder, logger *
 		RefuseRestartAllContainers: !cfg.enabled(features.RestartAllContainersOnContainerExits),
 	}
 	if n.conn != nil {
-		opts.Client, opts.NodeSynced, opts.Watched = n.conn.client, n.nodeStatus.Registered, n.startup
+		opts.Client, opts.NodeSynced, opts.Watched = n.conn.client, n.known.Registered, n.startup
 	}
 	return podsource.New(opts)
 }
 
-// newKubelet builds the coordinator over the parts built before it.
+// newKubelet builds the coordinator over the parts built before it, with
+// its PLEG.
 func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *status.Manager, recorder record.EventRecorder, logger *zap.Logger) (*kubelet.Kubelet, error) {
-	vols, err := newVolumes(cfg, n, logger)
-	if err != nil {
-		return nil, err
-	}
-	n.volumes = vols
-	cache := kubecontainer.NewCache()
-	relist, err := newPLEG(cfg, n, cache, logger)
+	relist, err := newPLEG(cfg, n, logger)
 	if err != nil {
 		return nil, err
 	}
 	parts := kubelet.Parts{
 		Pods: n.pods, Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
-		Cache: cache, Prober: n.probes, Volumes: vols, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
-		Pressure: n.eviction, Features: n.features,
+		Cache: n.cache, Prober: n.probes, Volumes: n.volumes, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
+		Features: n.features,
 	}
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
 		return nil, err
 	}
-	parts.Shutdown = n.shutdown
 	if n.conn != nil {
-		parts.Node, parts.Mirrors, parts.Secrets = n.nodeStatus, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
+		parts.Node, parts.Mirrors, parts.Secrets = n.known, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
 	}
 	if parts.Allocated, err = kubecontainer.OpenResourceState(cfg.RootDirectory, kubecontainer.AllocatedPodsStateFile); err != nil {
 		return nil, err
@@ -183,8 +177,8 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 // EventedPLEG gate the evented one: the runtime's container events refresh
 // the pods, and the relist runs every 300s as a safety net (every second
 // while the event stream is down, and at once after it broke).
-func newPLEG(cfg *Config, n *node, cache *kubecontainer.Cache, logger *zap.Logger) (kubelet.PLEG, error) {
-	opts := pleg.Options{Runtime: n.runtime, Cache: cache, RelistPeriod: pleg.DefaultRelistPeriod, Registerer: n.reg, Logger: logger.Named("pleg")}
+func newPLEG(cfg *Config, n *node, logger *zap.Logger) (kubelet.PLEG, error) {
+	opts := pleg.Options{Runtime: n.runtime, Cache: n.cache, RelistPeriod: pleg.DefaultRelistPeriod, Registerer: n.reg, Logger: logger.Named("pleg")}
 	if !cfg.enabled(features.EventedPLEG) {
 		return pleg.NewGeneric(opts)
 	}

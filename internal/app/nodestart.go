@@ -9,16 +9,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 )
 
 // run starts the node's components through lc in dependency order, runs the
 // kubelet's sync loop until ctx ends, and leaves the ordered shutdown to lc
-// (pods keep running). The order: the runtime state (checked once before
-// anything reads it), the local endpoint and the kubelet API, the runtime
-// manager's loops, with an API server its object getters, the node status and
-// the status sync, then the pod sources.
+// (pods keep running). Every component has the one lifecycle shape (built
+// with what it needs, Start(ctx) error, Wait): the runtime state (checked
+// once before anything reads it), then, after the local endpoint and the
+// kubelet API, the resource managers, the runtime manager's loops, image GC
+// and eviction, with an API server its object getters, the node status and
+// the status sync, then the pod sources; graceful node shutdown last (a
+// machine without logind only loses it, with a warning).
 func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg prometheus.Gatherer, logger *zap.Logger) error {
 	if err := os.MkdirAll(podsDir(cfg), 0o750); err != nil {
 		return fmt.Errorf("--root-dir: %w", err)
@@ -27,8 +29,9 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	// certificate rotation) ends with the node, after every component.
 	ctx, cancel := context.WithCancel(ctx)
 	lc.onStop("node context", cancel)
-	n.state.Check(ctx)
-	lc.run(ctx, "runtime state", n.state.Run)
+	if err := lc.startComponent(ctx, "runtime state", n.state); err != nil {
+		return err
+	}
 	// --pod-cidr of a standalone node; the node's spec.podCIDRs follow at
 	// every status update.
 	if _, err := n.podCIDR.update(ctx, cfg.Kubelet.PodCIDR); err != nil {
@@ -37,51 +40,14 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	if err := n.startServers(ctx, cfg, lc, reg, logger); err != nil {
 		return err
 	}
-	if err := lc.start("container manager", func() error { return n.cgroups.Start(n.pods.ActivePods()) }, nil); err != nil {
-		return err
-	}
-	lc.run(ctx, "QoS cgroups", func(ctx context.Context) { n.cgroups.Run(ctx, n.pods.ActivePods) })
-	if err := lc.start("CPU manager", func() error {
-		if err := n.cpus.Start(n.pods.ActivePods, n.sources.SeenAllSources); err != nil {
-			return fmt.Errorf("start cpu manager error: %w", err)
+	for _, c := range n.components() {
+		if err := lc.startComponent(ctx, c.name, c.component); err != nil {
+			return err
 		}
-		return nil
-	}, nil); err != nil {
-		return err
 	}
-	if err := lc.start("device manager", func() error { return n.devices.Start(ctx) }, nil); err != nil {
-		return err
-	}
-	if err := lc.start("pod resources API", func() error { return n.podResources.Start(ctx) }, nil); err != nil {
-		return err
-	}
-	if err := lc.start("plugin watcher", func() error { return n.plugins.Start(ctx) }, nil); err != nil {
-		return err
-	}
-	lc.run(ctx, "CSINode initialization", n.csi.InitializeCSINode)
-	lc.run(ctx, "CPU manager reconcile", func(ctx context.Context) {
-		n.cpus.Run(ctx, cfg.Kubelet.CPUManagerReconcilePeriod.Duration, n.pods.ActivePods, n.kubelet.UpdateContainerCPUs)
-	})
-	lc.run(ctx, "runtime manager", func(ctx context.Context) { n.runtime.Start(ctx); <-ctx.Done() })
-	lc.run(ctx, "image manager", n.images.Start)
-	lc.run(ctx, "eviction manager", func(ctx context.Context) {
-		n.eviction.Run(ctx, eviction.Deps{Stats: n.stats, ActivePods: n.pods.ActivePods, KillPod: n.kubelet.KillPodNow,
-			PodCleanedUp:              n.kubelet.PodResourcesAreReclaimed,
-			DeleteAllUnusedContainers: n.kubelet.DeleteAllUnusedContainers, DeleteUnusedImages: n.images.DeleteUnusedImages})
-	})
-	if n.conn != nil {
-		lc.run(ctx, "API objects", n.conn.objects.Run)
-		lc.run(ctx, "node status", n.nodeStatus.Run)
-		lc.run(ctx, "pod status sync", n.statusSync.Run)
-	}
-	lc.run(ctx, "pod sources", n.sources.Run)
-	shutdownCtx, stopShutdown := context.WithCancel(ctx)
-	if err := n.shutdown.Start(shutdownCtx); err != nil {
+	if err := lc.startComponent(ctx, "node shutdown manager", n.shutdown); err != nil {
 		logger.Warn("Graceful node shutdown is off: the node shutdown manager did not start", zap.Error(err))
 	}
-	// Its watch ends with its context; shutdown waits for it (and the
-	// inhibit lock's release).
-	lc.onStop("node shutdown manager", func() { stopShutdown(); n.shutdown.Wait() })
 	logger.Info("kubelet running", zap.String("pod-manifest-path", cfg.Kubelet.StaticPodPath), zap.String("healthz", healthzAddr(cfg)), zap.String("local-socket", localSocketPath(cfg)))
 	notifyReady(logger)
 	err := n.kubelet.Run(ctx)
@@ -91,6 +57,32 @@ func (n *node) run(ctx context.Context, cfg *Config, lc *lifecycle, reg promethe
 	}
 	logger.Info("kubelet stopped; pods keep running")
 	return err
+}
+
+// namedComponent is a component with its name in logs and errors.
+type namedComponent struct {
+	name string
+	component
+}
+
+// components are the components run starts after the servers, in order.
+func (n *node) components() []namedComponent {
+	list := []namedComponent{
+		{"container manager", n.cgroups},
+		{"CPU manager", n.cpus},
+		{"device manager", n.devices},
+		{"pod resources API", n.podResources},
+		{"plugin watcher", n.plugins},
+		{"CSINode initialization", n.csi},
+		{"runtime manager", n.runtime},
+		{"image manager", n.images},
+		{"eviction manager", n.eviction},
+	}
+	if n.conn != nil {
+		list = append(list, namedComponent{"API objects", n.conn.objects}, namedComponent{"node status", n.nodeStatus},
+			namedComponent{"pod status sync", n.statusSync})
+	}
+	return append(list, namedComponent{"pod sources", n.sources})
 }
 
 // startServers starts the healthz endpoint (/healthz), the root-only local

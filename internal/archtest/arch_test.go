@@ -161,12 +161,19 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
-			name:      "internal/kubelet/cm may import only internal/cgroupfs, kubelet/container and kubelet/resources of this module",
+			name:      "internal/kubelet/cm may import only internal/cgroupfs, internal/lifecycle, kubelet/container and kubelet/resources of this module",
 			appliesTo: anyUnder(module + "/internal/kubelet/cm"),
 			forbidden: func(imp string) bool {
-				return under(imp, module) && !under(imp, module+"/internal/cgroupfs") &&
+				return under(imp, module) && !under(imp, module+"/internal/cgroupfs") && !under(imp, module+"/internal/lifecycle") &&
 					!under(imp, module+"/internal/kubelet/container") && !under(imp, module+"/internal/kubelet/resources")
 			},
+			productOnly: true,
+		},
+		{
+			// The lifecycle shape's loops: a leaf every component may embed.
+			name:        "internal/lifecycle may import only internal/logging of this module",
+			appliesTo:   anyUnder(module + "/internal/lifecycle"),
+			forbidden:   func(imp string) bool { return under(imp, module) && !under(imp, module+"/internal/logging") },
 			productOnly: true,
 		},
 		{

@@ -60,6 +60,26 @@ func newAdmitChain(d deps, predicates PodAdmitter, logger *zap.Logger) *admitCha
 	return c
 }
 
+// NodeAdmitters are the admit handlers of the managers that act on pods
+// through the kubelet (they kill pods with KillPodNow), which are therefore
+// built after it: they join its admission with SetNodeAdmitters, the node
+// pressure first and the node shutdown last, as upstream's handler order.
+type NodeAdmitters struct {
+	// Pressure refuses pods the node cannot take under resource pressure
+	// (eviction.Manager). Nil admits regardless of pressure.
+	Pressure PressureAdmitter
+	// Shutdown refuses pods while the node shuts down (nodeshutdown.Manager).
+	// Nil: none.
+	Shutdown PodAdmitter
+}
+
+// SetNodeAdmitters puts a's handlers into the admission chain (replacing
+// those set before). Call it before Run.
+func (k *Kubelet) SetNodeAdmitters(a NodeAdmitters) {
+	k.deps.pressure, k.deps.shutdown = a.Pressure, a.Shutdown
+	k.admission = newAdmitChain(k.deps, admitFunc(k.canAdmit), k.logger)
+}
+
 // admit runs the handlers in order; see admitChain.
 func (c *admitChain) admit(p *v1.Pod) (reason, message string, ok bool) {
 	held := make([]bool, len(c.handlers))

@@ -104,7 +104,7 @@ func TestAdmissionReleasesAllocations(t *testing.T) {
 	all := []string{"init", "c", "second"}
 	for _, tc := range []struct {
 		desc                  string
-		mod                   func(o *Options)
+		node                  NodeAdmitters
 		windows               bool // the predicates refuse it (PodOSNotSupported)
 		cpuFail, deviceFail   string
 		heldCPUs              []string // CPUs the pod held before admission
@@ -113,7 +113,7 @@ func TestAdmissionReleasesAllocations(t *testing.T) {
 		wantNoCalls           bool
 	}{
 		{desc: "admitted: keeps its CPUs and devices", wantCPUs: all, wantDevices: all},
-		{desc: "the node shutdown refuses it last", mod: func(o *Options) { o.Parts.Shutdown = refuse{"Terminated"} }, wantReason: "Terminated"},
+		{desc: "the node shutdown refuses it last", node: NodeAdmitters{Shutdown: refuse{"Terminated"}}, wantReason: "Terminated"},
 		{desc: "the predicates refuse it", windows: true, wantReason: admission.ReasonOSNotSupported},
 		{desc: "its second container gets no device", deviceFail: "second", wantReason: "UnexpectedAdmissionError",
 			wantMsg: "Pod was rejected: Allocate failed due to no device, which is unexpected"},
@@ -121,9 +121,9 @@ func TestAdmissionReleasesAllocations(t *testing.T) {
 			wantMsg: "Pod was rejected: Allocate failed due to no CPU, which is unexpected"},
 		{desc: "its second container gets neither: the device error", cpuFail: "second", deviceFail: "second",
 			wantReason: "UnexpectedAdmissionError", wantMsg: "Pod was rejected: Allocate failed due to no device, which is unexpected"},
-		{desc: "node pressure refuses it before any allocation", mod: func(o *Options) { o.Parts.Pressure = refuse{"Evicted"} },
+		{desc: "node pressure refuses it before any allocation", node: NodeAdmitters{Pressure: refuse{"Evicted"}},
 			wantReason: "Evicted", wantNoCalls: true},
-		{desc: "restored CPUs are kept on rejection", heldCPUs: []string{"c"}, mod: func(o *Options) { o.Parts.Shutdown = refuse{"Terminated"} },
+		{desc: "restored CPUs are kept on rejection", heldCPUs: []string{"c"}, node: NodeAdmitters{Shutdown: refuse{"Terminated"}},
 			wantReason: "Terminated", wantCPUs: all, wantDevices: all},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -134,12 +134,8 @@ func TestAdmissionReleasesAllocations(t *testing.T) {
 			if len(tc.heldCPUs) > 0 {
 				cpus.held = map[k8stypes.UID][]string{p.UID: slices.Clone(tc.heldCPUs)}
 			}
-			e := newEnv(t, func(o *Options) {
-				o.Parts.CPUs, o.Parts.Devices = cpus, devices
-				if tc.mod != nil {
-					tc.mod(o)
-				}
-			})
+			e := newEnv(t, func(o *Options) { o.Parts.CPUs, o.Parts.Devices = cpus, devices })
+			e.k.SetNodeAdmitters(tc.node)
 			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{p}})
 			created := strings.Join(describe(e.workers.take()), ",")
 			st, rejected := e.k.status.GetPodStatus(p.UID)

@@ -33,7 +33,9 @@ func TestLifecycleWithRealPodWorkers(t *testing.T) {
 		}
 	}()
 	done := make(chan error, 1)
-	go e.state.Run(ctx)
+	if err := e.state.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- e.k.Run(ctx) }()
 
 	keep := staticPod("keep", "uid-keep")

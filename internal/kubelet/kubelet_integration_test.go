@@ -190,9 +190,11 @@ func wireKubelet(t *testing.T, ctx context.Context, dir, endpoint, node, ns stri
 	if ik.k, err = New(opts); err != nil {
 		t.Fatal(err)
 	}
-	go src.Run(ctx)
-	go state.Run(ctx)
-	krt.Start(ctx)
+	for _, c := range []interface{ Start(context.Context) error }{src, state, krt} {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return ik
 }
 

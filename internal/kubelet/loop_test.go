@@ -181,7 +181,9 @@ func TestRunDispatchesAndStopsWithoutKilling(t *testing.T) {
 	e.pleg.ran = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go e.state.Run(ctx)
+	if err := e.state.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- e.k.Run(ctx) }()
 	<-e.pleg.ran
 
@@ -231,7 +233,9 @@ func TestRunSkipsWhileRuntimeDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go e.state.Run(ctx)
+	if err := e.state.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	go func() { done <- e.k.Run(ctx) }()
 	e.source.ch <- kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{staticPod("a", "uid-a")}}
 	time.Sleep(100 * time.Millisecond)

@@ -92,13 +92,9 @@ type Parts struct {
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.
 	Resources NodeAllocatable
-	// Pressure refuses pods the node cannot take under resource pressure
-	// (eviction.Manager): it is asked first, as upstream's eviction admit
-	// handler. Optional: nil admits regardless of pressure.
-	Pressure PressureAdmitter
 	// Features are the features the node declares
 	// (nodefeatures.Declared): a pod that needs another is refused, asked
-	// after Pressure, as upstream's handler order, and an update that needs
+	// after the node pressure, as upstream's handler order, and an update that needs
 	// another is warned of (event FailedNodeDeclaredFeaturesCheck).
 	// Optional: nil checks nothing.
 	Features NodeFeatures
@@ -106,9 +102,6 @@ type Parts struct {
 	// (allowedUnsafeSysctls; sysctl.Allowlist), asked after Features, as
 	// upstream's handler order. Optional: nil admits every sysctl.
 	Sysctls PodAdmitter
-	// Shutdown refuses pods while the node shuts down (nodeshutdown.Manager),
-	// asked last, as upstream. Optional.
-	Shutdown PodAdmitter
 	// NewPodWorkers builds the pod workers around the kubelet's sync
 	// functions. Optional: nil is podworkers.New with Cache.
 	NewPodWorkers func(sync podworkers.SyncFuncs) PodWorkers

@@ -19,7 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -173,6 +173,7 @@ type Manager struct {
 	images             internalapi.ImageManagerService
 	helper             kubecontainer.RuntimeHelper
 	logger             *zap.Logger
+	loops              lifecycle.Loops // what Start began
 	recorder           record.EventRecorder
 	startup            StartupRecorder
 	podLogsDir         string
@@ -293,14 +294,16 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Start starts the container log rotation loop; it stops when ctx ends. Garbage
-// collection is driven by the kubelet through GarbageCollect.
-func (m *Manager) Start(ctx context.Context) {
-	go func() {
-		defer logging.HandleCrash(m.logger, "container log rotation")
-		m.rotateLogsLoop(ctx)
-	}()
+// Start begins the container log rotation loop, which runs until ctx ends
+// (Wait waits for it). Garbage collection is driven by the kubelet through
+// GarbageCollect.
+func (m *Manager) Start(ctx context.Context) error {
+	m.loops.Go(m.logger, "container log rotation", func() { m.rotateLogsLoop(ctx) })
+	return nil
 }
+
+// Wait returns once the loop Start began has ended.
+func (m *Manager) Wait() { m.loops.Wait() }
 
 // Status returns the runtime's status (conditions RuntimeReady/NetworkReady), for
 // the kubelet's readiness and healthz.

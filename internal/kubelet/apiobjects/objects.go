@@ -26,6 +26,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // DefaultCacheTTL is how long a configMap or secret read is reused.
@@ -51,6 +53,7 @@ type Options struct {
 type Objects struct {
 	client     kubernetes.Interface
 	logger     *zap.Logger
+	loops      lifecycle.Loops // what Start began
 	configMaps *ttlCache[*v1.ConfigMap]
 	secrets    *ttlCache[*v1.Secret]
 	factory    informers.SharedInformerFactory
@@ -88,9 +91,19 @@ func New(opts Options) (*Objects, error) {
 	}, nil
 }
 
-// Run runs the services informer (all namespaces) until ctx ends, then waits
+// Start runs the services informer (all namespaces) in the background until ctx
+// ends (Wait waits for it).
+func (o *Objects) Start(ctx context.Context) error {
+	o.loops.Go(o.logger, "services informer", func() { o.run(ctx) })
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (o *Objects) Wait() { o.loops.Wait() }
+
+// run runs the services informer (all namespaces) until ctx ends, then waits
 // for it to stop.
-func (o *Objects) Run(ctx context.Context) {
+func (o *Objects) run(ctx context.Context) {
 	o.logger.Info("starting the services informer")
 	o.factory.StartWithContext(ctx)
 	<-ctx.Done()

@@ -28,9 +28,10 @@ func TestIntegrationObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { o.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	if err := o.Start(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); o.Wait() }()
 
 	t.Run("configmap read back and refreshed after the TTL", func(t *testing.T) {
 		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"k": "1"}}

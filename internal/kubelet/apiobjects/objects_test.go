@@ -210,7 +210,7 @@ func TestServicesInformer(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { o.Run(ctx); close(done) }()
+	go func() { o.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	waitFor(t, o.HasSynced)
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // Names of the kubelet's cgroups under the node-allocatable root.
@@ -63,6 +64,9 @@ type Options struct {
 	// registered.
 	Registerer prometheus.Registerer
 	Logger     *zap.Logger
+	// ActivePods are the pods the burstable QoS cgroup is sized for (the pod
+	// manager's). Optional: nil sizes it for none.
+	ActivePods func() []*v1.Pod
 }
 
 // ReservedCgroup is a reservation enforced on an existing cgroup.
@@ -101,6 +105,9 @@ type Manager struct {
 	reserved  []ReservedCgroup
 	event     func(eventType, reason, message string) // about the node
 	logger    *zap.Logger
+	loops     lifecycle.Loops // what Start began
+	// activePods are the pods the burstable QoS cgroup is sized for.
+	activePods func() []*v1.Pod
 
 	root, burstable, besteffort CgroupName
 
@@ -118,7 +125,11 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
-		kubepods: opts.Kubepods, reserved: opts.Reserved, durations: durations, logger: logger.Named("cm")}
+		kubepods: opts.Kubepods, reserved: opts.Reserved, durations: durations, logger: logger.Named("cm"),
+		activePods: opts.ActivePods}
+	if m.activePods == nil {
+		m.activePods = func() []*v1.Pod { return nil }
+	}
 	m.event = kubecontainer.NodeEvents(opts.Recorder, opts.NodeRef)
 	if !m.enabled {
 		return m, nil
@@ -175,8 +186,23 @@ func (m *Manager) path(n CgroupName) string { return m.driver.Name(n) }
 
 // Start creates the node-allocatable cgroup (with the Kubepods values) and the
 // QoS cgroups (besteffort with the minimum cpu shares, burstable sized for
-// activePods). Run keeps them current.
-func (m *Manager) Start(activePods []*v1.Pod) error {
+// the active pods), then keeps the QoS cgroups current in the background
+// until ctx ends (Wait waits for that).
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.setUp(); err != nil {
+		return err
+	}
+	if m.enabled {
+		m.loops.Go(m.logger, "QoS cgroups", func() { m.run(ctx) })
+	}
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (m *Manager) Wait() { m.loops.Wait() }
+
+// setUp is Start's work before the loop.
+func (m *Manager) setUp() error {
 	if !m.enabled {
 		return nil
 	}
@@ -200,7 +226,7 @@ func (m *Manager) Start(activePods []*v1.Pod) error {
 	if err := m.ensure(m.burstable, nil); err != nil {
 		return err
 	}
-	return m.UpdateQoS(activePods)
+	return m.UpdateQoS(m.activePods())
 }
 
 // enforceReserved sets the reservations on their existing cgroups, with
@@ -236,12 +262,9 @@ func (m *Manager) setExisting(r ReservedCgroup) error {
 	return m.update(p, r.Config)
 }
 
-// Run brings the QoS cgroups up to date every minute (besides the updates as
-// pods come and go) until ctx ends, for the pods activePods returns.
-func (m *Manager) Run(ctx context.Context, activePods func() []*v1.Pod) {
-	if !m.enabled {
-		return
-	}
+// run brings the QoS cgroups up to date every minute (besides the updates as
+// pods come and go) until ctx ends, for the active pods.
+func (m *Manager) run(ctx context.Context) {
 	t := time.NewTicker(qosUpdatePeriod)
 	defer t.Stop()
 	for {
@@ -249,7 +272,7 @@ func (m *Manager) Run(ctx context.Context, activePods func() []*v1.Pod) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := m.UpdateQoS(activePods()); err != nil {
+			if err := m.UpdateQoS(m.activePods()); err != nil {
 				m.logger.Error("update QoS cgroups", zap.Error(err))
 			}
 		}

@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -72,7 +71,7 @@ func TestManagerOnHostCgroups(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = m.fs.Destroy(root) })
 	var pods []*v1.Pod
-	if err := m.Start(pods); err != nil {
+	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	cpu, memory, pidsMP := m.fs.v1["cpu"], m.fs.v1["memory"], m.fs.v1["pids"]
@@ -191,10 +190,10 @@ func TestDisabledManagerManagesNothing(t *testing.T) {
 	if m.PodCgroupParent(p) != "" || !m.PodCgroupExists(p) || m.EnsurePod(p, nil) != nil || m.DestroyPod("x") != nil {
 		t.Fatal("a disabled manager acted")
 	}
-	if err := m.Start(nil); err != nil {
+	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	m.Run(context.Background(), func() []*v1.Pod { return nil }) // returns at once
+	m.Wait() // nothing was started
 }
 
 // cgroup v2 over a fake tree: the controllers are enabled down the path and
@@ -343,7 +342,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(nil); err != nil {
+	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ mp, path, file, want string }{
@@ -380,7 +379,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.Start(nil)
+	err = m.Start(t.Context())
 	prefix := `Failed to enforce Kube Reserved Cgroup Limits on "` + missing + `": cgroup ["` + strings.TrimPrefix(root, "/") + `" "missing.slice"] has some missing paths: ` +
 		filepath.Join(f.v1["cpu"], missing)
 	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
@@ -396,7 +395,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(nil); err == nil || !strings.Contains(err.Error(), "cgroup is not configured properly") {
+	if err := m.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "cgroup is not configured properly") {
 		t.Errorf("Start without a systemReserved list = %v", err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager/checkpoint"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // Defaults and upstream's constants.
@@ -81,6 +82,7 @@ type Options struct {
 // Manager runs the registration service and the plugins' clients.
 type Manager struct {
 	dir        string
+	loops      lifecycle.Loops // what Start began
 	resources  Resources
 	activePods func() []*v1.Pod
 	ready      func() bool
@@ -176,13 +178,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.runCtx, m.server = ctx, srv
 	m.mu.Unlock()
 	m.publish()
-	go func() {
+	m.loops.Go(m.logger, "device plugin registration server", func() {
 		if err := srv.Serve(l); err != nil {
 			m.logger.Error("device plugin registration server", zap.Error(err))
 		}
-	}()
-	go m.expireLoop(ctx)
-	go func() {
+	})
+	m.loops.Go(m.logger, "device plugin expiry", func() { m.expireLoop(ctx) })
+	m.loops.Go(m.logger, "device plugin registration server stop", func() {
 		<-ctx.Done()
 		srv.Stop()
 		m.mu.Lock()
@@ -192,10 +194,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		_ = os.Remove(sock)
-	}()
+	})
 	m.logger.Info("Device plugin registration server started", zap.String("socket", sock))
 	return nil
 }
+
+// Wait returns once the loops Start began have ended (after ctx ended).
+func (m *Manager) Wait() { m.loops.Wait() }
 
 // readCheckpoint restores the allocations and the resources known before a
 // restart (their capacity is 0 until their plugin registers again).

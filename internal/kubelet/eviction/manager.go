@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Upstream's timings.
@@ -62,6 +65,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Logger     *zap.Logger
 	Clock      clock.Clock
+	// Deps are the parts it samples and acts through (the stats provider, the
+	// kubelet's pod kills, clean-up check and container GC, the image GC).
+	Deps Deps
 }
 
 // StatsProvider samples the node and its pods.
@@ -80,7 +86,8 @@ type StatsProvider interface {
 // API status; it returns once the containers are stopped.
 type PodKiller func(ctx context.Context, pod *v1.Pod, gracePeriodOverride int64, status func(*v1.PodStatus)) error
 
-// Deps are the parts the manager drives once the kubelet is built.
+// Deps are the parts the manager samples and acts through; each is required
+// once the manager has work (thresholds, or local storage isolation).
 type Deps struct {
 	Stats      StatsProvider
 	ActivePods func() []*v1.Pod
@@ -99,6 +106,7 @@ type Manager struct {
 	clock   clock.Clock
 	metrics *metrics
 	wake    chan struct{}
+	done    sync.WaitGroup // the loop Start began
 
 	// set on the first pass
 	dedicatedImageFs *bool
@@ -150,10 +158,37 @@ func (m *Manager) hasCondition(c v1.NodeConditionType) bool {
 	return m.conditions[c]
 }
 
-// Run samples and acts every monitoring interval until ctx ends; after an
-// eviction it waits (at most 30s) for the pod's resources to go instead.
-func (m *Manager) Run(ctx context.Context, deps Deps) {
-	if len(m.opts.Thresholds) == 0 && !m.opts.LocalStorageCapacityIsolation {
+// Start begins sampling and acting every monitoring interval, until ctx
+// ends (Wait waits for that); after an eviction the loop waits (at most 30s)
+// for the pod's resources to go instead. Without thresholds nor local storage
+// isolation there is nothing to do and nothing starts.
+func (m *Manager) Start(ctx context.Context) error {
+	if !m.hasWork() {
+		return nil
+	}
+	d := m.opts.Deps
+	if d.Stats == nil || d.ActivePods == nil || d.KillPod == nil || d.PodCleanedUp == nil {
+		return errors.New("eviction: Deps needs Stats, ActivePods, KillPod and PodCleanedUp")
+	}
+	m.done.Add(1)
+	go func() {
+		defer m.done.Done()
+		defer logging.HandleCrash(m.log, "eviction manager")
+		m.run(ctx, d)
+	}()
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (m *Manager) Wait() { m.done.Wait() }
+
+func (m *Manager) hasWork() bool {
+	return len(m.opts.Thresholds) > 0 || m.opts.LocalStorageCapacityIsolation
+}
+
+// run is the loop of Start.
+func (m *Manager) run(ctx context.Context, deps Deps) {
+	if !m.hasWork() {
 		return
 	}
 	var notifiers notifierSet

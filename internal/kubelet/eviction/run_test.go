@@ -25,7 +25,7 @@ func TestRunWithoutWorkReturns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, Options{}, false)
 	done := make(chan struct{})
-	go func() { e.m.Run(context.Background(), e.deps); close(done) }()
+	go func() { e.m.run(context.Background(), e.deps); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -46,7 +46,11 @@ func TestRunLoop(t *testing.T) {
 	e.memSample(500*mi, podMem(p, gi))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { e.m.Run(ctx, e.deps); close(done) }()
+	e.m.opts.Deps = e.deps
+	if err := e.m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.m.Wait(); close(done) }()
 	nodeCalls := func() int { n, _ := e.stats.calls(); return n }
 
 	// The first pass evicts, then Run polls for the pod's cleanup every second.
@@ -80,8 +84,23 @@ func TestRunLoop(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+		t.Fatal("the loop did not end with its context")
 	}
+}
+
+// TestStartNeedsDeps: a manager with work does not start without the parts
+// it acts through; one without work starts nothing and needs none.
+func TestStartNeedsDeps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, Options{Thresholds: hardMemory(t, "1Gi")}, false)
+	if err := e.m.Start(context.Background()); err == nil {
+		t.Error("Start without Deps: no error")
+	}
+	idle := newEnv(t, Options{}, false)
+	if err := idle.m.Start(context.Background()); err != nil {
+		t.Errorf("Start without work: %v", err)
+	}
+	idle.m.Wait()
 }
 
 func TestSetCondition(t *testing.T) {

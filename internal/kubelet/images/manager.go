@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // Periods of Start's loops, as upstream (ImageGCPeriod and the image
@@ -67,6 +68,7 @@ type Manager struct {
 	policy     Policy
 	event      func(eventType, reason, message string)
 	logger     *zap.Logger
+	loops      lifecycle.Loops // what Start began
 	clock      clock.Clock
 	collected  *prometheus.CounterVec // kubelet_image_garbage_collected_total{reason}
 
@@ -118,31 +120,33 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Start runs the Manager's loops until ctx ends and returns once they all have
-// stopped. Each loop runs at once, then again a period after it finished:
+// Start begins the Manager's loops, which run until ctx ends (Wait waits
+// for them). Each loop runs at once, then again a period after it finished:
 //   - image detection, every 5 minutes;
 //   - the image list cache behind NodeImages, every 30 seconds;
 //   - GarbageCollect, every 5 minutes, unless HighThresholdPercent is 100 and
 //     MaxAge is 0. A failure right after a success is only logged (stats may
 //     not be ready yet); every further consecutive failure also records a
 //     Warning ImageGCFailed node event.
-func (m *Manager) Start(ctx context.Context) {
+func (m *Manager) Start(ctx context.Context) error {
 	beganGC := m.clock.Now()
-	var wg sync.WaitGroup
-	wg.Go(func() { m.every(ctx, detectPeriod, m.detectOnce) })
-	wg.Go(func() { m.every(ctx, cachePeriod, m.refreshCache) })
+	m.loops.Go(m.logger, "image detection", func() { m.every(ctx, detectPeriod, m.detectOnce) })
+	m.loops.Go(m.logger, "image list cache", func() { m.every(ctx, cachePeriod, m.refreshCache) })
 	if m.policy.gcDisabled() {
 		m.logger.Info("ImageGCHighThresholdPercent is 100 and ImageMaximumGCAge is 0; image garbage collection is disabled")
-	} else {
-		prevFailed := false
-		wg.Go(func() {
-			m.every(ctx, gcPeriod, func(ctx context.Context) {
-				prevFailed = m.periodicGC(ctx, beganGC, prevFailed)
-			})
-		})
+		return nil
 	}
-	wg.Wait()
+	prevFailed := false
+	m.loops.Go(m.logger, "image garbage collection", func() {
+		m.every(ctx, gcPeriod, func(ctx context.Context) {
+			prevFailed = m.periodicGC(ctx, beganGC, prevFailed)
+		})
+	})
+	return nil
 }
+
+// Wait returns once the loops Start began have ended.
+func (m *Manager) Wait() { m.loops.Wait() }
 
 // every runs f at once and then period after each run ends, until ctx ends.
 func (m *Manager) every(ctx context.Context, period time.Duration, f func(context.Context)) {

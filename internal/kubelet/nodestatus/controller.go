@@ -36,9 +36,20 @@ const (
 	statusJitter = 0.04
 )
 
-// Run registers the node (retrying with backoff), then runs the status loop and
+// Start registers the node (retrying with backoff), then runs the status loop
+// and the Lease controller, in the background until ctx ends (Wait waits for
+// it).
+func (c *Controller) Start(ctx context.Context) error {
+	c.loops.Go(c.log, "node status", func() { c.run(ctx) })
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (c *Controller) Wait() { c.loops.Wait() }
+
+// run registers the node (retrying with backoff), then runs the status loop and
 // the Lease controller until ctx ends.
-func (c *Controller) Run(ctx context.Context) {
+func (c *Controller) run(ctx context.Context) {
 	c.recordEvent(v1.EventTypeNormal, "Starting", "Starting kubelet.")
 	if !c.registerWithAPIServer(ctx) {
 		return
@@ -64,7 +75,7 @@ func (c *Controller) runStatusLoop(ctx context.Context) {
 	wasReady, fastDone := false, false
 	for {
 		now := c.clock.Now()
-		fast := !fastDone && !c.reportedReady() && now.Before(fastUntil)
+		fast := !fastDone && !c.known.reportedReady() && now.Before(fastUntil)
 		fastDone = !fast
 		// In fast mode an update is due when readiness turns nil; a failed update
 		// is retried at the regular cadence.
@@ -79,7 +90,7 @@ func (c *Controller) runStatusLoop(ctx context.Context) {
 				c.log.Error("Unable to update node status", zap.Error(err))
 			}
 			next = c.clock.Now().Add(wait.Jitter(c.opts.StatusUpdateFrequency, statusJitter))
-			fast = fast && !c.reportedReady()
+			fast = fast && !c.known.reportedReady()
 			fastDone = !fast
 		}
 		d := next.Sub(c.clock.Now())
@@ -92,33 +103,15 @@ func (c *Controller) runStatusLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C():
-		case <-c.syncNow:
+		case <-c.known.syncRequests():
 			t.Stop()
 			next = c.clock.Now() // due now
 		}
 	}
 }
 
-// SyncNow asks for a node status update at once (the node shutdown manager
-// calls it so that Ready=False reaches the API before the pods stop, as
-// upstream's syncNodeStatus). It does not wait.
-func (c *Controller) SyncNow() {
-	select {
-	case c.syncNow <- struct{}{}:
-	default: // one is pending already
-	}
-}
-
-// reportedReady reports whether the last known node has Ready=True.
-func (c *Controller) reportedReady() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.node == nil {
-		return false
-	}
-	cond := findCondition(c.node.Status.Conditions, v1.NodeReady)
-	return cond != nil && cond.Status == v1.ConditionTrue
-}
+// SyncNow asks for a node status update at once (Known.RequestSync).
+func (c *Controller) SyncNow() { c.known.RequestSync() }
 
 // updateNodeStatus computes and, when needed, patches the node status, trying
 // nodeStatusUpdateRetry times.
@@ -163,7 +156,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	changed := cidrChanged || labelsFixed || statusChanged(&original.Status, &node.Status)
 	expired := c.clock.Since(c.lastReport) >= c.opts.StatusReportFrequency+c.reportDelay
 	if !changed && !expired {
-		c.storeNode(original)
+		c.known.store(original)
 		return nil
 	}
 	// As upstream: a random delay after a change (or the first report) spreads the
@@ -178,7 +171,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		return err
 	}
 	c.lastReport = c.clock.Now()
-	c.storeNode(updated)
+	c.known.store(updated)
 	if cond := findCondition(updated.Status.Conditions, v1.NodeReady); cond != nil && cond.Status == v1.ConditionTrue {
 		c.startup.nodeReady()
 	}

@@ -248,7 +248,7 @@ func TestRunStopsWithContext(t *testing.T) {
 	cancel()
 	done := make(chan struct{})
 	go func() {
-		c.Run(ctx)
+		c.run(ctx)
 		close(done)
 	}()
 	select {

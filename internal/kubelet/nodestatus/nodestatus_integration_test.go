@@ -85,14 +85,12 @@ func startControllerWith(t *testing.T, c *controlplane.Cluster, client kubernete
 		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ctl.Run(ctx)
-	}()
+	if err := ctl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		ctl.Wait()
 		c.DeleteNode(t, opts.NodeName)
 	})
 	return ctl

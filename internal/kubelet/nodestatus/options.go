@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // Defaults, as in the upstream KubeletConfiguration.
@@ -60,6 +60,10 @@ type Options struct {
 	Client kubernetes.Interface
 	// NodeName is the Node object's name.
 	NodeName string
+	// Known receives the node as the controller reads and writes it, and
+	// carries the requests for an update at once (Known.RequestSync).
+	// Optional: nil is a Known of its own.
+	Known *Known
 	// Hostname is the kubernetes.io/hostname label and the Hostname address; "" = NodeName.
 	Hostname string
 	// NodeIPs are the InternalIP addresses (--node-ip, at most two: one per family).
@@ -151,14 +155,13 @@ type Controller struct {
 	opts  Options
 	log   *zap.Logger
 	clock clock.Clock
+	loops lifecycle.Loops // what Start began
 	// lookupIP and defaultRouteIP detect the node IP (replaced in tests).
 	lookupIP       func(name string) ([]net.IP, error)
 	defaultRouteIP func(family net.IP) (net.IP, error)
 	localIP        func(ip net.IP) error
 
-	mu         sync.Mutex
-	node       *v1.Node // last node read from or written to the API server
-	registered bool
+	known *Known // the node as last read from or written to the API server
 
 	// Owned by the goroutine running Run (setters run there only).
 	lastReport        time.Time
@@ -167,8 +170,6 @@ type Controller struct {
 	runtimeName       string
 	rebootRecorded    bool
 
-	// syncNow asks the status loop for an update at once (SyncNow).
-	syncNow chan struct{}
 	startup *startupTracker
 }
 
@@ -205,11 +206,14 @@ func New(opts Options) (*Controller, error) {
 		lookupIP:       net.LookupIP,
 		defaultRouteIP: defaultRouteIP,
 		localIP:        onLocalInterface,
-		syncNow:        make(chan struct{}, 1),
+		known:          opts.Known,
 	}, nil
 }
 
 func applyDefaults(opts *Options) {
+	if opts.Known == nil {
+		opts.Known = NewKnown()
+	}
 	if opts.Hostname == "" {
 		opts.Hostname = opts.NodeName
 	}
@@ -236,38 +240,10 @@ func applyDefaults(opts *Options) {
 	}
 }
 
-// Node returns a copy of the last Node object read from or written to the API
-// server (labels, allocatable, conditions); false before the node is registered.
-func (c *Controller) Node() (*v1.Node, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.node == nil {
-		return nil, false
-	}
-	return c.node.DeepCopy(), true
-}
+// Node returns a copy of the last node read from or written to the API
+// server; false before the first (Options.Known).
+func (c *Controller) Node() (*v1.Node, bool) { return c.known.Node() }
 
 // Registered reports whether the node has been registered (created, or found and
 // reconciled) with the API server.
-func (c *Controller) Registered() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.registered
-}
-
-// storeNode records node as the latest API state.
-func (c *Controller) storeNode(node *v1.Node) {
-	if node == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.node = node
-}
-
-func (c *Controller) markRegistered(node *v1.Node) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.node = node
-	c.registered = true
-}
+func (c *Controller) Registered() bool { return c.known.Registered() }

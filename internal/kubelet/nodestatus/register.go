@@ -121,13 +121,13 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 		if err != nil {
 			return fmt.Errorf("node not created yet (--register-node=false): %w", err)
 		}
-		c.markRegistered(existing)
+		c.known.markRegistered(existing)
 		return nil
 	}
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
 		c.startup.registeredNewNode()
-		c.markRegistered(created)
+		c.known.markRegistered(created)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -147,7 +147,7 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 			return fmt.Errorf("reconcile existing node: %w", err)
 		}
 	}
-	c.markRegistered(existing)
+	c.known.markRegistered(existing)
 	return nil
 }
 

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // DefaultDir is upstream's plugin registration directory.
@@ -54,6 +56,7 @@ type Watcher struct {
 	dir      string
 	handlers map[string]Handler
 	logger   *zap.Logger
+	loops    lifecycle.Loops // what Start began
 
 	mu         sync.Mutex
 	registered map[string]registered // by socket path
@@ -101,7 +104,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		_ = fw.Close()
 		return fmt.Errorf("watch %s: %w", w.dir, err)
 	}
-	go func() {
+	w.loops.Go(w.logger, "plugin registration watcher", func() {
 		defer fw.Close()
 		for {
 			select {
@@ -119,10 +122,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 				w.logger.Error("plugin registration watch", zap.Error(err))
 			}
 		}
-	}()
+	})
 	w.logger.Info("Plugin registration watcher started", zap.String("dir", w.dir))
 	return nil
 }
+
+// Wait returns once the loops Start began have ended (after ctx ended).
+func (w *Watcher) Wait() { w.loops.Wait() }
 
 func (w *Watcher) event(ctx context.Context, fw *fsnotify.Watcher, ev fsnotify.Event) {
 	switch {

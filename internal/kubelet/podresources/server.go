@@ -24,6 +24,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // SocketName is the API's socket in its directory (upstream's
@@ -63,6 +65,7 @@ type Options struct {
 type Server struct {
 	podresourcesapi.UnimplementedPodResourcesListerServer
 	opts    Options
+	loops   lifecycle.Loops // what Start began
 	metrics *metrics
 }
 
@@ -98,18 +101,21 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	srv := grpc.NewServer()
 	podresourcesapi.RegisterPodResourcesListerServer(srv, s)
-	go func() {
+	s.loops.Go(s.opts.Logger, "pod resources server", func() {
 		if err := srv.Serve(l); err != nil {
 			s.opts.Logger.Error("pod resources server", zap.Error(err))
 		}
-	}()
-	go func() {
+	})
+	s.loops.Go(s.opts.Logger, "pod resources server stop", func() {
 		<-ctx.Done()
 		srv.Stop()
 		_ = os.Remove(sock)
-	}()
+	})
 	return nil
 }
+
+// Wait returns once the loops Start began have ended (after ctx ended).
+func (s *Server) Wait() { s.loops.Wait() }
 
 // List reports every active pod.
 func (s *Server) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {

@@ -69,7 +69,7 @@ func runAPISource(t *testing.T, client kubernetes.Interface, node string) *Sourc
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Run(ctx)
+		s.run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -19,6 +19,7 @@ import (
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource/manifest"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -82,6 +83,7 @@ type WatchObserver interface {
 type Source struct {
 	opts    Options
 	logger  *zap.Logger
+	loops   lifecycle.Loops // what Start began
 	updates chan kubecontainer.PodUpdate
 
 	mu   sync.Mutex
@@ -126,11 +128,20 @@ func New(opts Options) (*Source, error) {
 	return s, nil
 }
 
-// Run reads the sources until ctx ends, sending on Updates. Each source sends SET with its
+// Start reads the sources in the background until ctx ends (Wait waits for it).
+func (s *Source) Start(ctx context.Context) error {
+	s.loops.Go(s.logger, "pod sources", func() { s.run(ctx) })
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (s *Source) Wait() { s.loops.Wait() }
+
+// run reads the sources until ctx ends, sending on Updates. Each source sends SET with its
 // full state: first at start (the API source: after its first list), even when empty,
-// then whenever its pods changed. Run
-// returns when every source stopped; Updates is never closed.
-func (s *Source) Run(ctx context.Context) {
+// then whenever its pods changed. It returns when every source stopped;
+// Updates is never closed.
+func (s *Source) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if s.opts.ManifestPath != "" {
 		f := newFileSource(s)

@@ -93,7 +93,7 @@ func startSource(t *testing.T, opts Options) (*Source, *eventLog) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Run(ctx)
+		s.run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

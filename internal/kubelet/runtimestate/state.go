@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/zap"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // DefaultPeriod is how often Run checks the runtime (upstream's 5 s).
@@ -45,6 +47,7 @@ type State struct {
 	runtime StatusGetter
 	period  time.Duration
 	logger  *zap.Logger
+	loops   lifecycle.Loops // what Start began
 
 	mu         sync.RWMutex
 	runtimeErr error
@@ -66,8 +69,20 @@ func New(opts Options) (*State, error) {
 		runtimeErr: errNotChecked, networkErr: errNotChecked}, nil
 }
 
-// Run checks the runtime at once and then every period until ctx ends.
-func (s *State) Run(ctx context.Context) {
+// Start checks the runtime once, so that nothing started after it reads
+// "not checked yet", then in the background checks it again at once and
+// every period until ctx ends (Wait waits for that).
+func (s *State) Start(ctx context.Context) error {
+	s.Check(ctx)
+	s.loops.Go(s.logger, "runtime state", func() { s.run(ctx) })
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (s *State) Wait() { s.loops.Wait() }
+
+// run checks the runtime at once and then every period until ctx ends.
+func (s *State) run(ctx context.Context) {
 	t := time.NewTicker(s.period)
 	defer t.Stop()
 	for {

@@ -90,7 +90,7 @@ func TestRunChecksAtOnceAndPeriodically(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx) }()
+	go func() { defer close(done); s.run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for rt.callCount() < 3 {
 		if time.Now().After(deadline) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // requestTimeout bounds each API call of the sync loop, so that a hung API
@@ -74,6 +75,7 @@ type Syncer struct {
 	store      *Manager
 	client     kubernetes.Interface
 	nodeName   string
+	loops      lifecycle.Loops // what Start began
 	safety     PodDeletionSafetyProvider
 	syncPeriod time.Duration
 	logger     *zap.Logger
@@ -95,14 +97,23 @@ func NewSyncer(store *Manager, opts SyncOptions) (*Syncer, error) {
 		syncPeriod: opts.SyncPeriod, logger: opts.Logger, updated: opts.Updated}, nil
 }
 
-// Run publishes the store to the API server until ctx ends: each status
+// Start syncs the pod statuses with the API server in the background until ctx
+// ends (Wait waits for it).
+func (s *Syncer) Start(ctx context.Context) error {
+	s.loops.Go(s.logger, "pod status sync", func() { s.run(ctx) })
+	return nil
+}
+
+// Wait returns once the loop Start began has ended.
+func (s *Syncer) Wait() { s.loops.Wait() }
+
+// run publishes the store to the API server until ctx ends: each status
 // change is patched as soon as the loop is free (changes made meanwhile
 // coalesce, the latest version wins), and every SyncPeriod all statuses are
 // checked again, so that failed writes are retried, static pods' statuses
 // reach mirror pods created later, and pods being deleted are removed once
-// their status is final and their resources are reclaimed. Call it once, in
-// its own goroutine.
-func (s *Syncer) Run(ctx context.Context) {
+// their status is final and their resources are reclaimed.
+func (s *Syncer) run(ctx context.Context) {
 	s.logger.Info("syncing pod statuses with the API server", zap.Duration("period", s.syncPeriod))
 	ticker := time.NewTicker(s.syncPeriod)
 	defer ticker.Stop()

@@ -77,7 +77,7 @@ func (m syncedManager) syncBatch(ctx context.Context, all bool) int {
 	return m.syncer.syncBatch(ctx, all)
 }
 
-func (m syncedManager) Run(ctx context.Context) { m.syncer.Run(ctx) }
+func (m syncedManager) Run(ctx context.Context) { m.syncer.run(ctx) }
 
 func newSynced(t *testing.T, m *Manager, opts SyncOptions) syncedManager {
 	t.Helper()

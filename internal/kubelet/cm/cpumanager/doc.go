@@ -20,8 +20,9 @@
 // rejects the pod with reason "UnexpectedAdmissionError", see
 // Manager.Allocate), CPUSet when it creates a container (the value of the
 // CRI's cpuset_cpus), RemoveContainer/RemovePod when containers or pods are
-// gone, and Reconcile every ReconcilePeriod to move running containers onto
-// the current shared pool.
+// gone. Start's reconcile loop moves running containers onto the current
+// shared pool every ReconcilePeriod, through the pod status cache and the
+// CRI runtime.
 //
 // Only the kubelet side (internal/kubelet/...) may import this package; it
 // imports no runtime or shim code.
@@ -34,12 +35,17 @@
 //		ReservedMilliCPU: kubeReservedMilli + systemReservedMilli,
 //		StateDir:         rootDir,                     // /var/lib/kubelet
 //		Logger:           logger,
+//		ActivePods:       podManager.ActivePods,
+//		SourcesReady:     sources.SeenAllSources,
+//		ReconcilePeriod:  cfg.CPUManagerReconcilePeriod,
+//		Statuses:         podStatusCache,              // *kubecontainer.Cache
+//		Containers:       criRuntime,                  // UpdateContainerResources
 //	})
 //	if err != nil {
 //		return err
 //	}
-//	if err := m.Start(podManager.ActivePods, sources.AllReady); err != nil {
-//		return fmt.Errorf("start cpu manager error: %w", err)
+//	if err := m.Start(ctx); err != nil { // the reconcile loop ends with ctx
+//		return err // "start cpu manager error: ..."
 //	}
 //	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
 //		if err := m.Allocate(pod, &c); err != nil {
@@ -50,6 +56,4 @@
 //	if cpus, ok := m.CPUSet(string(pod.UID), c.Name); ok {
 //		config.Linux.Resources.CpusetCpus = cpus.String()
 //	}
-//	// every cpumanager.ReconcilePeriod:
-//	m.Reconcile(ctx, podManager.ActivePods, updateContainerCPUSet)
 package cpumanager

@@ -1,6 +1,7 @@
 package cpumanager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -8,7 +9,10 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/cpuset"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 // ReconcilePeriod is upstream's default cpuManagerReconcilePeriod: how often
@@ -46,6 +50,18 @@ type Options struct {
 	SysfsRoot string
 	// Logger receives the manager's logs; nil discards them.
 	Logger *zap.Logger
+
+	// What Start needs: the active pods (the pod manager's; nil: none),
+	// whether every pod source has been seen (nil: always; stale
+	// assignments are only dropped after), and for the reconcile loop, run
+	// every ReconcilePeriod (cpuManagerReconcilePeriod; 0: no loop) with
+	// the static policy, the pod status cache (the containers' IDs and
+	// states) and the CRI runtime that sets their cpusets.
+	ActivePods      func() []*v1.Pod
+	SourcesReady    func() bool
+	ReconcilePeriod time.Duration
+	Statuses        PodStatuses
+	Containers      ContainerUpdater
 }
 
 // Manager is the CPU manager. It is safe for concurrent use.
@@ -55,6 +71,8 @@ type Manager struct {
 	file         stateFile
 	sourcesReady func() bool
 	log          *zap.Logger
+	loops        lifecycle.Loops // what Start began
+	opts         Options
 
 	mu sync.Mutex
 	st *state // nil until Start
@@ -91,6 +109,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
+		opts:       opts,
 		policy:     pol,
 		topo:       topo,
 		file:       stateFile{dir: opts.StateDir, policy: pol.name()},
@@ -139,7 +158,27 @@ func newPolicy(opts Options, topo *Topology, log *zap.Logger) (policy, error) {
 // complete (nil: always), as upstream guards. A state file of another policy,
 // a corrupt one or one that does not fit this machine is an error: as
 // upstream, the kubelet must not start until the operator removes it.
-func (m *Manager) Start(activePods func() []*v1.Pod, sourcesReady func() bool) error {
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.start(m.opts.ActivePods, m.opts.SourcesReady); err != nil {
+		return fmt.Errorf("start cpu manager error: %w", err) // upstream's
+	}
+	if m.policy.name() == PolicyNone || m.opts.ReconcilePeriod <= 0 {
+		return nil
+	}
+	if m.opts.Statuses == nil || m.opts.Containers == nil {
+		return errors.New("cpumanager: the reconcile loop needs Statuses and Containers")
+	}
+	m.loops.Go(m.log, "CPU manager reconcile", func() {
+		wait.UntilWithContext(ctx, func(ctx context.Context) { m.Reconcile(ctx, nil, m.updateContainer) }, m.opts.ReconcilePeriod)
+	})
+	return nil
+}
+
+// Wait returns once the reconcile loop Start began has ended.
+func (m *Manager) Wait() { m.loops.Wait() }
+
+// start is Start's work before the loop.
+func (m *Manager) start(activePods func() []*v1.Pod, sourcesReady func() bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.log.Info("Starting", zap.String("policy", m.policy.name()))

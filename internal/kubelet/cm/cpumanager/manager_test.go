@@ -7,11 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 func newManager(t *testing.T, dir string, details CPUDetails, policy string, mod ...func(*Options)) *Manager {
@@ -67,7 +72,7 @@ func TestManagerStartCreatesStateFile(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "kubelet")
 			m := newManager(t, dir, twoCPUs, test.policy)
-			if err := m.Start(podsFunc(), nil); err != nil {
+			if err := m.start(podsFunc(), nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dir, StateFileName))
@@ -94,14 +99,14 @@ func TestManagerRestartKeepsAssignments(t *testing.T) {
 	dir := t.TempDir()
 	pod := makePod("g2", nil, ctr("app", "2"))
 	m := newManager(t, dir, eightCPUsSMT, "static")
-	if err := m.Start(podsFunc(), nil); err != nil {
+	if err := m.start(podsFunc(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := allocateAll(t, m, pod); err != nil {
 		t.Fatal(err)
 	}
 	m2 := newManager(t, dir, eightCPUsSMT, "static")
-	if err := m2.Start(podsFunc(pod), nil); err != nil {
+	if err := m2.start(podsFunc(pod), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := m2.CPUSet("g2", "app"); !ok || got.String() != "1,5" {
@@ -130,14 +135,14 @@ func TestManagerStartDropsInactivePods(t *testing.T) {
 			dir := t.TempDir()
 			pod := makePod("g2", nil, ctr("app", "2"))
 			m := newManager(t, dir, eightCPUsSMT, "static")
-			if err := m.Start(podsFunc(pod), nil); err != nil {
+			if err := m.start(podsFunc(pod), nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := allocateAll(t, m, pod); err != nil {
 				t.Fatal(err)
 			}
 			m2 := newManager(t, dir, eightCPUsSMT, "static")
-			if err := m2.Start(podsFunc(), func() bool { return test.ready }); err != nil {
+			if err := m2.start(podsFunc(), func() bool { return test.ready }); err != nil {
 				t.Fatal(err)
 			}
 			_, kept := m2.Assignments()["g2"]
@@ -159,7 +164,7 @@ func TestManagerStartErrors(t *testing.T) {
 	t.Parallel()
 	static := func(t *testing.T, dir string) {
 		m := newManager(t, dir, twoCPUs, "static")
-		if err := m.Start(podsFunc(), nil); err != nil {
+		if err := m.start(podsFunc(), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +182,7 @@ func TestManagerStartErrors(t *testing.T) {
 			wantErr: `configured policy "none" differs from state checkpoint policy "static"`},
 		{desc: "policy switched to static", policy: "static", details: twoCPUs, wrapped: true,
 			prepare: func(t *testing.T, dir string) {
-				if err := newManager(t, dir, twoCPUs, "none").Start(podsFunc(), nil); err != nil {
+				if err := newManager(t, dir, twoCPUs, "none").start(podsFunc(), nil); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -210,7 +215,7 @@ func TestManagerStartErrors(t *testing.T) {
 			reserved: set(1),
 			prepare: func(t *testing.T, dir string) {
 				m := newManager(t, dir, eightCPUsSMT, "static")
-				if err := m.Start(podsFunc(), nil); err != nil {
+				if err := m.start(podsFunc(), nil); err != nil {
 					t.Fatal(err)
 				}
 				if err := allocateAll(t, m, makePod("g2", nil, ctr("app", "2"))); err != nil {
@@ -224,7 +229,7 @@ func TestManagerStartErrors(t *testing.T) {
 			dir := t.TempDir()
 			test.prepare(t, dir)
 			m := newManager(t, dir, test.details, test.policy, func(o *Options) { o.ReservedCPUs = test.reserved })
-			err := m.Start(podsFunc(), nil)
+			err := m.start(podsFunc(), nil)
 			if err == nil {
 				t.Fatal("Start succeeded")
 			}
@@ -247,7 +252,7 @@ func TestManagerReleaseOnRemoval(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, dir, eightCPUsSMT, "static")
-	if err := m.Start(nil, nil); err != nil {
+	if err := m.start(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	a := makePod("a", nil, ctr("app", "2"), ctr("side", "1"))
@@ -289,7 +294,7 @@ func TestManagerReleaseOnRemoval(t *testing.T) {
 func TestManagerAllocateNotEnoughCPUs(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, t.TempDir(), twoCPUs, "static")
-	if err := m.Start(nil, nil); err != nil {
+	if err := m.start(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	pod := makePod("big", nil, ctr("app", "2"))
@@ -305,7 +310,7 @@ func TestManagerAllocateNotEnoughCPUs(t *testing.T) {
 func TestManagerNonePolicy(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, t.TempDir(), twoCPUs, "none")
-	if err := m.Start(nil, nil); err != nil {
+	if err := m.start(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	pod := makePod("g1", nil, ctr("app", "1"))
@@ -331,7 +336,7 @@ func TestManagerReconcile(t *testing.T) {
 	b := makePod("b", nil, ctr("web", ""))
 	pods := []*v1.Pod{g, b}
 	active := func() []*v1.Pod { return pods }
-	if err := m.Start(active, nil); err != nil {
+	if err := m.start(active, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := allocateAll(t, m, g); err != nil {
@@ -366,4 +371,69 @@ func TestManagerReconcile(t *testing.T) {
 	pods = []*v1.Pod{b}                          // g went away: its CPUs return
 	round("b/web=0-7")
 	round()
+}
+
+// fakeContainers records the cpusets the reconcile loop gives containers.
+type fakeContainers struct {
+	mu   sync.Mutex
+	sets map[string]string // container ID -> cpuset
+}
+
+func (f *fakeContainers) UpdateContainerResources(_ context.Context, id string, r *runtimeapi.ContainerResources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sets[id] = r.GetLinux().GetCpusetCpus()
+	return nil
+}
+
+func (f *fakeContainers) get(id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sets[id]
+	return s, ok
+}
+
+// TestStartRunsTheReconcileLoop: Start restores the state and, with the
+// static policy, reconciles every period through the pod status cache and
+// the runtime: the running container gets its exclusive CPUs, the one that
+// is not running (not in the cache) nothing; the loop ends with ctx. Start
+// refuses a loop without the runtime.
+func TestStartRunsTheReconcileLoop(t *testing.T) {
+	t.Parallel()
+	g := makePod("g", nil, ctr("app", "2"), ctr("idle", "2"))
+	cache := kubecontainer.NewCache()
+	cache.Set("g", &kubecontainer.PodStatus{ID: "g", ContainerStatuses: []*kubecontainer.ContainerStatus{
+		{Name: "app", State: kubecontainer.StateRunning, ID: kubecontainer.ContainerID{Type: "docker", ID: "app-1"}},
+		{Name: "idle", State: kubecontainer.StateExited, ID: kubecontainer.ContainerID{Type: "docker", ID: "idle-1"}},
+	}}, nil, time.Now())
+	containers := &fakeContainers{sets: map[string]string{}}
+	m := newManager(t, t.TempDir(), eightCPUsSMT, "static", func(o *Options) {
+		o.ActivePods = func() []*v1.Pod { return []*v1.Pod{g} }
+		o.ReconcilePeriod, o.Statuses, o.Containers = 10*time.Millisecond, cache, containers
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := allocateAll(t, m, g); err != nil {
+		t.Fatal(err)
+	}
+	want := m.Assignments()["g"]["app"].String()
+	deadline := time.Now().Add(10 * time.Second)
+	for got, _ := containers.get("app-1"); got != want; got, _ = containers.get("app-1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("app's cpuset %q, want %q", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	m.Wait()
+	if got, ok := containers.get("idle-1"); ok {
+		t.Errorf("the exited container was given %q", got)
+	}
+
+	bare := newManager(t, t.TempDir(), eightCPUsSMT, "static", func(o *Options) { o.ReconcilePeriod = time.Second })
+	if err := bare.Start(context.Background()); err == nil {
+		t.Error("Start of a reconcile loop without Statuses and Containers: no error")
+	}
 }

@@ -3,12 +3,15 @@ package cpumanager
 import (
 	"context"
 	"errors"
-	"time"
+	"fmt"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
+
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // UpdateFunc applies a cpuset to the running container of a pod (the
@@ -87,9 +90,32 @@ func (m *Manager) Reconcile(ctx context.Context, activePods func() []*v1.Pod, up
 	}
 }
 
-// Run reconciles every period until ctx ends.
-func (m *Manager) Run(ctx context.Context, period time.Duration, activePods func() []*v1.Pod, update UpdateFunc) {
-	wait.UntilWithContext(ctx, func(ctx context.Context) { m.Reconcile(ctx, activePods, update) }, period)
+// PodStatuses gives a pod's last known status (the kubelet's pod status
+// cache, *kubecontainer.Cache).
+type PodStatuses interface {
+	Get(uid k8stypes.UID) (*kubecontainer.PodStatus, error)
+}
+
+// ContainerUpdater sets a container's resources (the CRI runtime).
+type ContainerUpdater interface {
+	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
+}
+
+// updateContainer gives the running container name of pod podUID the
+// cpuset cpus (the reconcile loop's UpdateFunc). A container with no running
+// instance in the pod status cache is ErrContainerNotRunning.
+func (m *Manager) updateContainer(ctx context.Context, podUID, name string, cpus cpuset.CPUSet) error {
+	ps, err := m.opts.Statuses.Get(k8stypes.UID(podUID))
+	if err != nil || ps == nil {
+		return fmt.Errorf("container %s of pod %s: %w", name, podUID, ErrContainerNotRunning)
+	}
+	for _, c := range ps.ContainerStatuses {
+		if c.Name == name && c.State == kubecontainer.StateRunning {
+			return m.opts.Containers.UpdateContainerResources(ctx, c.ID.ID, &runtimeapi.ContainerResources{
+				Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: cpus.String()}})
+		}
+	}
+	return fmt.Errorf("container %s of pod %s: %w", name, podUID, ErrContainerNotRunning)
 }
 
 // SharedPool is the shared pool (the default set): the CPUs of containers

@@ -41,6 +41,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
 const (
@@ -78,6 +80,7 @@ type Registry struct {
 	rootDir  string
 	client   kubernetes.Interface
 	logger   *zap.Logger
+	loops    lifecycle.Loops // what Start began
 
 	mu      sync.Mutex
 	drivers map[string]driver
@@ -351,6 +354,16 @@ func (r *Registry) createCSINode(ctx context.Context) (*storagev1.CSINode, error
 	}
 	return r.client.StorageV1().CSINodes().Create(ctx, cn, metav1.CreateOptions{})
 }
+
+// Start creates the node's CSINode in the background (InitializeCSINode)
+// until it succeeds or ctx ends (Wait waits for that).
+func (r *Registry) Start(ctx context.Context) error {
+	r.loops.Go(r.logger, "CSINode initialization", func() { r.InitializeCSINode(ctx) })
+	return nil
+}
+
+// Wait returns once the work Start began has ended.
+func (r *Registry) Wait() { r.loops.Wait() }
 
 // InitializeCSINode creates the node's CSINode (with the migrated-plugins
 // annotation) if it does not exist yet, as upstream does at start-up once the
