@@ -14,13 +14,9 @@ import (
 	"go.uber.org/zap"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 
-	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
-
-// Version is the Kubernetes version this kubelet reports (kubeadm parses
-// "Kubernetes vX.Y.Z" from --version); set with -ldflags -X at build time.
-var Version = "v1.37.1"
 
 // Main runs the binary and returns its exit status; only main exits.
 func Main() int {
@@ -35,10 +31,11 @@ func Main() int {
 
 // Run parses args and runs the selected mode until ctx is cancelled.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := baseConfig(args)
+	base, err := options.Base(args)
 	if err != nil {
 		return err
 	}
+	cfg := Config{Config: base}
 	cmd := &cobra.Command{
 		Use:           "kubelet",
 		Short:         "A kubelet with the dockershim built in",
@@ -54,7 +51,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				_, err := fmt.Fprintf(stdout, "%#v\n", versionInfo(cfg.ReportedVersion))
 				return err
 			}
-			if err := finishFlags(cmd.Flags(), &cfg); err != nil {
+			if err := options.FinishFlags(cmd.Flags(), &cfg.Config); err != nil {
 				return err
 			}
 			if err := cfg.Validate(); err != nil {
@@ -67,36 +64,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
-	addFlags(cmd.Flags(), &cfg)
+	options.AddFlags(cmd.Flags(), &cfg.Config)
 	return cmd.ExecuteContext(ctx)
-}
-
-// baseConfig is the defaults with the --config file and the --config-dir
-// drop-ins (if any) applied: the layer that the flags then override.
-func baseConfig(args []string) (Config, error) {
-	cfg := DefaultConfig()
-	path, dir := configPathsFromArgs(args)
-	if path != "" {
-		kc, err := kubeletconfig.Load(path)
-		if err != nil {
-			return cfg, err
-		}
-		kubeletconfig.SetDefaults(kc)
-		kubeletconfig.ApplyEvictionHardDefaults(kc)
-		cfg.Kubelet = *kc
-		cfg.ConfigFile = path
-	}
-	if dir != "" {
-		skipped, err := mergeConfigDir(&cfg.Kubelet, dir)
-		if err != nil {
-			return cfg, fmt.Errorf("failed to merge kubelet configs: %w", err)
-		}
-		cfg.ConfigDir, cfg.skippedDropins = dir, skipped
-	}
-	if path != "" || dir != "" {
-		cfg.fileFeatureGates = cfg.Kubelet.FeatureGates
-	}
-	return cfg, nil
 }
 
 // versionInfo is --version=raw's answer.

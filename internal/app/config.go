@@ -1,191 +1,25 @@
 package app
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"path/filepath"
-	"strings"
-	"time"
-
 	"go.uber.org/zap"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/featuregate"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
-// Container runtimes --container-runtime accepts.
-const (
-	RuntimeDocker = "docker"
-	RuntimeRemote = "remote"
-)
-
-// Config is the validated configuration of one kubelet process: the effective
-// KubeletConfiguration (defaults < --config file < flags, applied once) plus the
-// settings that exist only as flags.
+// Config is the configuration of this process (options.Config: flags,
+// KubeletConfiguration, --config-dir) with what the process adds to it at
+// start: the feature gates in force, the logger's level (/debug/flags/v
+// changes it) and the node's registry credentials.
 type Config struct {
-	Kubelet kubeletv1beta1.KubeletConfiguration
-
-	ConfigFile string
-	// ConfigDir is --config-dir: KubeletConfiguration drop-ins.
-	ConfigDir               string
-	ContainerRuntime        string
-	ExperimentalDockershim  bool
-	DockerEndpoint          string
-	PodInfraContainerImage  string
-	DockershimRootDirectory string
-	// CRIDockerdRootDirectory is cri-dockerd's root directory, whose sandbox
-	// checkpoints the shim reads when it adopts cri-dockerd's pods.
-	CRIDockerdRootDirectory string
-	// SeccompProfileRoot is where the shim reads Localhost seccomp profiles
-	// from; empty means <root-dir>/seccomp.
-	SeccompProfileRoot        string
-	NetworkPlugin             string
-	NetworkPluginMTU          int32
-	CNIBinDir                 string
-	CNIConfDir                string
-	CNICacheDir               string
-	ImagePullProgressDeadline time.Duration
-	RuntimeCgroups            string
-	StreamingAddress          string
-	RootDirectory             string
-	CertDirectory             string
-	Kubeconfig                string
-	BootstrapKubeconfig       string
-	HostnameOverride          string
-	NodeIP                    string
-	NodeLabels                map[string]string
-	CloudProvider             string
-	// The image credential provider plugins (exec protocol).
-	ImageCredentialProviderConfig string
-	ImageCredentialProviderBinDir string
-	LockFilePath                  string
-	ExitOnLockContention          bool
-	HousekeepingInterval          time.Duration
-	// Deprecated upstream flags.
-	ExperimentalAllocatableIgnoreEviction bool
-	ExperimentalMounterPath               string
-	// Verbosity is Kubelet.Logging.Verbosity as an int.
-	Verbosity int
-	// ShowVersion is --version: "true", "raw" or "" (run).
-	ShowVersion string
-	// ReportedVersion is the version the node reports (Version unless
-	// --version=vX.Y.Z sets it).
-	ReportedVersion string
-	// fileFeatureGates are the config file's featureGates: --feature-gates
-	// is merged over them (the flag wins per gate), as upstream.
-	fileFeatureGates map[string]bool
-	// keyring is the node's registry credentials (newNodeKeyring).
-	keyring *nodeKeyring
-	// logLevel is the process logger's level, changed by /debug/flags/v.
-	logLevel *zap.AtomicLevel
-	// skippedDropins are the --config-dir files without the .conf suffix.
-	skippedDropins []string
+	options.Config
 	// features is FeatureGate's result, set when the node starts.
 	features featuregate.FeatureGate
-	// The container GC policy (deprecated flags, no config field).
-	MinimumGCAge            time.Duration
-	MaxPerPodContainerCount int32
-	MaxContainerCount       int32
-}
-
-// DefaultConfig returns the defaults of every flag-only setting and of the
-// KubeletConfiguration.
-func DefaultConfig() Config {
-	c := Config{
-		ContainerRuntime:          RuntimeDocker,
-		DockerEndpoint:            "unix:///var/run/docker.sock",
-		PodInfraContainerImage:    "registry.k8s.io/pause:3.10",
-		DockershimRootDirectory:   "/var/lib/dockershim",
-		CRIDockerdRootDirectory:   "/var/lib/cri-dockerd",
-		NetworkPlugin:             "cni",
-		CNIBinDir:                 "/opt/cni/bin",
-		CNIConfDir:                "/etc/cni/net.d",
-		CNICacheDir:               "/var/lib/cni/cache",
-		ImagePullProgressDeadline: time.Minute,
-		StreamingAddress:          "127.0.0.1",
-		RootDirectory:             "/var/lib/kubelet",
-		ReportedVersion:           Version,
-		CertDirectory:             "/var/lib/kubelet/pki",
-		HousekeepingInterval:      10 * time.Second,
-		MaxPerPodContainerCount:   1,
-		MaxContainerCount:         -1,
-	}
-	kubeletconfig.SetDefaults(&c.Kubelet)
-	return c
-}
-
-// Validate checks the configuration; each error names the flag or config field.
-func (c *Config) Validate() error {
-	var errs []error
-	switch c.ContainerRuntime {
-	case RuntimeDocker, RuntimeRemote:
-	default:
-		errs = append(errs, fmt.Errorf("--container-runtime=%q is not supported (allowed: docker, remote)", c.ContainerRuntime))
-	}
-	switch c.NetworkPlugin {
-	case "cni", "":
-	case "kubenet":
-		errs = append(errs, errors.New("--network-plugin=kubenet is not supported; use cni"))
-	default:
-		errs = append(errs, fmt.Errorf("--network-plugin=%q is not supported (allowed: cni)", c.NetworkPlugin))
-	}
-	if c.Verbosity < 0 {
-		errs = append(errs, fmt.Errorf("-v=%d must not be negative", c.Verbosity))
-	}
-	if c.ImagePullProgressDeadline <= 0 {
-		errs = append(errs, fmt.Errorf("--image-pull-progress-deadline=%s must be positive", c.ImagePullProgressDeadline))
-	}
-	for _, f := range []struct{ flag, v string }{
-		{"--container-runtime-endpoint", c.Kubelet.ContainerRuntimeEndpoint}, {"--docker-endpoint", c.DockerEndpoint},
-		{"--pod-infra-container-image", c.PodInfraContainerImage}, {"--experimental-dockershim-root-directory", c.DockershimRootDirectory},
-		{"--cni-conf-dir", c.CNIConfDir}, {"--cni-bin-dir", c.CNIBinDir}, {"--root-dir", c.RootDirectory},
-	} {
-		if strings.TrimSpace(f.v) == "" {
-			errs = append(errs, fmt.Errorf("%s must not be empty", f.flag))
-		}
-	}
-	if c.SeccompProfileRoot != "" && !filepath.IsAbs(c.SeccompProfileRoot) {
-		errs = append(errs, fmt.Errorf("--experimental-dockershim-seccomp-profile-root=%q must be an absolute path", c.SeccompProfileRoot))
-	}
-	if c.NodeIP != "" {
-		for _, ip := range strings.Split(c.NodeIP, ",") {
-			if net.ParseIP(strings.TrimSpace(ip)) == nil {
-				errs = append(errs, fmt.Errorf("--node-ip=%q is not an IP address", c.NodeIP))
-			}
-		}
-	}
-	if c.MinimumGCAge < 0 {
-		errs = append(errs, fmt.Errorf("invalid minimum garbage collection age: %v", c.MinimumGCAge))
-	}
-	if _, err := c.StreamingListenAddr(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, c.checkFlagOnly()...)
-	if err := kubeletconfig.Validate(&c.Kubelet); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := c.FeatureGate(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// FeatureGate is the upstream kubelet's gate set with featureGates (and
-// --feature-gates) applied; an unknown gate or a change to a locked one is
-// upstream's error.
-func (c *Config) FeatureGate() (featuregate.FeatureGate, error) {
-	fg, err := features.New()
-	if err != nil {
-		return nil, err
-	}
-	if err := fg.SetFromMap(c.Kubelet.FeatureGates); err != nil {
-		return nil, fmt.Errorf("failed to set feature gates from initial flags-based config: %w", err)
-	}
-	return fg, nil
+	// logLevel is the process logger's level.
+	logLevel *zap.AtomicLevel
+	// keyring is the node's registry credentials (newNodeKeyring).
+	keyring *nodeKeyring
 }
 
 // enabled reports whether gate f is on: the gate set of the start, or, before
@@ -203,87 +37,4 @@ func (c *Config) enabled(f featuregate.Feature) bool {
 // a name the kubelet does not know.
 func (c *Config) gateEnabled(name string) bool {
 	return features.Known(name) && c.enabled(featuregate.Feature(name))
-}
-
-// ImageEndpoint is --image-service-endpoint, defaulting to the runtime endpoint.
-func (c *Config) ImageEndpoint() string {
-	if c.Kubelet.ImageServiceEndpoint != "" {
-		return c.Kubelet.ImageServiceEndpoint
-	}
-	return c.Kubelet.ContainerRuntimeEndpoint
-}
-
-// StreamingListenAddr is --streaming-address as host:port (port 0 when only a host is
-// given: the kernel picks one).
-func (c *Config) StreamingListenAddr() (string, error) {
-	a := c.StreamingAddress
-	if _, _, err := net.SplitHostPort(a); err == nil {
-		return a, nil
-	}
-	if net.ParseIP(strings.Trim(a, "[]")) == nil && a != "localhost" {
-		return "", fmt.Errorf("--streaming-address=%q is not an IP address or host:port", a)
-	}
-	return net.JoinHostPort(strings.Trim(a, "[]"), "0"), nil
-}
-
-// CNIBinDirs splits --cni-bin-dir (comma separated, as the kubelet accepted).
-func (c *Config) CNIBinDirs() []string {
-	var out []string
-	for _, d := range strings.Split(c.CNIBinDir, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// parseTaints parses --register-with-taints ("key=value:Effect" or "key:Effect", comma
-// separated), as the kubelet does.
-func parseTaints(spec string) ([]v1.Taint, error) {
-	var out []v1.Taint
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		kv, effect, ok := strings.Cut(item, ":")
-		if !ok {
-			return nil, fmt.Errorf("--register-with-taints: %q has no effect (want key=value:Effect)", item)
-		}
-		switch v1.TaintEffect(effect) {
-		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
-		default:
-			return nil, fmt.Errorf("--register-with-taints: %q has an unknown effect %q", item, effect)
-		}
-		key, value, _ := strings.Cut(kv, "=")
-		if key == "" {
-			return nil, fmt.Errorf("--register-with-taints: %q has no key", item)
-		}
-		out = append(out, v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)})
-	}
-	return out, nil
-}
-
-// seccompProfileRoot is --experimental-dockershim-seccomp-profile-root, or
-// <root-dir>/seccomp, where the kubelet resolves Localhost profiles.
-func (c *Config) seccompProfileRoot() string {
-	if c.SeccompProfileRoot != "" {
-		return c.SeccompProfileRoot
-	}
-	return filepath.Join(c.RootDirectory, "seccomp")
-}
-
-// checkFlagOnly reports the flag-only settings that are invalid.
-func (c *Config) checkFlagOnly() []error {
-	var errs []error
-	if c.ExitOnLockContention && c.LockFilePath == "" {
-		errs = append(errs, errors.New("cannot exit on lock file contention: no lock file specified"))
-	}
-	switch c.CloudProvider {
-	case "", "external":
-	default:
-		// upstream's cloudprovider.ErrorForDisabledProvider
-		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", c.CloudProvider))
-	}
-	return errs
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 )
 
 // fakeProcSys makes a /proc/sys with the kernel tunables at this test
@@ -85,7 +87,7 @@ func TestSetupKernelTunables(t *testing.T) {
 // words.
 func TestPrepareProcessKernelTunables(t *testing.T) {
 	t.Parallel()
-	c := DefaultConfig()
+	c := Config{Config: options.DefaultConfig()}
 	c.Kubelet.MaxOpenFiles = 0
 	c.Kubelet.ProtectKernelDefaults = true
 	h := hostFiles{CgroupRoot: t.TempDir(), Swaps: "/proc/swaps", OOMScoreAdj: filepath.Join(t.TempDir(), "oom"),

@@ -13,6 +13,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
@@ -39,10 +40,10 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if gates := features.NoEffect(cfg.Kubelet.FeatureGates); len(gates) > 0 {
 		logger.Warn("These feature gates have no effect in this kubelet", zap.Strings("gates", gates))
 	}
-	if settings := cfg.notHonoured(); len(settings) > 0 {
+	if settings := cfg.NotHonoured(); len(settings) > 0 {
 		logger.Warn("Kubelet configuration has no effect: "+strings.Join(settings, ", "), zap.Strings("settings", settings))
 	}
-	for _, f := range cfg.skippedDropins {
+	for _, f := range cfg.SkippedDropins() {
 		logger.Debug("Skipped file in drop-in directory (does not have .conf extension)", zap.String("file", f))
 	}
 	if err := prepareProcess(cfg, realHostFiles, logger); err != nil {
@@ -55,7 +56,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	reg := met.reg
 	lc := newLifecycle(logger)
 	defer lc.shutdown()
-	if cfg.ContainerRuntime == RuntimeDocker {
+	if cfg.ContainerRuntime == options.RuntimeDocker {
 		if _, err := startShim(ctx, cfg, reg, lc, logger); err != nil {
 			return err
 		}
@@ -124,7 +125,7 @@ func checkCgroupDriver(ctx context.Context, cfg *Config, rt internalapi.RuntimeS
 	if rc.GetLinux() == nil || theirs == cfg.Kubelet.CgroupDriver {
 		return nil
 	}
-	if cfg.ContainerRuntime == RuntimeDocker {
+	if cfg.ContainerRuntime == options.RuntimeDocker {
 		return fmt.Errorf("the kubelet's cgroup driver %q (--cgroup-driver / cgroupDriver) differs from Docker's %q: set both to the same driver", cfg.Kubelet.CgroupDriver, theirs)
 	}
 	logger.Warn("using the runtime's cgroup driver", zap.String("configured", cfg.Kubelet.CgroupDriver), zap.String("runtime", theirs))

@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 )
 
 func TestPrepareProcess(t *testing.T) {
@@ -35,7 +37,7 @@ func TestPrepareProcess(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			c := DefaultConfig()
+			c := Config{Config: options.DefaultConfig()}
 			c.Kubelet.MaxOpenFiles = 0 // leave the test process's limit alone
 			tc.mod(&c)
 			oom := filepath.Join(t.TempDir(), "oom_score_adj")
@@ -60,7 +62,7 @@ func TestPrepareProcess(t *testing.T) {
 // A refused oom_score_adj is logged, not fatal, as upstream.
 func TestPrepareProcessOOMScoreRefused(t *testing.T) {
 	t.Parallel()
-	c := DefaultConfig()
+	c := Config{Config: options.DefaultConfig()}
 	c.Kubelet.MaxOpenFiles = 0
 	*c.Kubelet.FailSwapOn = false
 	core, logs := observer.New(zap.InfoLevel)

@@ -15,6 +15,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver/auth"
@@ -55,8 +56,10 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 	}
 	opts := kubeletserver.APIOptions{
 		Host: d.host, Health: d.health, Gatherer: d.gatherer, ProbeMetrics: d.probeMetrics,
-		Configz: func() any { return map[string]any{"kubeletconfig": cfg.Kubelet, notHonoredKey: cfg.notHonoured()} },
-		LogDir:  "/var/log", Logger: d.logger.Named("server"),
+		Configz: func() any {
+			return map[string]any{"kubeletconfig": cfg.Kubelet, options.NotHonoredKey: cfg.NotHonoured()}
+		},
+		LogDir: "/var/log", Logger: d.logger.Named("server"),
 		DisableDebugging:  !*cfg.Kubelet.EnableDebuggingHandlers,
 		DisableSystemLogs: !*cfg.Kubelet.EnableSystemLogHandler,
 		DisableProfiling:  !*cfg.Kubelet.EnableProfilingHandler,

@@ -1,4 +1,4 @@
-package app
+package options
 
 import (
 	"bytes"
@@ -17,12 +17,12 @@ import (
 // parseConfig runs the real flag parsing up to validation and returns the config.
 func parseConfig(t *testing.T, args []string) (Config, error) {
 	t.Helper()
-	cfg, err := baseConfig(args)
+	cfg, err := Base(args)
 	if err != nil {
 		return cfg, err
 	}
 	cmd := &cobra.Command{Use: "kubelet", SilenceErrors: true, SilenceUsage: true, RunE: func(cmd *cobra.Command, _ []string) error {
-		if err := finishFlags(cmd.Flags(), &cfg); err != nil {
+		if err := FinishFlags(cmd.Flags(), &cfg); err != nil {
 			return err
 		}
 		return cfg.Validate()
@@ -31,7 +31,7 @@ func parseConfig(t *testing.T, args []string) (Config, error) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs(args)
-	addFlags(cmd.Flags(), &cfg)
+	AddFlags(cmd.Flags(), &cfg)
 	err = cmd.ExecuteContext(context.Background())
 	return cfg, err
 }

@@ -1,4 +1,4 @@
-package app
+package options
 
 import (
 	"strings"
@@ -25,12 +25,12 @@ var notDeprecatedConfigFlags = map[string]bool{
 	"seccomp-default": true, "fail-cgroupv1": true,
 }
 
-// addFlags binds every flag of the upstream v1.37 kubelet plus the dockershim's.
+// AddFlags binds every flag of the upstream v1.37 kubelet plus the dockershim's.
 // Flag-only settings go to cfg's own fields; flags of KubeletConfiguration
 // fields bind straight onto cfg.Kubelet, which already holds the defaults, the
 // --config file and its drop-ins, so parsing applies flags last. The config
 // flags are marked deprecated with upstream's text, as upstream does.
-func addFlags(fs *pflag.FlagSet, cfg *Config) {
+func AddFlags(fs *pflag.FlagSet, cfg *Config) {
 	addRuntimeFlags(fs, cfg)
 	addNodeFlags(fs, cfg)
 	cfs := pflag.NewFlagSet("config", pflag.ContinueOnError)
@@ -228,9 +228,9 @@ func addServerFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.BoolVar(&k.ServerTLSBootstrap, "rotate-server-certificates", k.ServerTLSBootstrap, "Request the serving certificate through a CSR (signer kubernetes.io/kubelet-serving) and renew it.")
 }
 
-// finishFlags applies what binding cannot: -v's copy and the flag's feature
+// FinishFlags applies what binding cannot: -v's copy and the flag's feature
 // gates merged over the file's.
-func finishFlags(fs *pflag.FlagSet, cfg *Config) error {
+func FinishFlags(fs *pflag.FlagSet, cfg *Config) error {
 	cfg.Verbosity = int(cfg.Kubelet.Logging.Verbosity)
 	if fs.Changed("feature-gates") {
 		for name, v := range cfg.fileFeatureGates {

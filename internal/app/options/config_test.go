@@ -1,15 +1,11 @@
-package app
+package options
 
 import (
-	"bytes"
-	"context"
 	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
@@ -91,40 +87,6 @@ func TestStreamingListenAddrAndBinDirs(t *testing.T) {
 	}
 }
 
-func TestRunFlags(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc    string
-		args    []string
-		wantErr string
-		wantOut string
-	}{
-		{"version", []string{"--version"}, "", "Kubernetes v1."},
-		{"unknown flag", []string{"--no-such-flag"}, "unknown flag: --no-such-flag", ""},
-		{"bad duration", []string{"--runtime-request-timeout=soon"}, "--runtime-request-timeout", ""},
-		{"bad runtime", []string{"--container-runtime=rkt"}, "allowed: docker, remote", ""},
-		{"kubenet", []string{"--network-plugin=kubenet", "--experimental-dockershim"}, "kubenet is not supported", ""},
-		{"positional", []string{"extra"}, "unknown command", ""},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			var out, errOut bytes.Buffer
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err := Run(ctx, tc.args, &out, &errOut)
-			if tc.wantErr == "" {
-				if err != nil || !strings.Contains(out.String(), tc.wantOut) {
-					t.Fatalf("Run = %v, out %q", err, out.String())
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("Run = %v, want one line containing %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
 // --reserved-cpus replaces the cpu of both reservations, as upstream.
 func TestApplyReservedCPUs(t *testing.T) {
 	t.Parallel()
@@ -142,45 +104,6 @@ func TestApplyReservedCPUs(t *testing.T) {
 	kubeletconfig.ApplyReservedCPUs(&d.Kubelet, zap.NewNop())
 	if d.Kubelet.SystemReserved != nil {
 		t.Errorf("without --reserved-cpus systemReserved = %v", d.Kubelet.SystemReserved)
-	}
-}
-
-func TestCrashLoopBackOff(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc         string
-		mod          func(*Config)
-		initial, max time.Duration
-	}{
-		{"defaults", func(*Config) {}, 10 * time.Second, 300 * time.Second},
-		{"maxContainerRestartPeriod", func(c *Config) {
-			c.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 5 * time.Second}
-		}, 5 * time.Second, 5 * time.Second},
-		{"gate off", func(c *Config) {
-			c.Kubelet.CrashLoopBackOff.MaxContainerRestartPeriod = &metav1.Duration{Duration: 30 * time.Second}
-			c.Kubelet.FeatureGates = map[string]bool{"KubeletCrashLoopBackOffMax": false}
-		}, 10 * time.Second, 300 * time.Second},
-		{"reduced decay", func(c *Config) {
-			c.Kubelet.FeatureGates = map[string]bool{"ReduceDefaultCrashLoopBackOffDecay": true}
-		}, time.Second, 60 * time.Second},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			c := DefaultConfig()
-			tc.mod(&c)
-			b := crashLoopBackOff(&c)
-			now := b.Clock.Now()
-			b.Next("c", now)
-			if got := b.Get("c"); got != tc.initial {
-				t.Errorf("initial %v, want %v", got, tc.initial)
-			}
-			for range 20 {
-				b.Next("c", now)
-			}
-			if got := b.Get("c"); got != tc.max {
-				t.Errorf("max %v, want %v", got, tc.max)
-			}
-		})
 	}
 }
 
@@ -207,7 +130,11 @@ func TestDockerModeGates(t *testing.T) {
 			if !maps.Equal(cfg.Kubelet.FeatureGates, tc.want) {
 				t.Errorf("feature gates %v, want %v", cfg.Kubelet.FeatureGates, tc.want)
 			}
-			if got := cfg.enabled("EventedPLEG"); got != (tc.want["EventedPLEG"]) {
+			fg, err := cfg.FeatureGate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fg.Enabled("EventedPLEG"); got != (tc.want["EventedPLEG"]) {
 				t.Errorf("EventedPLEG enabled = %v, want %v", got, tc.want["EventedPLEG"])
 			}
 		})

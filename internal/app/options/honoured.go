@@ -1,4 +1,4 @@
-package app
+package options
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 // notHonouredFields are the KubeletConfiguration fields (json paths; a path
 // covers what is under it) this kubelet accepts but does not act on. Set away
 // from their default, they are named in one warning at start and listed by
-// /configz under notHonoredKey. Every other field is acted on; a test keeps
+// /configz under NotHonoredKey. Every other field is acted on; a test keeps
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
 	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
@@ -84,8 +84,8 @@ var honouredOnlyAt = map[string]func(k *kubeletv1beta1.KubeletConfiguration) boo
 	},
 }
 
-// notHonoredKey is the /configz key listing what is set but not acted on.
-const notHonoredKey = "notHonored"
+// NotHonoredKey is the /configz key listing what is set but not acted on.
+const NotHonoredKey = "notHonored"
 
 // notHonoured returns the json paths of the fields of k that differ from
 // def and that this kubelet does not act on, and those of honouredOnlyAt not
@@ -106,10 +106,10 @@ func notHonoured(k, def *kubeletv1beta1.KubeletConfiguration) []string {
 	return slices.Compact(out)
 }
 
-// notHonoured lists the configuration fields and flags set away from their
-// defaults that this kubelet does not act on (/configz's notHonoredKey and
+// NotHonoured lists the configuration fields and flags set away from their
+// defaults that this kubelet does not act on (/configz's NotHonoredKey and
 // the warning at start): config fields by json path, flags as --name.
-func (c *Config) notHonoured() []string {
+func (c *Config) NotHonoured() []string {
 	def := DefaultConfig()
 	out := notHonoured(&c.Kubelet, &def.Kubelet)
 	for _, f := range []struct {

@@ -1,4 +1,4 @@
-package app
+package options
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func (f *taintsFlag) String() string {
 	return strings.Join(parts, ",")
 }
 func (f *taintsFlag) Set(s string) error {
-	taints, err := parseTaints(s)
+	taints, err := ParseTaints(s)
 	if err != nil {
 		return err
 	}
