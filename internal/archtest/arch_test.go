@@ -121,9 +121,15 @@ func boundaryRules(module string) []rule {
 		{
 			// The neutral leaf both halves may import (so it cannot lead either
 			// half into the other).
-			name:        "internal/cgroupfs and internal/unixsock must not import any package of this module",
-			appliesTo:   anyUnder(module+"/internal/cgroupfs", module+"/internal/unixsock"),
+			name:        "internal/procfs and internal/unixsock must not import any package of this module",
+			appliesTo:   anyUnder(module+"/internal/procfs", module+"/internal/unixsock"),
 			forbidden:   anyUnder(module),
+			productOnly: true,
+		},
+		{
+			name:        "internal/cgroups may import only internal/procfs of this module",
+			appliesTo:   anyUnder(module + "/internal/cgroups"),
+			forbidden:   func(imp string) bool { return under(imp, module) && !under(imp, module+"/internal/procfs") },
 			productOnly: true,
 		},
 		{
@@ -155,16 +161,16 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
-			name:        "internal/kubelet/resources may import only internal/cgroupfs of this module",
+			name:        "internal/kubelet/resources may import only internal/procfs of this module",
 			appliesTo:   anyUnder(module + "/internal/kubelet/resources"),
-			forbidden:   func(imp string) bool { return under(imp, module) && !under(imp, module+"/internal/cgroupfs") },
+			forbidden:   func(imp string) bool { return under(imp, module) && !under(imp, module+"/internal/procfs") },
 			productOnly: true,
 		},
 		{
-			name:      "internal/kubelet/cm may import only internal/cgroupfs, internal/lifecycle, kubelet/container and kubelet/resources of this module",
+			name:      "internal/kubelet/cm may import only internal/cgroups, internal/lifecycle, kubelet/container and kubelet/resources of this module",
 			appliesTo: anyUnder(module + "/internal/kubelet/cm"),
 			forbidden: func(imp string) bool {
-				return under(imp, module) && !under(imp, module+"/internal/cgroupfs") && !under(imp, module+"/internal/lifecycle") &&
+				return under(imp, module) && !under(imp, module+"/internal/cgroups") && !under(imp, module+"/internal/lifecycle") &&
 					!under(imp, module+"/internal/kubelet/container") && !under(imp, module+"/internal/kubelet/resources")
 			},
 			productOnly: true,

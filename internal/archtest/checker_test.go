@@ -102,20 +102,20 @@ func TestCheckGraph(t *testing.T) {
 			want: []string{kubelet + "/pleg -> " + shim},
 		},
 		{
-			desc: "both halves may import the neutral leaf internal/cgroupfs",
+			desc: "both halves may import the neutral leaf internal/cgroups",
 			graph: importGraph{
-				shim:                     local(m + "/internal/cgroupfs"),
-				kubelet + "/stats":       local(m + "/internal/cgroupfs"),
-				m + "/internal/cgroupfs": {Local: true, Imports: []string{"os"}, TestImports: []string{m + "/internal/cgroupfs"}},
+				shim:                    local(m + "/internal/cgroups"),
+				kubelet + "/stats":      local(m + "/internal/cgroups"),
+				m + "/internal/cgroups": {Local: true, Imports: []string{"os"}, TestImports: []string{m + "/internal/cgroups"}},
 			},
 		},
 		{
-			desc: "internal/cgroupfs importing a package of the module is not a leaf",
+			desc: "internal/cgroups importing a package of the module is not a leaf",
 			graph: importGraph{
-				m + "/internal/cgroupfs": local(logging),
-				logging:                  local(),
+				m + "/internal/cgroups": local(logging),
+				logging:                 local(),
 			},
-			want: []string{m + "/internal/cgroupfs -> " + logging},
+			want: []string{m + "/internal/cgroups -> " + logging},
 		},
 		{
 			desc: "kuberuntime may import the shared leaf kubelet/container, nothing else under kubelet",
@@ -142,12 +142,12 @@ func TestCheckGraph(t *testing.T) {
 			},
 		},
 		{
-			desc: "kubelet/container and kubelet/resources are leaves (resources may read cgroupfs)",
+			desc: "kubelet/container and kubelet/resources are leaves (resources may read procfs)",
 			graph: importGraph{
-				kubelet + "/container":   local(logging),
-				kubelet + "/resources":   local(m+"/internal/cgroupfs", kubelet+"/container"),
-				m + "/internal/cgroupfs": local(),
-				logging:                  local(),
+				kubelet + "/container": local(logging),
+				kubelet + "/resources": local(m+"/internal/procfs", kubelet+"/container"),
+				m + "/internal/procfs": local(),
+				logging:                local(),
 			},
 			want: []string{
 				kubelet + "/container -> " + logging,

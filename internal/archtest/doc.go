@@ -6,8 +6,9 @@
 // its reason (the dockershim and the kubelet side never import each other;
 // the runtime manager and the kubelet's packages meet only in
 // internal/kubelet/container, and no package under internal/kubelet imports
-// internal/kuberuntime; the leaves internal/cgroupfs, internal/unixsock and
-// internal/kubelet/container import nothing of the module; Docker's client
+// internal/kuberuntime; the leaves internal/procfs, internal/unixsock and
+// internal/kubelet/container import nothing of the module, the cgroup layer
+// internal/cgroups only internal/procfs; Docker's client
 // only in internal/dockershim/libdocker, libcni only in
 // internal/dockershim/network; internal/testutil only from tests; nothing
 // imports k8s.io/kubernetes). A package's test files count as part of the

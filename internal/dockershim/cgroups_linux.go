@@ -6,12 +6,12 @@ import (
 	"path"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // Cgroup reading for container and pod stats. The shim never asks Docker for stats:
 // it finds a container's cgroups from /proc/<pid>/cgroup of its init process and reads
-// the controller files directly, through internal/cgroupfs (v1, hybrid and v2 hosts;
+// the controller files directly, through internal/cgroups (v1, hybrid and v2 hosts;
 // mount roots other than "/" for nested containers). This file only adapts cgroupfs to
 // the names stats_linux.go uses.
 
@@ -28,15 +28,15 @@ func (s *Service) dockerCgroupParent(parent string) string {
 }
 
 // errCgroupGone means the cgroup directory no longer exists (the container stopped).
-var errCgroupGone = cgroupfs.ErrGone
+var errCgroupGone = cgroups.ErrGone
 
 // cgroupMounts are the mounted cgroup hierarchies.
-type cgroupMounts = cgroupfs.Mounts
+type cgroupMounts = cgroups.Mounts
 
 // procCgroup is a parsed /proc/<pid>/cgroup.
-type procCgroup = cgroupfs.ProcCgroup
+type procCgroup = cgroups.ProcCgroup
 
-// cgroupPaths are the directories stats are read from: cgroupfs.Paths under the field
+// cgroupPaths are the directories stats are read from: cgroups.Paths under the field
 // names the stats code uses. With v2 set only unified is used.
 type cgroupPaths struct {
 	v2      bool
@@ -46,34 +46,34 @@ type cgroupPaths struct {
 	pids    string
 }
 
-func fromCgroupfs(p cgroupfs.Paths) cgroupPaths {
+func fromCgroupfs(p cgroups.Paths) cgroupPaths {
 	return cgroupPaths{v2: p.V2, unified: p.Unified, cpuacct: p.CPUAcct, memory: p.Memory, pids: p.Pids}
 }
 
-func (p cgroupPaths) cgroupfs() cgroupfs.Paths {
-	return cgroupfs.Paths{V2: p.v2, Unified: p.unified, CPUAcct: p.cpuacct, Memory: p.memory, Pids: p.pids}
+func (p cgroupPaths) cgroupfs() cgroups.Paths {
+	return cgroups.Paths{V2: p.v2, Unified: p.unified, CPUAcct: p.cpuacct, Memory: p.memory, Pids: p.pids}
 }
 
 // parseCgroupMountinfo reads the cgroup mounts of a mountinfo file; a host without any
 // cgroup hierarchy is an error, since no container could be measured.
 func parseCgroupMountinfo(r io.Reader) (cgroupMounts, error) {
-	m, err := cgroupfs.ParseMountinfo(r)
+	m, err := cgroups.ParseMountinfo(r)
 	if err != nil {
 		return m, err
 	}
-	if m.Mode() == cgroupfs.ModeNone {
+	if m.Mode() == cgroups.ModeNone {
 		return m, errors.New("no cgroup hierarchy is mounted")
 	}
 	return m, nil
 }
 
 func parseProcCgroup(r io.Reader) (procCgroup, error) {
-	return cgroupfs.ParseProcCgroup(r)
+	return cgroups.ParseProcCgroup(r)
 }
 
-// resolveCgroupPaths joins a process's cgroup paths with the mounts (cgroupfs.Resolve).
+// resolveCgroupPaths joins a process's cgroup paths with the mounts (cgroups.Resolve).
 func resolveCgroupPaths(m cgroupMounts, p procCgroup) (cgroupPaths, error) {
-	out, err := cgroupfs.Resolve(m, p)
+	out, err := cgroups.Resolve(m, p)
 	if err != nil {
 		return cgroupPaths{}, err
 	}
@@ -87,7 +87,7 @@ func (p cgroupPaths) parent() cgroupPaths {
 
 // readCgroupSample reads cpu, memory and pids figures of one cgroup.
 func readCgroupSample(p cgroupPaths, now time.Time) (usageSample, error) {
-	c, err := cgroupfs.ReadSample(p.cgroupfs())
+	c, err := cgroups.ReadSample(p.cgroupfs())
 	if err != nil {
 		return usageSample{at: now}, err
 	}
@@ -95,7 +95,7 @@ func readCgroupSample(p cgroupPaths, now time.Time) (usageSample, error) {
 }
 
 // usageSampleOf is the usage of a cgroup sample read at now.
-func usageSampleOf(c cgroupfs.Sample, now time.Time) usageSample {
+func usageSampleOf(c cgroups.Sample, now time.Time) usageSample {
 	return usageSample{
 		at:              now,
 		cpuNanos:        c.CPUNanos,

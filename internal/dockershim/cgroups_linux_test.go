@@ -10,7 +10,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
-// The parsing itself is tested in internal/cgroupfs; these tests cover the shim's
+// The parsing itself is tested in internal/cgroups; these tests cover the shim's
 // adapter: its error for a host without cgroups, the field mapping of paths and
 // samples, and errCgroupGone.
 

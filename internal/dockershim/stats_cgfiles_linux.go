@@ -3,20 +3,20 @@ package dockershim
 import (
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
-// Cgroup files stay open between stats requests (cgroupfs.HeldFiles: one pread per
+// Cgroup files stay open between stats requests (cgroups.HeldFiles: one pread per
 // file instead of open, read and close). Files are closed when their container dies
 // or is removed (statsCollector observes Docker's events), when their cgroup is
 // removed, and when no request read them for statsFileIdle.
 
 // cgroupFiles keeps cgroup files open, by path.
-type cgroupFiles = cgroupfs.HeldFiles
+type cgroupFiles = cgroups.HeldFiles
 
-func newCgroupFiles() *cgroupFiles { return cgroupfs.NewHeldFiles() }
+func newCgroupFiles() *cgroupFiles { return cgroups.NewHeldFiles() }
 
-// sampleHeld reads what cgroupfs.ReadSample reads, through the held files.
-func sampleHeld(c *cgroupFiles, p cgroupPaths, now time.Time) (cgroupfs.Sample, error) {
+// sampleHeld reads what cgroups.ReadSample reads, through the held files.
+func sampleHeld(c *cgroupFiles, p cgroupPaths, now time.Time) (cgroups.Sample, error) {
 	return c.Sample(p.cgroupfs(), now)
 }

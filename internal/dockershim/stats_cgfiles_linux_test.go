@@ -15,7 +15,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
-// TestStatsCgroupFiles: the shim's reader goes through cgroupfs.HeldFiles
+// TestStatsCgroupFiles: the shim's reader goes through cgroups.HeldFiles
 // (tested there in full): a sample equals a fresh read, its files stay held
 // until released or pruned, and a removed cgroup reads as errCgroupGone.
 func TestStatsCgroupFiles(t *testing.T) {

@@ -28,5 +28,5 @@
 // The runtime helper hands PodCgroupParent to the CRI as the sandbox's
 // cgroup_parent; the kubelet calls EnsurePod before the runtime syncs a pod,
 // DestroyPod when it terminated and CleanupOrphans in housekeeping. It imports
-// internal/cgroupfs and internal/kubelet/container of this module.
+// internal/cgroups and internal/kubelet/container of this module.
 package cm

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -37,11 +37,11 @@ type cgroupFS struct {
 }
 
 // newCgroupFS finds the hierarchies of mounts.
-func newCgroupFS(mounts cgroupfs.Mounts) (*cgroupFS, error) {
+func newCgroupFS(mounts cgroups.Mounts) (*cgroupFS, error) {
 	switch mounts.Mode() {
-	case cgroupfs.ModeV2:
+	case cgroups.ModeV2:
 		return &cgroupFS{v2: mounts.V2.Mountpoint}, nil
-	case cgroupfs.ModeV1, cgroupfs.ModeHybrid:
+	case cgroups.ModeV1, cgroups.ModeHybrid:
 		f := &cgroupFS{v1: map[string]string{}}
 		for _, s := range v1Subsystems {
 			if m, ok := mounts.V1[s]; ok {

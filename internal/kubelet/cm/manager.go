@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
@@ -57,9 +57,9 @@ type Options struct {
 	// Recorder records events about the node (NodeRef); nil drops them.
 	Recorder record.EventRecorder
 	NodeRef  *v1.ObjectReference
-	// Mounts are the cgroup hierarchies (cgroupfs.ParseMountinfo of
+	// Mounts are the cgroup hierarchies (cgroups.ParseMountinfo of
 	// /proc/self/mountinfo); nil reads them.
-	Mounts *cgroupfs.Mounts
+	Mounts *cgroups.Mounts
 	// Registerer receives kubelet_cgroup_manager_duration_seconds; nil: not
 	// registered.
 	Registerer prometheus.Registerer
@@ -169,7 +169,7 @@ func New(opts Options) (*Manager, error) {
 			return nil, err
 		}
 		defer f.Close()
-		mi, err := cgroupfs.ParseMountinfo(f)
+		mi, err := cgroups.ParseMountinfo(f)
 		if err != nil {
 			return nil, err
 		}

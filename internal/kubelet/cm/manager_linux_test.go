@@ -16,24 +16,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/eventtest"
 )
 
 // hostMounts reads this host's cgroup mounts; the tests need cgroup v1 (this
 // machine's layout) and root.
-func hostMounts(t *testing.T) cgroupfs.Mounts {
+func hostMounts(t *testing.T) cgroups.Mounts {
 	t.Helper()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m, err := cgroupfs.ParseMountinfo(f)
+	m, err := cgroups.ParseMountinfo(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Mode() != cgroupfs.ModeV1 && m.Mode() != cgroupfs.ModeHybrid {
+	if m.Mode() != cgroups.ModeV1 && m.Mode() != cgroups.ModeHybrid {
 		t.Fatalf("these tests need the v1 cgroup controllers of this machine; mode %v", m.Mode())
 	}
 	return m

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 )
 
@@ -22,7 +22,7 @@ const notifierRefreshInterval = 10 * time.Second
 // cgroup for memory.available and on the pods cgroup for
 // allocatableMemory.available. A notification wakes the manager at once.
 type notifierSet struct {
-	armed       []*cgroupfs.MemoryThresholdNotifier
+	armed       []*cgroups.MemoryThresholdNotifier
 	wg          sync.WaitGroup
 	cancel      context.CancelFunc
 	lastRefresh time.Time
@@ -62,8 +62,8 @@ func (s *notifierSet) refresh(ctx context.Context, m *Manager) {
 		if !ok || cgroup == "" {
 			continue
 		}
-		n, err := cgroupfs.NewMemoryThresholdNotifier(cgroup, trigger)
-		if errors.Is(err, cgroupfs.ErrMemcgNotificationUnsupported) {
+		n, err := cgroups.NewMemoryThresholdNotifier(cgroup, trigger)
+		if errors.Is(err, cgroups.ErrMemcgNotificationUnsupported) {
 			m.log.Info("Eviction manager: kernel memcg notification is not supported on this host; relying on the monitoring interval", zap.Error(err))
 			s.disabled = true
 			return

@@ -11,6 +11,6 @@
 // the downward API, stats) ask for the current capacity or allocatable each
 // time they need it.
 //
-// It is a leaf of the kubelet side: it imports only internal/cgroupfs of this
+// It is a leaf of the kubelet side: it imports only internal/procfs of this
 // module (internal/archtest), so every kubelet package may use it.
 package resources

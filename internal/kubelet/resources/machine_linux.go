@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // ReadMachine reads the machine from /proc, /sys and /etc and statfs(2)s
@@ -53,7 +53,7 @@ func (h hostReader) read(p string) (string, error) {
 func (h hostReader) machine(rootDir string) (Machine, error) {
 	var errs []error
 	m := Machine{NumCPU: h.numCPU(), HugePages: h.hugePages()}
-	if mem, err := cgroupfs.ReadKeyed(h.path("/proc/meminfo")); err != nil {
+	if mem, err := procfs.ReadKeyed(h.path("/proc/meminfo")); err != nil {
 		errs = append(errs, fmt.Errorf("read meminfo: %w", err))
 	} else if m.MemoryCapacity = int64(mem["MemTotal"]) * 1024; m.MemoryCapacity == 0 {
 		errs = append(errs, errors.New("no MemTotal in /proc/meminfo"))

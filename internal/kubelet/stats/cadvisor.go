@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // /metrics/cadvisor serves what cAdvisor v0.60.5 serves in the kubelet (the
@@ -26,7 +26,7 @@ import (
 //     image, container (POD for the sandbox), pod and namespace. The sandbox row
 //     carries the pod's network series; "/" the host's;
 //   - values: sampled at scrape time through held cgroup files
-//     (cgroupfs.HeldFiles); stats series carry the sample time as their
+//     (cgroups.HeldFiles); stats series carry the sample time as their
 //     timestamp, spec, start-time and machine series none (as the kubelet's
 //     cAdvisor). Spec files are re-read at most every cadvisorSpecPeriod;
 //   - the exposition is written directly (client_golang's Gather costs 40
@@ -59,7 +59,7 @@ type CadvisorOptions struct {
 // with its own held cgroup files; the API servers share one.
 func (p *Provider) CadvisorMetrics(o CadvisorOptions) http.Handler {
 	return &cadvisor{
-		p: p, sandboxImage: o.SandboxImage, files: cgroupfs.NewHeldFiles(),
+		p: p, sandboxImage: o.SandboxImage, files: cgroups.NewHeldFiles(),
 		rows: map[string]*cadRow{}, devNames: map[[2]uint64]string{},
 		bufs: sync.Pool{New: func() any { return new([]byte) }},
 		gz: sync.Pool{New: func() any {
@@ -73,7 +73,7 @@ func (p *Provider) CadvisorMetrics(o CadvisorOptions) http.Handler {
 type cadvisor struct {
 	p            *Provider
 	sandboxImage string
-	files        *cgroupfs.HeldFiles
+	files        *cgroups.HeldFiles
 	bufs, gz     sync.Pool
 
 	machineOnce sync.Once
@@ -105,15 +105,15 @@ type cadRow struct {
 	cid     string // rowContainer: the cgroup's basename (Docker ID = CRI ID)
 	labeled bool   // the CRI lists named it (pod and container rows)
 	sandbox bool   // a pod's sandbox (pause) container: carries the pod's network
-	dirs    cgroupfs.V1Dirs
+	dirs    cgroups.V1Dirs
 	lbl     rowLabels
 	start   float64 // unix seconds
 
 	seen   bool // found by this scrape's walk
 	ok     bool // stats read by this scrape
 	at     int64
-	stats  cgroupfs.CadvisorStats
-	spec   cgroupfs.CadvisorSpec
+	stats  cgroups.CadvisorStats
+	spec   cgroups.CadvisorSpec
 	specAt time.Time
 	devs   []string // /dev names of stats.IO's devices, escaped
 	pid    int      // rowContainer sandbox: a process in it, for its net/dev

@@ -18,7 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
 )
 
@@ -141,7 +141,7 @@ func removeCgroupTree(tb testing.TB, root string) {
 		return
 	}
 	defer f.Close()
-	m, err := cgroupfs.ParseMountinfo(f)
+	m, err := cgroups.ParseMountinfo(f)
 	if err != nil {
 		tb.Log(err)
 		return

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // collect finds the rows, labels new ones and samples them all at now. On a host
@@ -37,7 +37,7 @@ func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 // set, the node-allocatable cgroup, the QoS cgroups under it, the pod<uid>
 // cgroups under either and the container cgroups under those. A node-allocatable
 // cgroup not made yet is no error.
-func (c *cadvisor) walk(m cgroupfs.Mounts) ([]rowRef, error) {
+func (c *cadvisor) walk(m cgroups.Mounts) ([]rowRef, error) {
 	refs := make([]rowRef, 1, len(c.rows)+1)
 	refs[0] = rowRef{id: "/", kind: rowRoot}
 	mm, ok := m.V1["memory"]
@@ -88,7 +88,7 @@ func (c *cadvisor) walk(m cgroupfs.Mounts) ([]rowRef, error) {
 }
 
 // walkPod adds a pod cgroup and its container cgroups.
-func walkPod(mem cgroupfs.Mount, id, uid string, refs []rowRef) []rowRef {
+func walkPod(mem cgroups.Mount, id, uid string, refs []rowRef) []rowRef {
 	refs = append(refs, rowRef{id: id, kind: rowPod, podUID: uid})
 	cs, _ := subdirs(mem.Path(id))
 	for _, cid := range cs {
@@ -120,7 +120,7 @@ func subdirs(dir string) ([]string, error) {
 // newRow makes a row for a cgroup found: its v1 directories and, for rows the CRI
 // does not date, the start time cAdvisor's raw handler gives (label overrides it
 // for containers).
-func (c *cadvisor) newRow(ref rowRef, m cgroupfs.Mounts) *cadRow {
+func (c *cadvisor) newRow(ref rowRef, m cgroups.Mounts) *cadRow {
 	r := &cadRow{id: ref.id, kind: ref.kind, podUID: ref.podUID, cid: ref.cid}
 	dir := func(controller string) string {
 		if mt, ok := m.V1[controller]; ok {
@@ -129,7 +129,7 @@ func (c *cadvisor) newRow(ref rowRef, m cgroupfs.Mounts) *cadRow {
 		return ""
 	}
 	if _, ok := m.V1["memory"]; ok {
-		r.dirs = cgroupfs.V1Dirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}
+		r.dirs = cgroups.V1Dirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}
 	}
 	r.start = float64(c.cgroupCreated(r.dirs).Unix())
 	return r
@@ -138,7 +138,7 @@ func (c *cadvisor) newRow(ref rowRef, m cgroupfs.Mounts) *cadRow {
 // cgroupCreated is cAdvisor's creation time of a raw cgroup: the oldest
 // modification time of its directories and their cgroup.clone_children, not
 // before the boot.
-func (c *cadvisor) cgroupCreated(d cgroupfs.V1Dirs) time.Time {
+func (c *cadvisor) cgroupCreated(d cgroups.V1Dirs) time.Time {
 	boot := c.p.bootTime()
 	var oldest time.Time
 	for _, dir := range []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio} {
@@ -267,7 +267,7 @@ func (c *cadvisor) readNetDevOK(path string, out []netIface) ([]netIface, bool) 
 
 // deviceNames names blkio devices as /dev/<kernel name> (from /sys/dev/block),
 // "major:minor" when unknown; names are cached.
-func (c *cadvisor) deviceNames(io []cgroupfs.DeviceIO, out []string) []string {
+func (c *cadvisor) deviceNames(io []cgroups.DeviceIO, out []string) []string {
 	for _, d := range io {
 		key := [2]uint64{d.Major, d.Minor}
 		name, ok := c.devNames[key]
@@ -294,7 +294,7 @@ func parseNetDevCounters(b []byte, out []netIface) []netIface {
 	idx := [8]int{0, 1, 2, 3, 8, 9, 10, 11}
 	for len(b) > 0 {
 		var line []byte
-		line, b = cgroupfs.NextLine(b)
+		line, b = cgroups.NextLine(b)
 		name, rest, ok := bytes.Cut(line, []byte{':'})
 		if !ok || bytes.IndexByte(name, '|') >= 0 {
 			continue

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // rowLabels are a row's label block, rendered once: the six base labels
@@ -64,13 +64,13 @@ type cadFamily struct {
 	// value is the row's value; ok false: no series for the row.
 	value func(r *cadRow) (float64, bool)
 	// dev and iface give a device's or interface's value.
-	dev   func(d *cgroupfs.DeviceIO) float64
+	dev   func(d *cgroups.DeviceIO) float64
 	iface int // index into netIface.v
 }
 
 const nsPerSecond = float64(time.Second)
 
-func statVal(f func(s *cgroupfs.CadvisorStats) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
+func statVal(f func(s *cgroups.CadvisorStats) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
 	return func(r *cadRow) (float64, bool) {
 		if !cond(r) {
 			return 0, false
@@ -88,7 +88,7 @@ func hasSpecCPU(r *cadRow) bool   { return r.spec.HasCPU }
 func hasSpecMem(r *cadRow) bool   { return r.spec.HasMemory }
 func hasSpecQuota(r *cadRow) bool { return r.spec.HasCPU && r.spec.Quota != 0 }
 
-func specVal(f func(s *cgroupfs.CadvisorSpec) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
+func specVal(f func(s *cgroups.CadvisorSpec) float64, cond func(r *cadRow) bool) func(r *cadRow) (float64, bool) {
 	return func(r *cadRow) (float64, bool) {
 		if !cond(r) {
 			return 0, false
@@ -121,38 +121,38 @@ const (
 // client_golang's Gather sorts them. Help texts are cAdvisor v0.60.5's.
 var cadvisorFamilies = []cadFamily{
 	{name: "container_cpu_cfs_periods_total", help: "Number of elapsed enforcement period intervals.", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Periods) }, hasQuota)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Periods) }, hasQuota)},
 	{name: "container_cpu_cfs_throttled_periods_total", help: "Number of throttled period intervals.", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Throttled) }, hasQuota)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Throttled) }, hasQuota)},
 	{name: "container_cpu_cfs_throttled_seconds_total", help: "Total time duration the container has been throttled.", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.ThrottledTime) / nsPerSecond }, hasQuota)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.ThrottledTime) / nsPerSecond }, hasQuota)},
 	{name: "container_cpu_system_seconds_total", help: "Cumulative system cpu time consumed in seconds.", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUSystem) / nsPerSecond }, hasCPU)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.CPUSystem) / nsPerSecond }, hasCPU)},
 	{name: "container_cpu_usage_seconds_total", help: "Cumulative cpu time consumed in seconds.", typ: "counter", kind: famCPU,
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUUsage) / nsPerSecond }, hasCPUUsage)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.CPUUsage) / nsPerSecond }, hasCPUUsage)},
 	{name: "container_cpu_user_seconds_total", help: "Cumulative user cpu time consumed in seconds.", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.CPUUser) / nsPerSecond }, hasCPU)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.CPUUser) / nsPerSecond }, hasCPU)},
 	{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", typ: "counter", kind: famDevice,
-		dev: func(d *cgroupfs.DeviceIO) float64 { return float64(d.Read) }},
+		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Read) }},
 	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", typ: "counter", kind: famDevice,
-		dev: func(d *cgroupfs.DeviceIO) float64 { return float64(d.Write) }},
+		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Write) }},
 	{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", kind: famLastSeen},
 	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Cache) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Cache) }, hasMemory)},
 	{name: "container_memory_failcnt", help: "Number of memory usage hits limits", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemFailcnt) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.MemFailcnt) }, hasMemory)},
 	{name: "container_memory_mapped_file", help: "Size of memory mapped files in bytes.", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MappedFile) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.MappedFile) }, hasMemory)},
 	{name: "container_memory_max_usage_bytes", help: "Maximum memory usage recorded in bytes", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemMaxUsage) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.MemMaxUsage) }, hasMemory)},
 	{name: "container_memory_rss", help: "Size of RSS in bytes.", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.RSS) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.RSS) }, hasMemory)},
 	{name: "container_memory_swap", help: "Container swap usage in bytes.", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.Swap) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Swap) }, hasMemory)},
 	{name: "container_memory_usage_bytes", help: "Current memory usage in bytes, including all memory regardless of when it was accessed", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.MemUsage) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.MemUsage) }, hasMemory)},
 	{name: "container_memory_working_set_bytes", help: "Current working set in bytes.", typ: "gauge",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.WorkingSet) }, hasMemory)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.WorkingSet) }, hasMemory)},
 	{name: "container_network_receive_bytes_total", help: "Cumulative count of bytes received", typ: "counter", kind: famInterface, iface: netRxBytes},
 	{name: "container_network_receive_errors_total", help: "Cumulative count of errors encountered while receiving", typ: "counter", kind: famInterface, iface: netRxErrors},
 	{name: "container_network_receive_packets_dropped_total", help: "Cumulative count of packets dropped while receiving", typ: "counter", kind: famInterface, iface: netRxDropped},
@@ -167,19 +167,19 @@ var cadvisorFamilies = []cadFamily{
 	// whose attribution to parents and to the cgroup that hit its limit rather
 	// than the victim's can differ from the kmsg count.
 	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", typ: "counter",
-		value: statVal(func(s *cgroupfs.CadvisorStats) float64 { return float64(s.OOMKills) }, hasOOM)},
+		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.OOMKills) }, hasOOM)},
 	{name: "container_spec_cpu_period", help: "CPU period of the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Period) }, hasSpecCPU)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return float64(s.Period) }, hasSpecCPU)},
 	{name: "container_spec_cpu_quota", help: "CPU quota of the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Quota) }, hasSpecQuota)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return float64(s.Quota) }, hasSpecQuota)},
 	{name: "container_spec_cpu_shares", help: "CPU share of the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return float64(s.Shares) }, hasSpecCPU)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return float64(s.Shares) }, hasSpecCPU)},
 	{name: "container_spec_memory_limit_bytes", help: "Memory limit for the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.Limit) }, hasSpecMem)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return specMemory(s.Limit) }, hasSpecMem)},
 	{name: "container_spec_memory_reservation_limit_bytes", help: "Memory reservation limit for the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.Reservation) }, hasSpecMem)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return specMemory(s.Reservation) }, hasSpecMem)},
 	{name: "container_spec_memory_swap_limit_bytes", help: "Memory swap limit for the container.", typ: "gauge", kind: famSpec,
-		value: specVal(func(s *cgroupfs.CadvisorSpec) float64 { return specMemory(s.SwapLimit) }, hasSpecMem)},
+		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return specMemory(s.SwapLimit) }, hasSpecMem)},
 	{name: "container_start_time_seconds", help: "Start time of the container since unix epoch in seconds.", typ: "gauge", kind: famSpec,
 		value: func(r *cadRow) (float64, bool) { return r.start, true }},
 }

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // The node's CPU and memory are those of the root cgroup, read the way cAdvisor (through
@@ -29,16 +30,16 @@ import (
 //
 // Without any cgroup mount CPU falls back to /proc/stat and memory to /proc/meminfo.
 // Where the hierarchies are mounted comes from mountinfo. The cgroup files are parsed by
-// internal/cgroupfs, which the dockershim shares for container stats.
+// internal/cgroups, which the dockershim shares for container stats.
 
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on every Linux ABI).
 const userHZ = 100
 
 // parseCgroupMounts reads the mountpoints of the hierarchies the node stats need out of
-// a mountinfo file (cgroupfs.ParseMountinfo; the first mount of each hierarchy wins).
+// a mountinfo file (cgroups.ParseMountinfo; the first mount of each hierarchy wins).
 // The root cgroup is the mountpoint itself, so mount roots do not matter here.
 func parseCgroupMounts(r io.Reader) (cgroupMounts, error) {
-	all, err := cgroupfs.ParseMountinfo(r)
+	all, err := cgroups.ParseMountinfo(r)
 	if err != nil {
 		return cgroupMounts{}, err
 	}
@@ -79,7 +80,7 @@ func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
 // cgroup2 root's cpu.stat, else /proc/stat.
 func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
 	if m.cpuacct != "" {
-		v, err := cgroupfs.ReadCPUAcct(m.cpuacct)
+		v, err := cgroups.ReadCPUAcct(m.cpuacct)
 		if err == nil {
 			s.cpuNanos, s.hasCPU = v, true
 			return nil
@@ -89,7 +90,7 @@ func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
 		}
 	}
 	if m.unified != "" {
-		v, ok, err := cgroupfs.ReadCPUStat(m.unified)
+		v, ok, err := cgroups.ReadCPUStat(m.unified)
 		switch {
 		case err == nil && ok:
 			s.cpuNanos, s.hasCPU = v, true
@@ -137,7 +138,7 @@ func parseProcStatCPU(b []byte) (uint64, error) {
 // figures in memory.stat's names.
 func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *nodeSample) error {
 	if m.memory != "" {
-		v1, err := cgroupfs.ReadMemoryV1(m.memory)
+		v1, err := cgroups.ReadMemoryV1(m.memory)
 		if err == nil {
 			s.setMemory(v1)
 			return nil
@@ -148,7 +149,7 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 	}
 	var stat map[string]uint64
 	if m.unified != "" {
-		kv, err := cgroupfs.ReadKeyed(filepath.Join(m.unified, "memory.stat"))
+		kv, err := cgroups.ReadKeyed(filepath.Join(m.unified, "memory.stat"))
 		switch {
 		case err == nil:
 			stat = kv
@@ -170,12 +171,12 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 	if _, ok := mem["MemTotal"]; !ok {
 		return errors.New("meminfo has no MemTotal")
 	}
-	s.setMemory(cgroupfs.MemoryFromV2Stat(subFloor(mem["MemTotal"], mem["MemFree"])*1024, stat))
+	s.setMemory(cgroups.MemoryFromV2Stat(subFloor(mem["MemTotal"], mem["MemFree"])*1024, stat))
 	return nil
 }
 
 // setMemory copies the root cgroup's memory figures (the node has no limit).
-func (s *nodeSample) setMemory(m cgroupfs.Memory) {
+func (s *nodeSample) setMemory(m cgroups.Memory) {
 	s.memUsage, s.workingSet, s.rss = m.Usage, m.WorkingSet, m.RSS
 	s.pageFaults, s.majorPageFaults = m.PageFaults, m.MajorPageFaults
 	s.hasMemory = true
@@ -188,5 +189,5 @@ func readProcKeyed(path string) (map[string]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cgroupfs.ParseKeyed(b), nil
+	return procfs.ParseKeyed(b), nil
 }

@@ -182,7 +182,7 @@ func TestReadNodeSampleErrors(t *testing.T) {
 	}
 }
 
-// TestParseCgroupMounts checks the mapping of cgroupfs's mounts (parsed and tested
+// TestParseCgroupMounts checks the mapping of cgroups' mounts (parsed and tested
 // there) onto the root cgroup directories the node stats read.
 func TestParseCgroupMounts(t *testing.T) {
 	t.Parallel()
@@ -215,7 +215,7 @@ func TestParseCgroupMounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// (the parsed mounts themselves, got.all, are cgroupfs's to test)
+			// (the parsed mounts themselves, got.all, are cgroups' to test)
 			if got.cpuacct != tc.want.cpuacct || got.memory != tc.want.memory || got.unified != tc.want.unified {
 				t.Errorf("mounts = %+v, want %+v", got, tc.want)
 			}

@@ -28,6 +28,6 @@
 //
 // Only the wiring (internal/app) may import it; the kubelet API server takes
 // Handler(), CadvisorMetrics() and ResourceMetrics() as plain http.Handlers and a
-// prometheus.Gatherer. Of this project it imports only the leaf internal/cgroupfs
+// prometheus.Gatherer. Of this project it imports only the leaf internal/cgroups
 // (its tests use internal/cri to reach a real shim).
 package stats

@@ -1,7 +1,7 @@
 package stats
 
 import (
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 
 	"errors"
 	"sync"
@@ -93,7 +93,7 @@ type cgroupMounts struct {
 	cpuacct string // v1 hierarchy with the cpuacct controller
 	memory  string // v1 hierarchy with the memory controller
 	unified string // cgroup2 mount
-	all     cgroupfs.Mounts
+	all     cgroups.Mounts
 }
 
 func subFloor(a, b uint64) uint64 {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // machineInfo is what cAdvisor's machine collector serves, read once (the
@@ -34,7 +34,7 @@ func readMachineInfo(procRoot string) machineInfo {
 	if err != nil {
 		m.err = true
 	}
-	kv := cgroupfs.ParseKeyed(mem)
+	kv := procfs.ParseKeyed(mem)
 	m.memory, m.swap = kv["MemTotal"]*1024, kv["SwapTotal"]*1024
 	machineID := firstFile("/etc/machine-id", "/var/lib/dbus/machine-id")
 	uuid := firstFile("/sys/class/dmi/id/product_uuid", "/proc/device-tree/system-id", "/proc/device-tree/vm,uuid")

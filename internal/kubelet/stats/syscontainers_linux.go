@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // systemContainers are the node's system containers as upstream reports
@@ -24,25 +24,25 @@ func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
 	}
 	type sys struct {
 		name  string
-		paths func() (cgroupfs.Paths, error)
+		paths func() (cgroups.Paths, error)
 		start time.Time
 	}
-	list := []sys{{name: statsapi.SystemContainerKubelet, start: p.bootTime(), paths: func() (cgroupfs.Paths, error) {
+	list := []sys{{name: statsapi.SystemContainerKubelet, start: p.bootTime(), paths: func() (cgroups.Paths, error) {
 		f, err := os.Open(filepath.Join(p.host.procRoot, "self", "cgroup"))
 		if err != nil {
-			return cgroupfs.Paths{}, err
+			return cgroups.Paths{}, err
 		}
 		defer f.Close()
-		pc, err := cgroupfs.ParseProcCgroup(f)
+		pc, err := cgroups.ParseProcCgroup(f)
 		if err != nil {
-			return cgroupfs.Paths{}, err
+			return cgroups.Paths{}, err
 		}
-		return cgroupfs.Resolve(m.all, pc)
+		return cgroups.Resolve(m.all, pc)
 	}}}
-	named := func(name string) func() (cgroupfs.Paths, error) {
-		return func() (cgroupfs.Paths, error) {
-			pc := cgroupfs.ProcCgroup{V1: map[string]string{"memory": name, "cpuacct": name, "pids": name}, V2: name, HasV2: true}
-			return cgroupfs.Resolve(m.all, pc)
+	named := func(name string) func() (cgroups.Paths, error) {
+		return func() (cgroups.Paths, error) {
+			pc := cgroups.ProcCgroup{V1: map[string]string{"memory": name, "cpuacct": name, "pids": name}, V2: name, HasV2: true}
+			return cgroups.Resolve(m.all, pc)
 		}
 	}
 	if p.runtimeCgroup != "" {
@@ -58,7 +58,7 @@ func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
 			p.logger.Debug("system container cgroup", zap.String("name", s.name), zap.Error(err))
 			continue
 		}
-		sample, err := cgroupfs.ReadSample(paths)
+		sample, err := cgroups.ReadSample(paths)
 		if err != nil {
 			p.logger.Debug("system container stats", zap.String("name", s.name), zap.Error(err))
 			continue

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // testAllocatable keeps tests independent of the machine.
@@ -95,7 +95,7 @@ func mountSuperOptions(t *testing.T, path string) string {
 	opts := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 10 || cgroupfs.UnescapeMountinfo(fields[4]) != real {
+		if len(fields) < 10 || procfs.UnescapeMountinfo(fields[4]) != real {
 			continue
 		}
 		opts = fields[len(fields)-1]

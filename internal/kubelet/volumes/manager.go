@@ -17,7 +17,7 @@
 //
 // Only the kubelet coordinator (internal/kubelet), its runtime helper and
 // internal/app may import it. Of this project it imports only the leaves
-// internal/cgroupfs (its mountinfo unescaping) and internal/kubelet/resources
+// internal/procfs (its mountinfo unescaping) and internal/kubelet/resources
 // (the downward API's resourceFieldRef).
 package volumes
 

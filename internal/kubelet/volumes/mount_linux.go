@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 const mountInfoPath = "/proc/self/mountinfo"
@@ -114,7 +114,7 @@ func parseMountInfo(data []byte) ([]mountEntry, error) {
 		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
 			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
 		}
-		out = append(out, mountEntry{path: cgroupfs.UnescapeMountinfo(fields[4]), fsType: fields[sep+1]})
+		out = append(out, mountEntry{path: procfs.UnescapeMountinfo(fields[4]), fsType: fields[sep+1]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("parse mountinfo: %w", err)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kubelet-dockershim/kubelet/internal/cgroupfs"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // isMountPoint reports whether /proc/self/mountinfo lists path (symlinks
@@ -28,7 +28,7 @@ func isMountPoint(path string) (bool, error) {
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && cgroupfs.UnescapeMountinfo(fields[4]) == real {
+		if len(fields) > 4 && procfs.UnescapeMountinfo(fields[4]) == real {
 			return true, nil
 		}
 	}

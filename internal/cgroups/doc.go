@@ -1,10 +1,12 @@
-// Package cgroupfs reads Linux cgroup statistics straight from the cgroup
-// filesystem: where the hierarchies are mounted and in which mode (v1, hybrid, v2),
+// Package cgroups is the cgroup layer, becoming the one place that names
+// cgroup files (docs/ARCHITECTURE.md; the writers of internal/kubelet/cm, with
+// a driver interface, move here next). Today it reads Linux cgroup statistics
+// straight from the cgroup filesystem: where the hierarchies are mounted and in which mode (v1, hybrid, v2),
 // which cgroup a process is in, and a cgroup's CPU usage, memory (usage, working set,
 // RSS, page faults, limit) and process count.
 //
-// It is a neutral leaf: it imports nothing from this module, so both halves of the
-// binary may import it — the dockershim (container and pod sandbox stats) and the
+// It is a neutral leaf: of this module it imports only internal/procfs, so both
+// halves of the binary may import it — the dockershim (container and pod sandbox stats) and the
 // kubelet side (internal/kubelet/stats, the node's root cgroup) — without either one
 // importing the other. internal/archtest keeps it a leaf.
 //
@@ -18,10 +20,10 @@
 //
 // Typical use, for the cgroup of process pid:
 //
-//	mounts, err := cgroupfs.ParseMountinfo(mountinfo) // /proc/self/mountinfo
-//	proc, err := cgroupfs.ParseProcCgroup(cgroupFile) // /proc/<pid>/cgroup
-//	paths, err := cgroupfs.Resolve(mounts, proc)
-//	sample, err := cgroupfs.ReadSample(paths) // errors.Is(err, cgroupfs.ErrGone) once it stopped
+//	mounts, err := cgroups.ParseMountinfo(mountinfo) // /proc/self/mountinfo
+//	proc, err := cgroups.ParseProcCgroup(cgroupFile) // /proc/<pid>/cgroup
+//	paths, err := cgroups.Resolve(mounts, proc)
+//	sample, err := cgroups.ReadSample(paths) // errors.Is(err, cgroups.ErrGone) once it stopped
 //
 // HeldFiles keeps the files of known cgroups open and re-reads them with one pread
 // each (the dockershim's container stats and the kubelet's /metrics/cadvisor use
@@ -34,4 +36,4 @@
 // holds belongs to values the caller owns: the memory threshold notifier (the
 // eventfd that the eviction manager's kernelMemcgNotification arms on a v1 memory
 // cgroup) and HeldFiles; every other call reads the files anew.
-package cgroupfs
+package cgroups

@@ -1,7 +1,6 @@
-package cgroupfs
+package cgroups
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // ErrGone means a cgroup file or directory does not exist: the cgroup was removed
@@ -196,27 +196,7 @@ func ReadKeyed(path string) (map[string]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseKeyed(b), nil
-}
-
-// ParseKeyed parses "key value" lines (memory.stat, cpu.stat, /proc/vmstat) and
-// "Key: value kB" lines (/proc/meminfo, units left to the caller). Lines whose second
-// field is not an unsigned number are skipped.
-func ParseKeyed(b []byte) map[string]uint64 {
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSuffix(f[0], ":")] = v
-	}
-	return out
+	return procfs.ParseKeyed(b), nil
 }
 
 func subFloor(a, b uint64) uint64 {

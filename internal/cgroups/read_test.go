@@ -1,10 +1,9 @@
-package cgroupfs
+package cgroups
 
 import (
 	"errors"
 	"io/fs"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
@@ -147,33 +146,6 @@ func TestMemoryFromStat(t *testing.T) {
 			t.Parallel()
 			if tc.got != tc.want {
 				t.Errorf("got %+v, want %+v", tc.got, tc.want)
-			}
-		})
-	}
-}
-
-func TestParseKeyed(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc string
-		in   string
-		want map[string]uint64
-	}{
-		{
-			desc: "cgroup flat keyed, broken and negative lines skipped",
-			in:   "cache 10\nrss 20\n\nbroken\nhierarchical_memory_limit 9223372036854771712\nneg -1\n",
-			want: map[string]uint64{"cache": 10, "rss": 20, "hierarchical_memory_limit": 9223372036854771712},
-		},
-		{
-			desc: "meminfo keys lose their colon, units stay with the caller",
-			in:   "MemTotal:       1000 kB\nInactive(file):  100 kB\nHugePages_Total:       0\n",
-			want: map[string]uint64{"MemTotal": 1000, "Inactive(file)": 100, "HugePages_Total": 0},
-		},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			if got := ParseKeyed([]byte(tc.in)); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}

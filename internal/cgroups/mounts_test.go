@@ -1,4 +1,4 @@
-package cgroupfs
+package cgroups
 
 import (
 	"reflect"
@@ -137,23 +137,6 @@ func TestModeString(t *testing.T) {
 			t.Parallel()
 			if got := tc.mode.String(); got != tc.want {
 				t.Errorf("String = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ desc, in, want string }{
-		{"plain", "/sys/fs/cgroup", "/sys/fs/cgroup"},
-		{"space", `/my\040dir`, "/my dir"},
-		{"trailing backslash", `/a\`, `/a\`},
-		{"bad escape", `/a\9x9`, `/a\9x9`},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			if got := UnescapeMountinfo(tc.in); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

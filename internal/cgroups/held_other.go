@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cgroupfs
+package cgroups
 
 import (
 	"errors"

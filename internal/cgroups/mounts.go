@@ -1,4 +1,4 @@
-package cgroupfs
+package cgroups
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // Mode is the cgroup layout of a host (of a mount namespace).
@@ -110,7 +112,7 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 		if sep < 5 || len(fields) < sep+4 {
 			continue
 		}
-		mnt := Mount{Root: UnescapeMountinfo(fields[3]), Mountpoint: UnescapeMountinfo(fields[4])}
+		mnt := Mount{Root: procfs.UnescapeMountinfo(fields[3]), Mountpoint: procfs.UnescapeMountinfo(fields[4])}
 		switch fields[sep+1] {
 		case "cgroup2":
 			if m.V2 == nil {
@@ -128,26 +130,6 @@ func ParseMountinfo(r io.Reader) (Mounts, error) {
 		return m, fmt.Errorf("read mountinfo: %w", err)
 	}
 	return m, nil
-}
-
-// UnescapeMountinfo undoes the kernel's octal escapes of /proc/*/mountinfo paths
-// (\040 space, \011 tab, \012 newline, \134 backslash); volumes uses it too.
-func UnescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ProcCgroup is a parsed /proc/<pid>/cgroup.

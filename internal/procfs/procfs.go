@@ -1,0 +1,62 @@
+// Package procfs reads the kernel's plain text files that are not cgroup
+// files: flat keyed files (/proc/meminfo, /proc/vmstat) and the path escapes
+// of /proc/*/mountinfo. It imports nothing of this module; the cgroup layer,
+// resources, stats and volumes use it.
+package procfs
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ReadKeyed reads a flat keyed file (see ParseKeyed).
+func ReadKeyed(path string) (map[string]uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKeyed(b), nil
+}
+
+// ParseKeyed parses "key value" lines (memory.stat, cpu.stat, /proc/vmstat) and
+// "Key: value kB" lines (/proc/meminfo, units left to the caller). Lines whose second
+// field is not an unsigned number are skipped.
+func ParseKeyed(b []byte) map[string]uint64 {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSuffix(f[0], ":")] = v
+	}
+	return out
+}
+
+// UnescapeMountinfo undoes the kernel's octal escapes of /proc/*/mountinfo paths
+// (\040 space, \011 tab, \012 newline, \134 backslash).
+func UnescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,68 @@
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestParseKeyed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc string
+		in   string
+		want map[string]uint64
+	}{
+		{
+			desc: "cgroup flat keyed, broken and negative lines skipped",
+			in:   "cache 10\nrss 20\n\nbroken\nhierarchical_memory_limit 9223372036854771712\nneg -1\n",
+			want: map[string]uint64{"cache": 10, "rss": 20, "hierarchical_memory_limit": 9223372036854771712},
+		},
+		{
+			desc: "meminfo keys lose their colon, units stay with the caller",
+			in:   "MemTotal:       1000 kB\nInactive(file):  100 kB\nHugePages_Total:       0\n",
+			want: map[string]uint64{"MemTotal": 1000, "Inactive(file)": 100, "HugePages_Total": 0},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := ParseKeyed([]byte(tc.in)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ desc, in, want string }{
+		{"plain", "/sys/fs/cgroup", "/sys/fs/cgroup"},
+		{"space", `/my\040dir`, "/my dir"},
+		{"trailing backslash", `/a\`, `/a\`},
+		{"bad escape", `/a\9x9`, `/a\9x9`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := UnescapeMountinfo(tc.in); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReadKeyed: a file is read and parsed; a missing one is an error.
+func TestReadKeyed(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(path, []byte("MemTotal:       2048 kB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadKeyed(path)
+	if err != nil || !reflect.DeepEqual(got, map[string]uint64{"MemTotal": 2048}) {
+		t.Errorf("ReadKeyed = %v, %v", got, err)
+	}
+	if _, err := ReadKeyed(path + ".missing"); err == nil {
+		t.Error("ReadKeyed of a missing file: no error")
+	}
+}
