@@ -15,6 +15,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
@@ -129,7 +130,7 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 	k := &cfg.Kubelet
 	node := n.resources
 	opts := cm.Options{
-		Driver: cm.Driver(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
+		Driver: cgroups.Kind(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
 		PodPidsLimit: *k.PodPidsLimit, Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: n.reg, Logger: logger,
 		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration}, ActivePods: n.pods.ActivePods,
 	}
@@ -212,10 +213,10 @@ func reservedCgroups(k *kubeletv1beta1.KubeletConfiguration, reserved nodeReserv
 
 // cgroupConfig is the cgroup configuration of a resource list (upstream's
 // getCgroupConfig): cpu shares, and unless compressibleOnly memory and pids.
-func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cm.ResourceConfig {
-	var rc cm.ResourceConfig
+func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cgroups.Resources {
+	var rc cgroups.Resources
 	if q, ok := rl[v1.ResourceCPU]; ok {
-		shares := cm.MilliCPUToShares(q.MilliValue())
+		shares := cgroups.MilliCPUToShares(q.MilliValue())
 		rc.CPUShares = &shares
 	}
 	if compressibleOnly {

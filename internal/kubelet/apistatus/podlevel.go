@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -82,12 +82,12 @@ func podResourcesStatus(pod *v1.Pod, applied kubecontainer.PodCgroupResources, o
 	allocatedCPU := out.Requests.Cpu().MilliValue()
 	var cpuRequest int64
 	if applied.CPUShares != nil {
-		cpuRequest = cm.SharesToMilliCPU(*applied.CPUShares)
+		cpuRequest = cgroups.SharesToMilliCPU(*applied.CPUShares)
 	}
 	switch {
 	case cpuRequest == 0:
 		keepPrevious(out.Requests, prev.Requests, v1.ResourceCPU)
-	case (cpuRequest > cm.MinShares || allocatedCPU > cm.MinShares) && !cm.SharesHoldRequest(*applied.CPUShares, allocatedCPU):
+	case (cpuRequest > cgroups.MinShares || allocatedCPU > cgroups.MinShares) && !cgroups.SharesHoldRequest(*applied.CPUShares, allocatedCPU):
 		out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(cpuRequest, resource.DecimalSI)
 	}
 	if _, ok := out.Requests[v1.ResourceMemory]; !ok {
@@ -96,7 +96,7 @@ func podResourcesStatus(pod *v1.Pod, applied kubecontainer.PodCgroupResources, o
 
 	var cpuLimit int64
 	if applied.CPUQuota != nil && applied.CPUPeriod != nil {
-		cpuLimit = cm.QuotaToMilliCPU(*applied.CPUQuota, *applied.CPUPeriod)
+		cpuLimit = cgroups.QuotaToMilliCPU(*applied.CPUQuota, *applied.CPUPeriod)
 	}
 	switch {
 	case cpuLimit <= 0:

@@ -15,7 +15,7 @@
 //     overhead as upstream) and --pod-max-pids, removed (what still runs in it
 //     killed) once the pod terminated, orphans found by housekeeping.
 //
-// Names are CgroupNames (components) that each driver turns into paths:
+// Names are cgroups.Names (components) that each driver kind turns into paths:
 // cgroupfs /kubepods/burstable/pod<uid>, systemd
 // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice
 // ('-' escaped to '_'). The cgroupfs driver writes the cgroup filesystem
@@ -28,5 +28,6 @@
 // The runtime helper hands PodCgroupParent to the CRI as the sandbox's
 // cgroup_parent; the kubelet calls EnsurePod before the runtime syncs a pod,
 // DestroyPod when it terminated and CleanupOrphans in housekeeping. It imports
-// internal/cgroups and internal/kubelet/container of this module.
+// internal/cgroups (names, resources and the CPU conversions), internal/lifecycle
+// and internal/kubelet/container of this module.
 package cm

@@ -105,7 +105,7 @@ func (f *cgroupFS) ClearMemoryProtection(path string) error {
 // Validate is Exists with upstream's error: the paths missing on v1 (with
 // hugetlb also required where it is mounted), the controllers a v2 cgroup
 // lacks.
-func (f *cgroupFS) Validate(path string, name CgroupName) error {
+func (f *cgroupFS) Validate(path string, name cgroups.Name) error {
 	if f.v2 != "" {
 		data, err := os.ReadFile(filepath.Join(f.v2, path, "cgroup.controllers"))
 		if err != nil {
@@ -141,7 +141,7 @@ func isDir(p string) bool {
 }
 
 // Create makes path (and missing parents) in every hierarchy and sets rc.
-func (f *cgroupFS) Create(path string, rc *ResourceConfig) error {
+func (f *cgroupFS) Create(path string, rc *cgroups.Resources) error {
 	if f.v2 != "" {
 		if err := f.createV2(path); err != nil {
 			return err
@@ -219,7 +219,7 @@ func (f *cgroupFS) createV2(path string) error {
 }
 
 // Set writes rc into path's files.
-func (f *cgroupFS) Set(path string, rc *ResourceConfig) error {
+func (f *cgroupFS) Set(path string, rc *cgroups.Resources) error {
 	if rc == nil {
 		return nil
 	}
@@ -259,7 +259,7 @@ func (f *cgroupFS) Set(path string, rc *ResourceConfig) error {
 	return nil
 }
 
-func setV2(dir string, rc *ResourceConfig) error {
+func setV2(dir string, rc *cgroups.Resources) error {
 	if rc.PidsLimit != nil {
 		if err := writeFile(dir, "pids.max", limitString(*rc.PidsLimit, "max")); err != nil {
 			return err
@@ -271,12 +271,12 @@ func setV2(dir string, rc *ResourceConfig) error {
 		}
 	}
 	if rc.CPUShares != nil {
-		if err := writeFile(dir, "cpu.weight", strconv.FormatUint(CPUSharesToWeight(*rc.CPUShares), 10)); err != nil {
+		if err := writeFile(dir, "cpu.weight", strconv.FormatUint(cgroups.CPUSharesToWeight(*rc.CPUShares), 10)); err != nil {
 			return err
 		}
 	}
 	if rc.CPUQuota != nil || rc.CPUPeriod != nil {
-		quota, period := "max", uint64(QuotaPeriod)
+		quota, period := "max", uint64(cgroups.QuotaPeriod)
 		if rc.CPUQuota != nil && *rc.CPUQuota > 0 {
 			quota = strconv.FormatInt(*rc.CPUQuota, 10)
 		}
@@ -420,7 +420,7 @@ func (f *cgroupFS) Read(path string) (kubecontainer.PodCgroupResources, error) {
 		if err != nil {
 			return out, err
 		}
-		shares := WeightToCPUShares(uint64(w))
+		shares := cgroups.WeightToCPUShares(uint64(w))
 		out.CPUShares = &shares
 		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
 		if err != nil {

@@ -36,8 +36,8 @@ const (
 
 // Options configures a Manager.
 type Options struct {
-	// Driver is the cgroup driver (cgroupfs or systemd).
-	Driver Driver
+	// cgroups.Kind is the cgroup driver (cgroupfs or systemd).
+	Driver cgroups.Kind
 	// CgroupRoot is --cgroup-root: "" means "/".
 	CgroupRoot string
 	// CgroupsPerQOS is --cgroups-per-qos: false manages no cgroup at all
@@ -49,7 +49,7 @@ type Options struct {
 	Pod PodConfig
 	// Kubepods is the node-allocatable cgroup's configuration (memory, cpu
 	// shares, pids); nil leaves its values alone.
-	Kubepods *ResourceConfig
+	Kubepods *cgroups.Resources
 	// Reserved are the existing cgroups enforceNodeAllocatable names
 	// (system-reserved, kube-reserved, or their -compressible forms): Start
 	// sets their values and fails if one is missing, as upstream.
@@ -80,7 +80,7 @@ type ReservedCgroup struct {
 	// Config holds the values: cpu shares, memory and pids from the
 	// reservation, cpu shares only for the compressible forms; nil when no
 	// reservation is configured (an error, as upstream).
-	Config *ResourceConfig
+	Config *cgroups.Resources
 }
 
 // The node events of enforcement (upstream's reasons).
@@ -95,13 +95,13 @@ const (
 // container manager lays it out. Disabled (--cgroups-per-qos=false) every
 // method is a no-op and pods get no cgroup parent.
 type Manager struct {
-	driver    Driver
+	driver    cgroups.Kind
 	enabled   bool
 	fs        *cgroupFS
 	durations *prometheus.HistogramVec
 	pod       PodConfig
 	pidLimit  int64
-	kubepods  *ResourceConfig
+	kubepods  *cgroups.Resources
 	reserved  []ReservedCgroup
 	event     func(eventType, reason, message string) // about the node
 	logger    *zap.Logger
@@ -109,7 +109,7 @@ type Manager struct {
 	// activePods are the pods the burstable QoS cgroup is sized for.
 	activePods func() []*v1.Pod
 
-	root, burstable, besteffort CgroupName
+	root, burstable, besteffort cgroups.Name
 
 	mu sync.Mutex // serialises QoS updates
 }
@@ -134,7 +134,7 @@ func New(opts Options) (*Manager, error) {
 	if !m.enabled {
 		return m, nil
 	}
-	if m.driver != DriverCgroupfs && m.driver != DriverSystemd {
+	if m.driver != cgroups.Cgroupfs && m.driver != cgroups.Systemd {
 		return nil, fmt.Errorf("cgroup driver %q: want cgroupfs or systemd", m.driver)
 	}
 	rootPath := opts.CgroupRoot
@@ -145,12 +145,12 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--cgroup-root=%q: %w", opts.CgroupRoot, err)
 	}
-	if m.root, err = NewCgroupName(base, kubepodsName); err != nil {
+	if m.root, err = cgroups.NewName(base, kubepodsName); err != nil {
 		return nil, fmt.Errorf("--cgroup-root=%q: %w", opts.CgroupRoot, err)
 	}
-	m.burstable, _ = NewCgroupName(m.root, burstableName)
-	m.besteffort, _ = NewCgroupName(m.root, besteffortName)
-	if m.driver == DriverSystemd {
+	m.burstable, _ = cgroups.NewName(m.root, burstableName)
+	m.besteffort, _ = cgroups.NewName(m.root, besteffortName)
+	if m.driver == cgroups.Systemd {
 		if !systemdBooted() {
 			return nil, errors.New("--cgroup-driver=systemd needs systemd as the init system, which this host does not run " +
 				"(no /run/systemd/system): use --cgroup-driver=cgroupfs (and Docker's cgroupfs driver)")
@@ -182,7 +182,7 @@ func New(opts Options) (*Manager, error) {
 }
 
 // path is n under the manager's driver.
-func (m *Manager) path(n CgroupName) string { return m.driver.Name(n) }
+func (m *Manager) path(n cgroups.Name) string { return m.driver.Path(n) }
 
 // Start creates the node-allocatable cgroup (with the Kubepods values) and the
 // QoS cgroups (besteffort with the minimum cpu shares, burstable sized for
@@ -219,8 +219,8 @@ func (m *Manager) setUp() error {
 	if err := m.enforceReserved(); err != nil {
 		return err
 	}
-	minShares := uint64(MinShares)
-	if err := m.ensure(m.besteffort, &ResourceConfig{CPUShares: &minShares}); err != nil {
+	minShares := uint64(cgroups.MinShares)
+	if err := m.ensure(m.besteffort, &cgroups.Resources{CPUShares: &minShares}); err != nil {
 		return err
 	}
 	if err := m.ensure(m.burstable, nil); err != nil {
@@ -280,7 +280,7 @@ func (m *Manager) run(ctx context.Context) {
 }
 
 // ensure creates n with rc, or sets rc on an existing n.
-func (m *Manager) ensure(n CgroupName, rc *ResourceConfig) error {
+func (m *Manager) ensure(n cgroups.Name, rc *cgroups.Resources) error {
 	p := m.path(n)
 	if m.fs.Exists(p) {
 		return m.update(p, rc)
@@ -303,17 +303,17 @@ func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 			milli += reqs.Cpu().MilliValue()
 		}
 	}
-	shares, minShares := MilliCPUToShares(milli), uint64(MinShares)
-	if err := m.update(m.path(m.burstable), &ResourceConfig{CPUShares: &shares}); err != nil {
+	shares, minShares := cgroups.MilliCPUToShares(milli), uint64(cgroups.MinShares)
+	if err := m.update(m.path(m.burstable), &cgroups.Resources{CPUShares: &shares}); err != nil {
 		return err
 	}
-	return m.update(m.path(m.besteffort), &ResourceConfig{CPUShares: &minShares})
+	return m.update(m.path(m.besteffort), &cgroups.Resources{CPUShares: &minShares})
 }
 
 // podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for
 // Guaranteed pods). A UID that cannot name a cgroup (empty, or holding '/'
 // or '_') is an error, never a path elsewhere in the tree.
-func (m *Manager) podName(pod *v1.Pod) (CgroupName, error) {
+func (m *Manager) podName(pod *v1.Pod) (cgroups.Name, error) {
 	parent := m.root
 	switch kubecontainer.GetPodQOS(pod) {
 	case v1.PodQOSBurstable:
@@ -325,11 +325,11 @@ func (m *Manager) podName(pod *v1.Pod) (CgroupName, error) {
 }
 
 // podCgroupName is pod<uid> under parent.
-func podCgroupName(parent CgroupName, uid k8stypes.UID) (CgroupName, error) {
+func podCgroupName(parent cgroups.Name, uid k8stypes.UID) (cgroups.Name, error) {
 	if uid == "" {
 		return nil, errors.New("pod has no UID")
 	}
-	n, err := NewCgroupName(parent, podPrefix+string(uid))
+	n, err := cgroups.NewName(parent, podPrefix+string(uid))
 	if err != nil {
 		return nil, fmt.Errorf("pod UID %q cannot name a cgroup: %w", uid, err)
 	}
@@ -403,7 +403,7 @@ func (m *Manager) DestroyPod(uid k8stypes.UID) error {
 		return nil
 	}
 	var errs []error
-	for _, parent := range []CgroupName{m.root, m.burstable, m.besteffort} {
+	for _, parent := range []cgroups.Name{m.root, m.burstable, m.besteffort} {
 		n, err := podCgroupName(parent, uid)
 		if err != nil {
 			return err
@@ -419,7 +419,7 @@ func (m *Manager) PodUIDs() (map[k8stypes.UID]bool, error) {
 	if !m.enabled {
 		return out, nil
 	}
-	for _, parent := range []CgroupName{m.root, m.burstable, m.besteffort} {
+	for _, parent := range []cgroups.Name{m.root, m.burstable, m.besteffort} {
 		names, err := m.fs.Children(m.path(parent))
 		if err != nil {
 			return nil, err
@@ -521,7 +521,7 @@ func (m *Manager) ResizePodCgroup(pod *v1.Pod, r kubecontainer.PodCgroupResource
 	if err != nil {
 		return err
 	}
-	rc := &ResourceConfig{CPUShares: r.CPUShares, CPUQuota: r.CPUQuota, CPUPeriod: r.CPUPeriod, Memory: r.Memory}
+	rc := &cgroups.Resources{CPUShares: r.CPUShares, CPUQuota: r.CPUQuota, CPUPeriod: r.CPUPeriod, Memory: r.Memory}
 	if err := m.update(m.path(n), rc); err != nil {
 		return fmt.Errorf("resize the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -63,9 +63,9 @@ func TestManagerOnHostCgroups(t *testing.T) {
 	_, _ = rand.Read(b)
 	root := "/cmtest-" + hex.EncodeToString(b)
 	mem, shares, pids := int64(8<<30), uint64(2048), int64(10000)
-	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, PodPidsLimit: 100,
+	m, err := New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: root, CgroupsPerQOS: true, PodPidsLimit: 100,
 		Pod: PodConfig{EnforceCPULimits: true, CPUPeriod: 100 * time.Millisecond}, Mounts: &mounts,
-		Kubepods: &ResourceConfig{Memory: &mem, CPUShares: &shares, PidsLimit: &pids}})
+		Kubepods: &cgroups.Resources{Memory: &mem, CPUShares: &shares, PidsLimit: &pids}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestCgroupV2Files(t *testing.T) {
 	}
 	f := &cgroupFS{v2: dir}
 	shares, quota, period, mem, pids := uint64(512), int64(50000), uint64(100000), int64(64<<20), int64(100)
-	if err := f.Create("/kubepods/pod1", &ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem, PidsLimit: &pids}); err != nil {
+	if err := f.Create("/kubepods/pod1", &cgroups.Resources{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem, PidsLimit: &pids}); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{
@@ -223,7 +223,7 @@ func TestCgroupV2Files(t *testing.T) {
 		}
 	}
 	unlimited := int64(-1)
-	if err := f.Set("/kubepods/pod1", &ResourceConfig{CPUQuota: &unlimited, Memory: &unlimited}); err != nil {
+	if err := f.Set("/kubepods/pod1", &cgroups.Resources{CPUQuota: &unlimited, Memory: &unlimited}); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"kubepods/pod1/cpu.max": "max 100000", "kubepods/pod1/memory.max": "max"} {
@@ -254,7 +254,7 @@ func TestCgroupV2Files(t *testing.T) {
 // refuses to start, saying why; with systemd it manages no cgroup (and warns).
 func TestSystemdDriver(t *testing.T) {
 	t.Parallel()
-	m, err := New(Options{Driver: DriverSystemd, CgroupsPerQOS: true})
+	m, err := New(Options{Driver: cgroups.Systemd, CgroupsPerQOS: true})
 	if systemdBooted() {
 		if err != nil || m.PodCgroupParent(testPod("x", nil, nil)) != "" {
 			t.Fatalf("New with the systemd driver on a systemd host: %v", err)
@@ -272,7 +272,7 @@ func TestSystemdDriver(t *testing.T) {
 func TestHostileUIDsNameNoCgroup(t *testing.T) {
 	t.Parallel()
 	mounts := hostMounts(t)
-	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: "/cmtest-never-created", CgroupsPerQOS: true, Mounts: &mounts})
+	m, err := New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: "/cmtest-never-created", CgroupsPerQOS: true, Mounts: &mounts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +334,10 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 		}
 		return out
 	}
-	m, err := New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
+	m, err := New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
 		Reserved: []ReservedCgroup{
-			{What: "System Reserved", Cgroup: system, Config: &ResourceConfig{CPUShares: &shares, Memory: &mem, PidsLimit: &pids}},
-			{What: "Kube Reserved Compressible", Cgroup: kube, Config: &ResourceConfig{CPUShares: &kubeShares}},
+			{What: "System Reserved", Cgroup: system, Config: &cgroups.Resources{CPUShares: &shares, Memory: &mem, PidsLimit: &pids}},
+			{What: "Kube Reserved Compressible", Cgroup: kube, Config: &cgroups.Resources{CPUShares: &kubeShares}},
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -374,8 +374,8 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	// A reservation whose cgroup does not exist.
 	rec = &eventtest.Recorder{}
 	missing := root + "/missing.slice"
-	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
-		Reserved: []ReservedCgroup{{What: "Kube Reserved", Cgroup: missing, Config: &ResourceConfig{CPUShares: &kubeShares}}}})
+	m, err = New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts, Recorder: rec, NodeRef: nodeRef,
+		Reserved: []ReservedCgroup{{What: "Kube Reserved", Cgroup: missing, Config: &cgroups.Resources{CPUShares: &kubeShares}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 		t.Errorf("events %v, want the kubepods success then a %s warning with the error", events, EventFailedEnforcement)
 	}
 	// No reservation configured for an enforced cgroup.
-	m, err = New(Options{Driver: DriverCgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts,
+	m, err = New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts,
 		Reserved: []ReservedCgroup{{What: "System Reserved", Cgroup: system}}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // newDurations builds upstream's kubelet_cgroup_manager_duration_seconds
@@ -25,12 +27,12 @@ func newDurations(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
 
 // create, update and destroy are the cgroup filesystem's operations, timed
 // under upstream's operation types.
-func (m *Manager) create(path string, rc *ResourceConfig) error {
+func (m *Manager) create(path string, rc *cgroups.Resources) error {
 	defer m.observe("create", time.Now())
 	return m.fs.Create(path, rc)
 }
 
-func (m *Manager) update(path string, rc *ResourceConfig) error {
+func (m *Manager) update(path string, rc *cgroups.Resources) error {
 	defer m.observe("update", time.Now())
 	return m.fs.Set(path, rc)
 }

@@ -1,4 +1,4 @@
-package cm
+package cgroups
 
 import (
 	"fmt"
@@ -6,41 +6,41 @@ import (
 	"strings"
 )
 
-// Driver is the kubelet's cgroup driver (--cgroup-driver): how a cgroup name
-// becomes a path.
-type Driver string
+// Kind is a cgroup driver's name (--cgroup-driver), which says how a cgroup
+// name becomes a path.
+type Kind string
 
 const (
-	// DriverCgroupfs names cgroups by their path: /kubepods/burstable/pod<uid>.
-	DriverCgroupfs Driver = "cgroupfs"
-	// DriverSystemd names them as systemd slices:
+	// Cgroupfs names cgroups by their path: /kubepods/burstable/pod<uid>.
+	Cgroupfs Kind = "cgroupfs"
+	// Systemd names them as systemd slices:
 	// /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice.
-	DriverSystemd Driver = "systemd"
+	Systemd Kind = "systemd"
 )
 
-// CgroupName is a cgroup as its components, e.g. {"kubepods", "burstable",
+// Name is a cgroup as its components, e.g. {"kubepods", "burstable",
 // "pod<uid>"}; the empty name is the root. Components hold neither '/' nor
 // '_' (the systemd driver turns '-' into '_', which must stay reversible).
-type CgroupName []string
+type Name []string
 
-// NewCgroupName appends components to base (a copy).
-func NewCgroupName(base CgroupName, components ...string) (CgroupName, error) {
+// NewName appends components to base (a copy).
+func NewName(base Name, components ...string) (Name, error) {
 	for _, c := range components {
 		if c == "" || strings.ContainsAny(c, "/_") {
 			return nil, fmt.Errorf("invalid cgroup name component %q: empty, or holds '/' or '_'", c)
 		}
 	}
-	out := make(CgroupName, 0, len(base)+len(components))
+	out := make(Name, 0, len(base)+len(components))
 	return append(append(out, base...), components...), nil
 }
 
 // ToCgroupfs is the cgroupfs path: "/" + the components joined by '/'.
-func (n CgroupName) ToCgroupfs() string { return "/" + path.Join(n...) }
+func (n Name) ToCgroupfs() string { return "/" + path.Join(n...) }
 
 // ToSystemd is the systemd path: each component with '-' escaped to '_',
 // joined by '-' with ".slice" appended, and expanded into its parents
 // (/a.slice/a-b.slice/a-b-c.slice); the root is "/".
-func (n CgroupName) ToSystemd() string {
+func (n Name) ToSystemd() string {
 	if len(n) == 0 {
 		return "/"
 	}
@@ -58,29 +58,29 @@ func (n CgroupName) ToSystemd() string {
 	return b.String()
 }
 
-// Name is the path of n under the driver.
-func (d Driver) Name(n CgroupName) string {
-	if d == DriverSystemd {
+// Path is the path of n under the driver.
+func (d Kind) Path(n Name) string {
+	if d == Systemd {
 		return n.ToSystemd()
 	}
 	return n.ToCgroupfs()
 }
 
 // ParseCgroupfs turns a cgroupfs path ("/", "/foo/bar") into a name.
-func ParseCgroupfs(p string) CgroupName {
+func ParseCgroupfs(p string) Name {
 	p = strings.Trim(path.Clean("/"+p), "/")
 	if p == "" {
-		return CgroupName{}
+		return Name{}
 	}
 	return strings.Split(p, "/")
 }
 
 // ParseSystemd turns a systemd slice path (or a slice name) into a name: the
 // last slice, "a-b_c.slice", is {"a", "b-c"}.
-func ParseSystemd(p string) (CgroupName, error) {
+func ParseSystemd(p string) (Name, error) {
 	base := path.Base(p)
 	if base == "/" || base == "." || base == "-.slice" {
-		return CgroupName{}, nil
+		return Name{}, nil
 	}
 	unit, ok := strings.CutSuffix(base, ".slice")
 	if !ok {
@@ -97,8 +97,8 @@ func ParseSystemd(p string) (CgroupName, error) {
 }
 
 // Parse turns a path of the driver into a name.
-func (d Driver) Parse(p string) (CgroupName, error) {
-	if d == DriverSystemd {
+func (d Kind) Parse(p string) (Name, error) {
+	if d == Systemd {
 		return ParseSystemd(p)
 	}
 	return ParseCgroupfs(p), nil

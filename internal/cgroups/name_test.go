@@ -1,4 +1,4 @@
-package cm
+package cgroups
 
 import (
 	"reflect"
@@ -9,35 +9,35 @@ func TestCgroupNames(t *testing.T) {
 	t.Parallel()
 	uid := "1234-abcd"
 	for _, tc := range []struct {
-		name              CgroupName
+		name              Name
 		cgroupfs, systemd string
 	}{
-		{name: CgroupName{}, cgroupfs: "/", systemd: "/"},
-		{name: CgroupName{"kubepods"}, cgroupfs: "/kubepods", systemd: "/kubepods.slice"},
-		{name: CgroupName{"kubepods", "burstable", "pod" + uid}, cgroupfs: "/kubepods/burstable/pod1234-abcd",
+		{name: Name{}, cgroupfs: "/", systemd: "/"},
+		{name: Name{"kubepods"}, cgroupfs: "/kubepods", systemd: "/kubepods.slice"},
+		{name: Name{"kubepods", "burstable", "pod" + uid}, cgroupfs: "/kubepods/burstable/pod1234-abcd",
 			systemd: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_abcd.slice"},
-		{name: CgroupName{"kubepods", "pod" + uid}, cgroupfs: "/kubepods/pod1234-abcd",
+		{name: Name{"kubepods", "pod" + uid}, cgroupfs: "/kubepods/pod1234-abcd",
 			systemd: "/kubepods.slice/kubepods-pod1234_abcd.slice"},
-		{name: CgroupName{"my-root", "kubepods", "besteffort"}, cgroupfs: "/my-root/kubepods/besteffort",
+		{name: Name{"my-root", "kubepods", "besteffort"}, cgroupfs: "/my-root/kubepods/besteffort",
 			systemd: "/my_root.slice/my_root-kubepods.slice/my_root-kubepods-besteffort.slice"},
 	} {
-		if got := DriverCgroupfs.Name(tc.name); got != tc.cgroupfs {
+		if got := Cgroupfs.Path(tc.name); got != tc.cgroupfs {
 			t.Errorf("cgroupfs %v = %q, want %q", tc.name, got, tc.cgroupfs)
 		}
-		if got := DriverSystemd.Name(tc.name); got != tc.systemd {
+		if got := Systemd.Path(tc.name); got != tc.systemd {
 			t.Errorf("systemd %v = %q, want %q", tc.name, got, tc.systemd)
 		}
-		for _, d := range []Driver{DriverCgroupfs, DriverSystemd} {
-			back, err := d.Parse(d.Name(tc.name))
+		for _, d := range []Kind{Cgroupfs, Systemd} {
+			back, err := d.Parse(d.Path(tc.name))
 			if err != nil || !reflect.DeepEqual(back, tc.name) && !(len(back) == 0 && len(tc.name) == 0) {
-				t.Errorf("%s: Parse(Name(%v)) = %v, %v", d, tc.name, back, err)
+				t.Errorf("%s: Parse(Path(%v)) = %v, %v", d, tc.name, back, err)
 			}
 		}
 	}
-	if _, err := NewCgroupName(CgroupName{"kubepods"}, "a_b"); err == nil {
+	if _, err := NewName(Name{"kubepods"}, "a_b"); err == nil {
 		t.Error("a component with '_' accepted")
 	}
-	if _, err := NewCgroupName(nil, "a/b"); err == nil {
+	if _, err := NewName(nil, "a/b"); err == nil {
 		t.Error("a component with '/' accepted")
 	}
 	if _, err := ParseSystemd("/a--b.slice"); err == nil {
@@ -46,7 +46,7 @@ func TestCgroupNames(t *testing.T) {
 	if _, err := ParseSystemd("/kubepods.scope"); err == nil {
 		t.Error("a scope accepted as a slice")
 	}
-	if got := ParseCgroupfs("/foo/bar/"); !reflect.DeepEqual(got, CgroupName{"foo", "bar"}) {
+	if got := ParseCgroupfs("/foo/bar/"); !reflect.DeepEqual(got, Name{"foo", "bar"}) {
 		t.Errorf("ParseCgroupfs = %v", got)
 	}
 }
