@@ -1,7 +1,10 @@
 // Package cgroups is the cgroup layer, becoming the one place that names
-// cgroup files (docs/ARCHITECTURE.md; the writers of internal/kubelet/cm, with
-// a driver interface, move here next). Today it reads Linux cgroup statistics
-// straight from the cgroup filesystem: where the hierarchies are mounted and in which mode (v1, hybrid, v2),
+// cgroup files (docs/ARCHITECTURE.md). It writes the kubelet's cgroups
+// through a Driver (create, update, destroy, read back by Name; NewCgroupfs
+// writes the cgroup filesystem, v1 and v2 each in a file of its own), names
+// them per driver kind (Kind.Path, Kind.Parse: cgroupfs or systemd), holds
+// what is written (Resources) with upstream's CPU conversions, and reads
+// Linux cgroup statistics straight from the cgroup filesystem: where the hierarchies are mounted and in which mode (v1, hybrid, v2),
 // which cgroup a process is in, and a cgroup's CPU usage, memory (usage, working set,
 // RSS, page faults, limit) and process count.
 //

@@ -18,10 +18,12 @@
 // Names are cgroups.Names (components) that each driver kind turns into paths:
 // cgroupfs /kubepods/burstable/pod<uid>, systemd
 // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice
-// ('-' escaped to '_'). The cgroupfs driver writes the cgroup filesystem
+// ('-' escaped to '_'). The cgroups are written through a cgroups.Driver:
+// the cgroupfs driver (cgroups.NewCgroupfs) writes the cgroup filesystem
 // directly, cgroup v1 (every mounted hierarchy) and v2 (controllers enabled
-// down the path; cpu.weight from shares by upstream's linear formula). The
-// systemd driver refuses to start on a host without systemd; with systemd it
+// down the path; cpu.weight from shares by upstream's linear formula); no
+// file name of a cgroup appears in this package. With --cgroup-driver=systemd
+// the manager refuses to start on a host without systemd; with systemd it
 // manages no cgroup yet (systemd's slices are made through its D-Bus API) and
 // says so at start.
 //

@@ -97,7 +97,7 @@ const (
 type Manager struct {
 	driver    cgroups.Kind
 	enabled   bool
-	fs        *cgroupFS
+	cg        cgroups.Driver // nil when disabled
 	durations *prometheus.HistogramVec
 	pod       PodConfig
 	pidLimit  int64
@@ -175,7 +175,7 @@ func New(opts Options) (*Manager, error) {
 		}
 		mounts = &mi
 	}
-	if m.fs, err = newCgroupFS(*mounts); err != nil {
+	if m.cg, err = cgroups.NewCgroupfs(*mounts); err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
 	return m, nil
@@ -212,7 +212,7 @@ func (m *Manager) setUp() error {
 		m.event(v1.EventTypeWarning, EventFailedEnforcement, fmt.Sprintf("Failed to update Node Allocatable Limits %q: %v", m.path(m.root), err))
 		return err
 	}
-	if err := m.fs.ClearMemoryProtection(m.path(m.root)); err != nil {
+	if err := m.cg.ClearMemoryProtection(m.root); err != nil {
 		return fmt.Errorf("clear the memory protection of %s: %w", m.path(m.root), err)
 	}
 	m.event(v1.EventTypeNormal, EventSuccessfulEnforcement, "Updated Node Allocatable limit across pods")
@@ -255,11 +255,10 @@ func (m *Manager) setExisting(r ReservedCgroup) error {
 	if r.Config == nil {
 		return fmt.Errorf("%q cgroup is not configured properly", []string(name))
 	}
-	p := m.path(name)
-	if err := m.fs.Validate(p, name); err != nil {
+	if err := m.cg.Validate(name); err != nil {
 		return err
 	}
-	return m.update(p, r.Config)
+	return m.update(name, r.Config)
 }
 
 // run brings the QoS cgroups up to date every minute (besides the updates as
@@ -281,11 +280,10 @@ func (m *Manager) run(ctx context.Context) {
 
 // ensure creates n with rc, or sets rc on an existing n.
 func (m *Manager) ensure(n cgroups.Name, rc *cgroups.Resources) error {
-	p := m.path(n)
-	if m.fs.Exists(p) {
-		return m.update(p, rc)
+	if m.cg.Exists(n) {
+		return m.update(n, rc)
 	}
-	return m.create(p, rc)
+	return m.create(n, rc)
 }
 
 // UpdateQoS sets the burstable cgroup's cpu shares to the sum of the
@@ -304,10 +302,10 @@ func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 		}
 	}
 	shares, minShares := cgroups.MilliCPUToShares(milli), uint64(cgroups.MinShares)
-	if err := m.update(m.path(m.burstable), &cgroups.Resources{CPUShares: &shares}); err != nil {
+	if err := m.update(m.burstable, &cgroups.Resources{CPUShares: &shares}); err != nil {
 		return err
 	}
-	return m.update(m.path(m.besteffort), &cgroups.Resources{CPUShares: &minShares})
+	return m.update(m.besteffort, &cgroups.Resources{CPUShares: &minShares})
 }
 
 // podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for
@@ -366,7 +364,7 @@ func (m *Manager) PodCgroupExists(pod *v1.Pod) bool {
 		return true
 	}
 	n, err := m.podName(pod)
-	return err == nil && m.fs.Exists(m.path(n))
+	return err == nil && m.cg.Exists(n)
 }
 
 // EnsurePod creates the pod's cgroup with upstream's values (the QoS
@@ -379,8 +377,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod, active []*v1.Pod) error {
 	if err != nil {
 		return err
 	}
-	p := m.path(n)
-	if m.fs.Exists(p) {
+	if m.cg.Exists(n) {
 		return nil
 	}
 	if err := m.UpdateQoS(active); err != nil {
@@ -390,7 +387,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod, active []*v1.Pod) error {
 	if m.pidLimit > 0 {
 		rc.PidsLimit = &m.pidLimit
 	}
-	if err := m.create(p, rc); err != nil {
+	if err := m.create(n, rc); err != nil {
 		return fmt.Errorf("create the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
@@ -408,7 +405,7 @@ func (m *Manager) DestroyPod(uid k8stypes.UID) error {
 		if err != nil {
 			return err
 		}
-		errs = append(errs, m.destroy(m.path(n)))
+		errs = append(errs, m.destroy(n))
 	}
 	return errors.Join(errs...)
 }
@@ -420,7 +417,7 @@ func (m *Manager) PodUIDs() (map[k8stypes.UID]bool, error) {
 		return out, nil
 	}
 	for _, parent := range []cgroups.Name{m.root, m.burstable, m.besteffort} {
-		names, err := m.fs.Children(m.path(parent))
+		names, err := m.cg.Children(parent)
 		if err != nil {
 			return nil, err
 		}
@@ -490,7 +487,9 @@ func (m *Manager) PodCgroupResources(pod *v1.Pod) (kubecontainer.PodCgroupResour
 	if err != nil {
 		return out, err
 	}
-	return m.fs.Read(m.path(n))
+	a, err := m.cg.Read(n)
+	return kubecontainer.PodCgroupResources{CPUShares: a.CPUShares, CPUQuota: a.CPUQuota, CPUPeriod: a.CPUPeriod,
+		Memory: a.Memory, MemoryUsage: a.MemoryUsage}, err
 }
 
 // DesiredPodCgroupResources are the values ResourceConfigForPod gives the
@@ -522,7 +521,7 @@ func (m *Manager) ResizePodCgroup(pod *v1.Pod, r kubecontainer.PodCgroupResource
 		return err
 	}
 	rc := &cgroups.Resources{CPUShares: r.CPUShares, CPUQuota: r.CPUQuota, CPUPeriod: r.CPUPeriod, Memory: r.Memory}
-	if err := m.update(m.path(n), rc); err != nil {
+	if err := m.update(n, rc); err != nil {
 		return fmt.Errorf("resize the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +40,19 @@ func hostMounts(t *testing.T) cgroups.Mounts {
 	return m
 }
 
+// kubeletHierarchies are the distinct mountpoints of the v1 hierarchies the
+// cgroupfs driver creates the kubelet's cgroups in (those mounted).
+func kubeletHierarchies(mounts cgroups.Mounts) []string {
+	var out []string
+	for _, s := range []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "hugetlb", "blkio", "devices",
+		"freezer", "perf_event", "net_cls", "net_prio", "name=systemd"} {
+		if m, ok := mounts.V1[s]; ok && !slices.Contains(out, m.Mountpoint) {
+			out = append(out, m.Mountpoint)
+		}
+	}
+	return out
+}
+
 func testPod(uid string, reqs, lims v1.ResourceList) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: k8stypes.UID(uid)},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: reqs, Limits: lims}}}}}
@@ -69,12 +83,12 @@ func TestManagerOnHostCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.fs.Destroy(root) })
+	t.Cleanup(func() { _ = m.cg.Destroy(cgroups.ParseCgroupfs(root)) })
 	var pods []*v1.Pod
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	cpu, memory, pidsMP := m.fs.v1["cpu"], m.fs.v1["memory"], m.fs.v1["pids"]
+	cpu, memory, pidsMP := mounts.V1["cpu"].Mountpoint, mounts.V1["memory"].Mountpoint, mounts.V1["pids"].Mountpoint
 	kubepods := root + "/kubepods"
 	for file, want := range map[string]string{"cpu.shares": "2048"} {
 		if got := readCgroup(t, cpu, kubepods, file); got != want {
@@ -149,7 +163,7 @@ func TestManagerOnHostCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleeper.Process.Kill() }()
-	for _, mp := range m.fs.mountpoints() {
+	for _, mp := range kubeletHierarchies(mounts) {
 		if err := os.WriteFile(filepath.Join(mp, kubepods, "burstable/podb-2", "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
 			t.Fatalf("move the sleeper into %s: %v", mp, err)
 		}
@@ -161,7 +175,7 @@ func TestManagerOnHostCgroups(t *testing.T) {
 	if err := sleeper.Wait(); err == nil {
 		t.Error("the orphan's process was not killed")
 	}
-	for _, mp := range m.fs.mountpoints() {
+	for _, mp := range kubeletHierarchies(mounts) {
 		if _, err := os.Stat(filepath.Join(mp, kubepods, "burstable/podb-2")); !os.IsNotExist(err) {
 			t.Errorf("orphan cgroup left in %s: %v", mp, err)
 		}
@@ -194,60 +208,6 @@ func TestDisabledManagerManagesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Wait() // nothing was started
-}
-
-// cgroup v2 over a fake tree: the controllers are enabled down the path and
-// the values written in v2's files.
-func TestCgroupV2Files(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids rdma misc\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f := &cgroupFS{v2: dir}
-	shares, quota, period, mem, pids := uint64(512), int64(50000), uint64(100000), int64(64<<20), int64(100)
-	if err := f.Create("/kubepods/pod1", &cgroups.Resources{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem, PidsLimit: &pids}); err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]string{
-		"cgroup.subtree_control":          "+cpu +cpuset +memory +pids +hugetlb +io",
-		"kubepods/cgroup.subtree_control": "+cpu +cpuset +memory +pids +hugetlb +io",
-		"kubepods/pod1/cpu.weight":        "20",
-		"kubepods/pod1/cpu.max":           "50000 100000",
-		"kubepods/pod1/memory.max":        strconv.Itoa(64 << 20),
-		"kubepods/pod1/pids.max":          "100",
-	} {
-		b, err := os.ReadFile(filepath.Join(dir, path))
-		if err != nil || string(b) != want {
-			t.Errorf("%s = %q (%v), want %q", path, b, err, want)
-		}
-	}
-	unlimited := int64(-1)
-	if err := f.Set("/kubepods/pod1", &cgroups.Resources{CPUQuota: &unlimited, Memory: &unlimited}); err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]string{"kubepods/pod1/cpu.max": "max 100000", "kubepods/pod1/memory.max": "max"} {
-		if b, _ := os.ReadFile(filepath.Join(dir, path)); string(b) != want {
-			t.Errorf("%s = %q, want %q", path, b, want)
-		}
-	}
-	if !f.Exists("/kubepods/pod1") || f.Exists("/kubepods/pod2") {
-		t.Error("Exists on v2")
-	}
-	// The node-allocatable cgroup's memory protection is cleared (MemoryQoS off).
-	for _, name := range []string{"memory.min", "memory.low"} {
-		if err := os.WriteFile(filepath.Join(dir, "kubepods", name), []byte("1048576"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.ClearMemoryProtection("/kubepods"); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"memory.min", "memory.low"} {
-		if b, _ := os.ReadFile(filepath.Join(dir, "kubepods", name)); string(b) != "0" {
-			t.Errorf("kubepods/%s = %q, want 0", name, b)
-		}
-	}
 }
 
 // With the systemd driver on a host without systemd (this one) the kubelet
@@ -291,10 +251,10 @@ func TestHostileUIDsNameNoCgroup(t *testing.T) {
 			t.Errorf("DestroyPod(uid %q) succeeded", uid)
 		}
 	}
-	if err := m.fs.Destroy("/"); err == nil {
+	if err := m.cg.Destroy(cgroups.Name{}); err == nil {
 		t.Error("Destroy of the root cgroup succeeded")
 	}
-	for _, mp := range m.fs.mountpoints() {
+	for _, mp := range kubeletHierarchies(mounts) {
 		if _, err := os.Stat(filepath.Join(mp, "cmtest-never-created")); !os.IsNotExist(err) {
 			t.Errorf("a cgroup was made in %s: %v", mp, err)
 		}
@@ -310,18 +270,18 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	root := "/cmtest-" + hex.EncodeToString(b)
-	f, err := newCgroupFS(mounts)
+	f, err := cgroups.NewCgroupfs(mounts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = f.Destroy(root) })
+	t.Cleanup(func() { _ = f.Destroy(cgroups.ParseCgroupfs(root)) })
 	system, kube := root+"/system.slice", root+"/kube.slice"
 	for _, p := range []string{system, kube} {
-		if err := f.Create(p, nil); err != nil {
+		if err := f.Create(cgroups.ParseCgroupfs(p), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	memBefore := readCgroup(t, f.v1["memory"], kube, "memory.limit_in_bytes")
+	memBefore := readCgroup(t, mounts.V1["memory"].Mountpoint, kube, "memory.limit_in_bytes")
 	shares, mem, pids := uint64(512), int64(256<<20), int64(1000)
 	kubeShares := uint64(1024)
 	type event struct{ typ, reason, msg string }
@@ -346,11 +306,11 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ mp, path, file, want string }{
-		{f.v1["cpu"], system, "cpu.shares", "512"},
-		{f.v1["memory"], system, "memory.limit_in_bytes", strconv.FormatInt(256<<20, 10)},
-		{f.v1["pids"], system, "pids.max", "1000"},
-		{f.v1["cpu"], kube, "cpu.shares", "1024"},
-		{f.v1["memory"], kube, "memory.limit_in_bytes", memBefore}, // compressible: memory untouched
+		{mounts.V1["cpu"].Mountpoint, system, "cpu.shares", "512"},
+		{mounts.V1["memory"].Mountpoint, system, "memory.limit_in_bytes", strconv.FormatInt(256<<20, 10)},
+		{mounts.V1["pids"].Mountpoint, system, "pids.max", "1000"},
+		{mounts.V1["cpu"].Mountpoint, kube, "cpu.shares", "1024"},
+		{mounts.V1["memory"].Mountpoint, kube, "memory.limit_in_bytes", memBefore}, // compressible: memory untouched
 	} {
 		if got := readCgroup(t, c.mp, c.path, c.file); got != c.want {
 			t.Errorf("%s %s = %s, want %s", c.path, c.file, got, c.want)
@@ -381,7 +341,7 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 	}
 	err = m.Start(t.Context())
 	prefix := `Failed to enforce Kube Reserved Cgroup Limits on "` + missing + `": cgroup ["` + strings.TrimPrefix(root, "/") + `" "missing.slice"] has some missing paths: ` +
-		filepath.Join(f.v1["cpu"], missing)
+		filepath.Join(mounts.V1["cpu"].Mountpoint, missing)
 	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
 		t.Fatalf("Start with a missing reserved cgroup = %v, want %s...", err, prefix)
 	}

@@ -25,21 +25,21 @@ func newDurations(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
 	return h, nil
 }
 
-// create, update and destroy are the cgroup filesystem's operations, timed
+// create, update and destroy are the cgroup driver's operations, timed
 // under upstream's operation types.
-func (m *Manager) create(path string, rc *cgroups.Resources) error {
+func (m *Manager) create(n cgroups.Name, rc *cgroups.Resources) error {
 	defer m.observe("create", time.Now())
-	return m.fs.Create(path, rc)
+	return m.cg.Create(n, rc)
 }
 
-func (m *Manager) update(path string, rc *cgroups.Resources) error {
+func (m *Manager) update(n cgroups.Name, rc *cgroups.Resources) error {
 	defer m.observe("update", time.Now())
-	return m.fs.Set(path, rc)
+	return m.cg.Update(n, rc)
 }
 
-func (m *Manager) destroy(path string) error {
+func (m *Manager) destroy(n cgroups.Name) error {
 	defer m.observe("destroy", time.Now())
-	return m.fs.Destroy(path)
+	return m.cg.Destroy(n)
 }
 
 func (m *Manager) observe(op string, start time.Time) {

@@ -1,0 +1,210 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// hierarchy is one cgroup version's files, by cgroupfs path
+// ("/kubepods/burstable/pod<uid>").
+type hierarchy interface {
+	// mountpoints are the distinct mountpoints a cgroup lives in, in a fixed
+	// order (v1: cpu and cpuacct share one on most hosts).
+	mountpoints() []string
+	exists(path string) bool
+	validate(path string, n Name) error
+	create(path string) error
+	set(path string, r *Resources) error
+	clearMemoryProtection(path string) error
+	// childDir is the directory whose subdirectories are path's children.
+	childDir(path string) string
+	read(path string) (Applied, error)
+}
+
+// cgroupfsDriver writes cgroups straight into the cgroup filesystem, v1 (or
+// the controllers of a hybrid host) or v2, as libcontainer's fs managers do
+// for the kubelet.
+type cgroupfsDriver struct{ h hierarchy }
+
+// NewCgroupfs is the cgroupfs driver over the hierarchies of mounts: v2 when
+// the unified hierarchy is all there is, else v1 (cpu and memory must be
+// mounted).
+func NewCgroupfs(mounts Mounts) (Driver, error) {
+	switch mounts.Mode() {
+	case ModeV2:
+		return &cgroupfsDriver{h: v2fs{root: mounts.V2.Mountpoint}}, nil
+	case ModeV1, ModeHybrid:
+		h, err := newV1fs(mounts)
+		if err != nil {
+			return nil, err
+		}
+		return &cgroupfsDriver{h: h}, nil
+	}
+	return nil, errors.New("no cgroup hierarchy is mounted")
+}
+
+func (d *cgroupfsDriver) Kind() Kind { return Cgroupfs }
+
+func (d *cgroupfsDriver) path(n Name) string { return Cgroupfs.Path(n) }
+
+func (d *cgroupfsDriver) Exists(n Name) bool { return d.h.exists(d.path(n)) }
+
+func (d *cgroupfsDriver) Validate(n Name) error { return d.h.validate(d.path(n), n) }
+
+func (d *cgroupfsDriver) Create(n Name, r *Resources) error {
+	p := d.path(n)
+	if err := d.h.create(p); err != nil {
+		return err
+	}
+	return d.h.set(p, r)
+}
+
+func (d *cgroupfsDriver) Update(n Name, r *Resources) error { return d.h.set(d.path(n), r) }
+
+func (d *cgroupfsDriver) ClearMemoryProtection(n Name) error {
+	return d.h.clearMemoryProtection(d.path(n))
+}
+
+func (d *cgroupfsDriver) Read(n Name) (Applied, error) { return d.h.read(d.path(n)) }
+
+func (d *cgroupfsDriver) Children(n Name) ([]string, error) {
+	entries, err := os.ReadDir(d.h.childDir(d.path(n)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Destroy kills what still runs in n (and below) in rounds of SIGKILL, then
+// removes it from every hierarchy, deepest first.
+func (d *cgroupfsDriver) Destroy(n Name) error {
+	path := d.path(n)
+	if strings.Trim(path, "/") == "" {
+		return errors.New("refusing to destroy the root cgroup")
+	}
+	for round := 0; ; round++ {
+		pids := d.pids(path)
+		if len(pids) == 0 {
+			break
+		}
+		if round == 5 {
+			return fmt.Errorf("cgroup %s: processes %v survive SIGKILL", path, pids)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var errs []error
+	for _, mp := range d.h.mountpoints() {
+		errs = append(errs, removeTree(filepath.Join(mp, path)))
+	}
+	return errors.Join(errs...)
+}
+
+// pids lists the processes of path and its descendants in every hierarchy.
+func (d *cgroupfsDriver) pids(path string) []int {
+	var out []int
+	for _, mp := range d.h.mountpoints() {
+		_ = filepath.WalkDir(filepath.Join(mp, path), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || !e.IsDir() {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, l := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(l); err == nil && !slices.Contains(out, pid) {
+					out = append(out, pid)
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// removeTree removes the cgroup directory dir and its children, deepest
+// first (a cgroup directory is removed with rmdir, its files go with it).
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// limitString is v as a limit: positive values as they are, others unlimited.
+func limitString(v int64, unlimited string) string {
+	if v > 0 {
+		return strconv.FormatInt(v, 10)
+	}
+	return unlimited
+}
+
+func writeFile(dir, name, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("write %s to %s: %w", value, filepath.Join(dir, name), err)
+	}
+	return nil
+}
+
+// readLimit reads a file holding one integer, "max" being -1.
+func readLimit(dir, name string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return -1, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// splitPath are the components of a cgroupfs path.
+func splitPath(path string) []string {
+	var out []string
+	for _, c := range strings.Split(strings.Trim(path, "/"), "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
