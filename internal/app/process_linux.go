@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
@@ -27,7 +28,7 @@ type hostFiles struct {
 	ProcSys, UIDMap string
 }
 
-var realHostFiles = hostFiles{CgroupRoot: "/sys/fs/cgroup", Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj", ProcSys: procSysDir(), UIDMap: "/proc/self/uid_map"}
+var realHostFiles = hostFiles{CgroupRoot: cgroups.DefaultRoot, Swaps: "/proc/swaps", OOMScoreAdj: "/proc/self/oom_score_adj", ProcSys: procSysDir(), UIDMap: "/proc/self/uid_map"}
 
 // prepareProcess applies, at start and in upstream's order and wording, the
 // settings that concern the kubelet process and its host: runOnce (refused:
@@ -43,11 +44,11 @@ func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 		return errors.New("runOnce (--runonce): this kubelet has no run-once mode")
 	}
 	if *k.FailCgroupV1 {
-		var st unix.Statfs_t
-		if err := unix.Statfs(h.CgroupRoot, &st); err != nil {
+		unified, err := cgroups.IsUnified(h.CgroupRoot)
+		if err != nil {
 			return fmt.Errorf("failCgroupV1: %w", err)
 		}
-		if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		if !unified {
 			return errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release")
 		}
 	}

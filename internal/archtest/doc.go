@@ -12,7 +12,9 @@
 // only in internal/dockershim/libdocker, libcni only in
 // internal/dockershim/network; internal/testutil only from tests; nothing
 // imports k8s.io/kubernetes). A package's test files count as part of the
-// package unless a rule says otherwise.
+// package unless a rule says otherwise. TestCgroupFilesOnlyInCgroupLayer
+// keeps the names of cgroup files (and the cgroup mount) inside the cgroup
+// layer internal/cgroups.
 //
 // TestArchitectureMapComplete keeps the package map complete: every package
 // of the module has exactly one row, and every row names a package.

@@ -3,7 +3,9 @@ package cgroups
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -321,4 +323,37 @@ func parseUintBytes(b []byte) (uint64, error) {
 		v = v*10 + d
 	}
 	return v, nil
+}
+
+// Created is the oldest modification time of the directories and their
+// cgroup.clone_children (cAdvisor's creation time of a raw cgroup); zero
+// when none can be read.
+func (d V1Dirs) Created() time.Time {
+	var oldest time.Time
+	for _, dir := range []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio} {
+		if dir == "" {
+			continue
+		}
+		for _, p := range []string{dir, filepath.Join(dir, "cgroup.clone_children")} {
+			if fi, err := os.Stat(p); err == nil && (oldest.IsZero() || fi.ModTime().Before(oldest)) {
+				oldest = fi.ModTime()
+			}
+		}
+	}
+	return oldest
+}
+
+// FirstProc is the first process listed in the cgroup directory dir's
+// cgroup.procs, 0 when none (or dir is ""). The file is not held open.
+func (c *HeldFiles) FirstProc(dir string) int {
+	if dir == "" {
+		return 0
+	}
+	pid := 0
+	_ = c.ReadUnheld(filepath.Join(dir, "cgroup.procs"), func(b []byte) error {
+		line, _, _ := bytes.Cut(b, []byte{'\n'})
+		pid, _ = strconv.Atoi(string(bytes.TrimSpace(line)))
+		return nil
+	})
+	return pid
 }

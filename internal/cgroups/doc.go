@@ -1,5 +1,5 @@
-// Package cgroups is the cgroup layer, becoming the one place that names
-// cgroup files (docs/ARCHITECTURE.md). It writes the kubelet's cgroups
+// Package cgroups is the cgroup layer, the one place that names cgroup files
+// (internal/archtest's TestCgroupFilesOnlyInCgroupLayer keeps it so). It writes the kubelet's cgroups
 // through a Driver (create, update, destroy, read back by Name; NewCgroupfs
 // writes the cgroup filesystem, v1 and v2 each in a file of its own), names
 // them per driver kind (Kind.Path, Kind.Parse: cgroupfs or systemd), holds

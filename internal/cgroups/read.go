@@ -190,6 +190,12 @@ func readUint(path string) (uint64, error) {
 	return v, nil
 }
 
+// ReadMemoryStat reads memory.stat of the cgroup directory dir (the root
+// cgroup's on v2, for the node's memory). A missing file matches ErrGone.
+func ReadMemoryStat(dir string) (map[string]uint64, error) {
+	return ReadKeyed(filepath.Join(dir, "memory.stat"))
+}
+
 // ReadKeyed reads a flat keyed file (see ParseKeyed). A missing file matches ErrGone.
 func ReadKeyed(path string) (map[string]uint64, error) {
 	b, err := readFile(path)

@@ -65,3 +65,33 @@ func TestCPUReadBack(t *testing.T) {
 		}
 	}
 }
+
+// TestMilliCPUConversionsPeriods: the values the runtime manager gives
+// containers (cpu_shares, cpu_quota) for other periods too.
+func TestMilliCPUConversionsPeriods(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc          string
+		milli, period int64
+		shares        uint64
+		quota         int64
+	}{
+		{desc: "zero", milli: 0, period: 100000, shares: 2, quota: 0},
+		{desc: "1m", milli: 1, period: 100000, shares: 2, quota: 1000},
+		{desc: "10m", milli: 10, period: 100000, shares: 10, quota: 1000},
+		{desc: "100m", milli: 100, period: 100000, shares: 102, quota: 10000},
+		{desc: "1 cpu", milli: 1000, period: 100000, shares: 1024, quota: 100000},
+		{desc: "1.5 cpu, 50ms period", milli: 1500, period: 50000, shares: 1536, quota: 75000},
+		{desc: "huge", milli: 1000000, period: 100000, shares: 262144, quota: 100000000},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			if got := MilliCPUToShares(tc.milli); got != tc.shares {
+				t.Errorf("MilliCPUToShares(%d) = %d, want %d", tc.milli, got, tc.shares)
+			}
+			if got := MilliCPUToQuota(tc.milli, tc.period); got != tc.quota {
+				t.Errorf("MilliCPUToQuota(%d, %d) = %d, want %d", tc.milli, tc.period, got, tc.quota)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -60,9 +61,9 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 	res := kubecontainer.EffectiveResources(pod.Spec.Resources, container.Resources)
 	cpuLimit := res.Limits.Cpu().MilliValue()
 	if req, ok := res.Requests[v1.ResourceCPU]; ok {
-		r.CpuShares = MilliCPUToShares(milliValue(&req))
+		r.CpuShares = int64(cgroups.MilliCPUToShares(milliValue(&req)))
 	} else {
-		r.CpuShares = MilliCPUToShares(cpuLimit)
+		r.CpuShares = int64(cgroups.MilliCPUToShares(cpuLimit))
 	}
 	if mem := res.Limits.Memory().Value(); mem != 0 {
 		r.MemoryLimitInBytes = mem
@@ -70,10 +71,10 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 	if m.cpuCFSQuota {
 		period := int64(m.cpuCFSQuotaPeriod / time.Microsecond)
 		if period <= 0 {
-			period = defaultCFSQuotaPeriodUsec
+			period = cgroups.QuotaPeriod
 		}
 		r.CpuPeriod = period
-		r.CpuQuota = MilliCPUToQuota(cpuLimit, period)
+		r.CpuQuota = cgroups.MilliCPUToQuota(cpuLimit, period)
 	}
 	r.OomScoreAdj = int64(GetContainerOOMScoreAdjust(pod, container, m.machineMemory))
 	return r

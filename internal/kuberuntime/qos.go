@@ -7,21 +7,15 @@ import (
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
-// CPU and OOM constants of the upstream kubelet (pkg/kubelet/cm and pkg/kubelet/qos).
+// OOM and priority constants of the upstream kubelet (pkg/kubelet/qos); the CPU
+// ones are internal/cgroups'.
 const (
-	minShares      = 2
-	maxShares      = 262144
-	sharesPerCPU   = 1024
-	milliCPUToCPU  = 1000
-	minQuotaPeriod = 1000 // microseconds: the kernel's minimum cfs_quota_us
-
 	guaranteedOOMScoreAdj = -997
 	besteffortOOMScoreAdj = 1000
 
 	// systemCriticalPriority is the lowest priority of the system-*-critical classes.
-	systemCriticalPriority    = 2000000000
-	systemNodeCriticalClass   = "system-node-critical"
-	defaultCFSQuotaPeriodUsec = 100000 // microseconds
+	systemCriticalPriority  = 2000000000
+	systemNodeCriticalClass = "system-node-critical"
 )
 
 // GetContainerOOMScoreAdjust returns the oom_score_adj for a container of the pod, per
@@ -100,36 +94,6 @@ func isNodeCriticalPod(pod *v1.Pod) bool {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
-}
-
-// MilliCPUToShares converts milli-CPU to cgroup cpu.shares: 1024 per CPU, at least 2
-// (also for no request) and at most 262144.
-func MilliCPUToShares(milliCPU int64) int64 {
-	if milliCPU == 0 {
-		return minShares
-	}
-	shares := milliCPU * sharesPerCPU / milliCPUToCPU
-	switch {
-	case shares < minShares:
-		return minShares
-	case shares > maxShares:
-		return maxShares
-	}
-	return shares
-}
-
-// MilliCPUToQuota converts a milli-CPU limit to a CFS quota (microseconds) for the
-// given period (microseconds). No limit (0) gives quota 0, meaning unlimited; a small
-// limit gives at least the kernel's minimum of 1000.
-func MilliCPUToQuota(milliCPU, period int64) int64 {
-	if milliCPU == 0 {
-		return 0
-	}
-	quota := milliCPU * period / milliCPUToCPU
-	if quota < minQuotaPeriod {
-		quota = minQuotaPeriod
-	}
-	return quota
 }
 
 // milliValue returns q in milli-units, or 0 for a nil quantity.

@@ -135,26 +135,14 @@ func (c *cadvisor) newRow(ref rowRef, m cgroups.Mounts) *cadRow {
 	return r
 }
 
-// cgroupCreated is cAdvisor's creation time of a raw cgroup: the oldest
-// modification time of its directories and their cgroup.clone_children, not
-// before the boot.
+// cgroupCreated is cAdvisor's creation time of a raw cgroup
+// (cgroups.V1Dirs.Created), not before the boot.
 func (c *cadvisor) cgroupCreated(d cgroups.V1Dirs) time.Time {
 	boot := c.p.bootTime()
-	var oldest time.Time
-	for _, dir := range []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio} {
-		if dir == "" {
-			continue
-		}
-		for _, p := range []string{dir, filepath.Join(dir, "cgroup.clone_children")} {
-			if fi, err := os.Stat(p); err == nil && (oldest.IsZero() || fi.ModTime().Before(oldest)) {
-				oldest = fi.ModTime()
-			}
-		}
+	if oldest := d.Created(); !oldest.IsZero() && !oldest.Before(boot) {
+		return oldest
 	}
-	if oldest.IsZero() || oldest.Before(boot) {
-		return boot
-	}
-	return oldest
+	return boot
 }
 
 // sample reads every row's stats (and its spec when due), and the network of the
@@ -220,7 +208,7 @@ func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
 func (c *cadvisor) sandboxNet(r *cadRow) {
 	for attempt := 0; attempt < 2; attempt++ {
 		if r.pid == 0 {
-			r.pid = c.cgroupPid(r.dirs.Memory)
+			r.pid = c.files.FirstProc(r.dirs.Memory)
 			if r.pid == 0 {
 				r.net = r.net[:0]
 				return
@@ -233,20 +221,6 @@ func (c *cadvisor) sandboxNet(r *cadRow) {
 		}
 		r.pid = 0
 	}
-}
-
-// cgroupPid is the first process of a cgroup, 0 when none.
-func (c *cadvisor) cgroupPid(dir string) int {
-	if dir == "" {
-		return 0
-	}
-	pid := 0
-	_ = c.files.ReadUnheld(filepath.Join(dir, "cgroup.procs"), func(b []byte) error {
-		line, _, _ := bytes.Cut(b, []byte{'\n'})
-		pid, _ = strconv.Atoi(string(bytes.TrimSpace(line)))
-		return nil
-	})
-	return pid
 }
 
 func (c *cadvisor) readNetDev(path string, out []netIface) []netIface {

@@ -149,7 +149,7 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 	}
 	var stat map[string]uint64
 	if m.unified != "" {
-		kv, err := cgroups.ReadKeyed(filepath.Join(m.unified, "memory.stat"))
+		kv, err := cgroups.ReadMemoryStat(m.unified)
 		switch {
 		case err == nil:
 			stat = kv

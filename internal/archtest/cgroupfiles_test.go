@@ -1,0 +1,112 @@
+package archtest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// cgroupLayer is the one package that may name cgroup files and the cgroup
+// mount (docs/ARCHITECTURE.md).
+const cgroupLayer = "internal/cgroups"
+
+// cgroupFiles are the cgroup files the kubelet and the dockershim read or
+// write, and the mount of the hierarchies. Matched exactly, as a whole
+// string literal or its last path element, so that "memory.available" (an
+// eviction signal) or "io.kubernetes.pod.name" (a label) do not count.
+var cgroupFiles = map[string]bool{}
+
+func init() {
+	for _, f := range strings.Fields(`
+		/sys/fs/cgroup
+		cgroup.procs cgroup.controllers cgroup.subtree_control cgroup.event_control cgroup.clone_children
+		cpu.shares cpu.cfs_period_us cpu.cfs_quota_us cpu.weight cpu.max cpu.stat
+		cpuacct.usage cpuacct.stat cpuset.cpus cpuset.mems
+		memory.limit_in_bytes memory.usage_in_bytes memory.max memory.current memory.min memory.low
+		memory.stat memory.max_usage_in_bytes memory.failcnt memory.oom_control
+		memory.memsw.limit_in_bytes memory.soft_limit_in_bytes
+		pids.max pids.current
+		blkio.io_service_bytes_recursive blkio.throttle.io_service_bytes_recursive`) {
+		cgroupFiles[f] = true
+	}
+}
+
+// cgroupFileLiterals are the string literals of the Go file at path that
+// name a cgroup file or the cgroup mount, as "file:line: literal".
+func cgroupFileLiterals(t *testing.T, fset *token.FileSet, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		lit, ok := n.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		v, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return true
+		}
+		if cgroupFiles[v] || cgroupFiles[v[strings.LastIndex(v, "/")+1:]] {
+			out = append(out, fset.Position(lit.Pos()).String()+": "+strconv.Quote(v))
+		}
+		return true
+	})
+	return out
+}
+
+// TestCgroupFilesOnlyInCgroupLayer: no product Go file outside
+// internal/cgroups names a cgroup file or the cgroup mount; the layer is
+// the one place that reads and writes them (tests may, to check what was
+// written).
+func TestCgroupFilesOnlyInCgroupLayer(t *testing.T) {
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	var found []string
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel == cgroupLayer || rel == filepath.Join("internal", "testutil") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		found = append(found, cgroupFileLiterals(t, fset, path)...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Errorf("%s: a cgroup file named outside %s (read or write it through the layer)", f, cgroupLayer)
+	}
+}
+
+// TestCgroupFileLiterals: the matching counts whole literals and last path
+// elements, not look-alikes.
+func TestCgroupFileLiterals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.go")
+	src := "package x\n\nvar a = []string{\"memory.available\", \"io.kubernetes.pod.name\", \"cpu.shares\", \"/x/y/cgroup.procs\", \"/sys/fs/cgroup\", \"cpu.shares.bak\"}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := cgroupFileLiterals(t, token.NewFileSet(), path)
+	if len(got) != 3 || !strings.HasSuffix(got[0], `"cpu.shares"`) || !strings.HasSuffix(got[1], `"/x/y/cgroup.procs"`) ||
+		!strings.HasSuffix(got[2], `"/sys/fs/cgroup"`) {
+		t.Errorf("found %q, want cpu.shares, /x/y/cgroup.procs and /sys/fs/cgroup", got)
+	}
+}
