@@ -36,7 +36,8 @@
 // /metrics/cadvisor.
 //
 // The package starts no goroutines and keeps no package-level state. What it
-// holds belongs to values the caller owns: the memory threshold notifier (the
-// eventfd that the eviction manager's kernelMemcgNotification arms on a v1 memory
-// cgroup) and HeldFiles; every other call reads the files anew.
+// holds belongs to values the caller owns: a MemoryThreshold (the eventfd
+// registered on a v1 memory cgroup for the eviction manager's
+// kernelMemcgNotification, which waits on it itself) and HeldFiles; every other
+// call reads the files anew.
 package cgroups

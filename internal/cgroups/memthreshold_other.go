@@ -2,29 +2,29 @@
 
 package cgroups
 
-import (
-	"context"
-	"errors"
-)
+import "errors"
 
 // ErrMemcgNotificationUnsupported means memory threshold notifications cannot be
 // armed here: outside Linux there are no cgroups at all.
 var ErrMemcgNotificationUnsupported = errors.New("memory cgroup threshold notification unsupported: no cgroup v1 memory controller")
 
-// MemoryThresholdNotifier watches a cgroup v1 memory cgroup's usage on Linux. Here
-// it cannot be built: NewMemoryThresholdNotifier always fails.
-type MemoryThresholdNotifier struct{}
+// MemoryThreshold is a threshold on a cgroup v1 memory cgroup on Linux. Here
+// it cannot be armed: ArmMemoryThreshold always fails.
+type MemoryThreshold struct{}
 
-// NewMemoryThresholdNotifier returns ErrMemcgNotificationUnsupported outside Linux.
-func NewMemoryThresholdNotifier(cgroupPath string, thresholdBytes int64) (*MemoryThresholdNotifier, error) {
+// ArmMemoryThreshold returns ErrMemcgNotificationUnsupported outside Linux.
+func ArmMemoryThreshold(cgroupPath string, thresholdBytes int64) (*MemoryThreshold, error) {
 	return nil, ErrMemcgNotificationUnsupported
 }
 
-// Run returns at once: there is nothing to wait for.
-func (n *MemoryThresholdNotifier) Run(ctx context.Context, fire func()) {}
+// Dir is "".
+func (t *MemoryThreshold) Dir() string { return "" }
 
-// Err returns nil: Run never fails here.
-func (n *MemoryThresholdNotifier) Err() error { return nil }
+// EventFD is -1.
+func (t *MemoryThreshold) EventFD() int { return -1 }
+
+// Gone is nil.
+func (t *MemoryThreshold) Gone() error { return nil }
 
 // Close does nothing and returns nil.
-func (n *MemoryThresholdNotifier) Close() error { return nil }
+func (t *MemoryThreshold) Close() error { return nil }

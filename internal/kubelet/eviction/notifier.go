@@ -22,7 +22,7 @@ const notifierRefreshInterval = 10 * time.Second
 // cgroup for memory.available and on the pods cgroup for
 // allocatableMemory.available. A notification wakes the manager at once.
 type notifierSet struct {
-	armed       []*cgroups.MemoryThresholdNotifier
+	armed       []*memcgNotifier
 	wg          sync.WaitGroup
 	cancel      context.CancelFunc
 	lastRefresh time.Time
@@ -62,7 +62,7 @@ func (s *notifierSet) refresh(ctx context.Context, m *Manager) {
 		if !ok || cgroup == "" {
 			continue
 		}
-		n, err := cgroups.NewMemoryThresholdNotifier(cgroup, trigger)
+		n, err := newMemcgNotifier(cgroup, trigger)
 		if errors.Is(err, cgroups.ErrMemcgNotificationUnsupported) {
 			m.log.Info("Eviction manager: kernel memcg notification is not supported on this host; relying on the monitoring interval", zap.Error(err))
 			s.disabled = true
