@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -185,16 +186,28 @@ func readTerminationMessageFile(s *runtimeapi.ContainerStatus, path string, fall
 	return "", fallback
 }
 
-// readTerminationFileTail reads at most max bytes from the end of a file.
+// readTerminationFileTail reads at most max bytes from the end of a regular
+// file. The file is the pod's (a subPath of its own volume may be mounted at
+// the termination message path): it is opened without blocking (a FIFO
+// would hold the relist forever) and without following a symlink as its last
+// component, and anything but a regular file (a FIFO, a device node the pod
+// made, a directory) is refused, never read.
 func readTerminationFileTail(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%s is a symlink, not a regular file", path)
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
 	}
 	if off := fi.Size() - max; off > 0 {
 		if _, err := f.Seek(off, io.SeekStart); err != nil {

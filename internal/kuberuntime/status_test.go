@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -315,6 +316,47 @@ func TestReadTerminationMessageFile(t *testing.T) {
 			}
 			if got != tc.want || logs != tc.wantLogs {
 				t.Errorf("readTerminationMessageFile = %q, %v; want %q, %v", got, logs, tc.want, tc.wantLogs)
+			}
+		})
+	}
+}
+
+// TestReadTerminationMessageFileRefusesWhatIsNotAFile (issue 27 item 1): a
+// pod can mount a FIFO, a device node or a symlink of its own volume at its
+// termination message path (a subPath). None is read: the FIFO would block
+// the relist forever, a device node would copy a host disk into the status,
+// a symlink would read any host file. Each gives an error message at once.
+func TestReadTerminationMessageFileRefusesWhatIsNotAFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	for name, hostPath := range map[string]string{"fifo": fifo, "device": "/dev/zero", "symlink": link, "directory": dir} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := &runtimeapi.ContainerStatus{Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: hostPath}}}
+			done := make(chan string, 1)
+			go func() {
+				msg, _ := readTerminationMessageFile(st, "/dev/termination-log", true)
+				done <- msg
+			}()
+			select {
+			case msg := <-done:
+				if !strings.HasPrefix(msg, "Error on reading termination log") || strings.Contains(msg, "host secret") {
+					t.Errorf("message %.80q, want the error message and nothing read", msg)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("reading the termination message blocked")
 			}
 		})
 	}
