@@ -147,8 +147,20 @@ func (l *logindConn) overrideInhibitDelay(delay time.Duration) error {
 // signal's argument (true: shutdown starts, false: it was cancelled) and is
 // closed when the connection ends (or done is closed). onBad is told about
 // malformed signals.
+//
+// Only logind's own signals count: the match names the sender, the unique
+// bus name that owns org.freedesktop.login1 now, and each signal's sender is
+// checked again (any local user may emit a signal on the system bus with
+// logind's path and interface, and with it every pod would be killed). A
+// logind that restarts gets a new unique name: the connection to it is made
+// again (watch) and asks anew.
 func (l *logindConn) monitor(done <-chan struct{}, onBad func(msg string)) (<-chan bool, error) {
+	var owner string
+	if err := l.conn.BusObject().Call("org.freedesktop.DBus.GetNameOwner", 0, logindService).Store(&owner); err != nil {
+		return nil, fmt.Errorf("find the owner of %s: %w", logindService, err)
+	}
 	err := l.conn.AddMatchSignal(
+		dbus.WithMatchSender(owner),
 		dbus.WithMatchInterface(logindInterface),
 		dbus.WithMatchMember(prepareForShutdown),
 		dbus.WithMatchObjectPath(logindPath),
@@ -162,7 +174,7 @@ func (l *logindConn) monitor(done <-chan struct{}, onBad func(msg string)) (<-ch
 	go func() {
 		defer close(events)
 		for sig := range signals {
-			if sig == nil || sig.Name != logindInterface+"."+prepareForShutdown || sig.Path != logindPath {
+			if sig == nil || sig.Sender != owner || sig.Name != logindInterface+"."+prepareForShutdown || sig.Path != logindPath {
 				continue
 			}
 			if len(sig.Body) == 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
@@ -514,5 +515,52 @@ func TestWatchesAgainAfterBusLoss(t *testing.T) {
 	}
 	if !waitFor(acted, 10*time.Second) {
 		t.Fatal("the manager does not watch the new bus")
+	}
+}
+
+// TestSignalsOnlyFromLogind (issue 27 item 3): a PrepareForShutdown that
+// another connection emits with logind's path and interface (any local user
+// can, with dbus-send) changes nothing; logind's own is acted on.
+func TestSignalsOnlyFromLogind(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "bus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	address, _ := runBus(t, dir)
+	confDir := t.TempDir()
+	logind := newFakeLogind(t, address, confDir, time.Minute)
+	k := &fakeKubelet{}
+	m := mustNew(t, Options{
+		ShutdownGracePeriod: 30 * time.Second,
+		ActivePods:          k.activePods, KillPod: k.killPod, StateDir: t.TempDir(),
+		LogindConfDir: confDir, BusAddress: address, Logger: zaptest.NewLogger(t),
+	})
+	start(t, m)
+	logind.lockList()[0].waitReceived(t)
+
+	impostor, err := dbus.Connect(address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { impostor.Close() })
+	// Sent every 50 ms for 2 s: some arrive once the manager is subscribed.
+	for range 40 {
+		if err := impostor.Emit(logindPath, logindInterface+"."+prepareForShutdown, true); err != nil {
+			t.Fatal(err)
+		}
+		if waitFor(func() bool { return m.ShutdownStatus() != nil }, 50*time.Millisecond) {
+			t.Fatal("a PrepareForShutdown from another connection than logind's started the shutdown")
+		}
+	}
+	// logind's own signal is seen (sent until it is: the subscription
+	// follows the lock).
+	acted := func() bool {
+		logind.prepareForShutdown(true)
+		return waitFor(func() bool { return m.ShutdownStatus() != nil }, 250*time.Millisecond)
+	}
+	if !waitFor(acted, 10*time.Second) {
+		t.Fatal("logind's PrepareForShutdown was not acted on")
 	}
 }
