@@ -54,7 +54,7 @@ func TestMemoryThresholdNotifierHost(t *testing.T) {
 			if n != nil {
 				n.Close()
 			}
-			t.Fatalf("NewMemoryThresholdNotifier on cgroup v2 = %v, want cgroups.ErrMemcgNotificationUnsupported", err)
+			t.Fatalf("newMemcgNotifier on cgroup v2 = %v, want cgroups.ErrMemcgNotificationUnsupported", err)
 		}
 		return
 	}
