@@ -506,16 +506,21 @@ func TestWatchesAgainAfterBusLoss(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lock of the lost connection was not released")
 	}
-	// The old lock goes when the new one is taken, and the subscription to
-	// PrepareForShutdown follows (upstream's order): a signal sent in between
-	// is not seen, so it is sent again until the manager acts on one.
-	acted := func() bool {
-		logind2.prepareForShutdown(true)
-		return waitFor(func() bool { return m.ShutdownStatus() != nil }, 250*time.Millisecond)
-	}
-	if !waitFor(acted, 10*time.Second) {
+	// The old lock goes when the new one is taken, before the subscription.
+	if !shutdownActedOn(logind2, m) {
 		t.Fatal("the manager does not watch the new bus")
 	}
+}
+
+// shutdownActedOn sends logind's PrepareForShutdown(true) until the manager
+// acts on one, for at most 10 s. The subscription to it follows the lock
+// (upstream's order), so a signal sent right after the lock was taken may
+// not be seen.
+func shutdownActedOn(logind *fakeLogind, m *Manager) bool {
+	return waitFor(func() bool {
+		logind.prepareForShutdown(true)
+		return waitFor(func() bool { return m.ShutdownStatus() != nil }, 250*time.Millisecond)
+	}, 10*time.Second)
 }
 
 // TestSignalsOnlyFromLogind (issue 27 item 3): a PrepareForShutdown that
@@ -523,24 +528,13 @@ func TestWatchesAgainAfterBusLoss(t *testing.T) {
 // can, with dbus-send) changes nothing; logind's own is acted on.
 func TestSignalsOnlyFromLogind(t *testing.T) {
 	t.Parallel()
-	dir, err := os.MkdirTemp("", "bus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	address, _ := runBus(t, dir)
-	confDir := t.TempDir()
-	logind := newFakeLogind(t, address, confDir, time.Minute)
-	k := &fakeKubelet{}
-	m := mustNew(t, Options{
-		ShutdownGracePeriod: 30 * time.Second,
-		ActivePods:          k.activePods, KillPod: k.killPod, StateDir: t.TempDir(),
-		LogindConfDir: confDir, BusAddress: address, Logger: zaptest.NewLogger(t),
-	})
+	env := newTestEnv(t, time.Minute)
+	logind := env.logind
+	m := mustNew(t, env.opts)
 	start(t, m)
 	logind.lockList()[0].waitReceived(t)
 
-	impostor, err := dbus.Connect(address)
+	impostor, err := dbus.Connect(env.bus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,13 +548,7 @@ func TestSignalsOnlyFromLogind(t *testing.T) {
 			t.Fatal("a PrepareForShutdown from another connection than logind's started the shutdown")
 		}
 	}
-	// logind's own signal is seen (sent until it is: the subscription
-	// follows the lock).
-	acted := func() bool {
-		logind.prepareForShutdown(true)
-		return waitFor(func() bool { return m.ShutdownStatus() != nil }, 250*time.Millisecond)
-	}
-	if !waitFor(acted, 10*time.Second) {
+	if !shutdownActedOn(logind, m) {
 		t.Fatal("logind's PrepareForShutdown was not acted on")
 	}
 }
