@@ -37,7 +37,7 @@ func runBus(t *testing.T, dir string) (address string, stop func()) {
 	t.Helper()
 	daemon, err := exec.LookPath("dbus-daemon")
 	if err != nil {
-		t.Skip("dbus-daemon is not installed")
+		t.Fatal("dbus-daemon is not installed (scripts/prepare-host.sh installs it)")
 	}
 	socket := filepath.Join(dir, "bus")
 	_ = os.Remove(socket)

@@ -110,9 +110,6 @@ func (c *Controller) runStatusLoop(ctx context.Context) {
 	}
 }
 
-// SyncNow asks for a node status update at once (Known.RequestSync).
-func (c *Controller) SyncNow() { c.known.RequestSync() }
-
 // updateNodeStatus computes and, when needed, patches the node status, trying
 // nodeStatusUpdateRetry times.
 func (c *Controller) updateNodeStatus(ctx context.Context) error {

@@ -371,9 +371,9 @@ func TestUpdateNodeStatusPodCIDR(t *testing.T) {
 	}
 }
 
-// SyncNow makes the status loop update at once, without waiting for its
+// Known.RequestSync makes the status loop update at once, without waiting for its
 // period (the node shutdown manager's Ready=False).
-func TestSyncNow(t *testing.T) {
+func TestRequestSync(t *testing.T) {
 	t.Parallel()
 	c, client, _, _, _ := testController(t, Options{StatusUpdateFrequency: time.Hour, StatusReportFrequency: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -399,11 +399,11 @@ func TestSyncNow(t *testing.T) {
 		return n
 	}
 	before := gets()
-	c.SyncNow()
+	c.known.RequestSync()
 	for gets() == before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if gets() == before {
-		t.Fatal("SyncNow did not update the node status")
+		t.Fatal("RequestSync did not update the node status")
 	}
 }
