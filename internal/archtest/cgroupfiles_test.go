@@ -32,7 +32,8 @@ func init() {
 		memory.stat memory.max_usage_in_bytes memory.failcnt memory.oom_control
 		memory.memsw.limit_in_bytes memory.soft_limit_in_bytes
 		pids.max pids.current
-		blkio.io_service_bytes_recursive blkio.throttle.io_service_bytes_recursive`) {
+		blkio.io_service_bytes_recursive blkio.throttle.io_service_bytes_recursive
+		/proc/self/cgroup`) {
 		cgroupFiles[f] = true
 	}
 }
@@ -86,6 +87,7 @@ func TestCgroupFilesOnlyInCgroupLayer(t *testing.T) {
 			return nil
 		}
 		found = append(found, cgroupFileLiterals(t, fset, path)...)
+		found = append(found, cgroupMountReaders(t, fset, path)...)
 		return nil
 	})
 	if err != nil {
@@ -94,6 +96,32 @@ func TestCgroupFilesOnlyInCgroupLayer(t *testing.T) {
 	for _, f := range found {
 		t.Errorf("%s: a cgroup file named outside %s (read or write it through the layer)", f, cgroupLayer)
 	}
+}
+
+// cgroupMountReaders are the calls of the Go file at path to the layer's
+// parsers of mountinfo and /proc/<pid>/cgroup: outside the layer, where the
+// hierarchies are and which cgroup a process is in come from a cgroups.Host.
+func cgroupMountReaders(t *testing.T, fset *token.FileSet, path string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "cgroups" {
+			switch sel.Sel.Name {
+			case "ParseMountinfo", "ParseProcCgroup", "Resolve":
+				out = append(out, fset.Position(sel.Pos()).String()+": cgroups."+sel.Sel.Name+" (use a cgroups.Host)")
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // TestCgroupFileLiterals: the matching counts whole literals and last path

@@ -76,20 +76,11 @@ func (d *cgroupfsDriver) ClearMemoryProtection(n Name) error {
 func (d *cgroupfsDriver) Read(n Name) (Applied, error) { return d.h.read(d.path(n)) }
 
 func (d *cgroupfsDriver) Children(n Name) ([]string, error) {
-	entries, err := os.ReadDir(d.h.childDir(d.path(n)))
+	out, err := subdirs(d.h.childDir(d.path(n)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // Destroy kills what still runs in n (and below) in rounds of SIGKILL, then

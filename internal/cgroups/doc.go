@@ -21,11 +21,14 @@
 //     inactive_file, pgfault, pgmajfault); pids.current.
 //   - working set = usage - inactive_file, floored at 0.
 //
-// Typical use, for the cgroup of process pid:
+// Where the hierarchies are mounted and which cgroup a process is in come from
+// a Host (its mountinfo read once; Root, Process, Named, and the walk of
+// /metrics/cadvisor: Exists, Children, CadvisorV1); nothing outside the layer
+// reads mountinfo or /proc/<pid>/cgroup for cgroups. Typical use, for the
+// cgroup of process pid:
 //
-//	mounts, err := cgroups.ParseMountinfo(mountinfo) // /proc/self/mountinfo
-//	proc, err := cgroups.ParseProcCgroup(cgroupFile) // /proc/<pid>/cgroup
-//	paths, err := cgroups.Resolve(mounts, proc)
+//	host := cgroups.NewHost("/proc")
+//	paths, err := host.Process(pid)
 //	sample, err := cgroups.ReadSample(paths) // errors.Is(err, cgroups.ErrGone) once it stopped
 //
 // HeldFiles keeps the files of known cgroups open and re-reads them with one pread

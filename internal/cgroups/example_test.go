@@ -8,7 +8,8 @@ import (
 )
 
 // A container on a hybrid host: the v1 controllers are used, each from its own
-// hierarchy, and Parent gives the pod's cgroup.
+// hierarchy, and Parent gives the pod's cgroup. (A cgroups.Host does the
+// reading: Host.Process(pid) is these three steps over /proc.)
 func Example() {
 	mounts, _ := cgroups.ParseMountinfo(strings.NewReader(
 		"33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n" +

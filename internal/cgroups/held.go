@@ -3,7 +3,6 @@ package cgroups
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -109,7 +108,7 @@ func (c *HeldFiles) Sample(p Paths, now time.Time) (Sample, error) {
 		return s, err
 	}
 	s.Memory, s.HasMemory = MemoryFromV1Stat(usage, stat), true
-	if limit, err := c.ReadUint(filepath.Join(p.Memory, "memory.limit_in_bytes"), now); err == nil && limit < math.MaxInt64/2 {
+	if limit, err := c.ReadUint(filepath.Join(p.Memory, "memory.limit_in_bytes"), now); err == nil && limit < v1UnlimitedMemory {
 		s.Memory.Limit = limit
 	}
 	if p.CPUAcct != "" {

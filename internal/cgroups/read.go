@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -109,6 +108,11 @@ func ReadCPUStat(dir string) (nanos uint64, ok bool, err error) {
 	return usec * 1000, ok, nil
 }
 
+// v1UnlimitedMemory: a v1 memory.limit_in_bytes at or above this (the kernel's
+// "unlimited" is a page-rounded MaxInt64) is no limit. Every reader of the file
+// uses it.
+const v1UnlimitedMemory = 1 << 62
+
 // ReadMemoryV1 reads a v1 memory directory: memory.usage_in_bytes and memory.stat must
 // be readable; memory.limit_in_bytes is left out when unreadable or unlimited (the
 // kernel's "unlimited" is a page-rounded MaxInt64).
@@ -122,7 +126,7 @@ func ReadMemoryV1(dir string) (Memory, error) {
 		return Memory{}, err
 	}
 	m := MemoryFromV1Stat(usage, stat)
-	if limit, err := readUint(filepath.Join(dir, "memory.limit_in_bytes")); err == nil && limit < math.MaxInt64/2 {
+	if limit, err := readUint(filepath.Join(dir, "memory.limit_in_bytes")); err == nil && limit < v1UnlimitedMemory {
 		m.Limit = limit
 	}
 	return m, nil

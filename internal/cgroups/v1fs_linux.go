@@ -20,10 +20,6 @@ var v1Subsystems = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "huget
 // Exists on v1; "systemd" is the named hierarchy).
 var v1Required = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "name=systemd"}
 
-// v1UnlimitedMemory: a v1 memory.limit_in_bytes at or above this (the
-// kernel's page-rounded "max") is no limit.
-const v1UnlimitedMemory = 1 << 62
-
 // v1fs is cgroup v1 (or a hybrid host's v1 controllers): subsystem ->
 // mountpoint.
 type v1fs map[string]string

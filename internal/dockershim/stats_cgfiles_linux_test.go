@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
@@ -20,8 +21,8 @@ import (
 // until released or pruned, and a removed cgroup reads as errCgroupGone.
 func TestStatsCgroupFiles(t *testing.T) {
 	t.Parallel()
-	cg := cgroupPaths{v2: true, unified: filepath.Join(t.TempDir(), "c")}
-	fstest.WriteTree(t, cg.unified, map[string]string{
+	cg := cgroups.Paths{V2: true, Unified: filepath.Join(t.TempDir(), "c")}
+	fstest.WriteTree(t, cg.Unified, map[string]string{
 		"cpu.stat": "usage_usec 2500\n", "memory.current": "500\n", "memory.max": "max\n",
 		"memory.stat": "inactive_file 100\n", "pids.current": "4\n",
 	})
@@ -50,7 +51,7 @@ func TestStatsCgroupFiles(t *testing.T) {
 	if n := r.files.Held(); n != 0 {
 		t.Errorf("after pruning: %d files held, want 0", n)
 	}
-	if err := os.RemoveAll(cg.unified); err != nil {
+	if err := os.RemoveAll(cg.Unified); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.read(cg, now); !errors.Is(err, errCgroupGone) {

@@ -6,79 +6,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
 // statsCgroup is where one container's cgroup files are.
-type statsCgroup = cgroupPaths
+type statsCgroup = cgroups.Paths
 
-// cgroupReader finds and reads cgroups through procRoot (/proc), keeping the cgroup
-// files open between requests (cgroupFiles).
+// errCgroupGone means the cgroup directory no longer exists (the container stopped).
+var errCgroupGone = cgroups.ErrGone
+
+// cgroupReader finds cgroups through procRoot (/proc, cgroups.Host) and reads them
+// through files kept open between requests (cgroups.HeldFiles: one pread per file
+// instead of open, read and close). Files are closed when their container dies or is
+// removed (statsCollector observes Docker's events), when their cgroup is removed,
+// and when no request read them for statsFileIdle.
 type cgroupReader struct {
 	procRoot string
-	files    *cgroupFiles
-
-	mu     sync.Mutex
-	mounts *cgroupMounts // read once from <procRoot>/self/mountinfo
+	host     *cgroups.Host
+	files    *cgroups.HeldFiles
 }
 
 func newCgroupReader(procRoot string) *cgroupReader {
-	return &cgroupReader{procRoot: procRoot, files: newCgroupFiles()}
+	return &cgroupReader{procRoot: procRoot, host: cgroups.NewHost(procRoot), files: cgroups.NewHeldFiles()}
 }
 
 // lookup finds the cgroup directories of process pid.
-func (r *cgroupReader) lookup(pid int) (statsCgroup, error) {
-	m, err := r.cgroupMounts()
-	if err != nil {
-		return statsCgroup{}, err
-	}
-	f, err := os.Open(filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return statsCgroup{}, fmt.Errorf("%w: %w", errCgroupGone, err)
-	}
-	defer f.Close()
-	p, err := parseProcCgroup(f)
-	if err != nil {
-		return statsCgroup{}, fmt.Errorf("pid %d: %w", pid, err)
-	}
-	return resolveCgroupPaths(m, p)
-}
+func (r *cgroupReader) lookup(pid int) (statsCgroup, error) { return r.host.Process(pid) }
 
-func (r *cgroupReader) cgroupMounts() (cgroupMounts, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.mounts != nil {
-		return *r.mounts, nil
-	}
-	f, err := os.Open(filepath.Join(r.procRoot, "self", "mountinfo"))
-	if err != nil {
-		return cgroupMounts{}, fmt.Errorf("read cgroup mounts: %w", err)
-	}
-	defer f.Close()
-	m, err := parseCgroupMountinfo(f)
-	if err != nil {
-		return cgroupMounts{}, err
-	}
-	r.mounts = &m
-	return m, nil
-}
-
-func (r *cgroupReader) parent(cg statsCgroup) statsCgroup { return cg.parent() }
+// parent is the cgroup one level up (the pod's cgroup for a container).
+func (r *cgroupReader) parent(cg statsCgroup) statsCgroup { return cg.Parent() }
 
 // read samples one cgroup through the held files.
 func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) {
-	c, err := sampleHeld(r.files, cg, now)
+	c, err := r.files.Sample(cg, now)
 	if err != nil {
 		return usageSample{at: now}, err
 	}
@@ -87,7 +57,7 @@ func (r *cgroupReader) read(cg statsCgroup, now time.Time) (usageSample, error) 
 
 // release closes the held files of a container's cgroup (it died or was removed).
 func (r *cgroupReader) release(cg statsCgroup) {
-	r.files.Release(cg.unified, cg.cpuacct, cg.memory, cg.pids)
+	r.files.Release(cg.Unified, cg.CPUAcct, cg.Memory, cg.Pids)
 }
 
 // pruneFiles closes the files no request read since before.

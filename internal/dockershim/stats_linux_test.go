@@ -77,7 +77,7 @@ func TestStatsCgroupReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(cgRoot, "pod/ctr"); cg.unified != want || !cg.v2 {
+	if want := filepath.Join(cgRoot, "pod/ctr"); cg.Unified != want || !cg.V2 {
 		t.Fatalf("lookup = %+v, want unified %s", cg, want)
 	}
 	now := time.Unix(1, 0)

@@ -57,7 +57,7 @@ type Options struct {
 	// Recorder records events about the node (NodeRef); nil drops them.
 	Recorder record.EventRecorder
 	NodeRef  *v1.ObjectReference
-	// Mounts are the cgroup hierarchies (cgroups.ParseMountinfo of
+	// Mounts are the cgroup hierarchies (cgroups.Host.Mounts of
 	// /proc/self/mountinfo); nil reads them.
 	Mounts *cgroups.Mounts
 	// Registerer receives kubelet_cgroup_manager_duration_seconds; nil: not
@@ -164,12 +164,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	mounts := opts.Mounts
 	if mounts == nil {
-		f, err := os.Open("/proc/self/mountinfo")
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		mi, err := cgroups.ParseMountinfo(f)
+		mi, err := cgroups.NewHost("/proc").Mounts()
 		if err != nil {
 			return nil, err
 		}

@@ -22,12 +22,8 @@ import (
 // collect finds the rows, labels new ones and samples them all at now. On a host
 // without v1 hierarchies only the root row is served, without cgroup figures.
 func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
-	m, err := c.p.host.cgroupMounts()
-	if err != nil {
-		return err
-	}
-	refs, walkErr := c.walk(m.all)
-	listErr := c.syncRows(ctx, refs, now, func(ref rowRef) *cadRow { return c.newRow(ref, m.all) })
+	refs, walkErr := c.walk()
+	listErr := c.syncRows(ctx, refs, now, c.newRow)
 	c.sample(now)
 	c.files.Prune(now.Add(-cadvisorFileIdle))
 	return errors.Join(walkErr, listErr)
@@ -37,32 +33,22 @@ func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 // set, the node-allocatable cgroup, the QoS cgroups under it, the pod<uid>
 // cgroups under either and the container cgroups under those. A node-allocatable
 // cgroup not made yet is no error.
-func (c *cadvisor) walk(m cgroups.Mounts) ([]rowRef, error) {
+func (c *cadvisor) walk() ([]rowRef, error) {
+	host := c.p.host.cgroups
 	refs := make([]rowRef, 1, len(c.rows)+1)
 	refs[0] = rowRef{id: "/", kind: rowRoot}
-	mm, ok := m.V1["memory"]
-	if !ok {
-		return refs, nil
+	if _, v1, err := host.CadvisorV1("/"); err != nil || !v1 {
+		return refs, err
 	}
 	// --runtime-cgroups is one of the kubelet's cAdvisor roots too.
-	if rc := path.Clean("/" + c.p.runtimeCgroup); c.p.runtimeCgroup != "" && rc != "/" {
-		if fi, err := os.Stat(mm.Path(rc)); err == nil && fi.IsDir() {
-			refs = append(refs, rowRef{id: rc, kind: rowRaw})
-		}
+	if rc := path.Clean("/" + c.p.runtimeCgroup); c.p.runtimeCgroup != "" && rc != "/" && host.Exists(rc) {
+		refs = append(refs, rowRef{id: rc, kind: rowRaw})
 	}
 	if c.p.podsCgroup == "" {
 		return refs, nil
 	}
-	// The kubelet and runc make every cgroup in every hierarchy: the walk reads the
-	// one whose directories hold the fewest files.
-	mem := m.V1["memory"]
-	for _, h := range []string{"cpu", "pids"} {
-		if mt, ok := m.V1[h]; ok {
-			mem = mt
-		}
-	}
 	kp := path.Clean("/" + c.p.podsCgroup)
-	names, err := subdirs(mem.Path(kp))
+	names, err := host.Children(kp)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return refs, nil
@@ -73,14 +59,14 @@ func (c *cadvisor) walk(m cgroups.Mounts) ([]rowRef, error) {
 	for _, n := range names {
 		id := path.Join(kp, n)
 		if uid, ok := strings.CutPrefix(n, "pod"); ok {
-			refs = walkPod(mem, id, uid, refs)
+			refs = walkPod(host, id, uid, refs)
 			continue
 		}
 		refs = append(refs, rowRef{id: id, kind: rowRaw})
-		sub, _ := subdirs(mem.Path(id))
+		sub, _ := host.Children(id)
 		for _, s := range sub {
 			if uid, ok := strings.CutPrefix(s, "pod"); ok {
-				refs = walkPod(mem, path.Join(id, s), uid, refs)
+				refs = walkPod(host, path.Join(id, s), uid, refs)
 			}
 		}
 	}
@@ -88,48 +74,22 @@ func (c *cadvisor) walk(m cgroups.Mounts) ([]rowRef, error) {
 }
 
 // walkPod adds a pod cgroup and its container cgroups.
-func walkPod(mem cgroups.Mount, id, uid string, refs []rowRef) []rowRef {
+func walkPod(host *cgroups.Host, id, uid string, refs []rowRef) []rowRef {
 	refs = append(refs, rowRef{id: id, kind: rowPod, podUID: uid})
-	cs, _ := subdirs(mem.Path(id))
+	cs, _ := host.Children(id)
 	for _, cid := range cs {
 		refs = append(refs, rowRef{id: path.Join(id, cid), kind: rowContainer, podUID: uid, cid: cid})
 	}
 	return refs
 }
 
-// subdirs lists the directories in dir, unsorted.
-func subdirs(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
-
 // newRow makes a row for a cgroup found: its v1 directories and, for rows the CRI
 // does not date, the start time cAdvisor's raw handler gives (label overrides it
 // for containers).
-func (c *cadvisor) newRow(ref rowRef, m cgroups.Mounts) *cadRow {
+func (c *cadvisor) newRow(ref rowRef) *cadRow {
 	r := &cadRow{id: ref.id, kind: ref.kind, podUID: ref.podUID, cid: ref.cid}
-	dir := func(controller string) string {
-		if mt, ok := m.V1[controller]; ok {
-			return mt.Path(ref.id)
-		}
-		return ""
-	}
-	if _, ok := m.V1["memory"]; ok {
-		r.dirs = cgroups.V1Dirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}
+	if d, ok, err := c.p.host.cgroups.CadvisorV1(ref.id); err == nil && ok {
+		r.dirs = d
 	}
 	r.start = float64(c.cgroupCreated(r.dirs).Unix())
 	return r

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,30 +28,15 @@ import (
 //     or, on kernels without it, from /proc/meminfo and /proc/vmstat.
 //
 // Without any cgroup mount CPU falls back to /proc/stat and memory to /proc/meminfo.
-// Where the hierarchies are mounted comes from mountinfo. The cgroup files are parsed by
-// internal/cgroups, which the dockershim shares for container stats.
+// Where the hierarchies are mounted comes from cgroups.Host. The cgroup files are parsed
+// by internal/cgroups, which the dockershim shares for container stats.
 
 // userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on every Linux ABI).
 const userHZ = 100
 
-// parseCgroupMounts reads the mountpoints of the hierarchies the node stats need out of
-// a mountinfo file (cgroups.ParseMountinfo; the first mount of each hierarchy wins).
-// The root cgroup is the mountpoint itself, so mount roots do not matter here.
-func parseCgroupMounts(r io.Reader) (cgroupMounts, error) {
-	all, err := cgroups.ParseMountinfo(r)
-	if err != nil {
-		return cgroupMounts{}, err
-	}
-	m := cgroupMounts{cpuacct: all.V1["cpuacct"].Mountpoint, memory: all.V1["memory"].Mountpoint, all: all}
-	if all.V2 != nil {
-		m.unified = all.V2.Mountpoint
-	}
-	return m, nil
-}
-
 // readNodeSample reads the root cgroup (and /proc) at time now.
 func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
-	m, err := h.cgroupMounts()
+	m, err := h.cgroups.Root()
 	if err != nil {
 		return nodeSample{}, err
 	}
@@ -78,9 +62,9 @@ func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
 
 // readNodeCPU fills the cumulative CPU time of the root cgroup: v1 cpuacct, else the
 // cgroup2 root's cpu.stat, else /proc/stat.
-func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
-	if m.cpuacct != "" {
-		v, err := cgroups.ReadCPUAcct(m.cpuacct)
+func (h *hostReader) readNodeCPU(m cgroups.RootDirs, s *nodeSample) error {
+	if m.CPUAcct != "" {
+		v, err := cgroups.ReadCPUAcct(m.CPUAcct)
 		if err == nil {
 			s.cpuNanos, s.hasCPU = v, true
 			return nil
@@ -89,8 +73,8 @@ func (h *hostReader) readNodeCPU(m cgroupMounts, s *nodeSample) error {
 			return fmt.Errorf("root cgroup cpu: %w", err)
 		}
 	}
-	if m.unified != "" {
-		v, ok, err := cgroups.ReadCPUStat(m.unified)
+	if m.Unified != "" {
+		v, ok, err := cgroups.ReadCPUStat(m.Unified)
 		switch {
 		case err == nil && ok:
 			s.cpuNanos, s.hasCPU = v, true
@@ -136,9 +120,9 @@ func parseProcStatCPU(b []byte) (uint64, error) {
 // readNodeMemory fills the memory figures of the root cgroup: the v1 memory hierarchy,
 // else usage from meminfo with the cgroup2 root's memory.stat or, without it, the /proc
 // figures in memory.stat's names.
-func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *nodeSample) error {
-	if m.memory != "" {
-		v1, err := cgroups.ReadMemoryV1(m.memory)
+func (h *hostReader) readNodeMemory(m cgroups.RootDirs, mem map[string]uint64, s *nodeSample) error {
+	if m.Memory != "" {
+		v1, err := cgroups.ReadMemoryV1(m.Memory)
 		if err == nil {
 			s.setMemory(v1)
 			return nil
@@ -148,8 +132,8 @@ func (h *hostReader) readNodeMemory(m cgroupMounts, mem map[string]uint64, s *no
 		}
 	}
 	var stat map[string]uint64
-	if m.unified != "" {
-		kv, err := cgroups.ReadMemoryStat(m.unified)
+	if m.Unified != "" {
+		kv, err := cgroups.ReadMemoryStat(m.Unified)
 		switch {
 		case err == nil:
 			stat = kv

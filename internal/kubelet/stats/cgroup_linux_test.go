@@ -44,7 +44,7 @@ func (f *fakeHost) reader() *hostReader {
 	f.t.Helper()
 	lines := append([]string{"23 1 0:21 / / rw - ext4 /dev/vda rw"}, f.mounts...)
 	f.write("proc/self/mountinfo", strings.Join(lines, "\n")+"\n")
-	return &hostReader{procRoot: filepath.Join(f.root, "proc"), mountinfo: filepath.Join(f.root, "proc/self/mountinfo")}
+	return newHostReader(filepath.Join(f.root, "proc"))
 }
 
 const (
@@ -177,47 +177,6 @@ func TestReadNodeSampleErrors(t *testing.T) {
 			tc.setup(f)
 			if s, err := f.reader().readNodeSample(time.Now()); err == nil {
 				t.Errorf("readNodeSample = %+v, want an error", s)
-			}
-		})
-	}
-}
-
-// TestParseCgroupMounts checks the mapping of cgroups' mounts (parsed and tested
-// there) onto the root cgroup directories the node stats read.
-func TestParseCgroupMounts(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		desc, mountinfo string
-		want            cgroupMounts
-	}{
-		{
-			desc: "hybrid: combined controllers, the first mount wins, mount roots are ignored",
-			mountinfo: "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n" +
-				"32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct\n" +
-				"33 31 0:30 /nested /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
-				"34 31 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
-				"35 31 0:29 / /elsewhere/cpuacct rw - cgroup cgroup rw,cpuacct\n",
-			want: cgroupMounts{cpuacct: "/sys/fs/cgroup/cpu,cpuacct", memory: "/sys/fs/cgroup/memory", unified: "/sys/fs/cgroup/unified"},
-		},
-		{
-			desc:      "v2 only",
-			mountinfo: "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n",
-			want:      cgroupMounts{unified: "/sys/fs/cgroup"},
-		},
-		{
-			desc:      "nothing, and a short line",
-			mountinfo: "23 1 0:21 / / rw - ext4 /dev/vda rw\nbroken line\n",
-		},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Parallel()
-			got, err := parseCgroupMounts(strings.NewReader(tc.mountinfo))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// (the parsed mounts themselves, got.all, are cgroups' to test)
-			if got.cpuacct != tc.want.cpuacct || got.memory != tc.want.memory || got.unified != tc.want.unified {
-				t.Errorf("mounts = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -4,25 +4,22 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 
 	"errors"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// hostReader reads the node's own figures from procRoot (/proc) and the cgroup
-// hierarchies named in mountinfo. Platform files implement its methods.
+// hostReader reads the node's own figures from procRoot (/proc) and its cgroups
+// (cgroups.Host, through the same proc filesystem). Platform files implement its
+// methods.
 type hostReader struct {
-	procRoot  string // "/proc"
-	mountinfo string // "/proc/self/mountinfo"
-
-	mu     sync.Mutex
-	mounts *cgroupMounts // read once
+	procRoot string // "/proc"
+	cgroups  *cgroups.Host
 }
 
-func newHostReader() *hostReader {
-	return &hostReader{procRoot: "/proc", mountinfo: "/proc/self/mountinfo"}
+func newHostReader(procRoot string) *hostReader {
+	return &hostReader{procRoot: procRoot, cgroups: cgroups.NewHost(procRoot)}
 }
 
 // fsInfo is what statfs says about a filesystem, in bytes and inodes.
@@ -86,14 +83,6 @@ type nodeSample struct {
 	hasSwap         bool
 	swapUsage       uint64
 	swapFree        uint64
-}
-
-// cgroupMounts are the mountpoints of the hierarchies the node stats need.
-type cgroupMounts struct {
-	cpuacct string // v1 hierarchy with the cpuacct controller
-	memory  string // v1 hierarchy with the memory controller
-	unified string // cgroup2 mount
-	all     cgroups.Mounts
 }
 
 func subFloor(a, b uint64) uint64 {

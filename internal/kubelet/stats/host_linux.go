@@ -23,25 +23,6 @@ import (
 // walked.
 const maxWalkEntries = 1 << 20
 
-func (h *hostReader) cgroupMounts() (cgroupMounts, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.mounts != nil {
-		return *h.mounts, nil
-	}
-	f, err := os.Open(h.mountinfo)
-	if err != nil {
-		return cgroupMounts{}, fmt.Errorf("read cgroup mounts: %w", err)
-	}
-	defer f.Close()
-	m, err := parseCgroupMounts(f)
-	if err != nil {
-		return cgroupMounts{}, err
-	}
-	h.mounts = &m
-	return m, nil
-}
-
 // network reads the host's interfaces from /proc/net/dev, without the ones cAdvisor
 // ignores. The default interface is eth0 as upstream, or else the interface of the
 // default route.

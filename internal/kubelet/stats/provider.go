@@ -126,7 +126,7 @@ func New(opts Options) (*Provider, error) {
 		rootDir:    filepath.Clean(opts.RootDir),
 		podLogsDir: logsDir,
 		logger:     logger,
-		host:       newHostReader(),
+		host:       newHostReader("/proc"),
 		memory:     uint64(max(opts.MemoryCapacity, 0)),
 		now:        time.Now,
 		rates:      newRateCache(),

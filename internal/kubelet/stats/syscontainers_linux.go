@@ -1,8 +1,6 @@
 package stats
 
 import (
-	"os"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,32 +16,17 @@ import (
 // kubepods, when the kubelet manages one), each with its cgroup's cpu and
 // memory. A cgroup that cannot be read is left out (logged).
 func (p *Provider) systemContainers(now time.Time) []statsapi.ContainerStats {
-	m, err := p.host.cgroupMounts()
-	if err != nil {
-		return nil
-	}
+	host := p.host.cgroups
 	type sys struct {
 		name  string
 		paths func() (cgroups.Paths, error)
 		start time.Time
 	}
 	list := []sys{{name: statsapi.SystemContainerKubelet, start: p.bootTime(), paths: func() (cgroups.Paths, error) {
-		f, err := os.Open(filepath.Join(p.host.procRoot, "self", "cgroup"))
-		if err != nil {
-			return cgroups.Paths{}, err
-		}
-		defer f.Close()
-		pc, err := cgroups.ParseProcCgroup(f)
-		if err != nil {
-			return cgroups.Paths{}, err
-		}
-		return cgroups.Resolve(m.all, pc)
+		return host.Process(0)
 	}}}
 	named := func(name string) func() (cgroups.Paths, error) {
-		return func() (cgroups.Paths, error) {
-			pc := cgroups.ProcCgroup{V1: map[string]string{"memory": name, "cpuacct": name, "pids": name}, V2: name, HasV2: true}
-			return cgroups.Resolve(m.all, pc)
-		}
+		return func() (cgroups.Paths, error) { return host.Named(name) }
 	}
 	if p.runtimeCgroup != "" {
 		list = append(list, sys{name: statsapi.SystemContainerRuntime, paths: named(p.runtimeCgroup), start: p.started})
