@@ -121,8 +121,8 @@ func boundaryRules(module string) []rule {
 		{
 			// The neutral leaf both halves may import (so it cannot lead either
 			// half into the other).
-			name:        "internal/procfs and internal/unixsock must not import any package of this module",
-			appliesTo:   anyUnder(module+"/internal/procfs", module+"/internal/unixsock"),
+			name:        "internal/procfs, internal/unixsock and internal/keylock must not import any package of this module",
+			appliesTo:   anyUnder(module+"/internal/procfs", module+"/internal/unixsock", module+"/internal/keylock"),
 			forbidden:   anyUnder(module),
 			productOnly: true,
 		},

@@ -94,7 +94,7 @@ func (m *Manager) secretData(ctx context.Context, ref *v1.SecretReference) (map[
 }
 
 // tearDownCSI unpublishes the pod's CSI volumes (and unstages those no
-// other pod publishes); caller holds mu.
+// other pod publishes); the caller holds the pod.
 func (m *Manager) tearDownCSI(ctx context.Context, uid k8stypes.UID) error {
 	dir := filepath.Join(m.volumesDir(uid), csi.PodPluginDir)
 	entries, err := os.ReadDir(dir)

@@ -17,8 +17,9 @@
 //
 // Only the kubelet coordinator (internal/kubelet), its runtime helper and
 // internal/app may import it. Of this project it imports only the leaves
-// internal/procfs (its mountinfo unescaping) and internal/kubelet/resources
-// (the downward API's resourceFieldRef).
+// internal/procfs (its mountinfo unescaping), internal/keylock (one pod's
+// operations serialised, never another pod's) and internal/kubelet/resources
+// (the downward API's resourceFieldRef), and its CSI part.
 package volumes
 
 import (
@@ -38,6 +39,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/kubelet-dockershim/kubelet/internal/keylock"
 )
 
 // Plugin directory names under <pod>/volumes (upstream's escaped plugin names).
@@ -96,7 +99,7 @@ type VolumeInfo struct {
 }
 
 // Manager sets up and tears down pod volumes. Its methods are safe for concurrent use;
-// they are serialised internally.
+// the operations on one pod are serialised, those on different pods run side by side.
 type Manager struct {
 	podsDir string
 	node    NodeAllocatable // nil: none
@@ -107,7 +110,9 @@ type Manager struct {
 	metrics *volumeMetrics
 	logger  *zap.Logger
 
-	mu sync.Mutex // serialises mounts, unmounts and removals
+	// pods serialises the mounts, unmounts and removals of one pod; one pod's
+	// stuck volume (a hung CSI driver) never blocks another pod.
+	pods keylock.Locks
 
 	claimMu   sync.Mutex
 	claimVols map[k8stypes.UID]map[string]ClaimVolume // mounted claim volumes by pod and volume name
@@ -187,8 +192,11 @@ func (m *Manager) MountVolumes(ctx context.Context, pod *v1.Pod) (map[string]Vol
 	}
 	objVols := m.collectObjectVolumes(ctx, pod) // API calls, outside the lock
 	claims := m.collectClaims(ctx, pod)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlock, err := m.lockPod(ctx, pod.UID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 
 	infos := make(map[string]VolumeInfo, len(pod.Spec.Volumes))
 	var errs []error
@@ -252,10 +260,13 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	}
 	m.tokens.forgetPod(podUID)
 	m.forgetClaims(podUID)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlock, err := m.lockPod(ctx, podUID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	start := time.Now()
-	err := m.removeTree(ctx, m.subPathsDir(podUID))
+	err = m.removeTree(ctx, m.subPathsDir(podUID))
 	if err != nil {
 		err = fmt.Errorf("clean up subPath mounts: %w", err)
 	} else if err = m.tearDownCSI(ctx, podUID); err == nil {
@@ -265,13 +276,28 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	return err
 }
 
+// lockPod waits for the pod's earlier volume operation (never another pod's).
+func (m *Manager) lockPod(ctx context.Context, uid k8stypes.UID) (func(), error) {
+	unlock, err := m.pods.Lock(ctx, string(uid))
+	if err != nil {
+		return nil, fmt.Errorf("volumes of pod %s: an earlier operation on them is still running: %w", uid, err)
+	}
+	return unlock, nil
+}
+
+// orphanWait is how long CleanupOrphans waits for the removals it started;
+// the ones still running (a hung CSI driver) go on in the background, holding
+// their pod, and later calls skip that pod until they end.
+const orphanWait = 2 * time.Second
+
 // CleanupOrphans removes the directory of every pod under PodsDir that is not in
 // active, unmounting its volumes first. active must hold every pod that may still have
-// running containers or be set up again. Errors are joined; one bad pod does not stop
-// the others.
+// running containers or be set up again. Each pod is removed on its own goroutine;
+// a pod whose volume operation is still running is skipped (the next call retries
+// it), and the call returns once the removals ended or after orphanWait, so that a
+// hung driver never holds the caller (housekeeping). The errors of the removals that
+// ended are joined; one bad pod does not stop the others.
 func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bool) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	entries, err := os.ReadDir(m.podsDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -279,34 +305,61 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 	if err != nil {
 		return fmt.Errorf("list pod directories in %s: %w", m.podsDir, err)
 	}
-	var errs []error
+	results := make(chan error, len(entries))
+	started := 0
 	for _, e := range entries {
 		uid := k8stypes.UID(e.Name())
 		if !e.IsDir() || active[uid] {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("clean up orphaned pods: %w", err))...)
-		}
-		m.tokens.forgetPod(uid)
-		m.forgetClaims(uid)
-		// The subPath bind mounts go first (they may pin files of the volumes);
-		// removeTree would find them too, deepest first.
-		err := m.removeTree(ctx, m.subPathsDir(uid))
-		if err == nil {
-			err = m.tearDownCSI(ctx, uid)
-		}
-		if err == nil {
-			err = m.removeTree(ctx, m.podDir(uid))
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("orphaned pod %s: %w", uid, err))
+		unlock, ok := m.pods.TryLock(string(uid))
+		if !ok {
 			continue
 		}
-		m.metrics.unmounted(uid, time.Now(), nil)
-		m.logger.Info("Removed orphaned pod directory", zap.String("podUID", string(uid)))
+		started++
+		go func() {
+			defer unlock()
+			results <- m.removeOrphan(ctx, uid)
+		}()
+	}
+	timer := time.NewTimer(orphanWait)
+	defer timer.Stop()
+	var errs []error
+	for i := 0; i < started; i++ {
+		select {
+		case err := <-results:
+			errs = append(errs, err)
+		case <-timer.C:
+			m.logger.Info("Orphaned pod directories are still being removed in the background", zap.Int("pods", started-i))
+			return errors.Join(errs...)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeOrphan unmounts and removes an orphaned pod's directory; the caller
+// holds the pod.
+func (m *Manager) removeOrphan(ctx context.Context, uid k8stypes.UID) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("clean up orphaned pod %s: %w", uid, err)
+	}
+	m.tokens.forgetPod(uid)
+	m.forgetClaims(uid)
+	// The subPath bind mounts go first (they may pin files of the volumes);
+	// removeTree would find them too, deepest first.
+	err := m.removeTree(ctx, m.subPathsDir(uid))
+	if err == nil {
+		err = m.tearDownCSI(ctx, uid)
+	}
+	if err == nil {
+		err = m.removeTree(ctx, m.podDir(uid))
+	}
+	if err != nil {
+		return fmt.Errorf("orphaned pod %s: %w", uid, err)
+	}
+	m.metrics.unmounted(uid, time.Now(), nil)
+	m.logger.Info("Removed orphaned pod directory", zap.String("podUID", string(uid)))
+	return nil
 }
 
 // removeTree unmounts everything mounted under dir (deepest first), checks that

@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/kubelet-dockershim/kubelet/internal/keylock"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
@@ -50,8 +51,13 @@ const (
 	PluginName = "kubernetes.io/csi"
 	// annotationNodeID maps driver names to their node IDs on the Node.
 	annotationNodeID = "csi.volume.kubernetes.io/nodeid"
-	// csiTimeout bounds NodeGetInfo (upstream's csiTimeout).
+	// csiTimeout bounds each call to a driver: NodeGetInfo, and each
+	// SetUp, TearDown and stats query as a whole (upstream's csiTimeout).
 	csiTimeout = 2 * time.Minute
+	// statsWait is how long a stats read waits for a driver's answer before
+	// it goes on with the last one (or none); the query itself runs on, to
+	// csiTimeout, and is not started again meanwhile.
+	statsWait = 5 * time.Second
 )
 
 // migratedPlugins is the CSINode's migrated-plugins annotation: every in-tree
@@ -82,10 +88,16 @@ type Registry struct {
 	logger   *zap.Logger
 	loops    lifecycle.Loops // what Start began
 
+	opTimeout time.Duration // csiTimeout; shorter in tests
+	statsWait time.Duration // statsWait; shorter in tests
+	// volumes serialises the operations on one volume (driver and handle):
+	// one volume's stuck driver call never blocks another volume.
+	volumes keylock.Locks
+
 	mu      sync.Mutex
 	drivers map[string]driver
 	done    map[string]bool // staging and target paths set up by this process
-	usage   map[string]cachedUsage
+	usage   map[string]*volumeUsage
 }
 
 type driver struct {
@@ -101,7 +113,9 @@ func NewRegistry(opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Registry{nodeName: opts.NodeName, rootDir: filepath.Clean(opts.RootDir), client: opts.Client, logger: opts.Logger, drivers: map[string]driver{}, done: map[string]bool{}, usage: map[string]cachedUsage{}}, nil
+	return &Registry{nodeName: opts.NodeName, rootDir: filepath.Clean(opts.RootDir), client: opts.Client, logger: opts.Logger,
+		opTimeout: csiTimeout, statsWait: statsWait,
+		drivers: map[string]driver{}, done: map[string]bool{}, usage: map[string]*volumeUsage{}}, nil
 }
 
 // Endpoint returns where a registered driver serves CSI.

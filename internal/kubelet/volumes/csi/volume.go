@@ -85,6 +85,14 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 	if r.isDone(target) {
 		return target, nil
 	}
+	ctx, unlock, err := r.volumeOp(ctx, vol.Driver, vol.VolumeHandle)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if r.isDone(target) { // another pod's operation on the volume did it
+		return target, nil
+	}
 	endpoint, ok := r.Endpoint(vol.Driver)
 	if !ok {
 		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", vol.Driver)
@@ -181,6 +189,11 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 	if err != nil {
 		return err
 	}
+	ctx, unlock, err := r.volumeOp(ctx, data.DriverName, data.VolumeHandle)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	endpoint, ok := r.Endpoint(data.DriverName)
 	if !ok {
 		return fmt.Errorf("kubernetes.io/csi: unmounter failed: driver name %s not found in the list of registered CSI drivers", data.DriverName)
@@ -224,6 +237,19 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
 	}
 	return os.RemoveAll(sd)
+}
+
+// volumeOp starts an operation on one volume: it waits for the volume's
+// previous operation (never for another volume's) and bounds the whole by
+// the driver timeout. The returned func ends it.
+func (r *Registry) volumeOp(ctx context.Context, driver, handle string) (context.Context, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opTimeout)
+	unlock, err := r.volumes.Lock(ctx, driver+"\x00"+handle)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("kubernetes.io/csi: volume %s of driver %s: an earlier operation on it is still running: %w", handle, driver, err)
+	}
+	return ctx, func() { unlock(); cancel() }, nil
 }
 
 // VolumeOf reads the driver and handle a pod volume directory holds.
@@ -408,39 +434,86 @@ type Usage struct {
 // GET_VOLUME_STATS (upstream then reports no stats for the volume).
 var ErrStatsUnsupported = errors.New("kubernetes.io/csi: the driver does not support NodeGetVolumeStats")
 
+// ErrStatsPending is returned while the driver has not answered a volume's
+// first stats query (within statsWait).
+var ErrStatsPending = errors.New("kubernetes.io/csi: the driver has not answered NodeGetVolumeStats yet")
+
 // statsTTL is how long a volume's NodeGetVolumeStats answer is reused: a
 // stats read or a /metrics scrape does not call the driver each time
 // (upstream measures volumes once per volumeStatsAggPeriod).
 const statsTTL = 30 * time.Second
 
-type cachedUsage struct {
-	u  Usage
-	at time.Time
+// volumeUsage is the last stats answer of one volume and the query running.
+type volumeUsage struct {
+	u   Usage
+	err error
+	at  time.Time // of the answer; zero: none yet
+	// running is closed when the query running ends; nil when none runs.
+	running chan struct{}
 }
 
-// VolumeStats asks the driver for a published volume's usage, at most once
-// per statsTTL.
+// VolumeStats is a published volume's usage, from the driver at most once per
+// statsTTL. At most one query per volume runs at a time, bounded by the driver
+// timeout and detached from ctx, so that scrapes of a hung driver leave
+// nothing behind; a read waits for it until ctx ends or statsWait passes,
+// then answers with the last usage known (ErrStatsPending without one). A
+// read that finds a query running does not wait.
 func (r *Registry) VolumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
 	key := driver + "\x00" + handle + "\x00" + path
 	r.mu.Lock()
-	c, ok := r.usage[key]
-	r.mu.Unlock()
-	if ok && time.Since(c.at) < statsTTL {
-		return c.u, nil
+	e := r.usage[key]
+	if e == nil {
+		e = &volumeUsage{}
+		r.usage[key] = e
 	}
-	u, err := r.volumeStats(ctx, driver, handle, path)
-	if err != nil {
-		return Usage{}, err
+	if !e.at.IsZero() && time.Since(e.at) < statsTTL {
+		defer r.mu.Unlock()
+		return e.u, e.err
+	}
+	wait := e.running == nil
+	if wait {
+		e.running = make(chan struct{})
+		go r.queryStats(e, driver, handle, path)
+	}
+	done := e.running
+	r.forgetStaleUsageLocked()
+	r.mu.Unlock()
+	if wait {
+		timer := time.NewTimer(r.statsWait)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-timer.C:
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, old := range r.usage { // forget volumes not asked about for a while
-		if time.Since(old.at) > 10*statsTTL {
+	if e.at.IsZero() {
+		return Usage{}, ErrStatsPending
+	}
+	return e.u, e.err
+}
+
+// queryStats asks the driver once and records the answer in e.
+func (r *Registry) queryStats(e *volumeUsage, driver, handle, path string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opTimeout)
+	defer cancel()
+	u, err := r.volumeStats(ctx, driver, handle, path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.u, e.err, e.at = u, err, time.Now()
+	close(e.running)
+	e.running = nil
+}
+
+// forgetStaleUsageLocked drops the volumes not asked about for a while.
+func (r *Registry) forgetStaleUsageLocked() {
+	for k, e := range r.usage {
+		if e.running == nil && !e.at.IsZero() && time.Since(e.at) > 10*statsTTL {
 			delete(r.usage, k)
 		}
 	}
-	r.usage[key] = cachedUsage{u: u, at: time.Now()}
-	return u, nil
 }
 
 func (r *Registry) volumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
