@@ -34,7 +34,17 @@ const (
 	statsParallelism = 8
 	// statsFileIdle closes cgroup files no request read for so long.
 	statsFileIdle = 2 * time.Minute
+	// statsInspectTimeout bounds one container's inspect for stats: a container
+	// Docker cannot inspect (its storage hangs) is reported without usage rather
+	// than holding the whole list (and the kubelet's /stats/summary) to the
+	// kubelet's runtime request timeout. Such a container is not inspected again
+	// for statsSizeTTL.
+	statsInspectTimeout = 10 * time.Second
 )
+
+// errInspectStalled marks a container whose inspect for stats did not answer
+// within statsInspectTimeout (recently).
+var errInspectStalled = errors.New("docker did not answer the container's inspect in time")
 
 // statsDocker is the part of Docker the stats collector uses.
 type statsDocker interface {
@@ -109,6 +119,7 @@ type statsEntry struct {
 	sizeRw       uint64
 	hasSize      bool
 	inspectedAt  time.Time
+	stalledAt    time.Time     // of the last inspect that timed out; zero: none
 	refreshing   chan struct{} // non-nil while one request re-inspects
 	cg           statsCgroup
 	cgPid        int // PID cg was read for; 0 = no cgroup cached
@@ -134,6 +145,8 @@ type statsCollector struct {
 	logger  *zap.Logger
 	cgroups *cgroupReader
 	now     func() time.Time
+	// inspectTimeout is statsInspectTimeout (shorter in tests).
+	inspectTimeout time.Duration
 
 	mu      sync.Mutex
 	entries map[string]*statsEntry
@@ -152,12 +165,13 @@ func newStatsCollector(d statsDocker, logger *zap.Logger) *statsCollector {
 		logger = zap.NewNop()
 	}
 	return &statsCollector{
-		docker:     d,
-		logger:     logger,
-		cgroups:    newCgroupReader("/proc"),
-		now:        time.Now,
-		entries:    map[string]*statsEntry{},
-		imageUsers: imageUserCache{users: map[string]imageUser{}},
+		docker:         d,
+		logger:         logger,
+		cgroups:        newCgroupReader("/proc"),
+		now:            time.Now,
+		inspectTimeout: statsInspectTimeout,
+		entries:        map[string]*statsEntry{},
+		imageUsers:     imageUserCache{users: map[string]imageUser{}},
 	}
 }
 
@@ -180,6 +194,10 @@ func (c *statsCollector) ensure(ctx context.Context, id string, needPid bool) (s
 			c.mu.Unlock()
 			return v, nil
 		}
+		if !known && !e.stalledAt.IsZero() && now.Sub(e.stalledAt) < statsSizeTTL {
+			c.mu.Unlock()
+			return statsView{}, errInspectStalled
+		}
 		if ch := e.refreshing; ch != nil {
 			c.mu.Unlock()
 			select {
@@ -193,10 +211,19 @@ func (c *statsCollector) ensure(ctx context.Context, id string, needPid bool) (s
 		e.refreshing = ch
 		epoch := e.epoch
 		c.mu.Unlock()
-		j, err := c.docker.InspectContainerWithSize(ctx, id)
+		ictx, cancel := context.WithTimeout(ctx, c.inspectTimeout)
+		j, err := c.docker.InspectContainerWithSize(ictx, id)
+		stalled := err != nil && ictx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		cancel()
 		c.mu.Lock()
 		e.refreshing = nil
 		close(ch)
+		if stalled {
+			e.stalledAt = c.now()
+			err = fmt.Errorf("%w (%v): %w", errInspectStalled, c.inspectTimeout, err)
+		} else if err == nil {
+			e.stalledAt = time.Time{}
+		}
 		if err != nil {
 			if errors.Is(err, libdocker.ErrNotFound) {
 				delete(c.entries, id)
@@ -449,6 +476,10 @@ func (s *Service) containerStatsOf(ctx context.Context, t statsTarget) (*runtime
 		Annotations: annotations,
 	}}
 	v, err := s.stats.ensure(ctx, t.id, t.running)
+	if errors.Is(err, errInspectStalled) {
+		s.logger.Info("Container reported without usage", zap.String("id", t.id), zap.Error(err))
+		return st, usageSample{}, nil
+	}
 	if err != nil {
 		return nil, usageSample{}, fmt.Errorf("inspect container %s: %w", t.id, err)
 	}
