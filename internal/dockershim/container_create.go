@@ -17,8 +17,9 @@ import (
 // CreateContainer creates a container in a sandbox, in these steps:
 //  1. validate the request and refuse features Docker cannot do;
 //  2. resolve the sandbox (full ID, its namespaces), a PID namespace target
-//     (a container of the same sandbox) and the image;
-//  3. build the Docker config (command, env, mounts, security, resources, namespaces);
+//     (a container of the same sandbox) and the image (its full ID);
+//  3. build the Docker config (command, env, mounts, security, resources,
+//     namespaces), with the image as its ID;
 //  4. create it under the legacy k8s_ name, with labels that rebuild all state.
 func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	cfg, sbCfg := req.GetConfig(), req.GetSandboxConfig()
@@ -38,16 +39,15 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.docker.InspectImage(ctx, cfg.Image.Image); err != nil {
-		if errors.Is(err, libdocker.ErrNotFound) {
-			return nil, fmt.Errorf("%w: config.image.image %q is not present (pull it first)", ErrNotFound, cfg.Image.Image)
-		}
+	imageID, err := s.containerImage(ctx, cfg.Image.Image)
+	if err != nil {
 		return nil, err
 	}
 	cc, hc, err := s.containerConfig(cfg, sbCfg, &sb)
 	if err != nil {
 		return nil, err
 	}
+	cc.Image = imageID   // the image checked, not whatever Docker resolves the reference to later
 	if pidTarget != "" { // the container checked, not whatever Docker resolves the ID to later
 		hc.PidMode = libdocker.PidMode("container:" + pidTarget)
 	}
@@ -59,6 +59,21 @@ func (s *Service) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
+}
+
+// containerImage returns the full ID of the image a container is created from.
+// The reference must name a present image by its full ID, a tag or a digest
+// (lookupImage): anything else, an ID prefix Docker would resolve included, is
+// NotFound.
+func (s *Service) containerImage(ctx context.Context, ref string) (string, error) {
+	ii, found, err := s.lookupImage(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("inspect config.image.image %q: %w", ref, err)
+	}
+	if !found {
+		return "", fmt.Errorf("%w: config.image.image %q is not present (pull it first)", ErrNotFound, ref)
+	}
+	return ii.ID, nil
 }
 
 // checkPIDTarget lets a container join the PID namespace of a target (pid

@@ -19,7 +19,7 @@ import (
 // compared with them.
 
 // ListImages lists the images (not intermediate layers), optionally only those a
-// reference names (tag, digest, ID or ID prefix).
+// reference names (tag, digest or full ID; never an ID prefix).
 func (s *Service) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
 	images, err := s.listImages(ctx, req.GetFilter())
 	if err != nil {
@@ -235,8 +235,8 @@ func (r imageRef) String() string {
 	return s
 }
 
-// imageMatches reports whether ref names the image: its ID (with or without "sha256:",
-// or a prefix of it), one of its tags or one of its digests.
+// imageMatches reports whether ref names the image: its full ID (with or without
+// "sha256:"), one of its tags or one of its digests. An ID prefix names nothing.
 func imageMatches(ref, id string, tags, digests []string) bool {
 	if imageIDMatches(ref, id) {
 		return true
@@ -258,22 +258,11 @@ func imageMatches(ref, id string, tags, digests []string) bool {
 	return false
 }
 
-// imageIDMatches reports whether ref is id, or a prefix of it: "sha256:<hex prefix>",
-// or a bare hex prefix of at least 12 characters (Docker's short ID).
+// imageIDMatches reports whether ref is the full image ID id ("sha256:<64 hex>"),
+// with or without its "sha256:". Docker also takes a prefix of an ID ("sha256:3f5e",
+// "3f5e") for the image, but a prefix names whatever local image starts so: a pod
+// could run another tenant's image by guessing a few hex digits. Like the 1.23
+// dockershim and cri-dockerd, the shim accepts only the whole ID.
 func imageIDMatches(ref, id string) bool {
-	hex := strings.TrimPrefix(id, "sha256:")
-	r, explicit := strings.CutPrefix(ref, "sha256:")
-	if r == "" || len(r) > len(hex) || !isLowerHex(r) || !explicit && len(r) < 12 {
-		return false
-	}
-	return strings.HasPrefix(hex, r)
-}
-
-func isLowerHex(s string) bool {
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return ref != "" && id != "" && (ref == id || "sha256:"+ref == id)
 }

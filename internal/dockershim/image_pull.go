@@ -28,9 +28,12 @@ func (s *Service) PullImage(ctx context.Context, req *runtimeapi.PullImageReques
 	if err := s.docker.PullImage(ctx, ref, auth); err != nil {
 		return nil, fmt.Errorf("pull image %q: %w", ref, err)
 	}
-	ii, err := s.docker.InspectImage(ctx, ref)
+	ii, found, err := s.lookupImage(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("inspect pulled image %q: %w", ref, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: pulled image %q is not present", ErrNotFound, ref)
 	}
 	s.stats.imageUsers.put(ii.ID, imageUserOf(ii))
 	return &runtimeapi.PullImageResponse{ImageRef: ii.ID}, nil

@@ -12,11 +12,12 @@ import (
 )
 
 // RemoveImage removes an image and is idempotent: an unknown image is success, and so
-// is losing a race to a concurrent removal. A reference naming the image ID (as the
-// kubelet's image GC does) deletes the image with all its tags (Docker needs force for
-// an image tagged in several repositories; it still refuses when a running container
-// uses it). A tag or digest reference removes that reference only, which deletes the
-// image when it was the last one.
+// is losing a race to a concurrent removal. A reference naming the full image ID (as
+// the kubelet's image GC does) deletes the image with all its tags (Docker needs force
+// for an image tagged in several repositories; it still refuses when a running
+// container uses it). A tag or digest reference removes that reference only, which
+// deletes the image when it was the last one. An ID prefix names no image (see
+// lookupImage): it removes nothing.
 func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
 	ref := req.GetImage().GetImage()
 	ii, found, err := s.inspectImageRef(ctx, "remove image", req.GetImage())
@@ -36,10 +37,7 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 		}
 		return &runtimeapi.RemoveImageResponse{}, nil
 	}
-	target, force := ref, false
-	if removeRefIsID(ref, ii) {
-		target, force = ii.ID, true
-	}
+	target, force := removeTarget(ref, ii)
 	_, err = s.docker.RemoveImage(ctx, target, force)
 	if err == nil || imageRemoveLostRace(err) {
 		return &runtimeapi.RemoveImageResponse{}, nil
@@ -55,14 +53,21 @@ func (s *Service) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRe
 	return nil, fmt.Errorf("remove image %q: %w", ref, err)
 }
 
-// removeRefIsID reports whether ref named the inspected image by its ID or an ID
-// prefix (any length, as Docker resolved it) rather than by one of its references.
-func removeRefIsID(ref string, ii libdocker.ImageInspect) bool {
-	r := strings.TrimPrefix(ref, "sha256:")
-	if r == "" || !isLowerHex(r) || !strings.HasPrefix(strings.TrimPrefix(ii.ID, "sha256:"), r) {
-		return false
+// removeTarget is what Docker is asked to remove for ref, which names the inspected
+// image: the image ID, forced, for its full ID; otherwise the tag or digest, fully
+// qualified ("docker.io/library/3f5e:latest", not "3f5e"), so that Docker cannot
+// fall back to an ID prefix should the tag vanish before the removal.
+func removeTarget(ref string, ii libdocker.ImageInspect) (target string, force bool) {
+	if removeRefIsID(ref, ii) {
+		return ii.ID, true
 	}
-	return !imageMatches(ref, "", cleanRepoTags(ii.RepoTags), cleanRepoDigests(ii.RepoDigests))
+	return parseImageRef(ref).String(), false
+}
+
+// removeRefIsID reports whether ref named the inspected image by its full ID rather
+// than by one of its references.
+func removeRefIsID(ref string, ii libdocker.ImageInspect) bool {
+	return imageIDMatches(ref, ii.ID)
 }
 
 // imageRemoveLostRace reports whether a removal failed only because the image (or

@@ -18,7 +18,8 @@ func TestImageRemoveRefIsID(t *testing.T) {
 	}{
 		{"full ID", imageTestID, true},
 		{"bare hex", imageTestID[7:], true},
-		{"short prefix Docker resolved", "6f98", true},
+		{"short prefix is not the ID", "6f98", false},
+		{"sha256 prefix is not the ID", "sha256:6f98d68ba735", false},
 		{"tag", "busybox", false},
 		{"digest", "busybox@sha256:1111", false},
 		{"not hex", "6f98x", false},
@@ -26,6 +27,30 @@ func TestImageRemoveRefIsID(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := removeRefIsID(tc.ref, ii); got != tc.want {
 				t.Errorf("removeRefIsID(%q) = %v, want %v", tc.ref, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestImageRemoveTarget: only the full ID removes the image by ID (forced); a
+// tag or digest is removed fully qualified, which Docker never reads as an ID
+// prefix, even for a tag that looks like one.
+func TestImageRemoveTarget(t *testing.T) {
+	t.Parallel()
+	ii := libdocker.ImageInspect{ID: imageTestID, RepoTags: []string{"6f98:latest"}}
+	for _, tc := range []struct {
+		desc, ref, want string
+		force           bool
+	}{
+		{"full ID", imageTestID, imageTestID, true},
+		{"bare hex ID", imageTestID[7:], imageTestID, true},
+		{"hex-looking tag", "6f98", "docker.io/library/6f98:latest", false},
+		{"registry tag", "127.0.0.1:5000/app:v1", "127.0.0.1:5000/app:v1", false},
+		{"digest", "busybox@sha256:1111", "docker.io/library/busybox@sha256:1111", false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got, force := removeTarget(tc.ref, ii); got != tc.want || force != tc.force {
+				t.Errorf("removeTarget(%q) = %q, %v; want %q, %v", tc.ref, got, force, tc.want, tc.force)
 			}
 		})
 	}

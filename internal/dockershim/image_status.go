@@ -68,12 +68,28 @@ func (s *Service) inspectImageRef(ctx context.Context, op string, spec *runtimea
 	if ref == "" {
 		return libdocker.ImageInspect{}, false, invalidArg("image.image", "must not be empty")
 	}
+	ii, found, err := s.lookupImage(ctx, ref)
+	if err != nil {
+		return ii, false, fmt.Errorf("%s %q: %w", op, ref, err)
+	}
+	return ii, found, nil
+}
+
+// lookupImage inspects the image ref names; found is false when Docker does not
+// know ref or resolved it to an image ref does not name. Docker resolves a
+// reference it has no tag for as an image ID prefix ("sha256:3f5e" is not the
+// repository "sha256" but any image whose ID starts with 3f5e): only the image's
+// full ID, one of its tags or one of its digests is accepted (imageMatches), so
+// that no image RPC reaches an image by a guessed prefix.
+func (s *Service) lookupImage(ctx context.Context, ref string) (libdocker.ImageInspect, bool, error) {
 	ii, err := s.docker.InspectImage(ctx, ref)
 	switch {
 	case imageNotFound(err):
-		return ii, false, nil
+		return libdocker.ImageInspect{}, false, nil
 	case err != nil:
-		return ii, false, fmt.Errorf("%s %q: %w", op, ref, err)
+		return libdocker.ImageInspect{}, false, err
+	case !imageMatches(ref, ii.ID, cleanRepoTags(ii.RepoTags), cleanRepoDigests(ii.RepoDigests)):
+		return libdocker.ImageInspect{}, false, nil
 	}
 	return ii, true, nil
 }

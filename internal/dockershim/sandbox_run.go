@@ -95,12 +95,13 @@ func (s *Service) validateSandboxRequest(cfg *runtimeapi.PodSandboxConfig, handl
 	return nil
 }
 
-// ensureSandboxImage pulls the pause image when Docker does not have it.
+// ensureSandboxImage pulls the pause image when Docker does not have it (by its
+// tag, digest or full ID: lookupImage).
 func (s *Service) ensureSandboxImage(ctx context.Context) error {
-	if _, err := s.docker.InspectImage(ctx, s.podInfraImage); err == nil {
-		return nil
-	} else if !errors.Is(err, libdocker.ErrNotFound) {
+	if _, found, err := s.lookupImage(ctx, s.podInfraImage); err != nil {
 		return fmt.Errorf("inspect sandbox image %s: %w", s.podInfraImage, err)
+	} else if found {
+		return nil
 	}
 	var creds []*runtimeapi.AuthConfig
 	if s.keyring != nil {

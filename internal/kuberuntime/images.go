@@ -106,14 +106,53 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 
 // lookupImageRef returns the runtime's ID of the image, or "" when it is absent.
 func (m *Manager) lookupImageRef(ctx context.Context, spec *runtimeapi.ImageSpec) (string, error) {
-	resp, err := m.images.ImageStatus(ctx, spec, false)
+	img, err := m.imageStatus(ctx, spec)
 	if err != nil {
 		return "", err
 	}
-	if resp.GetImage() == nil {
-		return "", nil
+	return img.GetId(), nil
+}
+
+// imageStatus returns the runtime's image for spec, nil when it has none or
+// answered with an image spec does not name (imageNamedBy).
+func (m *Manager) imageStatus(ctx context.Context, spec *runtimeapi.ImageSpec) (*runtimeapi.Image, error) {
+	resp, err := m.images.ImageStatus(ctx, spec, false)
+	if err != nil {
+		return nil, err
 	}
-	return resp.GetImage().GetId(), nil
+	if img := resp.GetImage(); img != nil && imageNamedBy(img, spec.GetImage()) {
+		return img, nil
+	}
+	return nil, nil
+}
+
+// imageNamedBy reports whether the image reference ref names img: its full ID,
+// one of its repo tags or, for a reference with a digest, one of its repo
+// digests (names compared fully qualified). Docker takes a name it has no tag
+// for as an image ID prefix ("sha256:3f5e", the repository "sha256" to the pod
+// spec, is any local image whose ID starts with 3f5e); without this check a
+// runtime that answers so would let a pod run an image it only guessed a few
+// hex digits of.
+func imageNamedBy(img *runtimeapi.Image, ref string) bool {
+	if ref == img.GetId() || "sha256:"+ref == img.GetId() {
+		return true
+	}
+	want, err := parseImageRef(ref)
+	if err != nil {
+		return false
+	}
+	names, key := img.GetRepoTags(), func(r imageRefParts) string { return r.repository() + ":" + r.tag }
+	if want.digest != "" {
+		names, key = img.GetRepoDigests(), func(r imageRefParts) string { return r.repository() + "@" + r.digest }
+	} else if want.tag == "" {
+		want.tag = "latest"
+	}
+	for _, n := range names {
+		if got, err := parseImageRef(n); err == nil && key(got) == key(want) {
+			return true
+		}
+	}
+	return false
 }
 
 // pullResult is a successful pull: the image ref the runtime reports, the
@@ -166,17 +205,17 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 		took := time.Since(start)
 		// The image's status gives its size (and the ref when the pull did
 		// not), as upstream's puller asks for it after each pull.
-		resp, err := m.images.ImageStatus(ctx, spec, false)
+		img, err := m.imageStatus(ctx, spec)
 		switch {
 		case imageRef != "":
 		case err != nil:
 			return pullResult{}, fmt.Errorf("inspect pulled image %q: %w", spec.Image, err)
-		case resp.GetImage() == nil:
+		case img == nil:
 			return pullResult{}, fmt.Errorf("image %q is not present after a successful pull", spec.Image)
 		default:
-			imageRef = resp.GetImage().GetId()
+			imageRef = img.GetId()
 		}
-		return pullResult{ref: imageRef, size: resp.GetImage().GetSize(), took: took}, nil
+		return pullResult{ref: imageRef, size: img.GetSize(), took: took}, nil
 	}
 	return pullResult{}, errors.Join(errs...)
 }

@@ -524,3 +524,71 @@ func TestEnsureImageExistsNodeKeyring(t *testing.T) {
 		})
 	}
 }
+
+// prefixImages is an image service that resolves image ID prefixes as Docker
+// does ("sha256:3f5e" is any image whose ID starts with 3f5e): what a runtime
+// that does not refuse them answers.
+type prefixImages struct{ *rcImages }
+
+func (f prefixImages) ImageStatus(ctx context.Context, spec *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error) {
+	resp, err := f.rcImages.ImageStatus(ctx, spec, verbose)
+	if err != nil || resp.GetImage() != nil {
+		return resp, err
+	}
+	f.rcImages.Lock()
+	defer f.rcImages.Unlock()
+	prefix := strings.TrimPrefix(spec.GetImage(), "sha256:")
+	for _, img := range f.Images {
+		if strings.HasPrefix(strings.TrimPrefix(img.Id, "sha256:"), prefix) {
+			return &runtimeapi.ImageStatusResponse{Image: img}, nil
+		}
+	}
+	return resp, nil
+}
+
+// TestEnsureImageExistsIDPrefix: an image the runtime returns for the pod's
+// image counts as present only when the pod's image names it (its full ID, a
+// repo tag or a repo digest, normalised), so that "image: sha256:3f5e" does not
+// run whatever local image's ID starts with 3f5e even on a runtime that
+// resolves ID prefixes.
+func TestEnsureImageExistsIDPrefix(t *testing.T) {
+	t.Parallel()
+	id := "sha256:3f5e" + strings.Repeat("0", 60)
+	digest := "sha256:" + strings.Repeat("d", 64)
+	local := &runtimeapi.Image{Id: id, RepoTags: []string{"docker.io/library/busybox:1.36"}, RepoDigests: []string{"docker.io/library/busybox@" + digest}}
+	for _, tc := range []struct {
+		desc    string
+		image   string
+		policy  v1.PullPolicy
+		wantRef string
+		wantErr error
+	}{
+		{desc: "sha256 prefix, Never", image: "sha256:3f5e", policy: v1.PullNever, wantErr: kubecontainer.ErrImageNeverPull},
+		{desc: "sha256 prefix, IfNotPresent pulls it", image: "sha256:3f5e", policy: v1.PullIfNotPresent, wantRef: "sha256:3f5e"},
+		{desc: "63-digit prefix, Never", image: id[:70], policy: v1.PullNever, wantErr: kubecontainer.ErrImageNeverPull},
+		{desc: "bare prefix gets :latest", image: "3f5e", policy: v1.PullNever, wantErr: kubecontainer.ErrImageNeverPull},
+		{desc: "full ID", image: id, policy: v1.PullNever, wantRef: id},
+		{desc: "tag, normalised", image: "busybox:1.36", policy: v1.PullNever, wantRef: id},
+		{desc: "digest, normalised", image: "docker.io/busybox@" + digest, policy: v1.PullNever, wantRef: id},
+		{desc: "other tag", image: "busybox:1.35", policy: v1.PullNever, wantErr: kubecontainer.ErrImageNeverPull},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			env := newRCImageEnv(t, func(o *Options) { o.Images = prefixImages{o.Images.(*rcImages)} })
+			env.images.Lock()
+			// The fake looks images up by the exact string asked for.
+			env.images.Images = map[string]*runtimeapi.Image{
+				id: local, "busybox:1.36": local, "docker.io/busybox@" + digest: local, "busybox:1.35": local,
+			}
+			env.images.Unlock()
+			pod, c := rcImagePod(tc.image, tc.policy)
+			ref, _, err := env.m.ensureImageExists(context.Background(), pod, c, nil, nil)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("ensureImageExists(%s) = %q, %v; want %q, %v", tc.image, ref, err, tc.wantRef, tc.wantErr)
+			}
+			if ref != tc.wantRef {
+				t.Errorf("ensureImageExists(%s) ref = %q, want %q", tc.image, ref, tc.wantRef)
+			}
+		})
+	}
+}
