@@ -87,6 +87,9 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = logger.Sync() }()
+	// The process logger of the crash handler for packages without a logger of
+	// their own (logging.HandleCrash with nil).
+	defer zap.ReplaceGlobals(logger)()
 	// A panic in the foreground (start-up, the wait, the ordered shutdown) is
 	// logged with its stack like one in a background loop.
 	defer logging.HandleCrash(logger, "main")
@@ -108,7 +111,11 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			go func() { <-done; cancel() }()
+			go func() {
+				defer logging.HandleCrash(logger, "lock file contention")
+				<-done
+				cancel()
+			}()
 		}
 	}
 	if cfg.ExperimentalDockershim {

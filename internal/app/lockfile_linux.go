@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // acquireLockFile takes an exclusive flock on path (created if missing),
@@ -53,11 +55,13 @@ func watchLockFileContention(ctx context.Context, path string, logger *zap.Logge
 	f := os.NewFile(uintptr(fd), "inotify")
 	done := make(chan struct{})
 	go func() {
+		defer logging.HandleCrash(logger, "lock file watch")
 		<-ctx.Done()
 		_ = f.Close() // ends the read below
 	}()
 	go func() {
 		defer close(done)
+		defer logging.HandleCrash(logger, "lock file watch")
 		buf := make([]byte, unix.SizeofInotifyEvent+unix.PathMax+1)
 		n, err := f.Read(buf)
 		switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/podforward"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // dockerClient is the Docker API the shim uses; *libdocker.Client implements it.
@@ -310,6 +311,7 @@ func (s *Service) Start(ctx context.Context) error {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		defer logging.HandleCrash(s.logger, "pod forwarding")
 		s.forward.Run(s.runCtx, s.network.CachedSubnets)
 	}()
 	if err := s.resumeLogs(ctx); err != nil {

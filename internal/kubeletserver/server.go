@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 	"github.com/kubelet-dockershim/kubelet/internal/unixsock"
 )
 
@@ -132,6 +133,7 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener, useTLS bool, 
 	s := &Server{ln: ln, done: make(chan struct{}), logger: logger, srv: srv, cancel: cancel}
 	go func() {
 		defer close(s.done)
+		defer logging.HandleCrash(logger, "kubelet server")
 		var err error
 		if useTLS {
 			err = srv.ServeTLS(ln, "", "")
@@ -144,6 +146,7 @@ func serve(ctx context.Context, srv *http.Server, ln net.Listener, useTLS bool, 
 		}
 	}()
 	go func() {
+		defer logging.HandleCrash(logger, "kubelet server")
 		select {
 		case <-ctx.Done():
 			_ = s.Close()

@@ -20,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/faultinject"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Container log rotation, as the upstream kubelet's container log manager does it:
@@ -145,6 +146,7 @@ func (r *logRotator) rotateAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range max(r.workers, 1) {
 		wg.Go(func() {
+			defer logging.HandleCrash(r.logger, "container log rotation")
 			for id := range ids {
 				r.rotateOne(ctx, id)
 			}

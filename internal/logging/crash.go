@@ -23,12 +23,16 @@ const PanicMessage = "panic in a background loop; the process exits"
 // (at Error, with the loop's name), flushes the logger and panics again with the
 // same value, as upstream's runtime.HandleCrash does with ReallyCrash set: the
 // process ends with exit status 2, and systemd restarts it. A background loop that
-// panicked cannot be trusted to go on, so nothing is swallowed. A nil logger only
-// skips the log entry.
+// panicked cannot be trusted to go on, so nothing is swallowed. A nil logger
+// means the process logger (zap.L, which the binary's start-up installs), for
+// the leaf packages that hold no logger of their own.
 func HandleCrash(logger *zap.Logger, loop string) {
 	r := recover()
 	if r == nil {
 		return
+	}
+	if logger == nil {
+		logger = zap.L()
 	}
 	if logger != nil {
 		logger.Error(PanicMessage, zap.String("loop", loop), zap.String("panic", fmt.Sprint(r)),

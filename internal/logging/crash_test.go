@@ -54,9 +54,16 @@ func TestHandleCrashWithoutPanic(t *testing.T) {
 	}
 }
 
+// TestHandleCrashNilLogger: a goroutine of a package without a logger of its
+// own (nil) logs through the process logger the binary installs (zap.L). Not
+// parallel: it replaces zap's global logger.
 func TestHandleCrashNilLogger(t *testing.T) {
-	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	defer zap.ReplaceGlobals(zap.New(core))()
 	if got := crashIn(nil, func() { panic("boom") }); got != "boom" {
 		t.Fatalf("HandleCrash with a nil logger re-panicked with %v, want %q", got, "boom")
+	}
+	if entries := logs.AllUntimed(); len(entries) != 1 || entries[0].Message != PanicMessage {
+		t.Fatalf("process logger entries %+v, want the panic", entries)
 	}
 }

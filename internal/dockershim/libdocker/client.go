@@ -15,6 +15,8 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Options configures a Client.
@@ -282,6 +284,7 @@ func (c *Client) followPull(ctx context.Context, cancel context.CancelCauseFunc,
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
+		defer logging.HandleCrash(nil, "image pull progress")
 		t := time.NewTimer(c.pullProgressDeadline)
 		defer t.Stop()
 		for {

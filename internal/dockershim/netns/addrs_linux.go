@@ -8,6 +8,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // GlobalAddrs returns the global-scope addresses of interface ifName inside
@@ -25,6 +27,7 @@ func GlobalAddrs(nsPath, ifName string) ([]string, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer logging.HandleCrash(nil, "pod addresses")
 		addrs, err := globalAddrs(nsPath, ifName)
 		done <- result{addrs, err}
 	}()

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"go.uber.org/zap"
 	remotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // attachParams describes one attach to a container's main process.
@@ -47,7 +49,10 @@ func attach(ctx context.Context, d Docker, logger *zap.Logger, p attachParams) e
 	if tty && p.resize != nil {
 		resize := func(h, w uint) error { return d.ResizeContainerTTY(ctx, p.containerID, h, w) }
 		onErr := func(err error) { logger.Debug("resize failed", zap.String("container", p.containerID), zap.Error(err)) }
-		go resizeLoop(done, p.resize, resize, onErr)
+		go func() {
+			defer logging.HandleCrash(logger, "attach resize")
+			resizeLoop(done, p.resize, resize, onErr)
+		}()
 	}
 	// The end of the client's stdin reaches the container only when its
 	// stdin is once-only (stdinOnce, no TTY). Otherwise the container's stdin
@@ -57,11 +62,17 @@ func attach(ctx context.Context, d Docker, logger *zap.Logger, p attachParams) e
 	closeStdin := info.Config != nil && info.Config.StdinOnce && !tty
 	inDone := make(chan error, 1)
 	if p.stdin != nil {
-		go func() { inDone <- copyInput(&resp, p.stdin, closeStdin) }()
+		go func() {
+			defer logging.HandleCrash(logger, "attach stdin")
+			inDone <- copyInput(&resp, p.stdin, closeStdin)
+		}()
 	}
 	outDone := make(chan error, 1)
 	if hasOutput {
-		go func() { outDone <- copyOutput(&resp, tty, p.stdout, p.stderr) }()
+		go func() {
+			defer logging.HandleCrash(logger, "attach output")
+			outDone <- copyOutput(&resp, tty, p.stdout, p.stderr)
+		}()
 	}
 	return waitAttach(ctx, p.containerID, inDone, outDone, hasOutput)
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	remotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Bounds of the polls that follow an exec's end or its kill.
@@ -74,13 +76,22 @@ func Exec(ctx context.Context, d Docker, p ExecParams) (exitCode int, err error)
 	defer close(done)
 	if p.TTY && p.Resize != nil {
 		resize := func(h, w uint) error { return d.ResizeExecTTY(runCtx, execID, h, w) }
-		go resizeLoop(done, p.Resize, resize, func(error) {})
+		go func() {
+			defer logging.HandleCrash(nil, "exec resize")
+			resizeLoop(done, p.Resize, resize, func(error) {})
+		}()
 	}
 	if p.Stdin != nil {
-		go func() { _ = copyInput(&resp, p.Stdin, true) }()
+		go func() {
+			defer logging.HandleCrash(nil, "exec stdin")
+			_ = copyInput(&resp, p.Stdin, true)
+		}()
 	}
 	outDone := make(chan error, 1)
-	go func() { outDone <- copyOutput(&resp, p.TTY, p.Stdout, p.Stderr) }()
+	go func() {
+		defer logging.HandleCrash(nil, "exec output")
+		outDone <- copyOutput(&resp, p.TTY, p.Stdout, p.Stderr)
+	}()
 
 	select {
 	case err := <-outDone:

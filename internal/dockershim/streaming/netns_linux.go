@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // dialTimeout bounds a connect inside a pod's network namespace.
@@ -37,7 +39,10 @@ func dialInNetns(ctx context.Context, pid int, port int32) (net.Conn, error) {
 	res := make(chan dialResult, 1)
 	// A dedicated goroutine: if the thread cannot return to its namespace, the
 	// goroutine exits while still locked and the runtime discards the thread.
-	go func() { res <- dialFromNetns(ctx, int(target.Fd()), addr) }()
+	go func() {
+		defer logging.HandleCrash(nil, "port-forward dial")
+		res <- dialFromNetns(ctx, int(target.Fd()), addr)
+	}()
 	r := <-res
 	if r.err != nil {
 		return nil, fmt.Errorf("dial %s in %s: %w", addr, nsPath, r.err)

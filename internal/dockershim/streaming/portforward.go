@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // portForward connects stream to 127.0.0.1:port inside the network namespace of the
@@ -53,6 +55,7 @@ type closeWriter interface{ CloseWrite() error }
 func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriter) error {
 	toPod := make(chan error, 1)
 	go func() {
+		defer logging.HandleCrash(nil, "port-forward to pod")
 		_, err := io.Copy(conn, stream)
 		if err == nil {
 			if cw, ok := conn.(closeWriter); ok {
@@ -63,6 +66,7 @@ func pipe(ctx context.Context, conn net.Conn, stream io.ReadWriter) error {
 	}()
 	fromPod := make(chan error, 1)
 	go func() {
+		defer logging.HandleCrash(nil, "port-forward from pod")
 		_, err := io.Copy(stream, conn)
 		fromPod <- err
 	}()

@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	cristreaming "k8s.io/cri-streaming/pkg/streaming"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // readHeaderTimeout bounds how long a client may take to send request headers.
@@ -80,7 +82,10 @@ func (s *Server) Start(ctx context.Context) (retErr error) {
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          zap.NewStdLog(s.logger),
 	}
-	go s.serve(s.http, ln, s.done)
+	go func() {
+		defer logging.HandleCrash(s.logger, "streaming server")
+		s.serve(s.http, ln, s.done)
+	}()
 	s.stopWait = context.AfterFunc(ctx, func() { _ = s.Close() })
 	s.logger.Info("streaming server listening", zap.String("addr", addr))
 	return nil

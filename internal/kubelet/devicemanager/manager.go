@@ -37,6 +37,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager/checkpoint"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Defaults and upstream's constants.
@@ -293,7 +294,10 @@ func (m *Manager) connect(resourceName, endpoint string, regOpts *pluginapi.Devi
 	m.plugins[resourceName] = p
 	m.known[resourceName] = true
 	m.mu.Unlock()
-	go m.watch(streamCtx, p)
+	go func() {
+		defer logging.HandleCrash(m.logger, "device plugin "+resourceName)
+		m.watch(streamCtx, p)
+	}()
 	m.logger.Info("Registered device plugin", zap.String("resourceName", resourceName), zap.String("endpoint", endpoint),
 		zap.Bool("preStartRequired", opts.GetPreStartRequired()), zap.Bool("getPreferredAllocationAvailable", opts.GetGetPreferredAllocationAvailable()))
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // notifierRefreshInterval is how often the memcg thresholds are re-armed
@@ -75,6 +76,7 @@ func (s *notifierSet) refresh(ctx context.Context, m *Manager) {
 		s.armed = append(s.armed, n)
 		desc := describeNotifier(t)
 		s.wg.Go(func() {
+			defer logging.HandleCrash(m.log, "memcg notification")
 			n.Run(runCtx, func() {
 				m.log.Info("eviction manager: " + desc + " crossed")
 				select {

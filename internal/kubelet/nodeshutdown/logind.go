@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // The logind and systemd D-Bus names the manager talks to.
@@ -173,6 +175,7 @@ func (l *logindConn) monitor(done <-chan struct{}, onBad func(msg string)) (<-ch
 	events := make(chan bool, 1)
 	go func() {
 		defer close(events)
+		defer logging.HandleCrash(nil, "logind signals")
 		for sig := range signals {
 			if sig == nil || sig.Sender != owner || sig.Name != logindInterface+"."+prepareForShutdown || sig.Path != logindPath {
 				continue

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Admission of pods while the node shuts down (upstream's reason and message).
@@ -167,7 +168,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.wg.Go(func() { m.rewatch(ctx, stopped) })
+	m.wg.Go(func() {
+		defer logging.HandleCrash(m.log, "node shutdown watch")
+		m.rewatch(ctx, stopped)
+	})
 	m.loadMetrics()
 	return nil
 }
@@ -264,6 +268,7 @@ func (m *Manager) watch(ctx context.Context) (_ <-chan struct{}, retErr error) {
 	stopped := make(chan struct{})
 	m.wg.Go(func() {
 		defer close(stopped)
+		defer logging.HandleCrash(m.log, "node shutdown events")
 		m.handleEvents(ctx, bus, events)
 	})
 	return stopped, nil

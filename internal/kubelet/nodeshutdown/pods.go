@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Upstream's priorities of the two groups made from shutdownGracePeriod and
@@ -159,10 +161,14 @@ func (m *Manager) killPods(ctx context.Context, pods []*v1.Pod) error {
 func (m *Manager) killGroup(ctx context.Context, group podGroup) {
 	var wg sync.WaitGroup
 	for _, pod := range group.pods {
-		wg.Go(func() { m.killPod(ctx, pod, group.ShutdownGracePeriodSeconds) })
+		wg.Go(func() {
+			defer logging.HandleCrash(m.log, "node shutdown kill")
+			m.killPod(ctx, pod, group.ShutdownGracePeriodSeconds)
+		})
 	}
 	done := make(chan struct{})
 	go func() {
+		defer logging.HandleCrash(m.log, "node shutdown kill")
 		wg.Wait()
 		close(done)
 	}()

@@ -261,7 +261,10 @@ func (e *EventedPLEG) queueRead(ctx context.Context, md *runtimeapi.PodSandboxMe
 		p = &pendingRefresh{}
 		e.pending[uid] = p
 		e.readers.Add(1)
-		go e.readLoop(ctx, uid)
+		go func() {
+			defer logging.HandleCrash(e.generic.logger, "pleg pod read")
+			e.readLoop(ctx, uid)
+		}()
 	}
 	p.md, p.queued = md, true
 	if ev != nil {
@@ -304,6 +307,7 @@ func (e *EventedPLEG) afterFunc(d time.Duration, f func()) {
 		return
 	}
 	go func() {
+		defer logging.HandleCrash(e.generic.logger, "pleg timer")
 		<-e.generic.clock.After(d)
 		f()
 	}()

@@ -24,6 +24,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // DefaultDir is upstream's plugin registration directory.
@@ -158,7 +159,10 @@ func (w *Watcher) found(ctx context.Context, path string) {
 	if err != nil || fi.Mode()&os.ModeSocket == 0 {
 		return
 	}
-	go w.registerRetrying(ctx, path)
+	go func() {
+		defer logging.HandleCrash(w.logger, "plugin registration")
+		w.registerRetrying(ctx, path)
+	}()
 }
 
 // registerRetrying registers a socket's plugin, trying again (with back-off,

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // rowRef is a cgroup the walk found.
@@ -39,8 +41,14 @@ func (c *cadvisor) listMeta(ctx context.Context) (*criMeta, error) {
 		cs           []*runtimeapi.Container
 		sbErr, csErr error
 	)
-	wg.Go(func() { sbs, sbErr = c.p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) })
-	wg.Go(func() { cs, csErr = c.p.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{}) })
+	wg.Go(func() {
+		defer logging.HandleCrash(c.p.logger, "stats")
+		sbs, sbErr = c.p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	})
+	wg.Go(func() {
+		defer logging.HandleCrash(c.p.logger, "stats")
+		cs, csErr = c.p.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
+	})
 	wg.Wait()
 	if err := errors.Join(sbErr, csErr); err != nil {
 		return nil, fmt.Errorf("list the runtime's sandboxes and containers: %w", err)

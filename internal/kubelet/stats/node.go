@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // NodeStats is the node's part of a full Summary (memory, CPU, filesystem,
@@ -20,8 +22,14 @@ func (p *Provider) NodeStats(ctx context.Context) (*statsapi.NodeStats, error) {
 		imageFs         *statsapi.FsStats
 		nodeErr, imgErr error
 	)
-	wg.Go(func() { node, _, nodeErr = p.nodeStats(ctx, true) })
-	wg.Go(func() { imageFs, imgErr = p.ImageFsStats(ctx) })
+	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
+		node, _, nodeErr = p.nodeStats(ctx, true)
+	})
+	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
+		imageFs, imgErr = p.ImageFsStats(ctx)
+	})
 	wg.Wait()
 	if err := errors.Join(nodeErr, imgErr); err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // runtimeView is everything one Summary asks the runtime: three list calls, whatever
@@ -42,14 +44,21 @@ func (p *Provider) listRuntime(ctx context.Context) (*runtimeView, error) {
 		sbErr, csErr error
 	)
 	at := p.now()
-	wg.Go(func() { sbs, sbErr = p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) })
 	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
+		sbs, sbErr = p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
+	})
+	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
 		running := &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 		cs, csErr = p.runtime.ListContainers(ctx, running)
 	})
 	strict := !p.noPodStats.Load()
 	if strict && !asked {
-		wg.Go(func() { podStats, psErr = p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{}) })
+		wg.Go(func() {
+			defer logging.HandleCrash(p.logger, "stats")
+			podStats, psErr = p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
+		})
 	}
 	wg.Wait()
 	if sbErr != nil {

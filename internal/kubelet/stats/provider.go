@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // defaultPodLogsDir is where pod log directories live unless Options say otherwise.
@@ -155,10 +157,19 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 		nodeErr, runErr error
 		imgErr          error
 	)
-	wg.Go(func() { node, rootFs, nodeErr = p.nodeStats(ctx, full) })
-	wg.Go(func() { view, runErr = p.listRuntime(ctx) })
+	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
+		node, rootFs, nodeErr = p.nodeStats(ctx, full)
+	})
+	wg.Go(func() {
+		defer logging.HandleCrash(p.logger, "stats")
+		view, runErr = p.listRuntime(ctx)
+	})
 	if full {
-		wg.Go(func() { imageFs, imgErr = p.ImageFsStats(ctx) })
+		wg.Go(func() {
+			defer logging.HandleCrash(p.logger, "stats")
+			imageFs, imgErr = p.ImageFsStats(ctx)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(nodeErr, runErr, imgErr); err != nil {

@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 const (
@@ -131,6 +133,7 @@ func (p *Provider) addStorage(ctx context.Context, pods []statsapi.PodStats, roo
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			defer logging.HandleCrash(p.logger, "stats")
 			p.podStorage(ctx, &pods[i], p.desiredPod(pods[i].PodRef), rootFs, claims[pods[i].PodRef.UID])
 		})
 	}

@@ -18,8 +18,9 @@
 // Only the kubelet coordinator (internal/kubelet), its runtime helper and
 // internal/app may import it. Of this project it imports only the leaves
 // internal/procfs (its mountinfo unescaping), internal/keylock (one pod's
-// operations serialised, never another pod's) and internal/kubelet/resources
-// (the downward API's resourceFieldRef), and its CSI part.
+// operations serialised, never another pod's), internal/logging (the crash
+// handler) and internal/kubelet/resources (the downward API's
+// resourceFieldRef), and its CSI part.
 package volumes
 
 import (
@@ -41,6 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/keylock"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // Plugin directory names under <pod>/volumes (upstream's escaped plugin names).
@@ -319,6 +321,7 @@ func (m *Manager) CleanupOrphans(ctx context.Context, active map[k8stypes.UID]bo
 		started++
 		go func() {
 			defer unlock()
+			defer logging.HandleCrash(m.logger, "orphaned pod cleanup")
 			results <- m.removeOrphan(ctx, uid)
 		}()
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
+
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -147,7 +149,10 @@ func servingCertificate(ctx context.Context, o ServingOptions, logger *zap.Logge
 	if err != nil {
 		return nil, err
 	}
-	go f.content.Run(klog.NewContext(ctx, zapr.NewLogger(logger)), 1)
+	go func() {
+		defer logging.HandleCrash(logger, "serving certificate reload")
+		f.content.Run(klog.NewContext(ctx, zapr.NewLogger(logger)), 1)
+	}()
 	return f.current.Load, nil
 }
 

@@ -17,6 +17,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // File and directory names of upstream's CSI plugin.
@@ -473,7 +475,10 @@ func (r *Registry) VolumeStats(ctx context.Context, driver, handle, path string)
 	wait := e.running == nil
 	if wait {
 		e.running = make(chan struct{})
-		go r.queryStats(e, driver, handle, path)
+		go func() {
+			defer logging.HandleCrash(r.logger, "csi volume stats")
+			r.queryStats(e, driver, handle, path)
+		}()
 	}
 	done := e.running
 	r.forgetStaleUsageLocked()
