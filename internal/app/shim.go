@@ -31,7 +31,6 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 		PullProgressDeadline:    cfg.ImagePullProgressDeadline,
 		RootDirectory:           cfg.DockershimRootDirectory,
 		CRIDockerdRootDirectory: cfg.CRIDockerdRootDirectory,
-		SeccompProfileRoot:      cfg.SeccompRoot(),
 		PodInfraImage:           cfg.PodInfraContainerImage,
 		SandboxImageKeyring:     keyring,
 		NetworkPlugin:           cfg.NetworkPlugin,

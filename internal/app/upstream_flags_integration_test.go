@@ -31,7 +31,7 @@ var intendedFlagDifferences = map[string]string{
 	"cni-cache-dir":                                "dockershim flag",
 	"experimental-dockershim":                      "this kubelet's shim-only mode",
 	"experimental-dockershim-root-directory":       "dockershim flag (hidden in 1.23)",
-	"experimental-dockershim-seccomp-profile-root": "this shim's Localhost seccomp profile root",
+	"experimental-dockershim-seccomp-profile-root": "deprecated, no effect (was this shim's Localhost seccomp profile root)",
 	"cri-dockerd-root-directory":                   "where the shim reads cri-dockerd's checkpoints when it adopts its pods",
 	"streaming-address":                            "where this shim's exec/attach/port-forward server binds",
 	// The built-in shim's socket, not containerd's.

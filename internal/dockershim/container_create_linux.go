@@ -20,7 +20,7 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 	// pod's cgroup whatever the request's sandbox config says.
 	hc.CgroupParent = sb.HostConfig.CgroupParent
 	opts, err := securityOpts(securityInput{
-		seccompRoot: s.seccompRoot, field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
+		field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
 		apparmor: sc.GetApparmor(), aaName: sc.GetApparmorProfile(), selinux: sc.GetSelinuxOptions(),
 		noNewPrivs: sc.GetNoNewPrivs(), privileged: sc.GetPrivileged(),
 	})

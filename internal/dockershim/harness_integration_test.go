@@ -124,9 +124,6 @@ func (e *shimEnv) writeConf(t testing.TB, extra string) {
 	}
 }
 
-// seccompRoot is the shim's seccomp profile root (next to its state directory).
-func (e *shimEnv) seccompRoot() string { return filepath.Join(filepath.Dir(e.root), "seccomp") }
-
 // reservedIPs lists the IPs host-local holds for the test network.
 func (e *shimEnv) reservedIPs(t testing.TB) []string {
 	t.Helper()
@@ -152,7 +149,7 @@ func startShim(t testing.TB, e *shimEnv) *shim {
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := zaptest.NewLogger(t)
 	svc, err := dockershim.New(dockershim.Options{
-		DockerEndpoint: "unix:///var/run/docker.sock", RootDirectory: e.root, PodInfraImage: pauseImage, SeccompProfileRoot: e.seccompRoot(),
+		DockerEndpoint: "unix:///var/run/docker.sock", RootDirectory: e.root, PodInfraImage: pauseImage,
 		CNIConfDir: e.cniConf, CNIBinDirs: []string{cniBinDir()}, CNICacheDir: e.cniCache, Logger: logger,
 	})
 	if err != nil {

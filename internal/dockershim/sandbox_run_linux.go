@@ -35,7 +35,7 @@ func (s *Service) applySandboxLinux(cfg *runtimeapi.PodSandboxConfig, cc *libdoc
 	}
 	hc.Sysctls = sysctls
 	opts, err := securityOpts(securityInput{
-		seccompRoot: s.seccompRoot, field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
+		field: "config.linux.security_context", seccomp: sc.GetSeccomp(), seccompPath: sc.GetSeccompProfilePath(),
 		apparmor: sc.GetApparmor(), selinux: sc.GetSelinuxOptions(), privileged: sc.GetPrivileged(),
 	})
 	if err != nil {

@@ -6,13 +6,20 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func TestReadSeccompProfile(t *testing.T) {
+// A Localhost profile is the host path the CRI names, wherever it is (critest
+// writes its profiles under /tmp; a kubelet with another --root-dir keeps them
+// elsewhere): any clean absolute path to a regular file of at most
+// maxSeccompProfileSize bytes, symlinks on the way followed. Nothing else is
+// read, and a FIFO or a device does not block the call.
+func TestSeccompLocalhostProfilePath(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
-	root := filepath.Join(base, "seccomp")
-	for _, d := range []string{root, filepath.Join(root, "sub"), filepath.Join(root, "dir.json")} {
+	dir := filepath.Join(base, "profiles")
+	for _, d := range []string{dir, filepath.Join(dir, "dir.json")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -22,39 +29,60 @@ func TestReadSeccompProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(root, "ok.json"), []byte(`{}`))
-	write(filepath.Join(base, "outside.json"), []byte(`{}`))
-	write(filepath.Join(root, "big.json"), make([]byte, maxSeccompProfileSize+1))
-	write(filepath.Join(root, "max.json"), make([]byte, maxSeccompProfileSize))
-	if err := syscall.Mkfifo(filepath.Join(root, "fifo.json"), 0o644); err != nil {
+	ok := filepath.Join(dir, "ok.json")
+	write(ok, []byte(`{}`))
+	write(filepath.Join(dir, "big.json"), make([]byte, maxSeccompProfileSize+1))
+	write(filepath.Join(dir, "max.json"), make([]byte, maxSeccompProfileSize))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, target := range map[string]string{"in.json": "ok.json", "sub/up.json": "../ok.json", "out.json": "../outside.json", "abs.json": filepath.Join(base, "outside.json")} {
-		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+	for name, target := range map[string]string{"link.json": ok, "fifolink.json": filepath.Join(dir, "fifo.json")} {
+		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := os.Symlink(dir, filepath.Join(base, "linkdir")); err != nil {
+		t.Fatal(err)
+	}
+	const field = "config.linux.security_context"
 	for _, tc := range []struct {
-		ref, wantErr string
+		desc       string
+		ref        string
+		deprecated bool // seccomp_profile_path "localhost/<ref>"
+		wantErr    string
 	}{
-		{ref: filepath.Join(root, "ok.json")},
-		{ref: filepath.Join(root, "max.json")},
-		{ref: filepath.Join(root, "in.json")},     // a symlink that stays below the root
-		{ref: filepath.Join(root, "sub/up.json")}, // .. inside a link target, still below the root
-		{ref: filepath.Join(base, "outside.json"), wantErr: "under the seccomp profile root"},
-		{ref: root + "/../outside.json", wantErr: "clean absolute path"},
-		{ref: "ok.json", wantErr: "absolute path"},
-		{ref: root, wantErr: "under the seccomp profile root"},
-		{ref: filepath.Join(root, "out.json"), wantErr: "open profile"},
-		{ref: filepath.Join(root, "abs.json"), wantErr: "open profile"},
-		{ref: filepath.Join(root, "missing.json"), wantErr: "no such file"},
-		{ref: filepath.Join(root, "dir.json"), wantErr: "not a regular file"},
-		{ref: filepath.Join(root, "fifo.json"), wantErr: "not a regular file"},
-		{ref: filepath.Join(root, "big.json"), wantErr: "larger than"},
+		{desc: "file outside <root-dir>/seccomp", ref: ok},
+		{desc: "deprecated localhost/ form", ref: ok, deprecated: true},
+		{desc: "symlink to a profile", ref: filepath.Join(base, "link.json")},
+		{desc: "through a symlinked directory", ref: filepath.Join(base, "linkdir", "ok.json")},
+		{desc: "at the size cap", ref: filepath.Join(dir, "max.json")},
+		{desc: "relative", ref: "ok.json", wantErr: "clean absolute path"},
+		{desc: "deprecated form, relative name", ref: "ok.json", deprecated: true, wantErr: "clean absolute path"},
+		{desc: "not clean", ref: dir + "/../profiles/ok.json", wantErr: "clean absolute path"},
+		{desc: "missing", ref: filepath.Join(dir, "missing.json"), wantErr: "no such file"},
+		{desc: "directory", ref: filepath.Join(dir, "dir.json"), wantErr: "not a regular file"},
+		{desc: "FIFO", ref: filepath.Join(dir, "fifo.json"), wantErr: "not a regular file"},
+		{desc: "symlink to a FIFO", ref: filepath.Join(base, "fifolink.json"), wantErr: "not a regular file"},
+		{desc: "device", ref: "/dev/zero", wantErr: "not a regular file"},
+		{desc: "over the size cap", ref: filepath.Join(dir, "big.json"), wantErr: "larger than"},
 	} {
-		_, err := readSeccompProfile(root, tc.ref)
-		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("readSeccompProfile(%q) = %v, want error %q", tc.ref, err, tc.wantErr)
-		}
+		t.Run(tc.desc, func(t *testing.T) {
+			in := securityInput{field: field}
+			if tc.deprecated {
+				in.seccompPath = "localhost/" + tc.ref
+			} else {
+				in.seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: tc.ref}
+			}
+			opts, err := securityOpts(in)
+			if tc.wantErr == "" {
+				if err != nil || len(opts) != 1 || !strings.HasPrefix(opts[0], "seccomp=") {
+					t.Fatalf("securityOpts(%q) = %q, %v; want the profile", tc.ref, opts, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), field+".seccomp.localhost_ref") {
+				t.Fatalf("securityOpts(%q) = %q, %v; want an error naming %s.seccomp.localhost_ref with %q", tc.ref, opts, err, field, tc.wantErr)
+			}
+		})
 	}
 }

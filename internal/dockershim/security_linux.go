@@ -14,7 +14,7 @@ import (
 
 // seccompOpt maps the CRI seccomp profile (or the deprecated path string) to a Docker
 // security option. An unset profile means unconfined, as the CRI defines.
-func seccompOpt(root, field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
+func seccompOpt(field string, p *runtimeapi.SecurityProfile, deprecated string) (string, error) {
 	if p == nil && deprecated != "" {
 		switch {
 		case deprecated == "unconfined":
@@ -36,7 +36,7 @@ func seccompOpt(root, field string, p *runtimeapi.SecurityProfile, deprecated st
 	case runtimeapi.SecurityProfile_RuntimeDefault:
 		return "", nil // Docker applies its default profile
 	case runtimeapi.SecurityProfile_Localhost:
-		b, err := readSeccompProfile(root, p.GetLocalhostRef())
+		b, err := readSeccompProfile(p.GetLocalhostRef())
 		if err != nil {
 			return "", invalidArg(field+".localhost_ref", "%v", err)
 		}
@@ -94,25 +94,30 @@ func selinuxOpts(o *runtimeapi.SELinuxOption) []string {
 // profile is ~20 KiB).
 const maxSeccompProfileSize = 1 << 20
 
-// readSeccompProfile reads the Localhost profile ref, which must be an
-// absolute path to a regular file below root (symlinks followed only while
-// they stay below root), at most maxSeccompProfileSize bytes.
-func readSeccompProfile(root, ref string) ([]byte, error) {
-	rel, err := filepath.Rel(root, ref)
-	if err != nil || !filepath.IsAbs(ref) || !filepath.IsLocal(rel) || rel == "." || filepath.Clean(ref) != ref {
-		return nil, fmt.Errorf("profile %q: must be a clean absolute path under the seccomp profile root %s", ref, root)
+// readSeccompProfile reads the Localhost profile ref. As the CRI defines it,
+// ref is a host path, anywhere (containerd and cri-dockerd read any; the
+// kubelet puts its profiles under <root-dir>/seccomp, critest under /tmp): it
+// must be absolute and clean, and name a regular file (symlinks on the way
+// are followed, as a host path's may legitimately be) of at most
+// maxSeccompProfileSize bytes. Anything else is refused unread: a FIFO would
+// block the call (it is opened non-blocking, and a stat first keeps device
+// nodes from being opened at all), a device or /proc file could be endless.
+func readSeccompProfile(ref string) ([]byte, error) {
+	if !filepath.IsAbs(ref) || filepath.Clean(ref) != ref {
+		return nil, fmt.Errorf("profile %q: must be a clean absolute path", ref)
 	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return nil, fmt.Errorf("open the seccomp profile root: %w", err)
+	if fi, err := os.Stat(ref); err != nil {
+		return nil, fmt.Errorf("profile %q: %w", ref, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("profile %q: not a regular file (%v)", ref, fi.Mode().Type())
 	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO must not block the call
+	// O_CLOEXEC is added by os.OpenFile.
+	f, err := os.OpenFile(ref, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open profile %q: %w", ref, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := f.Stat() // what was opened: the path may have changed since
 	if err != nil {
 		return nil, fmt.Errorf("stat profile %q: %w", ref, err)
 	}
@@ -131,7 +136,6 @@ func readSeccompProfile(root, ref string) ([]byte, error) {
 
 // securityInput is what both sandbox and container security contexts provide.
 type securityInput struct {
-	seccompRoot         string // Localhost profiles only from here
 	field               string
 	seccomp, apparmor   *runtimeapi.SecurityProfile
 	seccompPath, aaName string
@@ -147,7 +151,7 @@ type securityInput struct {
 func securityOpts(in securityInput) ([]string, error) {
 	var opts []string
 	if !in.privileged {
-		sc, err := seccompOpt(in.seccompRoot, in.field+".seccomp", in.seccomp, in.seccompPath)
+		sc, err := seccompOpt(in.field+".seccomp", in.seccomp, in.seccompPath)
 		if err != nil {
 			return nil, err
 		}

@@ -127,9 +127,6 @@ type Options struct {
 	// credential providers), as the 1.23 dockershim pulled it. Optional:
 	// nil pulls it anonymously.
 	SandboxImageKeyring Keyring
-	// SeccompProfileRoot is the only directory Localhost seccomp profiles are
-	// read from (the kubelet's <root-dir>/seccomp); required, absolute.
-	SeccompProfileRoot string
 	// NetworkPlugin is "cni" (or empty, meaning cni); kubenet is not supported.
 	NetworkPlugin string
 	CNIConfDir    string
@@ -152,7 +149,6 @@ type Service struct {
 	keyring       Keyring // nil: the sandbox image is pulled anonymously
 	rootDir       string
 	legacyDirs    []string // foreign checkpoints: this shim's own dir (1.23 format), cri-dockerd's
-	seccompRoot   string   // Localhost seccomp profiles only from here
 	logger        *zap.Logger
 
 	docker      dockerClient
@@ -185,8 +181,6 @@ func (o *Options) Validate() error {
 		return errors.New("--docker-endpoint must not be empty")
 	case o.RootDirectory == "":
 		return errors.New("--experimental-dockershim-root-directory must not be empty")
-	case !filepath.IsAbs(o.SeccompProfileRoot):
-		return fmt.Errorf("--experimental-dockershim-seccomp-profile-root=%q must be an absolute path", o.SeccompProfileRoot)
 	case o.PodInfraImage == "":
 		return errors.New("--pod-infra-container-image must not be empty")
 	case o.NetworkPlugin == "kubenet":
@@ -270,7 +264,6 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 		keyring:       opts.SandboxImageKeyring,
 		rootDir:       opts.RootDirectory,
 		legacyDirs:    legacyCheckpointDirs(opts),
-		seccompRoot:   opts.SeccompProfileRoot,
 		logger:        logger,
 		docker:        p.docker,
 		network:       p.network,

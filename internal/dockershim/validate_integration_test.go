@@ -3,10 +3,12 @@
 package dockershim_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -267,27 +269,23 @@ func TestIntegrationPIDTargetSamePod(t *testing.T) {
 	}
 }
 
-// A Localhost seccomp profile is read only from the profile root: a ref
-// naming any other file used to be read and handed to Docker.
-func TestIntegrationSeccompProfileConfined(t *testing.T) {
+// A Localhost seccomp profile is the host path the CRI names, anywhere (the
+// profile root of earlier versions made critest's profiles under /tmp
+// InvalidArgument); only what is not a clean absolute path to a regular file
+// is refused.
+func TestIntegrationSeccompProfilePaths(t *testing.T) {
 	e := newEnv(t, true)
 	s := startShim(t, e)
 	ctx := ctxT(t)
-	root := e.seccompRoot()
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	dir := filepath.Join(filepath.Dir(e.root), "profiles")
+	if err := os.MkdirAll(filepath.Join(dir, "dir.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	const profile = `{"defaultAction":"SCMP_ACT_ALLOW"}`
-	outside := filepath.Join(filepath.Dir(root), "outside.json")
-	for _, p := range []string{outside, filepath.Join(root, "allow.json")} {
-		if err := os.WriteFile(p, []byte(profile), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "link.json")); err != nil {
+	allow := filepath.Join(dir, "allow.json")
+	if err := os.WriteFile(allow, []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(root, "dir.json"), 0o755); err != nil {
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	localhost := func(ref string) *runtimeapi.SecurityProfile {
@@ -295,27 +293,24 @@ func TestIntegrationSeccompProfileConfined(t *testing.T) {
 	}
 	sbCfg := s.sandboxConfig("seccomp")
 	sbID := s.runSandbox(sbCfg)
-	for _, ref := range []string{outside, root + "/../outside.json", filepath.Join(root, "link.json"), filepath.Join(root, "dir.json"), "allow.json"} {
+	for _, ref := range []string{"allow.json", dir + "/../profiles/allow.json", filepath.Join(dir, "dir.json"), filepath.Join(dir, "fifo.json")} {
 		c := containerConfig("sc", "true")
 		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Seccomp: localhost(ref)}}
 		_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg})
 		wantInvalid(t, "CreateContainer seccomp "+ref, err, "config.linux.security_context.seccomp.localhost_ref")
 	}
-	c := containerConfig("sc", "true")
-	c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{SeccompProfilePath: "localhost/" + outside}}
-	_, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg})
-	wantInvalid(t, "CreateContainer deprecated seccomp path", err, "config.linux.security_context.seccomp.localhost_ref")
-
 	bad := s.sandboxConfig("seccomp-sb")
-	bad.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Seccomp: localhost(outside)}
-	_, err = s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: bad})
-	wantInvalid(t, "RunPodSandbox seccomp outside the root", err, "config.linux.security_context.seccomp.localhost_ref")
+	bad.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{Seccomp: localhost("allow.json")}
+	_, err := s.rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: bad})
+	wantInvalid(t, "RunPodSandbox relative seccomp profile", err, "config.linux.security_context.seccomp.localhost_ref")
 
-	// A profile under the root is applied.
-	c = containerConfig("sc", "true")
-	c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{Seccomp: localhost(filepath.Join(root, "allow.json"))}}
-	if _, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg}); err != nil {
-		t.Fatalf("CreateContainer with a profile under the root: %v", err)
+	// A profile outside the kubelet's <root-dir>/seccomp is applied, in both forms.
+	for i, sc := range []*runtimeapi.LinuxContainerSecurityContext{{Seccomp: localhost(allow)}, {SeccompProfilePath: "localhost/" + allow}} {
+		c := containerConfig(fmt.Sprintf("sc%d", i), "true")
+		c.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: sc}
+		if _, err := s.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: c, SandboxConfig: sbCfg}); err != nil {
+			t.Errorf("CreateContainer with the profile %s (%v): %v", allow, sc, err)
+		}
 	}
 }
 

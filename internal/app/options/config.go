@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,8 +38,10 @@ type Config struct {
 	// CRIDockerdRootDirectory is cri-dockerd's root directory, whose sandbox
 	// checkpoints the shim reads when it adopts cri-dockerd's pods.
 	CRIDockerdRootDirectory string
-	// SeccompProfileRoot is where the shim reads Localhost seccomp profiles
-	// from; empty means <root-dir>/seccomp.
+	// SeccompProfileRoot is the deprecated
+	// --experimental-dockershim-seccomp-profile-root: accepted, acted on by
+	// nothing (the shim reads a Localhost profile at the host path the CRI
+	// names, anywhere).
 	SeccompProfileRoot        string
 	NetworkPlugin             string
 	NetworkPluginMTU          int32
@@ -141,9 +142,6 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must not be empty", f.flag))
 		}
 	}
-	if c.SeccompProfileRoot != "" && !filepath.IsAbs(c.SeccompProfileRoot) {
-		errs = append(errs, fmt.Errorf("--experimental-dockershim-seccomp-profile-root=%q must be an absolute path", c.SeccompProfileRoot))
-	}
 	if c.NodeIP != "" {
 		for _, ip := range strings.Split(c.NodeIP, ",") {
 			if net.ParseIP(strings.TrimSpace(ip)) == nil {
@@ -238,15 +236,6 @@ func ParseTaints(spec string) ([]v1.Taint, error) {
 		out = append(out, v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)})
 	}
 	return out, nil
-}
-
-// SeccompRoot is --experimental-dockershim-seccomp-profile-root, or
-// <root-dir>/seccomp, where the kubelet resolves Localhost profiles.
-func (c *Config) SeccompRoot() string {
-	if c.SeccompProfileRoot != "" {
-		return c.SeccompProfileRoot
-	}
-	return filepath.Join(c.RootDirectory, "seccomp")
 }
 
 // checkFlagOnly reports the flag-only settings that are invalid.

@@ -159,7 +159,7 @@ func addRuntimeFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.PodInfraContainerImage, "pod-infra-container-image", cfg.PodInfraContainerImage, "The image of each pod's sandbox (pause) container.")
 	fs.StringVar(&cfg.DockershimRootDirectory, "experimental-dockershim-root-directory", cfg.DockershimRootDirectory, "The dockershim's state directory (sandbox checkpoints).")
 	fs.StringVar(&cfg.CRIDockerdRootDirectory, "cri-dockerd-root-directory", cfg.CRIDockerdRootDirectory, "cri-dockerd's root directory (its flag of the same name): the pods cri-dockerd ran on this Docker are adopted, not restarted, with the port mappings of its sandbox checkpoints. Empty: only libcni's cache and Docker are read.")
-	fs.StringVar(&cfg.SeccompProfileRoot, "experimental-dockershim-seccomp-profile-root", cfg.SeccompProfileRoot, "The only directory the dockershim reads Localhost seccomp profiles from (default <root-dir>/seccomp, where the kubelet resolves them).")
+	fs.StringVar(&cfg.SeccompProfileRoot, "experimental-dockershim-seccomp-profile-root", cfg.SeccompProfileRoot, "No effect: the dockershim reads a Localhost seccomp profile at the absolute host path the CRI request names.")
 	fs.StringVar(&cfg.NetworkPlugin, "network-plugin", cfg.NetworkPlugin, "The network plugin: cni.")
 	fs.Int32Var(&cfg.NetworkPluginMTU, "network-plugin-mtu", cfg.NetworkPluginMTU, "The MTU passed to the CNI plugins (0: the plugin's own).")
 	fs.StringVar(&cfg.CNIBinDir, "cni-bin-dir", cfg.CNIBinDir, "Comma-separated directories holding CNI plugin binaries.")
@@ -195,11 +195,12 @@ func addNodeFlags(fs *pflag.FlagSet, cfg *Config) {
 	fs.Int32Var(&cfg.MaxContainerCount, "maximum-dead-containers", cfg.MaxContainerCount, "Maximum number of old instances of containers to retain globally.  Each container takes up some disk space. To disable, set to a negative number.")
 	// Deprecated as upstream's: shown in --help, a warning when used.
 	for name, why := range map[string]string{
-		"minimum-container-ttl-duration":           "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
-		"maximum-dead-containers-per-container":    "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
-		"maximum-dead-containers":                  "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
-		"experimental-allocatable-ignore-eviction": "will be removed in 1.25 or later.",
-		"experimental-mounter-path":                "will be removed in 1.25 or later. in favor of using CSI.",
+		"minimum-container-ttl-duration":               "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
+		"maximum-dead-containers-per-container":        "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
+		"maximum-dead-containers":                      "Use --eviction-hard or --eviction-soft instead. Will be removed in a future version.",
+		"experimental-allocatable-ignore-eviction":     "will be removed in 1.25 or later.",
+		"experimental-mounter-path":                    "will be removed in 1.25 or later. in favor of using CSI.",
+		"experimental-dockershim-seccomp-profile-root": "it has no effect: a Localhost seccomp profile is read at the absolute host path the CRI request names (the kubelet's is under <root-dir>/seccomp).",
 	} {
 		fs.Lookup(name).Deprecated = why
 	}

@@ -120,6 +120,7 @@ func (c *Config) NotHonoured() []string {
 		{"--experimental-allocatable-ignore-eviction", c.ExperimentalAllocatableIgnoreEviction},
 		{"--experimental-mounter-path", c.ExperimentalMounterPath != ""},
 		{"--network-plugin-mtu", c.NetworkPluginMTU != 0},
+		{"--experimental-dockershim-seccomp-profile-root", c.SeccompProfileRoot != ""},
 	} {
 		if f.set {
 			out = append(out, f.name)

@@ -11,8 +11,10 @@ package hostsfile
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -59,13 +61,45 @@ func WriteFrom(path string, in Input) error {
 	if err != nil {
 		return err
 	}
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
-		return nil
-	}
-	if err := os.WriteFile(path, content, fileMode); err != nil {
+	if err := rewrite(path, content); err != nil {
 		return fmt.Errorf("write hosts file %s: %w", path, err)
 	}
 	return nil
+}
+
+// rewrite makes the file at path hold content, creating it if needed. The file
+// is the pod's: containers get it read-write as /etc/hosts, so its size and
+// content are theirs (its inode and path are not). It is therefore compared
+// only when its size is content's, never read whole (a container that filled
+// it would have the kubelet read gigabytes at its next start), and it is
+// opened without following a symlink and without blocking, anything but a
+// regular file refused.
+func rewrite(path string, content []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, fileMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+	}
+	if fi.Size() == int64(len(content)) {
+		old := make([]byte, len(content))
+		if _, err := io.ReadFull(f, old); err == nil && bytes.Equal(old, content) {
+			return nil
+		}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(content, 0); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Render returns the content of the pod's hosts file.

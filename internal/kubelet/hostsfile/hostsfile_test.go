@@ -3,8 +3,11 @@ package hostsfile
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -156,5 +159,72 @@ func TestWriteUnwritable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-such-dir", "etc-hosts")
 	if err := Write(path, &v1.Pod{}, nil, "web", ""); err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want one naming %s", err, path)
+	}
+}
+
+// The file is the container's /etc/hosts, read-write: whatever the container
+// wrote into it is not read into the kubelet's memory to be compared (it used
+// to be, whole, at each container start).
+func TestWriteDoesNotReadWhatTheContainerWrote(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "etc-hosts")
+	pod := &v1.Pod{}
+	if err := Write(path, pod, []string{"10.0.0.5"}, "web", ""); err != nil {
+		t.Fatal(err)
+	}
+	const filled = 256 << 20 // sparse: no disk used
+	if err := os.Truncate(path, filled); err != nil {
+		t.Fatal(err)
+	}
+	before := inode(t, path)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	allocated := ms.TotalAlloc
+	if err := Write(path, pod, []string{"10.0.0.5"}, "web", ""); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	if got := ms.TotalAlloc - allocated; got > filled/8 {
+		t.Errorf("Write allocated %d bytes over a %d-byte hosts file, want it not read", got, filled)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), ManagedHeader) || !strings.HasSuffix(string(data), "10.0.0.5\tweb\n") || inode(t, path) != before {
+		t.Errorf("after Write: %d bytes ending %q, same inode %v; want the managed file rewritten in place", len(data), data[max(0, len(data)-32):], inode(t, path) == before)
+	}
+}
+
+// Only a regular file is written: a symlink at the path is not followed (the
+// file it names is left as it is) and a FIFO does not block the call.
+func TestWriteRefusesWhatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("untouched\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{link, fifo} {
+		done := make(chan error, 1)
+		go func() { done <- Write(path, &v1.Pod{}, []string{"10.0.0.5"}, "web", "") }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("Write(%s) = %v, want an error naming it", path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Write(%s) still blocked after 5s", path)
+		}
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "untouched\n" {
+		t.Errorf("symlink target now %q, %v; want it untouched", b, err)
 	}
 }
