@@ -29,35 +29,63 @@ type hierarchy interface {
 	read(path string) (Applied, error)
 }
 
+// fsBase is what both drivers do through the cgroup filesystem, once a
+// name is a path (by the driver's Kind): checks, reads, listing, and the
+// removal of what is left.
+type fsBase struct {
+	h    hierarchy
+	kind Kind
+}
+
+// newHierarchy is v2 when the unified hierarchy is all there is, else v1 (cpu
+// and memory must be mounted).
+func newHierarchy(mounts Mounts) (hierarchy, error) {
+	switch mounts.Mode() {
+	case ModeV2:
+		return v2fs{root: mounts.V2.Mountpoint}, nil
+	case ModeV1, ModeHybrid:
+		return newV1fs(mounts)
+	}
+	return nil, errors.New("no cgroup hierarchy is mounted")
+}
+
+func (b *fsBase) Kind() Kind { return b.kind }
+
+func (b *fsBase) path(n Name) string { return b.kind.Path(n) }
+
+func (b *fsBase) Exists(n Name) bool { return b.h.exists(b.path(n)) }
+
+func (b *fsBase) Validate(n Name) error { return b.h.validate(b.path(n), n) }
+
+func (b *fsBase) ClearMemoryProtection(n Name) error {
+	return b.h.clearMemoryProtection(b.path(n))
+}
+
+func (b *fsBase) Read(n Name) (Applied, error) { return b.h.read(b.path(n)) }
+
+func (b *fsBase) Children(n Name) ([]string, error) {
+	out, err := subdirs(b.h.childDir(b.path(n)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return out, err
+}
+
 // cgroupfsDriver writes cgroups straight into the cgroup filesystem, v1 (or
 // the controllers of a hybrid host) or v2, as libcontainer's fs managers do
 // for the kubelet.
-type cgroupfsDriver struct{ h hierarchy }
+type cgroupfsDriver struct{ fsBase }
 
 // NewCgroupfs is the cgroupfs driver over the hierarchies of mounts: v2 when
 // the unified hierarchy is all there is, else v1 (cpu and memory must be
 // mounted).
 func NewCgroupfs(mounts Mounts) (Driver, error) {
-	switch mounts.Mode() {
-	case ModeV2:
-		return &cgroupfsDriver{h: v2fs{root: mounts.V2.Mountpoint}}, nil
-	case ModeV1, ModeHybrid:
-		h, err := newV1fs(mounts)
-		if err != nil {
-			return nil, err
-		}
-		return &cgroupfsDriver{h: h}, nil
+	h, err := newHierarchy(mounts)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("no cgroup hierarchy is mounted")
+	return &cgroupfsDriver{fsBase{h: h, kind: Cgroupfs}}, nil
 }
-
-func (d *cgroupfsDriver) Kind() Kind { return Cgroupfs }
-
-func (d *cgroupfsDriver) path(n Name) string { return Cgroupfs.Path(n) }
-
-func (d *cgroupfsDriver) Exists(n Name) bool { return d.h.exists(d.path(n)) }
-
-func (d *cgroupfsDriver) Validate(n Name) error { return d.h.validate(d.path(n), n) }
 
 func (d *cgroupfsDriver) Create(n Name, r *Resources) error {
 	p := d.path(n)
@@ -69,31 +97,26 @@ func (d *cgroupfsDriver) Create(n Name, r *Resources) error {
 
 func (d *cgroupfsDriver) Update(n Name, r *Resources) error { return d.h.set(d.path(n), r) }
 
-func (d *cgroupfsDriver) ClearMemoryProtection(n Name) error {
-	return d.h.clearMemoryProtection(d.path(n))
-}
-
-func (d *cgroupfsDriver) Read(n Name) (Applied, error) { return d.h.read(d.path(n)) }
-
-func (d *cgroupfsDriver) Children(n Name) ([]string, error) {
-	out, err := subdirs(d.h.childDir(d.path(n)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return out, err
-}
-
-// Destroy kills what still runs in n (and below) in rounds of SIGKILL, then
-// removes it from every hierarchy, deepest first.
+// Destroy kills what still runs in n (and below), then removes it from every
+// hierarchy.
 func (d *cgroupfsDriver) Destroy(n Name) error {
 	path := d.path(n)
+	if err := d.killAll(path); err != nil {
+		return err
+	}
+	return d.removeAll(path)
+}
+
+// killAll kills what still runs in path (and below) in rounds of SIGKILL; the
+// root is refused.
+func (b *fsBase) killAll(path string) error {
 	if strings.Trim(path, "/") == "" {
 		return errors.New("refusing to destroy the root cgroup")
 	}
 	for round := 0; ; round++ {
-		pids := d.pids(path)
+		pids := b.pids(path)
 		if len(pids) == 0 {
-			break
+			return nil
 		}
 		if round == 5 {
 			return fmt.Errorf("cgroup %s: processes %v survive SIGKILL", path, pids)
@@ -103,17 +126,21 @@ func (d *cgroupfsDriver) Destroy(n Name) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// removeAll removes path from every hierarchy, deepest first.
+func (b *fsBase) removeAll(path string) error {
 	var errs []error
-	for _, mp := range d.h.mountpoints() {
+	for _, mp := range b.h.mountpoints() {
 		errs = append(errs, removeTree(filepath.Join(mp, path)))
 	}
 	return errors.Join(errs...)
 }
 
 // pids lists the processes of path and its descendants in every hierarchy.
-func (d *cgroupfsDriver) pids(path string) []int {
+func (b *fsBase) pids(path string) []int {
 	var out []int
-	for _, mp := range d.h.mountpoints() {
+	for _, mp := range b.h.mountpoints() {
 		_ = filepath.WalkDir(filepath.Join(mp, path), func(p string, e fs.DirEntry, err error) error {
 			if err != nil || !e.IsDir() {
 				return nil

@@ -8,3 +8,11 @@ import "errors"
 func NewCgroupfs(Mounts) (Driver, error) {
 	return nil, errors.New("cgroups: the cgroupfs driver needs Linux")
 }
+
+// UnitManager is Linux only.
+type UnitManager interface{}
+
+// NewSystemd is Linux only.
+func NewSystemd(Mounts, UnitManager) (Driver, error) {
+	return nil, errors.New("cgroups: the systemd driver needs Linux")
+}

@@ -15,7 +15,7 @@ func TestCgroupV2Files(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids rdma misc\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := &cgroupfsDriver{h: v2fs{root: dir}}
+	f := &cgroupfsDriver{fsBase{h: v2fs{root: dir}, kind: Cgroupfs}}
 	shares, quota, period, mem, pids := uint64(512), int64(50000), uint64(100000), int64(64<<20), int64(100)
 	if err := f.Create(Name{"kubepods", "pod1"}, &Resources{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &mem, PidsLimit: &pids}); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestCgroupV2Read(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := &cgroupfsDriver{h: v2fs{root: dir}}
+	d := &cgroupfsDriver{fsBase{h: v2fs{root: dir}, kind: Cgroupfs}}
 	a, err := d.Read(Name{"kubepods", "pod1"})
 	if err != nil {
 		t.Fatal(err)
