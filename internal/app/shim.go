@@ -31,6 +31,7 @@ func shimOptions(cfg *Config, logger *zap.Logger) (dockershim.Options, error) {
 		PullProgressDeadline:    cfg.ImagePullProgressDeadline,
 		RootDirectory:           cfg.DockershimRootDirectory,
 		CRIDockerdRootDirectory: cfg.CRIDockerdRootDirectory,
+		PodLogsDir:              cfg.Kubelet.PodLogsDir,
 		PodInfraImage:           cfg.PodInfraContainerImage,
 		SandboxImageKeyring:     keyring,
 		NetworkPlugin:           cfg.NetworkPlugin,

@@ -10,7 +10,6 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/kubelet-dockershim/kubelet/internal/dockershim/containerlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
@@ -274,40 +273,14 @@ func selinuxEnabled() bool {
 
 // ensureLogFile creates a container's CRI log file (and its directory) before the
 // container starts, as containerd does: a reader may open it as soon as
-// StartContainer returns, before the log copier wrote a line. With the
-// sandbox's log directory dir known, everything below it is created and
-// opened through an os.Root, so that a symbolic link planted in the path (a
-// pod that can write the log directory) cannot lead the file elsewhere.
-func ensureLogFile(dir, path string) error {
+// StartContainer returns, before the log copier wrote a line. Below the
+// kubelet's log root everything is created and opened through an os.Root
+// opened on it, following no symbolic link, so that a link planted in the
+// path (by a pod or log agent that can write there) cannot lead the file
+// elsewhere; outside it, below the sandbox's log directory dir when known.
+func ensureLogFile(logs logFollower, dir, path string) error {
 	if path == "" {
 		return nil
 	}
-	rel, err := filepath.Rel(dir, path)
-	if dir == "" || err != nil || !filepath.IsLocal(rel) {
-		// A container another shim created: its log path as recorded.
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("create log directory for %s: %w", path, err)
-		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
-		if err != nil {
-			return fmt.Errorf("create log file %s: %w", path, err)
-		}
-		return f.Close()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create log directory %s: %w", dir, err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("open log directory %s: %w", dir, err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return fmt.Errorf("create log directory for %s: %w", path, err)
-	}
-	f, err := root.OpenFile(rel, os.O_CREATE|os.O_WRONLY|os.O_APPEND|containerlog.NoFollow, 0o640)
-	if err != nil {
-		return fmt.Errorf("create log file %s: %w", path, err)
-	}
-	return f.Close()
+	return logs.CreateLogFile(dir, path)
 }

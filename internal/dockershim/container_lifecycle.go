@@ -18,7 +18,7 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 		return nil, err
 	}
 	logPath := j.Config.Labels[labelLogPath]
-	if err := ensureLogFile(j.Config.Labels[labelLogDirectory], logPath); err != nil {
+	if err := ensureLogFile(s.logs, j.Config.Labels[labelLogDirectory], logPath); err != nil {
 		return nil, err
 	}
 	if err := s.docker.StartContainer(ctx, j.ID); err != nil {

@@ -92,8 +92,13 @@ func (noPins) Path(string) string              { return "" }
 func (noPins) Unpin(string) error              { return nil }
 func (noPins) List() ([]string, error)         { return nil, nil }
 
-// logFollower copies container output into CRI log files; *containerlog.Manager implements it.
+// defaultPodLogsDir is the kubelet's default podLogsDir.
+const defaultPodLogsDir = "/var/log/pods"
+
+// logFollower creates CRI log files and copies container output into them;
+// *containerlog.Manager implements it.
 type logFollower interface {
+	CreateLogFile(dir, path string) error
 	Follow(ctx context.Context, containerID, path string, tty bool)
 	Reopen(containerID string) error
 	Wait(ctx context.Context, containerID string) error
@@ -127,6 +132,10 @@ type Options struct {
 	// credential providers), as the 1.23 dockershim pulled it. Optional:
 	// nil pulls it anonymously.
 	SandboxImageKeyring Keyring
+	// PodLogsDir is the kubelet's podLogsDir (default /var/log/pods): log
+	// files below it are only reached through an os.Root opened on it,
+	// following no symbolic link (containerlog.Options.LogRoot).
+	PodLogsDir string
 	// NetworkPlugin is "cni" (or empty, meaning cni); kubenet is not supported.
 	NetworkPlugin string
 	CNIConfDir    string
@@ -181,6 +190,8 @@ func (o *Options) Validate() error {
 		return errors.New("--docker-endpoint must not be empty")
 	case o.RootDirectory == "":
 		return errors.New("--experimental-dockershim-root-directory must not be empty")
+	case o.PodLogsDir != "" && !filepath.IsAbs(o.PodLogsDir):
+		return fmt.Errorf("podLogsDir %q must be an absolute path", o.PodLogsDir)
 	case o.PodInfraImage == "":
 		return errors.New("--pod-infra-container-image must not be empty")
 	case o.NetworkPlugin == "kubenet":
@@ -218,7 +229,11 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	logs, err := containerlog.NewManager(containerlog.Options{Source: dc, Logger: logger.Named("logs")})
+	logRoot := opts.PodLogsDir
+	if logRoot == "" {
+		logRoot = defaultPodLogsDir
+	}
+	logs, err := containerlog.NewManager(containerlog.Options{Source: dc, LogRoot: logRoot, Logger: logger.Named("logs")})
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -36,7 +35,7 @@ type retryPolicy struct {
 // copier copies one container's Docker log stream into one CRI log file.
 type copier struct {
 	id     string
-	path   string
+	loc    logLocation // the log path, split at the log root
 	tty    bool
 	src    Source
 	log    *zap.Logger
@@ -155,20 +154,22 @@ func (c *copier) catchUp(ctx context.Context) {
 }
 
 // open repairs an entry cut short by a crash at the end of the file, finds the resume
-// point and opens the file for appending.
+// point and opens the file for appending, creating its directories if needed.
 func (c *copier) open() error {
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
-	}
-	if err := truncateIncomplete(c.path); err != nil {
+	d, err := c.loc.openDir(true)
+	if err != nil {
 		return err
 	}
-	last, err := resumePoint(c.path)
+	defer d.Close()
+	if err := truncateIncomplete(d, c.loc.base); err != nil {
+		return err
+	}
+	last, err := resumePoint(d, c.loc.base)
 	if err != nil {
 		// Resuming from the start duplicates lines; that beats losing them.
 		c.log.Warn("cannot find the last timestamp in the log; copying all output", zap.Error(err))
 	}
-	f, err := openLog(c.path)
+	f, err := openLog(d, c.loc.base)
 	if err != nil {
 		return err
 	}
@@ -178,20 +179,21 @@ func (c *copier) open() error {
 	return nil
 }
 
-// openLog opens path for appending, creating it 0640 if needed; a symbolic
-// link at path is refused.
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY|NoFollow, 0o640)
+// openLog opens the file name in d for appending, creating it 0640 if
+// needed; a symbolic link at name is refused.
+func openLog(d *logDir, name string) (*os.File, error) {
+	f, err := d.open(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("open log file: %w", err)
 	}
 	return f, nil
 }
 
-// truncateIncomplete cuts a trailing unterminated line (a write cut short by a crash)
-// so that the next entry starts on a line of its own.
-func truncateIncomplete(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|NoFollow, 0)
+// truncateIncomplete cuts a trailing unterminated line (a write cut short by
+// a crash) of the file name in d, so that the next entry starts on a line of
+// its own. A symbolic link at name is refused.
+func truncateIncomplete(d *logDir, name string) error {
+	f, err := d.open(name, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -216,6 +218,23 @@ func truncateIncomplete(path string) error {
 	return nil
 }
 
+// openExisting opens the file, for appending, in its directory as it is: a
+// reopen or repair does not create a directory the kubelet removed. With
+// truncate, an entry cut short is cut first.
+func (c *copier) openExisting(truncate bool) (*os.File, error) {
+	d, err := c.loc.openDir(false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if truncate {
+		if err := truncateIncomplete(d, c.loc.base); err != nil {
+			return nil, err
+		}
+	}
+	return openLog(d, c.loc.base)
+}
+
 // reopen swaps the file for a new one at the same path.
 func (c *copier) reopen() error {
 	c.mu.Lock()
@@ -223,7 +242,7 @@ func (c *copier) reopen() error {
 	if c.f == nil {
 		return nil // not opened yet, or already closed
 	}
-	f, err := openLog(c.path)
+	f, err := c.openExisting(false)
 	if err != nil {
 		return err
 	}
@@ -245,11 +264,7 @@ func (c *copier) repair() {
 		_ = c.f.Close()
 		c.f, c.w = nil, nil
 	}
-	if err := truncateIncomplete(c.path); err != nil {
-		c.log.Debug("repair container log", zap.Error(err))
-		return
-	}
-	f, err := openLog(c.path)
+	f, err := c.openExisting(true)
 	if err != nil {
 		c.log.Debug("repair container log", zap.Error(err))
 		return

@@ -13,6 +13,11 @@
 // than 16 KiB, which share a timestamp). When the kubelet rotates the file it calls
 // Reopen.
 //
+// Log files below the log root (Options.LogRoot, the kubelet's /var/log/pods)
+// are created, truncated and opened through an os.Root opened on it, one
+// directory at a time without following symbolic links: a pod's log
+// directory replaced by a link cannot lead the shim's writes elsewhere.
+//
 // TTY containers have a raw (not multiplexed) stream in which Docker's message
 // boundaries are not marked; a line longer than 16 KiB is recognised by the timestamp
 // that Docker puts at every 16 KiB boundary.
@@ -22,7 +27,7 @@
 //
 // Usage:
 //
-//	m, err := containerlog.NewManager(containerlog.Options{Source: dockerClient, Logger: logger})
+//	m, err := containerlog.NewManager(containerlog.Options{Source: dockerClient, LogRoot: "/var/log/pods", Logger: logger})
 //	if err != nil { ... }
 //	m.Follow(runCtx, containerID, "/var/log/pods/ns_pod_uid/app/0.log", false)
 //	// after the container exited:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,6 +27,11 @@ type Source interface {
 type Options struct {
 	// Source streams container logs from Docker. Required.
 	Source Source
+	// LogRoot is the directory holding the pods' log directories (the
+	// kubelet's podLogsDir, /var/log/pods). Required, absolute. Below it log
+	// files are reached through an os.Root opened on it, and no symbolic link
+	// is followed; a log path outside it is trusted down to its directory.
+	LogRoot string
 	// Logger receives copier errors and retries. Nil means no logging.
 	Logger *zap.Logger
 }
@@ -39,8 +45,9 @@ const (
 
 // Manager runs one log copier per followed container. It is safe for concurrent use.
 type Manager struct {
-	src Source
-	log *zap.Logger
+	src     Source
+	log     *zap.Logger
+	logRoot string
 
 	// Retry policy after a broken stream: at most maxRetries attempts in a row without
 	// progress, waiting retryBackoff (doubling up to maxBackoff) between them.
@@ -57,6 +64,9 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Source == nil {
 		return nil, errors.New("containerlog: Options.Source is required")
 	}
+	if !filepath.IsAbs(opts.LogRoot) {
+		return nil, fmt.Errorf("containerlog: Options.LogRoot %q must be an absolute path", opts.LogRoot)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -64,6 +74,7 @@ func NewManager(opts Options) (*Manager, error) {
 	return &Manager{
 		src:          opts.Source,
 		log:          log.Named("containerlog"),
+		logRoot:      filepath.Clean(opts.LogRoot),
 		maxRetries:   defaultMaxRetries,
 		retryBackoff: defaultRetryBackoff,
 		maxBackoff:   defaultMaxBackoff,
@@ -81,6 +92,8 @@ func NewManager(opts Options) (*Manager, error) {
 // while the container runs (the daemon restarted with live-restore, or the stream broke)
 // is resumed after the last line copied, a bounded number of times in a row without
 // progress; while the daemon does not answer the copier waits for it. Errors are logged.
+// Below the log root no symbolic link on the way to path is followed: the copier stops
+// (logged) rather than open, truncate or reopen its file through one.
 func (m *Manager) Follow(ctx context.Context, containerID, path string, tty bool) {
 	if containerID == "" || path == "" {
 		m.log.Error("follow: container ID and log path are required",
@@ -95,7 +108,7 @@ func (m *Manager) Follow(ctx context.Context, containerID, path string, tty bool
 	cctx, cancel := context.WithCancel(ctx)
 	c := &copier{
 		id:     containerID,
-		path:   path,
+		loc:    locate(path, m.logRoot),
 		tty:    tty,
 		src:    m.src,
 		log:    m.log.With(zap.String("container", containerID), zap.String("path", path)),

@@ -22,9 +22,16 @@ const (
 	stderrID = 2
 )
 
+// newManager returns a Manager whose log root holds every t.TempDir.
 func newManager(t *testing.T, src Source) *Manager {
 	t.Helper()
-	m, err := NewManager(Options{Source: src, Logger: zaptest.NewLogger(t)})
+	return newManagerAt(t, src, os.TempDir())
+}
+
+// newManagerAt is newManager with logRoot as its log root.
+func newManagerAt(t *testing.T, src Source, logRoot string) *Manager {
+	t.Helper()
+	m, err := NewManager(Options{Source: src, LogRoot: logRoot, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("NewManager: %v", err)
 	}
@@ -48,9 +55,14 @@ func logPath(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "pods", "ns_pod_uid", "app", "0.log")
 }
 
-func TestNewManagerRequiresSource(t *testing.T) {
-	if _, err := NewManager(Options{}); err == nil {
-		t.Fatal("NewManager without a Source succeeded")
+func TestNewManagerRequiresSourceAndLogRoot(t *testing.T) {
+	if _, err := NewManager(Options{LogRoot: "/var/log/pods"}); err == nil {
+		t.Error("NewManager without a Source succeeded")
+	}
+	for _, root := range []string{"", "var/log/pods"} {
+		if _, err := NewManager(Options{Source: &fakeSource{}, LogRoot: root}); err == nil {
+			t.Errorf("NewManager with LogRoot %q succeeded", root)
+		}
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +29,18 @@ const (
 // entries of the block it read, the point after which nothing has been copied.
 func LastTimestamp(path string) (time.Time, error) {
 	f, err := os.Open(path)
+	return lastTimestampOf(f, err, path)
+}
+
+// lastTimestampIn is LastTimestamp of the file name in d. It does not block
+// on a FIFO.
+func lastTimestampIn(d *logDir, name string) (time.Time, error) {
+	f, err := d.open(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return lastTimestampOf(f, err, name)
+}
+
+// lastTimestampOf is LastTimestamp of f, the result (with err) of opening path.
+func lastTimestampOf(f *os.File, err error, path string) (time.Time, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return time.Time{}, nil
 	}
@@ -149,38 +161,27 @@ func completeLength(r io.ReaderAt, size int64) (int64, error) {
 	return 0, nil
 }
 
-// resumePoint is the timestamp after which a copier writing path resumes: the last
-// timestamp in path, or, when path holds no entry (the kubelet has just rotated it),
-// the newest last timestamp of its uncompressed rotated siblings (path.*).
-func resumePoint(path string) (time.Time, error) {
-	ts, err := LastTimestamp(path)
+// resumePoint is the timestamp after which a copier writing the file name in
+// d resumes: the last timestamp in it, or, when it holds no entry (the kubelet
+// has just rotated it), the newest last timestamp of its uncompressed rotated
+// siblings (name.*).
+func resumePoint(d *logDir, name string) (time.Time, error) {
+	ts, err := lastTimestampIn(d, name)
 	if err != nil || !ts.IsZero() {
 		return ts, err
 	}
-	siblings, err := filepath.Glob(globEscape(path) + ".*")
+	siblings, err := d.names()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("containerlog: list rotated files of %s: %w", path, err)
+		return time.Time{}, fmt.Errorf("containerlog: list rotated files of %s: %w", name, err)
 	}
 	for _, s := range siblings {
-		if strings.HasSuffix(s, ".gz") || strings.HasSuffix(s, ".tmp") {
+		if !strings.HasPrefix(s, name+".") || strings.HasSuffix(s, ".gz") || strings.HasSuffix(s, ".tmp") {
 			continue
 		}
-		t, err := LastTimestamp(s)
+		t, err := lastTimestampIn(d, s)
 		if err == nil && t.After(ts) {
 			ts = t
 		}
 	}
 	return ts, nil
-}
-
-// globEscape quotes the glob metacharacters of a literal path.
-func globEscape(p string) string {
-	var b strings.Builder
-	for _, r := range p {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

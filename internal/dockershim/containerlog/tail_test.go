@@ -164,7 +164,7 @@ func TestTruncateIncomplete(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			p := writeFile(t, tc.content)
-			if err := truncateIncomplete(p); err != nil {
+			if err := truncateIncomplete(openTestDir(t, filepath.Dir(p)), filepath.Base(p)); err != nil {
 				t.Fatalf("truncateIncomplete: %v", err)
 			}
 			got, err := os.ReadFile(p)
@@ -176,14 +176,14 @@ func TestTruncateIncomplete(t *testing.T) {
 			}
 		})
 	}
-	if err := truncateIncomplete(filepath.Join(t.TempDir(), "missing")); err != nil {
+	if err := truncateIncomplete(openTestDir(t, t.TempDir()), "missing"); err != nil {
 		t.Fatalf("truncateIncomplete(missing): %v", err)
 	}
 }
 
 func TestResumePointAfterRotation(t *testing.T) {
 	dir := t.TempDir()
-	p := filepath.Join(dir, "0.log")
+	d := openTestDir(t, dir)
 	write := func(name string, content []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o640); err != nil {
 			t.Fatal(err)
@@ -192,7 +192,7 @@ func TestResumePointAfterRotation(t *testing.T) {
 	write("0.log.20240506-070809", criEntries(t, 5))
 	write("0.log.20240506-060000.gz", []byte("\x1f\x8b not a log"))
 	write("0.log", nil)
-	got, err := resumePoint(p)
+	got, err := resumePoint(d, "0.log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,23 @@ func TestResumePointAfterRotation(t *testing.T) {
 		t.Fatalf("resumePoint with an empty current file = %v, want the rotated file's %v", got, want)
 	}
 	write("0.log", []byte("2024-05-06T07:08:09.000000007Z stdout F x\n"))
-	if got, _ := resumePoint(p); !got.Equal(t0.Add(7)) {
+	if got, _ := resumePoint(d, "0.log"); !got.Equal(t0.Add(7)) {
 		t.Fatalf("resumePoint = %v, want the current file's %v", got, t0.Add(7))
 	}
+}
+
+// openTestDir opens dir as a log directory; it is closed when the test ends.
+func openTestDir(t *testing.T, dir string) *logDir {
+	t.Helper()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d, err := openLogDir(r, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

@@ -2,9 +2,7 @@ package volumes
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,39 +15,19 @@ const (
 	execMask os.FileMode = 0o110
 )
 
-// setVolumeOwnership gives the tree at dir to group fsGroup: every entry is chgrp'ed
-// (symlinks themselves, not their targets), files get group read (and write unless
-// readOnly), directories also group search and the setgid bit so new files inherit the
-// group. A nil fsGroup does nothing.
+// setVolumeOwnership gives the tree at dir to group fsGroup, as upstream's
+// SetVolumeOwnership does: every entry is chgrp'ed (symlinks themselves, not
+// their targets), files get group read (and write unless readOnly),
+// directories also group search and the setgid bit so new files inherit the
+// group. A nil fsGroup does nothing. The walk (changeOwnership) never leaves
+// the tree: a pod sharing the volume can swap any entry for a symbolic link
+// while it runs.
 func setVolumeOwnership(dir string, fsGroup *int64, readOnly bool) error {
 	if fsGroup == nil {
 		return nil
 	}
 	gid := int(*fsGroup)
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(path, -1, gid); err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		mask := rwMask
-		if readOnly {
-			mask = roMask
-		}
-		if info.IsDir() {
-			mask |= os.ModeSetgid | execMask
-		}
-		return os.Chmod(path, info.Mode()&(os.ModePerm|os.ModeSetgid|os.ModeSetuid|os.ModeSticky)|mask)
-	})
-	if err != nil {
+	if err := changeOwnership(dir, gid, readOnly); err != nil {
 		return fmt.Errorf("set fsGroup %d on %s: %w", gid, dir, err)
 	}
 	return nil
@@ -72,7 +50,7 @@ func setVolumeOwnershipPolicy(dir string, fsGroup *int64, policy *v1.PodFSGroupC
 // ownershipMismatch reports whether the root of a writable volume lacks the
 // group, its group permissions or (for a directory) the setgid bit.
 func ownershipMismatch(dir string, fsGroup int64) bool {
-	fi, err := os.Stat(dir)
+	fi, err := os.Lstat(dir)
 	if err != nil {
 		return true
 	}
