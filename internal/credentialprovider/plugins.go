@@ -189,7 +189,13 @@ func (p *pluginProvider) provide(ctx context.Context, image string) (dockerConfi
 		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
 	}
 
-	response := res.(*credentialproviderapi.CredentialProviderResponse)
+	return p.remember(image, registry, res.(*credentialproviderapi.CredentialProviderResponse))
+}
+
+// remember turns the plugin's answer for image (of registry) into Docker
+// config entries and caches them, per the answer's cacheKeyType and
+// cacheDuration (the provider's default without one; 0: not cached).
+func (p *pluginProvider) remember(image, registry string, response *credentialproviderapi.CredentialProviderResponse) (dockerConfig, error) {
 	var cacheKey string
 	switch response.CacheKeyType {
 	case credentialproviderapi.ImagePluginCacheKeyType:

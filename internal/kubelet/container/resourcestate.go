@@ -67,22 +67,46 @@ func OpenResourceState(dir, name string) (*ResourceState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", s.path, err)
 	}
-	var cp resourceCheckpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
+	entries, sum, err := decodeResourceState(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}
+	if entries != nil {
+		s.entries = entries
+	}
+	s.saved = sum
+	return s, nil
+}
+
+// decodeResourceState parses and verifies a resource state file: its
+// entries (nil when it has none) and checksum.
+func decodeResourceState(data []byte) (map[types.UID]PodResourceInfo, uint64, error) {
+	var cp resourceCheckpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, 0, err
+	}
 	if sum := resourceChecksum(cp.Data); sum != cp.Checksum {
-		return nil, fmt.Errorf("%s: checkpoint is corrupted (checksum %d, want %d)", s.path, cp.Checksum, sum)
+		return nil, 0, fmt.Errorf("checkpoint is corrupted (checksum %d, want %d)", cp.Checksum, sum)
 	}
 	var info resourceCheckpointInfo
 	if err := json.Unmarshal([]byte(cp.Data), &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", s.path, err)
+		return nil, 0, err
 	}
-	if info.Entries != nil {
-		s.entries = info.Entries
+	return info.Entries, cp.Checksum, nil
+}
+
+// encodeResourceState renders a resource state file and its checksum.
+func encodeResourceState(entries map[types.UID]PodResourceInfo) ([]byte, uint64, error) {
+	data, err := json.Marshal(resourceCheckpointInfo{Entries: entries})
+	if err != nil {
+		return nil, 0, err
 	}
-	s.saved = cp.Checksum
-	return s, nil
+	cp := resourceCheckpoint{Data: string(data), Checksum: resourceChecksum(string(data))}
+	out, err := json.Marshal(cp)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, cp.Checksum, nil
 }
 
 // resourceChecksum is upstream's checksum of the data string.
@@ -179,22 +203,17 @@ func (s *ResourceState) RemoveOrphans(keep func(types.UID) bool) error {
 
 // saveLocked writes the file unless it already holds this state.
 func (s *ResourceState) saveLocked() error {
-	data, err := json.Marshal(resourceCheckpointInfo{Entries: s.entries})
+	out, sum, err := encodeResourceState(s.entries)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", s.path, err)
 	}
-	cp := resourceCheckpoint{Data: string(data), Checksum: resourceChecksum(string(data))}
-	if cp.Checksum == s.saved {
+	if sum == s.saved {
 		return nil
-	}
-	out, err := json.Marshal(cp)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", s.path, err)
 	}
 	if err := writeFileAtomic(s.path, out); err != nil {
 		return err
 	}
-	s.saved = cp.Checksum
+	s.saved = sum
 	return nil
 }
 

@@ -265,6 +265,11 @@ func (m *Manager) allocateRPC(p *plugin, ids []string) (*pluginapi.ContainerAllo
 	if err != nil {
 		return nil, err
 	}
+	return containerResponse(resp)
+}
+
+// containerResponse is the answer for the one container asked about.
+func containerResponse(resp *pluginapi.AllocateResponse) (*pluginapi.ContainerAllocateResponse, error) {
 	if len(resp.GetContainerResponses()) == 0 {
 		return nil, fmt.Errorf("no containers return in allocation response %v", resp)
 	}

@@ -232,21 +232,31 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 	m := r.m
 	m.logger.Info("Got registration request from device plugin", zap.String("resourceName", req.ResourceName), zap.String("endpoint", req.Endpoint))
 	m.metrics.registrations.WithLabelValues(req.ResourceName).Inc()
-	if req.Version != pluginapi.Version {
-		return &pluginapi.Empty{}, fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", req.Version, pluginapi.SupportedVersions)
+	if err := checkRegistration(req, m.dir); err != nil {
+		return &pluginapi.Empty{}, err
 	}
-	if !isExtendedResourceName(req.ResourceName) {
-		return &pluginapi.Empty{}, fmt.Errorf("the ResourceName %q is invalid", req.ResourceName)
-	}
-	ep := req.Endpoint
-	if ep == "" || ep == "." || ep == ".." || ep != filepath.Base(ep) || ep == SocketName || ep == checkpoint.FileName {
-		return &pluginapi.Empty{}, fmt.Errorf("invalid endpoint %q: must be the name of a socket in %s", ep, m.dir)
-	}
-	if err := m.connect(req.ResourceName, ep, req.Options); err != nil {
+	if err := m.connect(req.ResourceName, req.Endpoint, req.Options); err != nil {
 		m.logger.Error("Error connecting to device plugin client", zap.String("resourceName", req.ResourceName), zap.Error(err))
 		return &pluginapi.Empty{}, err
 	}
 	return &pluginapi.Empty{}, nil
+}
+
+// checkRegistration checks a Register request: upstream's API version, an
+// extended resource name, and an endpoint that names a socket of the plugin's
+// own in dir (not the registration socket or the checkpoint).
+func checkRegistration(req *pluginapi.RegisterRequest, dir string) error {
+	if req.Version != pluginapi.Version {
+		return fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", req.Version, pluginapi.SupportedVersions)
+	}
+	if !isExtendedResourceName(req.ResourceName) {
+		return fmt.Errorf("the ResourceName %q is invalid", req.ResourceName)
+	}
+	ep := req.Endpoint
+	if ep == "" || ep == "." || ep == ".." || ep != filepath.Base(ep) || ep == SocketName || ep == checkpoint.FileName {
+		return fmt.Errorf("invalid endpoint %q: must be the name of a socket in %s", ep, dir)
+	}
+	return nil
 }
 
 // isExtendedResourceName is upstream's check: a qualified name with a
@@ -312,12 +322,7 @@ func (m *Manager) watch(ctx context.Context, p *plugin) {
 		if resp, err = stream.Recv(); err != nil {
 			break
 		}
-		devs := make(map[string]*pluginapi.Device, len(resp.Devices))
-		for _, d := range resp.Devices {
-			if d != nil && d.ID != "" {
-				devs[d.ID] = d
-			}
-		}
+		devs := deviceMap(resp)
 		m.mu.Lock()
 		current := m.plugins[p.resource] == p
 		if current {
@@ -339,6 +344,18 @@ func (m *Manager) watch(ctx context.Context, p *plugin) {
 		m.logger.Warn("Device plugin disconnected; its devices are unhealthy", zap.String("resourceName", p.resource), zap.Error(err))
 		m.publish()
 	}
+}
+
+// deviceMap indexes a ListAndWatch answer by device ID; devices without an
+// ID are dropped, and of two with one ID the later wins.
+func deviceMap(resp *pluginapi.ListAndWatchResponse) map[string]*pluginapi.Device {
+	devs := make(map[string]*pluginapi.Device, len(resp.GetDevices()))
+	for _, d := range resp.GetDevices() {
+		if d != nil && d.ID != "" {
+			devs[d.ID] = d
+		}
+	}
+	return devs
 }
 
 // expireLoop drops the plugins stopped for longer than the grace period.

@@ -206,7 +206,13 @@ func (w *Watcher) register(ctx context.Context, socket string) error {
 		return fmt.Errorf("RegisterPlugin error -- dial failed at socket %s, err: %v", socket, err)
 	}
 	defer conn.Close()
-	client := registerapi.NewRegistrationClient(conn)
+	return w.registerWith(ctx, socket, registerapi.NewRegistrationClient(conn))
+}
+
+// registerWith registers the plugin whose registration service at socket
+// client reaches: GetInfo, the handler of its type, then the outcome told
+// back with NotifyRegistrationStatus.
+func (w *Watcher) registerWith(ctx context.Context, socket string, client registerapi.RegistrationClient) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	info, err := client.GetInfo(cctx, &registerapi.InfoRequest{})
 	cancel()
@@ -216,6 +222,9 @@ func (w *Watcher) register(ctx context.Context, socket string) error {
 	notify := func(ok bool, msg string) error {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
+		// The message may quote the socket's name, which need not be UTF-8;
+		// protobuf would refuse to encode it and the plugin never hear.
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
 		if _, err := client.NotifyRegistrationStatus(cctx, &registerapi.RegistrationStatus{PluginRegistered: ok, Error: msg}); err != nil {
 			return fmt.Errorf("RegisterPlugin error -- failed to send registration status at socket %s, err: %v", socket, err)
 		}

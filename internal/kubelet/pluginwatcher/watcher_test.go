@@ -151,3 +151,39 @@ func TestWatcher(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStatusForNonUTF8SocketName: a plugin whose socket name is not UTF-8 is
+// still told why it was refused (protobuf does not encode a string that is
+// not UTF-8, so quoting the name as is lost the status).
+func TestStatusForNonUTF8SocketName(t *testing.T) {
+	dir, err := os.MkdirTemp("", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := net.Listen("unix", filepath.Join(dir, "plugin-\xff.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &testRegistrar{info: &registerapi.PluginInfo{Type: "Other", Name: "o"}, status: make(chan *registerapi.RegistrationStatus, 1)}
+	srv := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(srv, r)
+	t.Cleanup(srv.Stop)
+	go func() { _ = srv.Serve(l) }()
+
+	// No test logger: the registration goroutine logs the refusal after
+	// the status is sent, possibly once the test has ended.
+	w, err := New(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "RegisterPlugin error -- no handler registered for plugin type: Other at socket " + filepath.Join(dir, "plugin-\uFFFD.sock")
+	if s := status(t, r); s.PluginRegistered || s.Error != want {
+		t.Errorf("status %+v, want the error %q", s, want)
+	}
+}

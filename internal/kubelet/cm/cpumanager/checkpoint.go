@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -80,12 +81,51 @@ func (p *podEntry) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	set, err := cpuset.Parse(raw.CPUSet)
+	set, err := parseCPUs(raw.CPUSet)
 	if err != nil {
 		return fmt.Errorf("failed to parse cpuset: %w", err)
 	}
 	p.CPUSet = set
 	return nil
+}
+
+// maxCPUID bounds the CPU IDs a checkpoint may name. Linux numbers CPUs
+// below NR_CPUS, at most 8192 on every architecture; the bound leaves room
+// for more.
+const maxCPUID = 1<<16 - 1
+
+// parseCPUs is cpuset.Parse for a CPU list read from a file. cpuset.Parse
+// adds each CPU of a range one by one, so a short string such as
+// "0-99999999999" would build a set of billions of CPUs (and one ending at
+// the largest int never ends); here CPU IDs above maxCPUID, and lists naming
+// more than maxCPUID+1 CPUs in all, are refused before any set is built.
+func parseCPUs(s string) (cpuset.CPUSet, error) {
+	if s == "" {
+		return cpuset.New(), nil
+	}
+	listed := 0
+	for _, r := range strings.Split(s, ",") {
+		first, last, isRange := strings.Cut(r, "-")
+		lo, err := strconv.Atoi(first)
+		if err != nil {
+			return cpuset.New(), err
+		}
+		hi := lo
+		if isRange {
+			if hi, err = strconv.Atoi(last); err != nil {
+				return cpuset.New(), err
+			}
+		}
+		if hi > maxCPUID {
+			return cpuset.New(), fmt.Errorf("CPU %d in %q is above the largest supported CPU ID %d", hi, r, maxCPUID)
+		}
+		if lo <= hi {
+			if listed += hi - lo + 1; listed > maxCPUID+1 {
+				return cpuset.New(), fmt.Errorf("the list names more than %d CPUs", maxCPUID+1)
+			}
+		}
+	}
+	return cpuset.Parse(s)
 }
 
 // baseline is upstream's admission-time assignment record

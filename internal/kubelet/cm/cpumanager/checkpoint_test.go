@@ -1,6 +1,7 @@
 package cpumanager
 
 import (
+	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"reflect"
@@ -202,5 +203,39 @@ func TestDecodeCheckpoint(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, test.want)
 			}
 		})
+	}
+}
+
+// TestStateFileBoundsCPULists: a CPU list in the state file cannot make the
+// kubelet build a set of millions of CPUs (cpuset.Parse adds a range's CPUs
+// one by one; a range ending at the largest int never ends): CPU IDs above
+// maxCPUID and lists naming more than maxCPUID+1 CPUs are refused, in every
+// layout, before any set is built.
+func TestStateFileBoundsCPULists(t *testing.T) {
+	t.Parallel()
+	file := stateFile{dir: t.TempDir(), policy: PolicyStatic}
+	for _, test := range []struct {
+		desc, blob, wantErr string
+	}{
+		{"default set of a million CPUs", `{"policyName":"static","defaultCpuSet":"0-1048575","checksum":0}`,
+			`could not parse default CPU set "0-1048575": CPU 1048575 in "0-1048575" is above the largest supported CPU ID 65535`},
+		{"assignment to the largest int", `{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":"2-9223372036854775807"}},"checksum":0}`,
+			`could not parse cpuset "2-9223372036854775807" for container "c" in pod "p": CPU 9223372036854775807 in "2-9223372036854775807" is above the largest supported CPU ID 65535`},
+		{"repeated ranges", `{"policyName":"static","defaultCpuSet":"0-65535,0-65535","checksum":0}`,
+			`could not parse default CPU set "0-65535,0-65535": the list names more than 65536 CPUs`},
+	} {
+		if _, err := file.parse([]byte(test.blob)); err == nil || !strings.Contains(err.Error(), test.wantErr) {
+			t.Errorf("%s: %v, want %q", test.desc, err, test.wantErr)
+		}
+	}
+	// A v3 pod entry is parsed while the file is decoded, before its
+	// checksum is checked.
+	var pe podEntry
+	if err := json.Unmarshal([]byte(`{"cpuSet":"0-1048575"}`), &pe); err == nil || !strings.Contains(err.Error(), "above the largest supported CPU ID") {
+		t.Errorf("v3 pod entry of a million CPUs: %v", err)
+	}
+	st, err := file.parse([]byte(`{"policyName":"static","defaultCpuSet":"0-65535","checksum":0}`))
+	if err != nil || st.defaultSet.Size() != maxCPUID+1 {
+		t.Errorf("all CPUs up to maxCPUID: %v", err)
 	}
 }

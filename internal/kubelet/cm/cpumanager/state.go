@@ -84,7 +84,7 @@ func (f stateFile) parse(blob []byte) (*state, error) {
 	if cp.PolicyName != f.policy {
 		return nil, fmt.Errorf("configured policy %q differs from state checkpoint policy %q", f.policy, cp.PolicyName)
 	}
-	def, err := cpuset.Parse(cp.DefaultCPUSet)
+	def, err := parseCPUs(cp.DefaultCPUSet)
 	if err != nil {
 		return nil, fmt.Errorf("could not parse default CPU set %q: %w", cp.DefaultCPUSet, err)
 	}
@@ -92,7 +92,7 @@ func (f stateFile) parse(blob []byte) (*state, error) {
 	for pod, containers := range cp.Entries {
 		st.assignments[pod] = make(map[string]cpuset.CPUSet, len(containers))
 		for name, text := range containers {
-			set, err := cpuset.Parse(text)
+			set, err := parseCPUs(text)
 			if err != nil {
 				return nil, fmt.Errorf("could not parse cpuset %q for container %q in pod %q: %w", text, name, pod, err)
 			}

@@ -58,11 +58,9 @@ func checksum(d checkpointData) uint64 {
 // Write stores entries and the registered devices (by resource) in dir,
 // atomically (a temporary file renamed over the checkpoint).
 func Write(dir string, entries []PodDevicesEntry, registered map[string][]string) error {
-	d := Data{Data: checkpointData{PodDeviceEntries: entries, RegisteredDevices: registered}}
-	d.Checksum = checksum(d.Data)
-	b, err := json.Marshal(d)
+	b, err := encode(entries, registered)
 	if err != nil {
-		return fmt.Errorf("encode device checkpoint: %w", err)
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, "."+FileName+"-")
 	if err != nil {
@@ -80,6 +78,17 @@ func Write(dir string, entries []PodDevicesEntry, registered map[string][]string
 	return nil
 }
 
+// encode renders the checkpoint file's content.
+func encode(entries []PodDevicesEntry, registered map[string][]string) ([]byte, error) {
+	d := Data{Data: checkpointData{PodDeviceEntries: entries, RegisteredDevices: registered}}
+	d.Checksum = checksum(d.Data)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode device checkpoint: %w", err)
+	}
+	return b, nil
+}
+
 // Read loads the checkpoint of dir. A missing file is os.ErrNotExist; a
 // checksum mismatch is ErrCorrupt.
 func Read(dir string) ([]PodDevicesEntry, map[string][]string, error) {
@@ -87,6 +96,11 @@ func Read(dir string) ([]PodDevicesEntry, map[string][]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return decode(b)
+}
+
+// decode parses and verifies the checkpoint file's content.
+func decode(b []byte) ([]PodDevicesEntry, map[string][]string, error) {
 	var d Data
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, nil, fmt.Errorf("decode device checkpoint: %w", err)

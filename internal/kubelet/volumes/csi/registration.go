@@ -37,6 +37,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -133,6 +134,9 @@ func logf(format string, args ...any) string {
 // validateVersions is upstream's check: a 1.x version, higher than that of a
 // driver of the same name already registered.
 func (r *Registry) validateVersions(caller, name string, versions []string) (*utilversion.Version, error) {
+	if err := checkDriverName(name); err != nil {
+		return nil, errors.New(logf("%s for CSI driver %q failed. %v", caller, name, err))
+	}
 	if len(versions) == 0 {
 		return nil, errors.New(logf("%s for CSI driver %q failed. Plugin returned an empty list for supported versions", caller, name))
 	}
@@ -147,6 +151,26 @@ func (r *Registry) validateVersions(caller, name string, versions []string) (*ut
 		return nil, errors.New(logf("%s for CSI driver %q failed. Another driver with the same name is already registered with a higher supported version: %q", caller, name, existing.version))
 	}
 	return v, nil
+}
+
+// maxDriverNameLength is the CSI spec's bound on a driver name.
+const maxDriverNameLength = 63
+
+// checkDriverName accepts the driver names the API server accepts for a
+// CSIDriver (a DNS subdomain in any case, at most 63 characters, as the CSI
+// spec asks): a name names the driver's directory under the staging root,
+// so "..", "/" or an empty name must never get that far.
+func checkDriverName(name string) error {
+	if name == "" {
+		return errors.New("the driver name is empty")
+	}
+	if len(name) > maxDriverNameLength {
+		return fmt.Errorf("the driver name is longer than %d characters", maxDriverNameLength)
+	}
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(name)); len(errs) > 0 {
+		return fmt.Errorf("the driver name is invalid: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // ValidatePlugin checks a CSI driver's registration.

@@ -299,13 +299,28 @@ func writeVolData(dir string, d volData) error {
 }
 
 func readVolData(dir string) (volData, error) {
-	var d volData
-	b, err := os.ReadFile(filepath.Join(dir, volDataFileName))
+	path := filepath.Join(dir, volDataFileName)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return d, err
+		return volData{}, err
 	}
+	d, err := parseVolData(b)
+	if err != nil {
+		return volData{}, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// parseVolData decodes a vol_data.json. Its driver name becomes a directory
+// under the staging root (TearDown unstages and removes it), so it must be
+// one that registration accepts; an error comes with no data.
+func parseVolData(b []byte) (volData, error) {
+	var d volData
 	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("decode %s: %w", filepath.Join(dir, volDataFileName), err)
+		return volData{}, err
+	}
+	if err := checkDriverName(d.DriverName); err != nil {
+		return volData{}, err
 	}
 	return d, nil
 }

@@ -1,8 +1,11 @@
 package csi
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -85,5 +88,37 @@ func TestVolumeCapability(t *testing.T) {
 	}
 	if err := (Volume{Driver: "d"}).Validate(); err == nil {
 		t.Error("a volume without a handle validated")
+	}
+}
+
+// TestDriverNamesStayInStagingRoot: a driver name names a directory under
+// the staging root, which TearDown unstages and removes; a plugin cannot
+// register, and a vol_data.json cannot name, a driver whose name leaves it.
+func TestDriverNamesStayInStagingRoot(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(Options{NodeName: "n1", RootDir: "/var/lib/kubelet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"csi.example.com", "Hostpath.CSI.k8s.io", "a"} {
+		if err := r.ValidatePlugin(name, "/x/csi.sock", []string{"1.0.0"}); err != nil {
+			t.Errorf("ValidatePlugin(%q) = %v", name, err)
+		}
+	}
+	for _, name := range []string{"../../../../etc", "a/b", "..", ".", "", "a_b", strings.Repeat("a", 64)} {
+		if err := r.ValidatePlugin(name, "/x/csi.sock", []string{"1.0.0"}); err == nil {
+			t.Errorf("ValidatePlugin(%q) accepted", name)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, volDataFileName), []byte(`{"volumeHandle":"v","driverName":"../../../.."}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d, h, err := VolumeOf(dir); err == nil || d != "" || h != "" {
+		t.Errorf("VolumeOf = %q %q %v, want an error and nothing", d, h, err)
+	}
+	if err := r.TearDown(context.Background(), dir, func(string, string) bool { return false }); err == nil || !strings.Contains(err.Error(), "driver name") {
+		t.Errorf("TearDown = %v, want the driver name refused", err)
 	}
 }
