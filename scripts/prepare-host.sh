@@ -37,6 +37,52 @@ install_packages() {
 	apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# mount_cgroup_hierarchies mounts every v1 hierarchy the kernel has (in
+# /proc/self/cgroup) that is mounted nowhere, at /sys/fs/cgroup/<controllers>.
+# Such a hierarchy appears when something mounted a controller in another mount
+# namespace (systemd in a node container that sees the host's /sys/fs/cgroup
+# mounts hugetlb, perf_event and net_cls,net_prio there) and outlives that
+# namespace: containerd's shim then cannot load a container's cgroups ("cannot
+# find cgroup mount destination") and Docker reports no OOM kill. Mounting the
+# controllers here first also keeps it from happening.
+mount_cgroup_hierarchies() {
+	[[ -d /sys/fs/cgroup/memory ]] || return 0 # cgroup v2: one hierarchy
+	local want=() controllers name hier _n enabled remounted=0
+	# Hierarchies the kernel lists for this process.
+	while IFS=: read -r _ controllers _; do
+		[[ -n $controllers && $controllers != name=* ]] && want+=("$controllers")
+	done </proc/self/cgroup
+	# Enabled controllers in no hierarchy yet (net_cls and net_prio together, as
+	# systemd mounts them).
+	while read -r name hier _n enabled; do
+		[[ $name == \#* || $hier != 0 || $enabled != 1 ]] && continue
+		case $name in net_cls | net_prio) name=net_cls,net_prio ;; esac
+		want+=("$name")
+	done </proc/cgroups
+	for controllers in $(printf '%s\n' "${want[@]}" | sort -u); do
+		cgroup_mounted "$controllers" && continue
+		if [[ ! -d /sys/fs/cgroup/$controllers ]]; then
+			if ((!remounted)); then mount -o remount,rw /sys/fs/cgroup && remounted=1; fi
+			mkdir -p "/sys/fs/cgroup/$controllers"
+		fi
+		mount -t cgroup -o "$controllers" cgroup "/sys/fs/cgroup/$controllers" &&
+			kds_log "cgroups: mounted the $controllers hierarchy at /sys/fs/cgroup/$controllers"
+	done
+	if ((remounted)); then mount -o remount,ro /sys/fs/cgroup || true; fi
+}
+
+# cgroup_mounted reports whether a cgroup v1 mount holds every controller of
+# $1 (comma-separated).
+cgroup_mounted() {
+	local opts c all
+	while read -r opts; do
+		all=1
+		for c in ${1//,/ }; do [[ ,$opts, == *,"$c",* ]] || all=0; done
+		((all)) && return 0
+	done < <(awk '$(NF-2) == "cgroup" { print $NF }' /proc/self/mountinfo)
+	return 1
+}
+
 start_dockerd() {
 	if kds_docker_answers; then
 		kds_log "dockerd: already answering"
@@ -59,6 +105,7 @@ start_dockerd() {
 }
 
 install_packages
+mount_cgroup_hierarchies
 # The regular (dynamic) busybox conflicts with busybox-static: fetch its files only.
 kds_log "busybox (dynamic): $(kds_dynamic_busybox)"
 start_dockerd
