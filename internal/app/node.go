@@ -7,15 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/app/options"
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 )
 
@@ -112,23 +118,53 @@ func dialCRI(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger
 	return &criClients{runtime: rt, images: img, runtimeName: v.RuntimeName}, nil
 }
 
-// checkCgroupDriver compares the kubelet's cgroup driver with the runtime's. In docker
-// mode a mismatch is fatal (the kubelet and Docker would manage different cgroup
-// trees); in remote mode the runtime's driver is adopted, as upstream kubelets do.
+// checkCgroupDriver takes the cgroup driver from the runtime, as upstream's
+// kubelet does (KubeletCgroupDriverFromCRI, GA and locked on in 1.37): the
+// runtime's RuntimeConfig answer replaces the configured cgroupDriver; a
+// runtime that does not implement RuntimeConfig (or answers no Linux part)
+// leaves the configuration alone; other errors are retried twice. A driver
+// this node cannot use is an error naming both drivers.
 func checkCgroupDriver(ctx context.Context, cfg *Config, rt internalapi.RuntimeService, logger *zap.Logger) error {
-	rc, err := rt.RuntimeConfig(ctx)
+	var rc *runtimeapi.RuntimeConfigResponse
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if rc, err = rt.RuntimeConfig(ctx); err == nil {
+			break
+		}
+		if status.Code(err) == codes.Unimplemented {
+			logger.Info("CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config.")
+			return nil
+		}
+		if attempt < 2 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
 	if err != nil {
-		logger.Info("runtime does not report its cgroup driver; keeping the configured one", zap.Error(err))
+		return fmt.Errorf("get the runtime's cgroup driver (RuntimeConfig): %w", err)
+	}
+	linux := rc.GetLinux()
+	if linux == nil {
 		return nil
 	}
-	theirs := strings.ToLower(rc.GetLinux().GetCgroupDriver().String())
-	if rc.GetLinux() == nil || theirs == cfg.Kubelet.CgroupDriver {
-		return nil
+	var theirs string
+	switch d := linux.GetCgroupDriver(); d {
+	case runtimeapi.CgroupDriver_SYSTEMD:
+		theirs = "systemd"
+	case runtimeapi.CgroupDriver_CGROUPFS:
+		theirs = "cgroupfs"
+	default:
+		return fmt.Errorf("runtime returned an unknown cgroup driver %d", d)
 	}
-	if cfg.ContainerRuntime == options.RuntimeDocker {
-		return fmt.Errorf("the kubelet's cgroup driver %q (--cgroup-driver / cgroupDriver) differs from Docker's %q: set both to the same driver", cfg.Kubelet.CgroupDriver, theirs)
+	if err := cm.DriverUsable(cgroups.Kind(theirs)); err != nil {
+		return fmt.Errorf("the runtime uses the %s cgroup driver (the kubelet's configuration says %s), which this node cannot use: %w",
+			theirs, cfg.Kubelet.CgroupDriver, err)
 	}
-	logger.Warn("using the runtime's cgroup driver", zap.String("configured", cfg.Kubelet.CgroupDriver), zap.String("runtime", theirs))
+	logger.Info("Using cgroup driver setting received from the CRI runtime", zap.String("cgroupDriver", theirs),
+		zap.String("configured", cfg.Kubelet.CgroupDriver))
 	cfg.Kubelet.CgroupDriver = theirs
 	return nil
 }

@@ -3,12 +3,16 @@
 package app
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,9 +124,21 @@ func waitSocket(t *testing.T, sock string, stderr *bytes.Buffer) {
 	}
 }
 
-// TestIntegrationCgroupDriverMismatch: in docker mode a kubelet whose cgroup driver
-// differs from Docker's refuses to start, naming both drivers.
-func TestIntegrationCgroupDriverMismatch(t *testing.T) {
+// freePort is a TCP port of 127.0.0.1 nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestIntegrationCgroupDriverFromRuntime: a kubelet configured with the other
+// cgroup driver than Docker's takes Docker's (upstream's
+// KubeletCgroupDriverFromCRI) and runs, saying so; it used to refuse to start.
+func TestIntegrationCgroupDriverFromRuntime(t *testing.T) {
 	out, err := exec.Command("docker", "info", "--format", "{{.CgroupDriver}}").Output()
 	if err != nil {
 		t.Fatalf("dockerd is required: %v", err)
@@ -138,29 +154,45 @@ func TestIntegrationCgroupDriverMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--cgroup-driver="+other, "--container-runtime-endpoint=unix://"+filepath.Join(dir, "k.sock"),
+	cmd := exec.Command(bin, "--cgroup-driver="+other, "--container-runtime-endpoint=unix://"+filepath.Join(dir, "k.sock"),
 		"--experimental-dockershim-root-directory="+filepath.Join(dir, "shim"), "--root-dir="+filepath.Join(dir, "root"), "--cert-dir="+filepath.Join(dir, "root", "pki"),
 		"--cni-conf-dir="+filepath.Join(dir, "net.d"), "--cni-bin-dir=/usr/lib/cni", "--cni-cache-dir="+filepath.Join(dir, "cache"),
-		"--healthz-port=0")
+		"--healthz-port=0", "--read-only-port=0", "--address=127.0.0.1", "--port="+strconv.Itoa(freePort(t)),
+		// No cgroup of this shared machine is touched.
+		"--cgroups-per-qos=false", "--enforce-node-allocatable=", "--logging-format=json")
 	// Its kernel tunables go to a fake /proc/sys, not this shared machine's.
 	cmd.Env = append(os.Environ(), procSysTestEnv+"="+fakeProcSys(t, nil))
-	got, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("kubelet with a mismatching cgroup driver: %v\n%s", err, got)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	last := lastLine(string(got))
-	if !strings.Contains(last, `"`+other+`"`) || !strings.Contains(last, `"`+docker+`"`) {
-		t.Fatalf("error does not name both drivers: %q", last)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "k.sock")); !os.IsNotExist(err) {
-		t.Fatalf("the shim's socket was left behind: %v", err)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	found := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var entry map[string]any
+			if json.Unmarshal(sc.Bytes(), &entry) == nil && entry["msg"] == "Using cgroup driver setting received from the CRI runtime" {
+				found <- entry
+			}
+		}
+		close(found)
+	}()
+	select {
+	case entry, ok := <-found:
+		if !ok {
+			t.Fatalf("the kubelet exited without taking the runtime's cgroup driver: %v", cmd.Wait())
+		}
+		if entry["cgroupDriver"] != docker || entry["configured"] != other {
+			t.Fatalf("log entry %v, want cgroupDriver %q and configured %q", entry, docker, other)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no \"Using cgroup driver setting received from the CRI runtime\" within 60s")
 	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 }

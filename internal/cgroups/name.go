@@ -103,3 +103,37 @@ func (d Kind) Parse(p string) (Name, error) {
 	}
 	return ParseCgroupfs(p), nil
 }
+
+// PodUID is the pod UID a cgroup directory's name holds, for either driver:
+// "pod<uid>" (cgroupfs) or "kubepods-burstable-pod<uid>.slice" (systemd, the
+// UID's '-' escaped to '_'); ok is false for any other name.
+func PodUID(dir string) (uid string, ok bool) {
+	if uid, ok := strings.CutPrefix(dir, "pod"); ok && !strings.HasSuffix(dir, ".slice") {
+		return uid, uid != ""
+	}
+	unit, ok := strings.CutSuffix(dir, ".slice")
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(unit, "-")
+	uid, ok = strings.CutPrefix(parts[len(parts)-1], "pod")
+	if !ok || uid == "" {
+		return "", false
+	}
+	return strings.ReplaceAll(uid, "_", "-"), true
+}
+
+// ContainerID is the container ID a container cgroup directory's name holds:
+// the name itself (cgroupfs), or the part between the runtime's prefix and
+// ".scope" of a systemd scope ("docker-<id>.scope", "cri-containerd-<id>.scope",
+// "crio-<id>.scope").
+func ContainerID(dir string) string {
+	unit, ok := strings.CutSuffix(dir, ".scope")
+	if !ok {
+		return dir
+	}
+	if i := strings.LastIndexByte(unit, '-'); i >= 0 {
+		return unit[i+1:]
+	}
+	return unit
+}

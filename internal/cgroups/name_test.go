@@ -50,3 +50,31 @@ func TestCgroupNames(t *testing.T) {
 		t.Errorf("ParseCgroupfs = %v", got)
 	}
 }
+
+func TestPodUIDAndContainerID(t *testing.T) {
+	t.Parallel()
+	for dir, want := range map[string]string{
+		"pod1a2b-3c":                          "1a2b-3c",
+		"kubepods-pod1a2b_3c.slice":           "1a2b-3c",
+		"kubepods-burstable-pod1a2b_3c.slice": "1a2b-3c",
+		"kubepods-besteffort.slice":           "",
+		"burstable":                           "",
+		"pod":                                 "",
+		"kubepods-burstable-pod.slice":        "",
+		"docker-0123.scope":                   "",
+	} {
+		if got, ok := PodUID(dir); got != want || ok != (want != "") {
+			t.Errorf("PodUID(%q) = %q, %v; want %q", dir, got, ok, want)
+		}
+	}
+	for dir, want := range map[string]string{
+		"0123abcd":                      "0123abcd",
+		"docker-0123abcd.scope":         "0123abcd",
+		"cri-containerd-0123abcd.scope": "0123abcd",
+		"crio-0123abcd.scope":           "0123abcd",
+	} {
+		if got := ContainerID(dir); got != want {
+			t.Errorf("ContainerID(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
@@ -60,6 +62,8 @@ type Options struct {
 	// Mounts are the cgroup hierarchies (cgroups.Host.Mounts of
 	// /proc/self/mountinfo); nil reads them.
 	Mounts *cgroups.Mounts
+	// Units is systemd for the systemd driver; nil connects to it over D-Bus.
+	Units cgroups.UnitManager
 	// Registerer receives kubelet_cgroup_manager_duration_seconds; nil: not
 	// registered.
 	Registerer prometheus.Registerer
@@ -150,18 +154,6 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.burstable, _ = cgroups.NewName(m.root, burstableName)
 	m.besteffort, _ = cgroups.NewName(m.root, besteffortName)
-	if m.driver == cgroups.Systemd {
-		if !systemdBooted() {
-			return nil, errors.New("--cgroup-driver=systemd needs systemd as the init system, which this host does not run " +
-				"(no /run/systemd/system): use --cgroup-driver=cgroupfs (and Docker's cgroupfs driver)")
-		}
-		// Slices are systemd's to make (through its D-Bus API), which this
-		// kubelet does not do yet: say so rather than write under its feet.
-		m.logger.Warn("--cgroup-driver=systemd: this kubelet does not manage pod and QoS cgroups with the systemd driver yet; " +
-			"pods run in the runtime's default cgroup parent, with no pod-level limits")
-		m.enabled = false
-		return m, nil
-	}
 	mounts := opts.Mounts
 	if mounts == nil {
 		mi, err := cgroups.NewHost("/proc").Mounts()
@@ -170,10 +162,31 @@ func New(opts Options) (*Manager, error) {
 		}
 		mounts = &mi
 	}
-	if m.cg, err = cgroups.NewCgroupfs(*mounts); err != nil {
+	if m.cg, err = newDriver(m.driver, *mounts, opts.Units); err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
 	return m, nil
+}
+
+// newDriver is the cgroup driver of kind: the systemd one talks to systemd
+// through units, or through its D-Bus API when units is nil.
+func newDriver(kind cgroups.Kind, mounts cgroups.Mounts, units cgroups.UnitManager) (cgroups.Driver, error) {
+	if kind == cgroups.Cgroupfs {
+		return cgroups.NewCgroupfs(mounts)
+	}
+	if units == nil {
+		if err := DriverUsable(kind); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := sddbus.NewWithContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("connect to systemd: %w", err)
+		}
+		units = conn
+	}
+	return cgroups.NewSystemd(mounts, units)
 }
 
 // path is n under the manager's driver.
@@ -446,6 +459,16 @@ func (m *Manager) CleanupOrphans(active map[k8stypes.UID]bool) error {
 }
 
 // systemdBooted reports whether systemd is the init system (sd_booted).
+// DriverUsable says why this node cannot use a cgroup driver (nil when it
+// can): the systemd driver needs systemd as the init system.
+func DriverUsable(kind cgroups.Kind) error {
+	if kind == cgroups.Systemd && !systemdBooted() {
+		return errors.New("the systemd cgroup driver needs systemd as the init system, which this host does not run " +
+			"(no /run/systemd/system): use the cgroupfs driver (the kubelet takes Docker's: set Docker's native.cgroupdriver=cgroupfs)")
+	}
+	return nil
+}
+
 func systemdBooted() bool {
 	fi, err := os.Lstat("/run/systemd/system")
 	return err == nil && fi.IsDir()

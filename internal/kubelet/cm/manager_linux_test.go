@@ -211,13 +211,16 @@ func TestDisabledManagerManagesNothing(t *testing.T) {
 }
 
 // With the systemd driver on a host without systemd (this one) the kubelet
-// refuses to start, saying why; with systemd it manages no cgroup (and warns).
+// refuses to start, saying why; with systemd pods get their slices.
 func TestSystemdDriver(t *testing.T) {
 	t.Parallel()
 	m, err := New(Options{Driver: cgroups.Systemd, CgroupsPerQOS: true})
 	if systemdBooted() {
-		if err != nil || m.PodCgroupParent(testPod("x", nil, nil)) != "" {
+		if err != nil {
 			t.Fatalf("New with the systemd driver on a systemd host: %v", err)
+		}
+		if got, want := m.PodCgroupParent(testPod("x", nil, nil)), "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podx.slice"; got != want {
+			t.Errorf("pod cgroup parent %q, want %q", got, want)
 		}
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +29,9 @@ func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 }
 
 // walk lists the rows: "/", then (v1 memory hierarchy) --runtime-cgroups when
-// set, the node-allocatable cgroup, the QoS cgroups under it, the pod<uid>
-// cgroups under either and the container cgroups under those. A node-allocatable
+// set, the node-allocatable cgroup, the QoS cgroups under it, the pod cgroups
+// under either (pod<uid>, or kubepods-...-pod<uid>.slice with the systemd
+// driver) and the container cgroups under those (<id>, or docker-<id>.scope). A node-allocatable
 // cgroup not made yet is no error.
 func (c *cadvisor) walk() ([]rowRef, error) {
 	host := c.p.host.cgroups
@@ -58,14 +58,14 @@ func (c *cadvisor) walk() ([]rowRef, error) {
 	refs = append(refs, rowRef{id: kp, kind: rowRaw})
 	for _, n := range names {
 		id := path.Join(kp, n)
-		if uid, ok := strings.CutPrefix(n, "pod"); ok {
+		if uid, ok := cgroups.PodUID(n); ok {
 			refs = walkPod(host, id, uid, refs)
 			continue
 		}
 		refs = append(refs, rowRef{id: id, kind: rowRaw})
 		sub, _ := host.Children(id)
 		for _, s := range sub {
-			if uid, ok := strings.CutPrefix(s, "pod"); ok {
+			if uid, ok := cgroups.PodUID(s); ok {
 				refs = walkPod(host, path.Join(id, s), uid, refs)
 			}
 		}
@@ -77,8 +77,8 @@ func (c *cadvisor) walk() ([]rowRef, error) {
 func walkPod(host *cgroups.Host, id, uid string, refs []rowRef) []rowRef {
 	refs = append(refs, rowRef{id: id, kind: rowPod, podUID: uid})
 	cs, _ := host.Children(id)
-	for _, cid := range cs {
-		refs = append(refs, rowRef{id: path.Join(id, cid), kind: rowContainer, podUID: uid, cid: cid})
+	for _, dir := range cs {
+		refs = append(refs, rowRef{id: path.Join(id, dir), kind: rowContainer, podUID: uid, cid: cgroups.ContainerID(dir)})
 	}
 	return refs
 }
