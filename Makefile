@@ -2,7 +2,7 @@
 GO ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help build test bench images check conformance clean
+.PHONY: help build test bench images node-image check conformance clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,6 +18,9 @@ bench: ## Run the benchmarks of internal/... (root; scripts/bench.sh)
 
 images: ## Build the local pause and busybox images (scripts/build-images.sh)
 	./scripts/build-images.sh
+
+node-image: ## Build the node container image, systemd + dockerd on Debian 12 (root; scripts/node-image.sh)
+	./scripts/node-image.sh
 
 check: ## gofmt, go vet and go build, without touching the machine
 	./scripts/check.sh

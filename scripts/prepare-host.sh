@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # prepare-host.sh: make a fresh Debian 12 machine ready to build, run and test
 # the kubelet: install the packages, start dockerd if it does not answer, and
-# build the local images (scripts/build-images.sh). Idempotent; run as root.
+# build the local images (scripts/build-images.sh) and the node container
+# image (scripts/node-image.sh: minutes the first time, about a second when
+# its inputs have not changed). Idempotent; run as root.
 #
 # A running dockerd is never restarted. A dockerd started here runs in the
 # background (nohup), logs to /var/log/dockerd-kubelet-dockershim.log and
@@ -13,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 PACKAGES=(
 	docker.io containernetworking-plugins busybox-static docker-registry
 	apache2-utils openssl iptables conntrack containerd iproute2
-	ca-certificates git e2fsprogs mount util-linux dbus-daemon
+	ca-certificates git e2fsprogs mount util-linux dbus-daemon debootstrap
 )
 DOCKERD_LOG=/var/log/dockerd-kubelet-dockershim.log
 DOCKERD_PID=/var/run/docker.pid
@@ -111,3 +113,4 @@ kds_log "busybox (dynamic): $(kds_dynamic_busybox)"
 start_dockerd
 kds_ensure_go
 "$KDS_SCRIPTS/build-images.sh"
+"$KDS_SCRIPTS/node-image.sh"
