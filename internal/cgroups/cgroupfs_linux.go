@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,6 +36,9 @@ type hierarchy interface {
 type fsBase struct {
 	h    hierarchy
 	kind Kind
+	// under is the cgroup the names are below in the hierarchies ("" for the
+	// root): the systemd driver's are below PID 1's cgroup.
+	under string
 }
 
 // newHierarchy is v2 when the unified hierarchy is all there is, else v1 (cpu
@@ -51,7 +55,14 @@ func newHierarchy(mounts Mounts) (hierarchy, error) {
 
 func (b *fsBase) Kind() Kind { return b.kind }
 
-func (b *fsBase) path(n Name) string { return b.kind.Path(n) }
+func (b *fsBase) path(n Name) string {
+	if b.under == "" || b.under == "/" {
+		return b.kind.Path(n)
+	}
+	return path.Join(b.under, b.kind.Path(n))
+}
+
+func (b *fsBase) Dir(n Name) string { return b.path(n) }
 
 func (b *fsBase) Exists(n Name) bool { return b.h.exists(b.path(n)) }
 

@@ -13,6 +13,6 @@ func NewCgroupfs(Mounts) (Driver, error) {
 type UnitManager interface{}
 
 // NewSystemd is Linux only.
-func NewSystemd(Mounts, UnitManager) (Driver, error) {
+func NewSystemd(Mounts, UnitManager, string) (Driver, error) {
 	return nil, errors.New("cgroups: the systemd driver needs Linux")
 }

@@ -9,6 +9,10 @@ type Driver interface {
 	// Kind is the driver's name, which says how names become paths
 	// (Kind.Path, Kind.Parse).
 	Kind() Kind
+	// Dir is n's path in the cgroup hierarchies, as /proc/<pid>/cgroup shows
+	// it and the files are read (Host.Named): Kind.Path(n), below PID 1's
+	// cgroup for the systemd driver. The runtime is given Kind.Path(n).
+	Dir(n Name) string
 	// Exists reports whether n exists in every hierarchy it must be in.
 	Exists(n Name) bool
 	// Validate is Exists with upstream's error: the paths missing on v1, the

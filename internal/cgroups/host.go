@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -190,4 +191,32 @@ func subdirs(dir string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// InitCgroup is the cgroup of PID 1 (systemd) without its "/init.scope": where
+// systemd roots the slices it makes ("/" on a host; /docker/<id> in a node
+// container that shares the host's cgroup namespace). libcontainer's systemd
+// managers read a slice's files under it, and so does the systemd driver.
+func (h *Host) InitCgroup() (string, error) {
+	f, err := os.Open(filepath.Join(h.proc, "1", "cgroup"))
+	if err != nil {
+		return "", fmt.Errorf("read the init process's cgroup: %w", err)
+	}
+	defer f.Close()
+	p, err := ParseProcCgroup(f)
+	if err != nil {
+		return "", fmt.Errorf("the init process's cgroup: %w", err)
+	}
+	init, ok := p.V1["name=systemd"]
+	if !ok {
+		init, ok = p.V2, p.HasV2
+	}
+	if !ok {
+		return "", errors.New("the init process is in no systemd or unified cgroup")
+	}
+	init = strings.TrimSuffix(init, "/init.scope")
+	if init == "" {
+		init = "/"
+	}
+	return init, nil
 }

@@ -43,13 +43,14 @@ type systemdDriver struct {
 }
 
 // NewSystemd is the systemd driver over the hierarchies of mounts, talking
-// to systemd through units.
-func NewSystemd(mounts Mounts, units UnitManager) (Driver, error) {
+// to systemd through units; systemd roots its slices at under (its own
+// cgroup, Host.InitCgroup).
+func NewSystemd(mounts Mounts, units UnitManager, under string) (Driver, error) {
 	h, err := newHierarchy(mounts)
 	if err != nil {
 		return nil, err
 	}
-	d := &systemdDriver{fsBase: fsBase{h: h, kind: Systemd}, units: units, v2: mounts.Mode() == ModeV2}
+	d := &systemdDriver{fsBase: fsBase{h: h, kind: Systemd, under: under}, units: units, v2: mounts.Mode() == ModeV2}
 	if v, err := units.GetManagerProperty("Version"); err == nil {
 		d.quotaPeriod = systemdVersion(v) >= 242
 	}

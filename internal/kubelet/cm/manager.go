@@ -186,7 +186,11 @@ func newDriver(kind cgroups.Kind, mounts cgroups.Mounts, units cgroups.UnitManag
 		}
 		units = conn
 	}
-	return cgroups.NewSystemd(mounts, units)
+	under, err := cgroups.NewHost("/proc").InitCgroup()
+	if err != nil {
+		return nil, err
+	}
+	return cgroups.NewSystemd(mounts, units, under)
 }
 
 // path is n under the manager's driver.
@@ -342,13 +346,14 @@ func podCgroupName(parent cgroups.Name, uid k8stypes.UID) (cgroups.Name, error) 
 	return n, nil
 }
 
-// NodeAllocatableCgroup is the node-allocatable cgroup (kubepods) as a
-// cgroupfs name, "" when cgroups are not managed.
+// NodeAllocatableCgroup is the node-allocatable cgroup (kubepods) as a path
+// in the cgroup hierarchies (Driver.Dir: where stats and eviction read it),
+// "" when cgroups are not managed.
 func (m *Manager) NodeAllocatableCgroup() string {
 	if !m.enabled {
 		return ""
 	}
-	return m.path(m.root)
+	return m.cg.Dir(m.root)
 }
 
 // PodCgroupParent is the pod's cgroup as the CRI's cgroup_parent (the
