@@ -178,9 +178,8 @@ func newDriver(kind cgroups.Kind, mounts cgroups.Mounts, units cgroups.UnitManag
 		if err := DriverUsable(kind); err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := sddbus.NewWithContext(ctx)
+		// The connection lives as long as its context: the process's.
+		conn, err := sddbus.NewWithContext(context.Background())
 		if err != nil {
 			return nil, fmt.Errorf("connect to systemd: %w", err)
 		}
