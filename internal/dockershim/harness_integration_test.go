@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/server"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
 
 // Images the integration tests use; scripts/build-images.sh builds them locally.
@@ -29,6 +30,10 @@ const (
 	busyboxImage = "kubelet-dockershim/busybox:latest"
 	testLabel    = "io.kubelet-dockershim.test"
 )
+
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m, pauseImage, busyboxImage)) }
 
 // shim is one running dockershim with its gRPC server, on private temp dirs.
 type shim struct {
@@ -149,7 +154,7 @@ func startShim(t testing.TB, e *shimEnv) *shim {
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := zaptest.NewLogger(t)
 	svc, err := dockershim.New(dockershim.Options{
-		DockerEndpoint: "unix:///var/run/docker.sock", RootDirectory: e.root, PodInfraImage: pauseImage,
+		DockerEndpoint: dockerd.Endpoint(), RootDirectory: e.root, PodInfraImage: pauseImage,
 		CNIConfDir: e.cniConf, CNIBinDirs: []string{cniBinDir()}, CNICacheDir: e.cniCache, Logger: logger,
 	})
 	if err != nil {

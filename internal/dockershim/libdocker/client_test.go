@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
 
 // fakeDaemon serves a minimal Docker API on a unix socket, for fault injection.
@@ -109,14 +111,19 @@ func TestNotFoundSentinel(t *testing.T) {
 	}
 }
 
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m)) }
+
 // TestIntegrationNegotiatesAPIVersion: against the real dockerd the client speaks the
-// daemon's API version (1.41 for Debian's docker.io 20.10), not its own newer one.
+// daemon's API version (1.41 for Debian's docker.io 20.10, 1.45 for 26.1), not
+// its own newer one.
 func TestIntegrationNegotiatesAPIVersion(t *testing.T) {
 	out, err := exec.Command("docker", "version", "--format", "{{.Server.APIVersion}}").Output()
 	if err != nil {
 		t.Fatalf("dockerd is required: %v", err)
 	}
-	c, err := New(Options{Endpoint: "unix:///var/run/docker.sock"})
+	c, err := New(Options{Endpoint: dockerd.Endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}
