@@ -22,6 +22,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/server"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
 // Images the integration tests use; scripts/build-images.sh builds them locally.
@@ -108,6 +109,11 @@ func newEnv(t testing.TB, withConf bool) *shimEnv {
 	}
 	t.Cleanup(func() {
 		_ = exec.Command("ip", "link", "del", e.bridge).Run()
+		// The shim's netns pins outlive it (the tests remove sandboxes
+		// through Docker): unmount them, or base cannot be removed.
+		if err := fstest.UnmountUnder(base); err != nil {
+			t.Log(err)
+		}
 		_ = os.RemoveAll(base)
 	})
 	return e

@@ -27,20 +27,17 @@ package dockerd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/netutil"
 )
 
@@ -465,33 +462,10 @@ func (d *Daemon) cleanup(logf func(format string, args ...any), failed bool) {
 			}
 		}
 	}
-	unmountUnder(logf, d.Dir)
+	if err := fstest.UnmountUnder(d.Dir); err != nil {
+		logf("cleanup: %v", err)
+	}
 	if err := os.RemoveAll(d.Dir); err != nil {
 		logf("cleanup: remove %s: %v", d.Dir, err)
-	}
-}
-
-// unmountUnder lazily unmounts every mount point below dir, deepest first.
-func unmountUnder(logf func(format string, args ...any), dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	prefix := strings.TrimSuffix(dir, "/") + "/"
-	var mps []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		if mp := strings.ReplaceAll(fields[4], `\040`, " "); strings.HasPrefix(mp, prefix) {
-			mps = append(mps, mp)
-		}
-	}
-	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			logf("cleanup: unmount %s: %v", mp, err)
-		}
 	}
 }
