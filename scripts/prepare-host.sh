@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # prepare-host.sh: make a fresh Debian 12 machine ready to build, run and test
-# the kubelet: install the packages, start dockerd if it does not answer, and
-# build the local images (scripts/build-images.sh) and the node container
-# image (scripts/node-image.sh: minutes the first time, about a second when
-# its inputs have not changed). Idempotent; run as root.
+# the kubelet: install the packages, start dockerd if it does not answer,
+# unpack Docker Engine 26 for the tests' private daemons (scripts/docker26.sh;
+# nothing installed), build the local images (scripts/build-images.sh) and the
+# node container image (scripts/node-image.sh: minutes the first time, about a
+# second when its inputs have not changed). Idempotent; run as root.
 #
 # A running dockerd is never restarted. A dockerd started here runs in the
 # background (nohup), logs to /var/log/dockerd-kubelet-dockershim.log and
@@ -111,6 +112,7 @@ mount_cgroup_hierarchies
 # The regular (dynamic) busybox conflicts with busybox-static: fetch its files only.
 kds_log "busybox (dynamic): $(kds_dynamic_busybox)"
 start_dockerd
+kds_log "docker 26 (private daemons of the tests): $("$KDS_SCRIPTS/docker26.sh")"
 kds_ensure_go
 "$KDS_SCRIPTS/build-images.sh"
 "$KDS_SCRIPTS/node-image.sh"

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
+
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
@@ -48,7 +50,7 @@ func BenchmarkLifecycleShim(b *testing.B) {
 // (pause with --network none, then a container joining it), no CNI: the floor.
 func BenchmarkLifecycleDocker(b *testing.B) {
 	requireHost(b)
-	dc, err := libdocker.New(libdocker.Options{Endpoint: "unix:///var/run/docker.sock"})
+	dc, err := libdocker.New(libdocker.Options{Endpoint: dockerd.Endpoint()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,22 +79,44 @@ func missingCaps(status, lastCap string) ([]string, error) {
 	return nil, fmt.Errorf("no CapBnd line")
 }
 
-// clampCaps makes a capability request the host can honour: with "ALL" requested, the
-// capabilities outside the host's bounding set are dropped.
-func clampCaps(hc *libdocker.HostConfig, missing []string) {
-	if len(missing) == 0 {
+// fitCaps makes a container's (or sandbox's) capability request one that the host
+// and its daemon can honour when the host's bounding set lacks capabilities
+// (h.missingCaps):
+//   - a CapDrop of a missing capability is left out: it changes nothing, and a
+//     daemon that bounds capabilities (Engine 23 and later) refuses to name one;
+//   - with such a daemon, ALL and --privileged already stop at what the daemon
+//     has, so nothing else changes;
+//   - with an older daemon (20.10), which grants its whole list and lets runc
+//     fail, ALL gets the missing capabilities dropped and --privileged is
+//     emulated (emulatePrivileged).
+func (h *hostInfo) fitCaps(hc *libdocker.HostConfig) {
+	if len(h.missingCaps) == 0 {
 		return
 	}
-	for _, c := range hc.CapAdd {
-		if c == "ALL" {
-			hc.CapDrop = append(hc.CapDrop, missing...)
-			return
-		}
+	hc.CapDrop = withoutCaps(hc.CapDrop, h.missingCaps)
+	switch {
+	case h.daemonBoundsCaps:
+	case hc.Privileged:
+		emulatePrivileged(hc, h.missingCaps)
+	case slices.Contains(hc.CapAdd, "ALL"):
+		hc.CapDrop = append(hc.CapDrop, h.missingCaps...)
 	}
 }
 
-// emulatePrivileged gives a container what `--privileged` would, minus the
-// capabilities the host cannot grant: every other capability, no seccomp, AppArmor or
+// withoutCaps is caps (CAP_ names, or ALL) without those in drop, nil when
+// nothing is left.
+func withoutCaps(caps, drop []string) []string {
+	var out []string
+	for _, c := range caps {
+		if !slices.Contains(drop, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// emulatePrivileged gives a container what `--privileged` would on a daemon that
+// does not bound capabilities, minus the capabilities the host cannot grant: every other capability, no seccomp, AppArmor or
 // SELinux confinement, no masked or read-only paths, and access to all host devices.
 func emulatePrivileged(hc *libdocker.HostConfig, missing []string) {
 	hc.Privileged = false

@@ -2,6 +2,7 @@ package dockershim
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
@@ -27,19 +28,53 @@ func TestMissingCaps(t *testing.T) {
 	}
 }
 
-func TestClampAndEmulatePrivileged(t *testing.T) {
+func TestFitCaps(t *testing.T) {
 	t.Parallel()
-	hc := &libdocker.HostConfig{CapAdd: []string{"ALL"}}
-	clampCaps(hc, []string{"CAP_SYS_RESOURCE"})
-	if !reflect.DeepEqual([]string(hc.CapDrop), []string{"CAP_SYS_RESOURCE"}) {
-		t.Fatalf("CapDrop = %v", hc.CapDrop)
+	missing := []string{"CAP_SYS_RESOURCE"}
+	for _, tc := range []struct {
+		desc           string
+		missing        []string
+		bounds         bool // the daemon bounds capabilities (Engine 23 and later)
+		in             libdocker.HostConfig
+		wantAdd        []string
+		wantDrop       []string
+		wantPrivileged bool
+	}{
+		{desc: "full host", in: libdocker.HostConfig{CapAdd: []string{"ALL"}, CapDrop: []string{"CAP_SYS_RESOURCE"}},
+			wantAdd: []string{"ALL"}, wantDrop: []string{"CAP_SYS_RESOURCE"}},
+		{desc: "20.10: ALL drops the missing", missing: missing, in: libdocker.HostConfig{CapAdd: []string{"ALL"}},
+			wantAdd: []string{"ALL"}, wantDrop: missing},
+		{desc: "20.10: other adds", missing: missing, in: libdocker.HostConfig{CapAdd: []string{"CAP_NET_ADMIN"}},
+			wantAdd: []string{"CAP_NET_ADMIN"}},
+		{desc: "20.10: privileged is emulated", missing: missing, in: libdocker.HostConfig{Privileged: true},
+			wantAdd: []string{"ALL"}, wantDrop: missing},
+		{desc: "26: ALL as asked", missing: missing, bounds: true, in: libdocker.HostConfig{CapAdd: []string{"ALL"}},
+			wantAdd: []string{"ALL"}},
+		{desc: "26: privileged as asked", missing: missing, bounds: true, in: libdocker.HostConfig{Privileged: true},
+			wantPrivileged: true},
+		{desc: "26: a drop of a missing capability is left out", missing: missing, bounds: true,
+			in:       libdocker.HostConfig{CapDrop: []string{"CAP_NET_RAW", "CAP_SYS_RESOURCE"}},
+			wantDrop: []string{"CAP_NET_RAW"}},
+		{desc: "20.10: ALL and a drop of the missing one", missing: missing,
+			in:      libdocker.HostConfig{CapAdd: []string{"ALL"}, CapDrop: []string{"CAP_SYS_RESOURCE"}},
+			wantAdd: []string{"ALL"}, wantDrop: missing},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			h := &hostInfo{missingCaps: tc.missing, daemonBoundsCaps: tc.bounds}
+			hc := tc.in
+			h.fitCaps(&hc)
+			if !slices.Equal(hc.CapAdd, tc.wantAdd) || !slices.Equal(hc.CapDrop, tc.wantDrop) || hc.Privileged != tc.wantPrivileged {
+				t.Fatalf("CapAdd %v, CapDrop %v, Privileged %v; want %v, %v, %v",
+					hc.CapAdd, hc.CapDrop, hc.Privileged, tc.wantAdd, tc.wantDrop, tc.wantPrivileged)
+			}
+		})
 	}
-	hc = &libdocker.HostConfig{CapAdd: []string{"CAP_NET_ADMIN"}}
-	clampCaps(hc, []string{"CAP_SYS_RESOURCE"})
-	if len(hc.CapDrop) != 0 {
-		t.Fatalf("CapDrop without ALL = %v", hc.CapDrop)
-	}
-	hc = &libdocker.HostConfig{Privileged: true, SecurityOpt: []string{"seccomp=unconfined", "no-new-privileges"}}
+}
+
+func TestEmulatePrivileged(t *testing.T) {
+	t.Parallel()
+	hc := &libdocker.HostConfig{Privileged: true, SecurityOpt: []string{"seccomp=unconfined", "no-new-privileges"}}
 	emulatePrivileged(hc, []string{"CAP_SYS_RESOURCE"})
 	if hc.Privileged || hc.MaskedPaths == nil || len(hc.MaskedPaths) != 0 || hc.ReadonlyPaths == nil ||
 		!reflect.DeepEqual([]string(hc.CapAdd), []string{"ALL"}) || !reflect.DeepEqual(hc.DeviceCgroupRules, []string{"a *:* rwm"}) ||

@@ -46,10 +46,7 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 		hc.ReadonlyPaths = sc.GetReadonlyPaths()
 	}
 	applyResources(lin.GetResources(), s.host.minOOMScoreAdj, hc)
-	clampCaps(hc, s.host.missingCaps)
-	if hc.Privileged && len(s.host.missingCaps) > 0 {
-		emulatePrivileged(hc, s.host.missingCaps)
-	}
+	s.host.fitCaps(hc)
 	for _, d := range cfg.Devices {
 		perms := d.Permissions
 		if perms == "" {

@@ -21,6 +21,8 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/server"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
 // Images the integration tests use; scripts/build-images.sh builds them locally.
@@ -29,6 +31,10 @@ const (
 	busyboxImage = "kubelet-dockershim/busybox:latest"
 	testLabel    = "io.kubelet-dockershim.test"
 )
+
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m, pauseImage, busyboxImage)) }
 
 // shim is one running dockershim with its gRPC server, on private temp dirs.
 type shim struct {
@@ -103,6 +109,11 @@ func newEnv(t testing.TB, withConf bool) *shimEnv {
 	}
 	t.Cleanup(func() {
 		_ = exec.Command("ip", "link", "del", e.bridge).Run()
+		// The shim's netns pins outlive it (the tests remove sandboxes
+		// through Docker): unmount them, or base cannot be removed.
+		if err := fstest.UnmountUnder(base); err != nil {
+			t.Log(err)
+		}
 		_ = os.RemoveAll(base)
 	})
 	return e
@@ -149,7 +160,7 @@ func startShim(t testing.TB, e *shimEnv) *shim {
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := zaptest.NewLogger(t)
 	svc, err := dockershim.New(dockershim.Options{
-		DockerEndpoint: "unix:///var/run/docker.sock", RootDirectory: e.root, PodInfraImage: pauseImage,
+		DockerEndpoint: dockerd.Endpoint(), RootDirectory: e.root, PodInfraImage: pauseImage,
 		CNIConfDir: e.cniConf, CNIBinDirs: []string{cniBinDir()}, CNICacheDir: e.cniCache, Logger: logger,
 	})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
 const (
@@ -30,7 +32,10 @@ type hostInfo struct {
 	defaultRuntime string
 	minOOMScoreAdj int      // lowest oom_score_adj this host lets us set
 	missingCaps    []string // capabilities outside the host's bounding set
-	imageFsPath    string
+	// daemonBoundsCaps: Docker itself keeps privileged and ALL within its own
+	// capabilities (libdocker.DaemonBoundsCapabilities).
+	daemonBoundsCaps bool
+	imageFsPath      string
 }
 
 // readHostInfo asks Docker for its version and info and probes the OOM score floor.
@@ -44,14 +49,15 @@ func (s *Service) readHostInfo(ctx context.Context) (hostInfo, error) {
 		return hostInfo{}, fmt.Errorf("read docker info: %w", err)
 	}
 	h := hostInfo{
-		dockerVersion:  v.Version,
-		apiVersion:     v.APIVersion,
-		cgroupDriver:   info.CgroupDriver,
-		cgroupVersion:  info.CgroupVersion,
-		defaultRuntime: info.DefaultRuntime,
-		minOOMScoreAdj: detectMinOOMScoreAdj(s.logger),
-		missingCaps:    detectMissingCaps(s.logger),
-		imageFsPath:    info.DockerRootDir,
+		dockerVersion:    v.Version,
+		apiVersion:       v.APIVersion,
+		cgroupDriver:     info.CgroupDriver,
+		cgroupVersion:    info.CgroupVersion,
+		defaultRuntime:   info.DefaultRuntime,
+		minOOMScoreAdj:   detectMinOOMScoreAdj(s.logger),
+		missingCaps:      detectMissingCaps(s.logger),
+		daemonBoundsCaps: libdocker.DaemonBoundsCapabilities(v.APIVersion),
+		imageFsPath:      info.DockerRootDir,
 	}
 	for name := range info.Runtimes {
 		h.runtimes = append(h.runtimes, name)

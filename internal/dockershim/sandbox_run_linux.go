@@ -51,9 +51,7 @@ func (s *Service) applySandboxLinux(cfg *runtimeapi.PodSandboxConfig, cc *libdoc
 	cc.User = user
 	hc.GroupAdd = groupAdd(sc.GetSupplementalGroups())
 	hc.OomScoreAdj = clampOOMScoreAdj(sandboxOOMScoreAdj, s.host.minOOMScoreAdj)
-	if hc.Privileged && len(s.host.missingCaps) > 0 {
-		emulatePrivileged(hc, s.host.missingCaps)
-	}
+	s.host.fitCaps(hc)
 	if r := lin.GetResources(); r != nil {
 		hc.CPUShares, hc.CPUQuota, hc.CPUPeriod = r.CpuShares, r.CpuQuota, r.CpuPeriod
 		hc.Memory = r.MemoryLimitInBytes

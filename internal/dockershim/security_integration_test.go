@@ -154,8 +154,13 @@ func TestIntegrationPrivileged(t *testing.T) {
 	all.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 		Capabilities: &runtimeapi.Capability{AddCapabilities: []string{"ALL"}}}}
 	plain := containerConfig("plain", "sleep", "300")
+	// Dropping a capability the host may lack (CAP_SYS_RESOURCE here) is no
+	// error: Docker 26 refuses to name one it does not have.
+	drop := containerConfig("dropper", "sleep", "300")
+	drop.Linux = &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+		Capabilities: &runtimeapi.Capability{DropCapabilities: []string{"SYS_RESOURCE", "NET_RAW"}}}}
 	ids := map[string]string{}
-	for _, c := range []*runtimeapi.ContainerConfig{priv, all, plain} {
+	for _, c := range []*runtimeapi.ContainerConfig{priv, all, plain, drop} {
 		ids[c.Metadata.Name] = s.createStart(sbID, sbCfg, c)
 		s.waitState(ids[c.Metadata.Name], runtimeapi.ContainerState_CONTAINER_RUNNING)
 	}

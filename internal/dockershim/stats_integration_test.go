@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
+
 	"go.uber.org/zap/zaptest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -119,7 +121,7 @@ func fixturePid(t testing.TB, id string) int {
 // fixtureService is a Service over the real Docker daemon (no CNI, no streaming).
 func fixtureService(t testing.TB) *Service {
 	t.Helper()
-	dc, err := libdocker.New(libdocker.Options{Endpoint: "unix:///var/run/docker.sock"})
+	dc, err := libdocker.New(libdocker.Options{Endpoint: dockerd.Endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}

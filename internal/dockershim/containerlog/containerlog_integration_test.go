@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
 
 // These tests run against the real dockerd at unix:///var/run/docker.sock (or
-// $DOCKER_HOST) and fail when it does not answer. They create a busybox image from the
+// $DOCKER_HOST, or a private daemon as TestMain starts for $DOCKERSHIM_TEST_DOCKER)
+// and fail when it does not answer. They create a busybox image from the
 // host's /bin/busybox and containers labelled testLabel, and remove their containers.
 
 const (
@@ -29,12 +31,11 @@ const (
 // busyboxApplets are linked into the test image's /bin.
 var busyboxApplets = []string{"sh", "echo", "printf", "head", "tr", "sleep"}
 
-func dockerEndpoint() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	return "unix:///var/run/docker.sock"
-}
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m)) }
+
+func dockerEndpoint() string { return dockerd.Endpoint() }
 
 // docker runs the docker CLI and returns its trimmed stdout.
 func docker(t *testing.T, args ...string) string {

@@ -150,13 +150,25 @@ func (c *Client) StartContainer(ctx context.Context, id string) error {
 	return wrap("start container "+id, c.w.ContainerStart(ctx, id, container.StartOptions{}))
 }
 
-// StopContainer stops a container, killing it after timeout.
+// StopContainer stops a container, killing it after timeout, and returns once
+// the daemon's container list shows it stopped.
+//
+// Docker 23 and later answer the stop as soon as the container's state
+// changes, while the daemon's exit handler still holds the container's lock
+// and has yet to update the view its list reads; 20.10 answered after the
+// handler. An inspect waits for that lock, so one after the stop restores the
+// order: a stopped sandbox is NOTREADY in the next ListPodSandbox. The
+// inspect's own error is ignored: the stop has succeeded.
 func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
 	secs := int(timeout / time.Second)
 	if secs < 0 {
 		secs = 0
 	}
-	return wrap("stop container "+id, c.c.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}))
+	if err := c.c.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+		return wrap("stop container "+id, err)
+	}
+	_, _ = c.c.ContainerInspect(ctx, id)
+	return nil
 }
 
 // KillContainer sends a signal to a container's init process.

@@ -10,28 +10,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
 )
 
 // fakeDaemon serves a minimal Docker API on a unix socket, for fault injection.
 func fakeDaemon(t *testing.T, pull http.HandlerFunc) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fdk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "docker.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/_ping", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Api-Version", "1.41")
-		_, _ = w.Write([]byte("OK"))
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	return serveFake(t, "1.41", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/images/create") {
 			pull(w, r)
 			return
@@ -39,10 +28,6 @@ func fakeDaemon(t *testing.T, pull http.HandlerFunc) string {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"message":"No such container: x"}`))
 	})
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close(); _ = os.RemoveAll(dir) })
-	return "unix://" + sock
 }
 
 func TestPullProgressDeadline(t *testing.T) {
@@ -109,14 +94,19 @@ func TestNotFoundSentinel(t *testing.T) {
 	}
 }
 
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m, testBusybox)) }
+
 // TestIntegrationNegotiatesAPIVersion: against the real dockerd the client speaks the
-// daemon's API version (1.41 for Debian's docker.io 20.10), not its own newer one.
+// daemon's API version (1.41 for Debian's docker.io 20.10, 1.45 for 26.1), not
+// its own newer one.
 func TestIntegrationNegotiatesAPIVersion(t *testing.T) {
 	out, err := exec.Command("docker", "version", "--format", "{{.Server.APIVersion}}").Output()
 	if err != nil {
 		t.Fatalf("dockerd is required: %v", err)
 	}
-	c, err := New(Options{Endpoint: "unix:///var/run/docker.sock"})
+	c, err := New(Options{Endpoint: dockerd.Endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,4 +120,86 @@ func TestIntegrationNegotiatesAPIVersion(t *testing.T) {
 	if _, err := c.InspectImage(context.Background(), "kubelet-dockershim/no-such-image:0"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("inspect missing image: %v, want ErrNotFound", err)
 	}
+}
+
+// StopContainer inspects the container after the stop: the inspect waits for
+// the daemon's exit handler, so the list is up to date when it returns. A
+// failed stop is not followed by an inspect, and a failed inspect does not fail
+// the stop.
+func TestStopContainerInspectsAfterStop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc              string
+		stopCode, inspect int
+		wantCalls         []string
+		wantErr           error
+	}{
+		{"stopped", http.StatusNoContent, http.StatusOK, []string{"stop", "json"}, nil},
+		{"inspect fails", http.StatusNoContent, http.StatusInternalServerError, []string{"stop", "json"}, nil},
+		{"stop fails", http.StatusNotFound, http.StatusOK, []string{"stop"}, ErrNotFound},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var calls []string
+			endpoint := serveFake(t, "1.45", func(w http.ResponseWriter, r *http.Request) {
+				op := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+				mu.Lock()
+				calls = append(calls, op)
+				mu.Unlock()
+				code := tc.inspect
+				if op == "stop" {
+					code = tc.stopCode
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(code)
+				switch {
+				case code == http.StatusNotFound:
+					_, _ = w.Write([]byte(`{"message":"No such container: c1"}`))
+				case code >= 400:
+					_, _ = w.Write([]byte(`{"message":"boom"}`))
+				case op == "json":
+					_, _ = w.Write([]byte(`{"Id":"c1","State":{"Status":"exited"}}`))
+				}
+			})
+			c, err := New(Options{Endpoint: endpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = c.StopContainer(context.Background(), "c1", time.Second)
+			if (tc.wantErr == nil && err != nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Join(calls, ",") != strings.Join(tc.wantCalls, ",") {
+				t.Fatalf("calls = %v, want %v", calls, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// serveFake serves handler, and /_ping answering apiVersion, on a unix socket.
+func serveFake(t *testing.T, apiVersion string, handler http.HandlerFunc) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fdk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_ping", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Api-Version", apiVersion)
+		_, _ = w.Write([]byte("OK"))
+	})
+	mux.HandleFunc("/", handler)
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close(); _ = os.RemoveAll(dir) })
+	return "unix://" + sock
 }

@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/dockerd"
+
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 )
 
 // Test fixtures shared by the integration tests, which run against the real dockerd.
 const (
-	testEndpoint   = "unix:///var/run/docker.sock"
 	testImage      = "streaming-test-busybox:latest"
 	testLabel      = "io.kubelet-dockershim.test=streaming"
 	testBusyboxBin = "/bin/busybox"
@@ -29,10 +30,14 @@ const (
 // testApplets are the busybox applets the test image links into /bin.
 var testApplets = []string{"sh", "echo", "cat", "sleep", "nc", "httpd", "ps", "true", "mkdir", "wget", "stty", "grep"}
 
+// TestMain runs the package's tests against the host's dockerd, or a private
+// daemon of the engine $DOCKERSHIM_TEST_DOCKER names (dockerd.RunMain).
+func TestMain(m *testing.M) { os.Exit(dockerd.RunMain(m)) }
+
 // testDocker returns a real libdocker client, failing the test if dockerd is unreachable.
 func testDocker(tb testing.TB) *libdocker.Client {
 	tb.Helper()
-	d, err := libdocker.New(libdocker.Options{Endpoint: testEndpoint})
+	d, err := libdocker.New(libdocker.Options{Endpoint: dockerd.Endpoint()})
 	if err != nil {
 		tb.Fatalf("docker client: %v", err)
 	}
@@ -40,7 +45,7 @@ func testDocker(tb testing.TB) *libdocker.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := d.Ping(ctx); err != nil {
-		tb.Fatalf("dockerd at %s is required: %v", testEndpoint, err)
+		tb.Fatalf("dockerd at %s is required: %v", dockerd.Endpoint(), err)
 	}
 	return d
 }

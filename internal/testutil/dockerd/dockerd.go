@@ -10,6 +10,11 @@
 // --bridge=none: with the bridge disabled dockerd deletes the host's docker0,
 // which belongs to the host's dockerd. Pods get their network from CNI anyway.
 //
+// Options.Engine picks the daemon's version: the host's dockerd (Debian 12's
+// docker.io 20.10) or Debian 13's docker.io 26.1 that scripts/docker26.sh
+// unpacks. RunMain runs a whole test package against a private daemon of the
+// engine $DOCKERSHIM_TEST_DOCKER names.
+//
 // It is test support: only _test.go files (and other internal/testutil
 // packages) may import it.
 //
@@ -22,20 +27,17 @@ package dockerd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/netutil"
 )
 
@@ -62,6 +64,8 @@ type Options struct {
 	// OCIRuntime, when set, is the path of the daemon's default OCI runtime
 	// (a runc-compatible program), registered as "test-runtime".
 	OCIRuntime string
+	// Engine is the Docker Engine to run (HostEngine when empty).
+	Engine Engine
 }
 
 // Daemon is a private dockerd. Its methods are not safe for concurrent use.
@@ -78,6 +82,8 @@ type Daemon struct {
 	sock, logPath, confPath string
 	liveRestore             bool
 	ociRuntime              string
+	engine                  Engine
+	program                 string // dockerd of engine
 	cmd                     *exec.Cmd
 	exited                  chan struct{}
 	waitErr                 error // set before exited closes
@@ -86,38 +92,84 @@ type Daemon struct {
 // Start checks the host, creates the daemon's directories and bridge, starts it,
 // waits until it answers and loads opts.Images into it. When the test ends every
 // container of the daemon is removed, the daemon stopped, its mounts, bridge and
-// directory removed; its log's tail is logged if the test failed.
+// directory removed; its log's tail is logged if the test failed. A missing
+// engine fails the test.
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
-	if _, err := exec.LookPath("dockerd"); err != nil {
-		t.Fatalf("dockerd is required (scripts/prepare-host.sh installs it): %v", err)
-	}
-	dir, err := os.MkdirTemp("", "dkd") // short: a socket path has a length limit
+	d, err := newDaemon(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
-		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime}
-	d.Endpoint = "unix://" + d.sock
-	t.Cleanup(func() { d.cleanup(t) })
-	if err := d.createBridge(); err != nil {
+	t.Cleanup(func() { d.cleanup(t.Logf, t.Failed()) })
+	if err := d.setUp(opts); err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// StartShared is Start for a TestMain, which has no testing.TB: the caller
+// must Close the daemon. Nothing is left behind when it fails.
+func StartShared(opts Options) (_ *Daemon, retErr error) {
+	d, err := newDaemon(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			d.Close()
+		}
+	}()
+	if err := d.setUp(opts); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Close removes the containers of a daemon of StartShared, stops it and
+// removes its mounts, bridge and directory, logging any trouble to stderr.
+func (d *Daemon) Close() {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dockerd: "+format+"\n", args...) }
+	d.cleanup(logf, false)
+}
+
+// newDaemon finds the engine's dockerd and makes the daemon's directory.
+func newDaemon(opts Options) (*Daemon, error) {
+	program, err := opts.Engine.dockerd()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "dkd") // short: a socket path has a length limit
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
+		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime,
+		engine: opts.Engine, program: program}
+	d.Endpoint = "unix://" + d.sock
+	return d, nil
+}
+
+// setUp creates the bridge, configuration and disk, starts the daemon and
+// copies the images into it.
+func (d *Daemon) setUp(opts Options) error {
+	if err := d.createBridge(); err != nil {
+		return err
+	}
 	if err := d.writeConfig(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if opts.DiskMiB > 0 {
 		if err := d.mountDisk(opts.DiskMiB); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	d.Launch(t)
+	if err := d.launch(); err != nil {
+		return err
+	}
 	if len(opts.Images) > 0 {
-		if err := CopyImages(d.Endpoint, opts.Images...); err != nil {
-			t.Fatal(err)
-		}
+		return CopyImages(d.Endpoint, opts.Images...)
 	}
-	return d
+	return nil
 }
 
 // mountDisk makes an ext4 filesystem of sizeMiB (no blocks reserved for
@@ -200,21 +252,27 @@ func (d *Daemon) args() []string {
 // answers. The test fails if it is running already or does not come up.
 func (d *Daemon) Launch(t testing.TB) {
 	t.Helper()
+	if err := d.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *Daemon) launch() error {
 	if d.Running() {
-		t.Fatalf("dockerd (pid %d) is running already", d.PID())
+		return fmt.Errorf("dockerd (pid %d) is running already", d.PID())
 	}
 	f, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "=== dockerd test helper: start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command("dockerd", d.args()...)
+	fmt.Fprintf(f, "=== dockerd test helper: start of %s at %s\n", d.program, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(d.program, d.args()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// If the test binary dies, do not leave the daemon running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dockerd: %v", err)
+		return fmt.Errorf("start %s: %w", d.program, err)
 	}
 	exited := make(chan struct{})
 	d.cmd, d.exited = cmd, exited
@@ -224,11 +282,11 @@ func (d *Daemon) Launch(t testing.TB) {
 	}()
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		if _, err := d.CLI(context.Background(), "info", "--format", "{{.ServerVersion}}"); err == nil {
-			return
+		if out, err := d.CLI(context.Background(), "info", "--format", "{{.ServerVersion}}"); err == nil {
+			return d.engine.check(strings.TrimSpace(out))
 		}
 		if !d.Running() || time.Now().After(deadline) {
-			t.Fatalf("private dockerd did not come up (exit %v); its log:\n%s", d.waitErr, d.LogTail(30))
+			return fmt.Errorf("private dockerd did not come up (exit %v); its log:\n%s", d.waitErr, d.LogTail(30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -355,7 +413,7 @@ func (d *Daemon) LogTail(n int) string {
 func CopyImages(endpoint string, images ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	save := exec.CommandContext(ctx, "docker", append([]string{"save"}, images...)...)
+	save := exec.CommandContext(ctx, "docker", append([]string{"-H", HostEndpoint, "save"}, images...)...)
 	load := exec.CommandContext(ctx, "docker", "-H", endpoint, "load")
 	pipe, err := save.StdoutPipe()
 	if err != nil {
@@ -380,57 +438,34 @@ func CopyImages(endpoint string, images ...string) error {
 }
 
 // cleanup removes the daemon's containers, stops it, and removes its mounts,
-// bridge and directory.
-func (d *Daemon) cleanup(t testing.TB) {
-	if t.Failed() && d.cmd != nil {
-		t.Logf("--- tail of the private dockerd's log (%s):\n%s", d.logPath, d.LogTail(40))
+// bridge and directory; with failed, it first logs the tail of the daemon's log.
+func (d *Daemon) cleanup(logf func(format string, args ...any), failed bool) {
+	if failed && d.cmd != nil {
+		logf("--- tail of the private dockerd's log (%s):\n%s", d.logPath, d.LogTail(40))
 	}
 	if d.Running() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if out, err := d.CLI(ctx, "ps", "-aq"); err == nil && strings.TrimSpace(out) != "" {
 			if out, err := d.CLI(ctx, append([]string{"rm", "-f"}, strings.Fields(out)...)...); err != nil {
-				t.Logf("cleanup: %v: %s", err, out)
+				logf("cleanup: %v: %s", err, out)
 			}
 		}
 		cancel()
 		if err := d.stop(30 * time.Second); err != nil {
-			t.Logf("cleanup: %v", err)
+			logf("cleanup: %v", err)
 		}
 	}
 	if d.Bridge != "" {
 		if _, err := net.InterfaceByName(d.Bridge); err == nil {
 			if out, err := exec.Command("ip", "link", "del", d.Bridge).CombinedOutput(); err != nil {
-				t.Logf("cleanup: delete bridge %s: %v: %s", d.Bridge, err, out)
+				logf("cleanup: delete bridge %s: %v: %s", d.Bridge, err, out)
 			}
 		}
 	}
-	unmountUnder(t, d.Dir)
+	if err := fstest.UnmountUnder(d.Dir); err != nil {
+		logf("cleanup: %v", err)
+	}
 	if err := os.RemoveAll(d.Dir); err != nil {
-		t.Logf("cleanup: remove %s: %v", d.Dir, err)
-	}
-}
-
-// unmountUnder lazily unmounts every mount point below dir, deepest first.
-func unmountUnder(t testing.TB, dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	prefix := strings.TrimSuffix(dir, "/") + "/"
-	var mps []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		if mp := strings.ReplaceAll(fields[4], `\040`, " "); strings.HasPrefix(mp, prefix) {
-			mps = append(mps, mp)
-		}
-	}
-	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
-	for _, mp := range mps {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			t.Logf("cleanup: unmount %s: %v", mp, err)
-		}
+		logf("cleanup: remove %s: %v", d.Dir, err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package fstest builds file trees for tests (fake /proc, /sys and cgroup
-// files). It is test support: only _test.go files (and other internal/testutil
-// packages) may import it. Every helper fails the test on error.
+// files) and removes the mounts a test leaves in its directories
+// (UnmountUnder). It is test support: only _test.go files (and other
+// internal/testutil packages) may import it. The tree helpers fail the test
+// on error.
 package fstest
 
 import (
