@@ -31,6 +31,8 @@
 #                  build in the background, at low priority, while the checks
 #                  and tests run. 0 skips it.
 #      CONFORMANCE_SKIP   what the shard leaves out (default '\[Slow\]')
+#      DOCKER26    1 (default, when PKGS is not set) runs the shim's tests a
+#                  second time against Docker Engine 26 (about 75 s); 0 skips
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -90,6 +92,16 @@ step "gofmt -l" kds_gofmt_check
 step "go vet ./..." go vet ./...
 step "go build ./..." go build ./...
 step "go test${RACE:+ (RACE=$RACE)}" go_test
+
+# docker26 runs the shim's tests again against a private Docker Engine 26
+# daemon (scripts/docker26.sh; one per package, removed afterwards): the
+# engines the shim is tested on are the host's 20.10 and 26.1. About 75 s.
+docker26() {
+	DOCKERSHIM_TEST_DOCKER=26 go test -count=1 -timeout 20m -p 1 ./internal/dockershim/...
+}
+if [[ ${DOCKER26:-1} != 0 && -z ${PKGS:-} ]]; then
+	step "go test ./internal/dockershim/... on Docker Engine 26" docker26
+fi
 
 # fuzz_short runs every fuzz target of the module for FUZZTIME on top of its
 # committed seed corpus (go test -fuzz takes one target per run). The budget is
