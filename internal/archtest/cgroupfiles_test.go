@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,14 +39,9 @@ func init() {
 	}
 }
 
-// cgroupFileLiterals are the string literals of the Go file at path that
-// name a cgroup file or the cgroup mount, as "file:line: literal".
-func cgroupFileLiterals(t *testing.T, fset *token.FileSet, path string) []string {
-	t.Helper()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
+// cgroupFileLiterals are the string literals of the Go file f that name a
+// cgroup file or the cgroup mount, as "file:line: literal".
+func cgroupFileLiterals(fset *token.FileSet, f *ast.File) []string {
 	var out []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		lit, ok := n.(*ast.BasicLit)
@@ -69,16 +65,32 @@ func cgroupFileLiterals(t *testing.T, fset *token.FileSet, path string) []string
 // the one place that reads and writes them (tests may, to check what was
 // written).
 func TestCgroupFilesOnlyInCgroupLayer(t *testing.T) {
-	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	var found []string
+	for _, f := range productGoFiles(t, fset, cgroupLayer) {
+		found = append(found, cgroupFileLiterals(fset, f)...)
+		found = append(found, cgroupMountReaders(fset, f)...)
+	}
+	for _, f := range found {
+		t.Errorf("%s: a cgroup file named outside %s (read or write it through the layer)", f, cgroupLayer)
+	}
+}
+
+// productGoFiles are the product Go files below internal, parsed: neither
+// tests nor internal/testutil, nor what lies below the module-relative
+// directories skip names.
+func productGoFiles(t *testing.T, fset *token.FileSet, skip ...string) []*ast.File {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	skip = append(skip, filepath.Join("internal", "testutil"))
+	var out []*ast.File
 	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel == cgroupLayer || rel == filepath.Join("internal", "testutil") {
+			if slices.Contains(skip, rel) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -86,27 +98,28 @@ func TestCgroupFilesOnlyInCgroupLayer(t *testing.T) {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		found = append(found, cgroupFileLiterals(t, fset, path)...)
-		found = append(found, cgroupMountReaders(t, fset, path)...)
+		out = append(out, parseGo(t, fset, path))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range found {
-		t.Errorf("%s: a cgroup file named outside %s (read or write it through the layer)", f, cgroupLayer)
-	}
+	return out
 }
 
-// cgroupMountReaders are the calls of the Go file at path to the layer's
-// parsers of mountinfo and /proc/<pid>/cgroup: outside the layer, where the
-// hierarchies are and which cgroup a process is in come from a cgroups.Host.
-func cgroupMountReaders(t *testing.T, fset *token.FileSet, path string) []string {
+func parseGo(t *testing.T, fset *token.FileSet, path string) *ast.File {
 	t.Helper()
 	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// cgroupMountReaders are the calls of the Go file f to the layer's
+// parsers of mountinfo and /proc/<pid>/cgroup: outside the layer, where the
+// hierarchies are and which cgroup a process is in come from a cgroups.Host.
+func cgroupMountReaders(fset *token.FileSet, f *ast.File) []string {
 	var out []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		sel, ok := n.(*ast.SelectorExpr)
@@ -132,7 +145,8 @@ func TestCgroupFileLiterals(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := cgroupFileLiterals(t, token.NewFileSet(), path)
+	fset := token.NewFileSet()
+	got := cgroupFileLiterals(fset, parseGo(t, fset, path))
 	if len(got) != 3 || !strings.HasSuffix(got[0], `"cpu.shares"`) || !strings.HasSuffix(got[1], `"/x/y/cgroup.procs"`) ||
 		!strings.HasSuffix(got[2], `"/sys/fs/cgroup"`) {
 		t.Errorf("found %q, want cpu.shares, /x/y/cgroup.procs and /sys/fs/cgroup", got)

@@ -2,27 +2,18 @@ package archtest
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
-// unguardedGoroutines are the goroutines the Go file at path starts (a go
+// unguardedGoroutines are the goroutines the Go file f starts (a go
 // statement, or a one-argument X.Go(fn) of sync.WaitGroup or errgroup)
 // whose function literal does not begin by deferring logging.HandleCrash
 // (or a recover of its own): a panic there would leave through Go's default
 // handler, on stderr, without the logger. lifecycle.Loops.Go (three
 // arguments) guards its loops itself. A named function started directly
 // counts as unguarded: wrap it in a literal that defers the handler.
-func unguardedGoroutines(t *testing.T, fset *token.FileSet, path string) []string {
-	t.Helper()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
+func unguardedGoroutines(fset *token.FileSet, f *ast.File) []string {
 	var out []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		var fn ast.Expr
@@ -87,30 +78,10 @@ func guardsCrash(body *ast.BlockStmt) bool {
 // upstream's HandleCrash does) instead of dying through Go's default
 // handler.
 func TestGoroutinesHandleCrash(t *testing.T) {
-	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
-	var found []string
-	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, f := range productGoFiles(t, fset) {
+		for _, pos := range unguardedGoroutines(fset, f) {
+			t.Errorf("%s: a goroutine without defer logging.HandleCrash(...) first", pos)
 		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if rel == filepath.Join("internal", "testutil") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		found = append(found, unguardedGoroutines(t, fset, path)...)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range found {
-		t.Errorf("%s: a goroutine without defer logging.HandleCrash(...) first", f)
 	}
 }

@@ -7,14 +7,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
-
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // rowRef is a cgroup the walk found.
@@ -36,20 +33,14 @@ type criMeta struct {
 // outlive its container's running state by a moment).
 func (c *cadvisor) listMeta(ctx context.Context) (*criMeta, error) {
 	var (
-		wg           sync.WaitGroup
 		sbs          []*runtimeapi.PodSandbox
 		cs           []*runtimeapi.Container
 		sbErr, csErr error
 	)
-	wg.Go(func() {
-		defer logging.HandleCrash(c.p.logger, "stats")
-		sbs, sbErr = c.p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
-	})
-	wg.Go(func() {
-		defer logging.HandleCrash(c.p.logger, "stats")
-		cs, csErr = c.p.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
-	})
-	wg.Wait()
+	c.p.together(
+		func() { sbs, sbErr = c.p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) },
+		func() { cs, csErr = c.p.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{}) },
+	)
 	if err := errors.Join(sbErr, csErr); err != nil {
 		return nil, fmt.Errorf("list the runtime's sandboxes and containers: %w", err)
 	}

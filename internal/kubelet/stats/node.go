@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // NodeStats is the node's part of a full Summary (memory, CPU, filesystem,
@@ -17,20 +14,14 @@ import (
 // Summary's cost.
 func (p *Provider) NodeStats(ctx context.Context) (*statsapi.NodeStats, error) {
 	var (
-		wg              sync.WaitGroup
 		node            statsapi.NodeStats
 		imageFs         *statsapi.FsStats
 		nodeErr, imgErr error
 	)
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		node, _, nodeErr = p.nodeStats(ctx, true)
-	})
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		imageFs, imgErr = p.ImageFsStats(ctx)
-	})
-	wg.Wait()
+	p.together(
+		func() { node, _, nodeErr = p.nodeStats(ctx, true) },
+		func() { imageFs, imgErr = p.ImageFsStats(ctx) },
+	)
 	if err := errors.Join(nodeErr, imgErr); err != nil {
 		return nil, err
 	}

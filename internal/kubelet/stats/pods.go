@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-
-	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 // runtimeView is everything one Summary asks the runtime: three list calls, whatever
@@ -38,29 +35,22 @@ func (p *Provider) listRuntime(ctx context.Context) (*runtimeView, error) {
 		return cached, nil
 	}
 	var (
-		wg           sync.WaitGroup
 		sbs          []*runtimeapi.PodSandbox
 		cs           []*runtimeapi.Container
 		sbErr, csErr error
 	)
 	at := p.now()
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		sbs, sbErr = p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
-	})
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		running := &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
-		cs, csErr = p.runtime.ListContainers(ctx, running)
-	})
+	var podSandboxStats func()
 	strict := !p.noPodStats.Load()
 	if strict && !asked {
-		wg.Go(func() {
-			defer logging.HandleCrash(p.logger, "stats")
-			podStats, psErr = p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
-		})
+		podSandboxStats = func() { podStats, psErr = p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{}) }
 	}
-	wg.Wait()
+	running := &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	p.together(
+		func() { sbs, sbErr = p.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{}) },
+		func() { cs, csErr = p.runtime.ListContainers(ctx, running) },
+		podSandboxStats,
+	)
 	if sbErr != nil {
 		return nil, fmt.Errorf("list pod sandboxes: %w", sbErr)
 	}

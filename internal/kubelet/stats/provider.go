@@ -149,7 +149,6 @@ func New(opts Options) (*Provider, error) {
 func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error) {
 	full := !onlyCPUAndMemory
 	var (
-		wg              sync.WaitGroup
 		node            statsapi.NodeStats
 		rootFs          fsInfo
 		view            *runtimeView
@@ -157,21 +156,15 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 		nodeErr, runErr error
 		imgErr          error
 	)
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		node, rootFs, nodeErr = p.nodeStats(ctx, full)
-	})
-	wg.Go(func() {
-		defer logging.HandleCrash(p.logger, "stats")
-		view, runErr = p.listRuntime(ctx)
-	})
+	var imageFsStats func()
 	if full {
-		wg.Go(func() {
-			defer logging.HandleCrash(p.logger, "stats")
-			imageFs, imgErr = p.ImageFsStats(ctx)
-		})
+		imageFsStats = func() { imageFs, imgErr = p.ImageFsStats(ctx) }
 	}
-	wg.Wait()
+	p.together(
+		func() { node, rootFs, nodeErr = p.nodeStats(ctx, full) },
+		func() { view, runErr = p.listRuntime(ctx) },
+		imageFsStats,
+	)
 	if err := errors.Join(nodeErr, runErr, imgErr); err != nil {
 		return nil, err
 	}
@@ -342,4 +335,19 @@ func (c *fsInfoCache) get(mountpoint string) *fsInfo {
 	}
 	c.m[mountpoint] = out
 	return out
+}
+
+// together runs fns (nil ones skipped) side by side, each under the crash
+// handler, and returns when all have.
+func (p *Provider) together(fns ...func()) {
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		if fn != nil {
+			wg.Go(func() {
+				defer logging.HandleCrash(p.logger, "stats")
+				fn()
+			})
+		}
+	}
+	wg.Wait()
 }
