@@ -458,10 +458,16 @@ add_node_ip() {
 	ip link set "$NODE_LINK" up
 }
 
+# cgroup_mountpoints prints the mountpoints of the cgroup hierarchies, each
+# with a trailing slash (not every directory in /sys/fs/cgroup is one: systemd
+# in a node container may leave an empty "cpu,cpuacct" there).
+cgroup_mountpoints() {
+	awk '$(NF-2) == "cgroup" || $(NF-2) == "cgroup2" { print $5 "/" }' /proc/self/mountinfo | sort -u
+}
+
 make_cgroup_root() {
 	local mp f
-	for mp in /sys/fs/cgroup/*/; do
-		[[ -d $mp && ! -L ${mp%/} ]] || continue
+	for mp in $(cgroup_mountpoints); do
 		mkdir -p "$mp$CGROUP_ROOT"
 		for f in cpuset.cpus cpuset.mems; do
 			if [[ -f $mp$f ]]; then
@@ -473,7 +479,7 @@ make_cgroup_root() {
 
 remove_cgroup_root() {
 	local mp
-	for mp in /sys/fs/cgroup/*/; do
+	for mp in $(cgroup_mountpoints); do
 		[[ -d $mp$CGROUP_ROOT ]] || continue
 		find "$mp$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,7 +138,7 @@ func Start(t testing.TB, opts Options) *Node {
 
 // createArgs are the arguments of `docker create` for node n.
 func createArgs(t testing.TB, n *Node, image string) []string {
-	return []string{"create", "--name", n.ContainerName, "--hostname", n.Name,
+	args := []string{"create", "--name", n.ContainerName, "--hostname", n.Name,
 		"--label", Label + "=" + n.Name, "--label", TestLabel + "=" + t.Name(),
 		// Everything --privileged gives but CAP_SYS_RESOURCE.
 		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
@@ -145,11 +146,47 @@ func createArgs(t testing.TB, n *Node, image string) []string {
 		"--security-opt", "systempaths=unconfined", "--device-cgroup-rule", "a *:* rwm",
 		// What systemd needs: its runtime directories on tmpfs, the
 		// cgroup hierarchies writable, and to know it is in a container.
-		"--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-		"-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "-e", "container=docker",
+		"--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-e", "container=docker"}
+	// The hierarchies are the host's, each bound on a tmpfs of the node's
+	// own: what systemd makes beside them (the symlinks and directories of
+	// the controller names it expects) stays in the node, out of the
+	// host's /sys/fs/cgroup.
+	args = append(args, "--tmpfs", "/sys/fs/cgroup:rw,nosuid,nodev,noexec,mode=755")
+	for _, mp := range cgroupMountpoints(t) {
+		args = append(args, "-v", mp+":"+mp+":rw")
+	}
+	return append(args,
 		// The inner runtimes' state on the host's filesystem.
 		"-v", "/var/lib/docker", "-v", "/var/lib/containerd",
-		image}
+		image)
+}
+
+// cgroupMountpoints are the mountpoints of the host's cgroup hierarchies
+// (cgroup and cgroup2 mounts in /proc/self/mountinfo) below /sys/fs/cgroup.
+func cgroupMountpoints(t testing.TB) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("read the host's mounts: %v", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		for i, f := range fields {
+			if f != "-" || i+1 >= len(fields) || len(fields) < 5 {
+				continue
+			}
+			if typ := fields[i+1]; (typ == "cgroup" || typ == "cgroup2") && strings.HasPrefix(fields[4], "/sys/fs/cgroup/") &&
+				!slices.Contains(out, fields[4]) {
+				out = append(out, fields[4])
+			}
+			break
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the host mounts no cgroup hierarchy below /sys/fs/cgroup")
+	}
+	return out
 }
 
 // inspect fills in the node's IP and PID.
