@@ -1,8 +1,10 @@
 // Package installtest tests scripts/install.sh: install and --rollback run
 // against a target root directory (--root) laid out as a plain host or as a
 // kubeadm node with upstream's kubelet and cri-dockerd, with a stub systemctl
-// first on PATH that records its calls (this machine runs no systemd). It has
-// tests only; nothing imports it.
+// first on PATH that records its calls (this machine runs no systemd), and
+// on a kubeadm node in a node container under a real systemd, where this
+// kubelet then runs its pods (TestIntegrationInstallOnKubeadmNodeContainer).
+// It has tests only; nothing imports it.
 package installtest
 
 import (
