@@ -6,10 +6,11 @@
 #
 # Install puts /usr/bin/kubelet (built from this checkout), the unit
 # /etc/systemd/system/kubelet.service and its kubeadm drop-in,
-# /etc/kubernetes/kubelet-config.yaml, the default CNI config (when
-# /etc/cni/net.d is empty) and, with --examples, the example static pods.
-# Without a kubeadm config (/var/lib/kubelet/config.yaml) it writes
-# /etc/default/kubelet so that the service runs a standalone node.
+# /etc/kubernetes/kubelet-config.yaml and, with --examples, the example static
+# pods. Without a kubeadm config (/var/lib/kubelet/config.yaml) it writes
+# /etc/default/kubelet so that the service runs a standalone node, and the
+# default CNI config (when /etc/cni/net.d is empty); a kubeadm node's pod
+# network is its cluster's add-on's.
 #
 # On a kubeadm node (upstream's kubelet + cri-dockerd) it migrates:
 #   - a 10-kubeadm.conf drop-in that kubeadm's packages installed is kept (ours
@@ -135,16 +136,21 @@ install_configs() {
 	local cni=/etc/cni/net.d/10-dockershim-bridge.conflist m
 	place "$KDS_ROOT/configs/kubelet-config.yaml" /etc/kubernetes/kubelet-config.yaml 644
 	mkdir -p "$R/etc/kubernetes/manifests"
-	if [[ ! -e $R$cni ]]; then
-		kds_install_cni_conf "$R/etc/cni/net.d"
-		[[ -e $R$cni ]] && record "$cni" "$CREATED"
-	fi
 	if ((EXAMPLES)); then
 		for m in "$KDS_ROOT"/configs/manifests/*; do
 			place "$m" "/etc/kubernetes/manifests/$(basename "$m")" 644
 		done
 	fi
-	if [[ ! -f $R$KUBEADM_CONFIG && ! -f $R/etc/default/kubelet ]]; then
+	if [[ -f $R$KUBEADM_CONFIG ]]; then
+		# A kubeadm node's pod network is its cluster's add-on's, also
+		# before the add-on has written its config: ours would come first.
+		return 0
+	fi
+	if [[ ! -e $R$cni ]]; then
+		kds_install_cni_conf "$R/etc/cni/net.d"
+		[[ -e $R$cni ]] && record "$cni" "$CREATED"
+	fi
+	if [[ ! -f $R/etc/default/kubelet ]]; then
 		mkdir -p "$R/etc/default"
 		cat >"$R/etc/default/kubelet" <<'ENV'
 # Standalone node (written by scripts/install.sh); kubeadm replaces this setup.

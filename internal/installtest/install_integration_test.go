@@ -1,8 +1,10 @@
 // Package installtest tests scripts/install.sh: install and --rollback run
 // against a target root directory (--root) laid out as a plain host or as a
 // kubeadm node with upstream's kubelet and cri-dockerd, with a stub systemctl
-// first on PATH that records its calls (this machine runs no systemd). It has
-// tests only; nothing imports it.
+// first on PATH that records its calls (this machine runs no systemd), and
+// on a kubeadm node in a node container under a real systemd, where this
+// kubelet then runs its pods (TestIntegrationInstallOnKubeadmNodeContainer).
+// It has tests only; nothing imports it.
 package installtest
 
 import (
@@ -160,7 +162,7 @@ func TestIntegrationInstall(t *testing.T) {
 			before := h.snapshot(t)
 
 			h.run(t, bin, repo)
-			h.checkInstalled(t, bin, repo, tc.files)
+			h.checkInstalled(t, bin, repo, tc.files, tc.standalone)
 			h.checkMigrated(t, tc.files, tc.migrated)
 			if tc.ourDropIn {
 				if want := readFile(t, filepath.Join(repo, "systemd/kubelet.service.d/10-kubeadm.conf")); h.read(t, tc.dropIn) != want {
@@ -264,8 +266,11 @@ func (h *host) run(t *testing.T, bin, repo string, args ...string) {
 	}
 }
 
-// checkInstalled checks the files every install puts in place.
-func (h *host) checkInstalled(t *testing.T, bin, repo string, files map[string]string) {
+// checkInstalled checks the files every install puts in place, and the
+// default CNI config, which only a standalone node gets (when it has none):
+// a kubeadm node's pod network is its cluster's add-on's, even before the
+// add-on has written its config.
+func (h *host) checkInstalled(t *testing.T, bin, repo string, files map[string]string, standalone bool) {
 	t.Helper()
 	if got, want := fileHash(t, h.path("/usr/bin/kubelet")), fileHash(t, bin); got != want {
 		t.Errorf("/usr/bin/kubelet is not the built kubelet")
@@ -285,8 +290,9 @@ func (h *host) checkInstalled(t *testing.T, bin, repo string, files map[string]s
 			t.Errorf("%s is not the project's %s", dest, src)
 		}
 	}
-	if _, flannel := files["/etc/cni/net.d/10-flannel.conflist"]; flannel == h.exists("/etc/cni/net.d/10-dockershim-bridge.conflist") {
-		t.Errorf("the default CNI config must be installed only into an empty /etc/cni/net.d")
+	_, flannel := files["/etc/cni/net.d/10-flannel.conflist"]
+	if want := standalone && !flannel; h.exists("/etc/cni/net.d/10-dockershim-bridge.conflist") != want {
+		t.Errorf("default CNI config installed: %v, want %v (standalone node %v, with a CNI config %v)", !want, want, standalone, flannel)
 	}
 }
 
