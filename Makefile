@@ -2,7 +2,7 @@
 GO ?= go
 
 .DEFAULT_GOAL := help
-.PHONY: help build test bench images node-image check conformance clean
+.PHONY: help build test bench images node-image vm-test check conformance clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,6 +21,10 @@ images: ## Build the local pause and busybox images (scripts/build-images.sh)
 
 node-image: ## Build the node container image, systemd + dockerd on Debian 12 (root; scripts/node-image.sh)
 	./scripts/node-image.sh
+
+vm-test: ## Build or reuse the Debian 13 cgroup v2 VM image and run its smoke test, about 4 min (root; scripts/vm.sh)
+	./scripts/vm.sh image
+	$(GO) test -tags vm -count=1 -v -run TestIntegrationVM ./internal/testutil/vm/
 
 check: ## gofmt, go vet and go build, without touching the machine
 	./scripts/check.sh

@@ -9,5 +9,7 @@ kds_ensure_go
 cd "$KDS_ROOT"
 kds_gofmt_check
 go vet ./...
+# The VM smoke test is behind a build tag (a separate command: see vm-test).
+go vet -tags vm ./internal/testutil/vm/
 go build ./...
 echo "check.sh: gofmt, vet and build passed"
