@@ -79,6 +79,35 @@ kds_trixie_apt() {
 	return "$rc"
 }
 
+# kds_debian_mirror: the first http(s) URI of a Debian archive (".../debian")
+# in the host's apt sources, one-line or deb822; the same mirror serves every
+# suite (bookworm for the node image, trixie for the VM).
+kds_debian_mirror() {
+	local uri
+	uri=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+		head -n 1 | tr -d ' ') || true
+	[[ -n $uri ]] || kds_die "no Debian archive in the host's apt sources (/etc/apt)"
+	echo "${uri%/}"
+}
+
+# kds_debootstrap SUITE DIR MIRROR CACHE PACKAGE...: a minbase root of SUITE
+# with the packages in DIR (niced), its .debs kept in CACHE/debs and its log
+# in CACHE/debootstrap.log (its tail shown on failure).
+kds_debootstrap() {
+	local suite=$1 dir=$2 mirror=$3 cache=$4 include
+	shift 4
+	include=$(
+		IFS=,
+		echo "$*"
+	)
+	mkdir -p "$cache/debs"
+	if ! nice -n 10 debootstrap --variant=minbase --include="$include" --cache-dir="$cache/debs" \
+		"$suite" "$dir" "$mirror" >"$cache/debootstrap.log" 2>&1; then
+		tail -n 30 "$cache/debootstrap.log" >&2
+		kds_die "debootstrap failed (log: $cache/debootstrap.log)"
+	fi
+}
+
 # kds_gofmt_check: fail (listing them) when Go files need gofmt. Testdata is
 # left alone: it may hold deliberately malformed files.
 kds_gofmt_check() {

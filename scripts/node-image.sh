@@ -50,56 +50,13 @@ image_field() { docker image inspect -f "$2" "$1" 2>/dev/null || true; }
 image_hash() { image_field "$1" "{{ index .Config.Labels \"$HASH_LABEL\" }}"; }
 image_id() { image_field "$1" '{{.Id}}'; }
 
-# debian_mirror: the first URI of a "deb" source of $SUITE in the host's apt
-# configuration (deb822 .sources files first, then one-line lists).
-debian_mirror() {
-	local f uri=
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[[ -f $f ]] || continue
-		# Paragraph mode: one stanza per record, one field per line.
-		uri=$(awk -v suite="$SUITE" 'BEGIN { RS = ""; FS = "\n" }
-			{
-				types = ""; uris = ""; ok = 0
-				for (i = 1; i <= NF; i++) {
-					if ($i ~ /^Types:/) types = $i
-					if ($i ~ /^URIs:/) { uris = $i; sub(/^URIs:[ \t]*/, "", uris) }
-					if ($i ~ /^Suites:/) {
-						n = split($i, s, /[ \t]+/)
-						for (j = 2; j <= n; j++) if (s[j] == suite) ok = 1
-					}
-				}
-				if (ok && uris != "" && types ~ /[ \t]deb([ \t]|$)/) { split(uris, u, /[ \t]+/); print u[1]; exit }
-			}' "$f")
-		[[ -z $uri ]] || break
-	done
-	if [[ -z $uri && -f /etc/apt/sources.list ]]; then
-		# deb [options] URI SUITE COMPONENT...
-		uri=$(awk -v suite="$SUITE" '$1 == "deb" {
-				i = 2
-				if ($i ~ /^\[/) { while (i < NF && $i !~ /\]$/) i++; i++ }
-				if ($(i + 1) == suite) { print $i; exit }
-			}' /etc/apt/sources.list)
-	fi
-	[[ -n $uri ]] || kds_die "no apt source of $SUITE in /etc/apt (set NODE_IMAGE_MIRROR)"
-	echo "$uri"
-}
-
 # make_rootfs DIR MIRROR: debootstrap the root into DIR, then drop what a
 # node never reads (apt's lists and .debs, documentation, locales) and the
 # programs of docker.io and containerd it never runs (libnetwork's test tools,
 # the v1 shims: Docker 20.10 runs containers with io.containerd.runc.v2).
 make_rootfs() {
-	local dir=$1 mirror=$2 include
-	include=$(
-		IFS=,
-		echo "${PACKAGES[*]}"
-	)
-	mkdir -p "$CACHE/debs"
-	if ! debootstrap --variant=minbase --include="$include" --cache-dir="$CACHE/debs" \
-		"$SUITE" "$dir" "$mirror" >"$CACHE/debootstrap.log" 2>&1; then
-		tail -n 30 "$CACHE/debootstrap.log" >&2
-		kds_die "debootstrap failed (log: $CACHE/debootstrap.log)"
-	fi
+	local dir=$1 mirror=$2
+	kds_debootstrap "$SUITE" "$dir" "$mirror" "$CACHE" "${PACKAGES[@]}"
 	rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/*.bin "$dir"/var/cache/apt/archives/*.deb \
 		"$dir"/usr/share/man/* "$dir"/usr/share/info/* "$dir"/usr/share/locale/*
 	find "$dir/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
@@ -122,10 +79,10 @@ ensure_debootstrap() {
 # root when there is one for the current hash, else from a new debootstrap.
 build_base() {
 	local mirror hash tarball old status=up-to-date
-	mirror=${NODE_IMAGE_MIRROR:-$(debian_mirror)}
+	mirror=${NODE_IMAGE_MIRROR:-$(kds_debian_mirror)}
 	hash=$({
 		echo "$SUITE $mirror ${PACKAGES[*]}"
-		declare -f make_rootfs
+		declare -f make_rootfs kds_debootstrap
 	} | sha256sum | cut -d' ' -f1)
 	tarball=$CACHE/rootfs-$SUITE-${hash:0:16}.tar
 	old=$(image_id "$BASE_TAG")

@@ -80,29 +80,9 @@ usage() {
 
 # --- image ---------------------------------------------------------------
 
-# debian_mirror: the first http(s) URI of the host's apt sources for Debian
-# (its main archive, not -security), used for trixie as well.
-debian_mirror() {
-	local uri
-	uri=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-		head -n 1 | tr -d ' ') || true
-	[[ -n $uri ]] || kds_die "no Debian mirror in /etc/apt (set VM_MIRROR)"
-	echo "${uri%/}"
-}
-
 # make_rootfs DIR MIRROR: debootstrap trixie into DIR.
 make_rootfs() {
-	local dir=$1 mirror=$2 include
-	include=$(
-		IFS=,
-		echo "${PACKAGES[*]}"
-	)
-	mkdir -p "$CACHE/debs"
-	if ! nice -n 10 debootstrap --variant=minbase --include="$include" --cache-dir="$CACHE/debs" \
-		"$SUITE" "$dir" "$mirror" >"$CACHE/debootstrap.log" 2>&1; then
-		tail -n 30 "$CACHE/debootstrap.log" >&2
-		kds_die "debootstrap failed (log: $CACHE/debootstrap.log)"
-	fi
+	kds_debootstrap "$SUITE" "$1" "$2" "$CACHE" "${PACKAGES[@]}"
 }
 
 # configure_root DIR PUBKEY: make the root boot as a VM: fstab, DHCP on the
@@ -163,7 +143,7 @@ ensure_key() {
 input_hash() {
 	{
 		echo "$SUITE $1 $DISK_SIZE ${PACKAGES[*]}"
-		declare -f make_rootfs configure_root build_image
+		declare -f make_rootfs kds_debootstrap configure_root build_image
 		cat "$KEY.pub"
 	} | sha256sum | cut -c1-16
 }
@@ -201,7 +181,7 @@ cmd_image() {
 	mkdir -p "$CACHE/images"
 	exec 9>"$CACHE/lock"
 	flock 9
-	mirror=${VM_MIRROR:-$(debian_mirror)}
+	mirror=${VM_MIRROR:-$(kds_debian_mirror)}
 	hash=$(input_hash "$mirror")
 	dir=$CACHE/images/$hash
 	if [[ -s $dir/hash && $(<"$dir/hash") == "$hash" ]]; then
@@ -324,7 +304,7 @@ cmd_up() {
 	[[ -z $(vm_pid "$name") ]] || kds_die "VM $name is running (vm.sh down $name)"
 	[[ -s $CACHE/current/hash ]] || kds_die "no VM image: build it with scripts/vm.sh image"
 	img=$(realpath "$CACHE/current")
-	if [[ -s $KEY.pub && $(input_hash "${VM_MIRROR:-$(debian_mirror)}") != "$(<"$img/hash")" ]]; then
+	if [[ -s $KEY.pub && $(input_hash "${VM_MIRROR:-$(kds_debian_mirror)}") != "$(<"$img/hash")" ]]; then
 		kds_log "WARNING: the image is older than this script's inputs: run scripts/vm.sh image"
 	fi
 	command -v qemu-system-x86_64 >/dev/null || kds_die "qemu-system-x86_64 missing: run scripts/vm.sh image"

@@ -29,8 +29,6 @@ package nodecontainer
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +37,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 )
 
 const (
@@ -112,7 +112,7 @@ func Start(t testing.TB, opts Options) *Node {
 		t.Fatalf("node image %s is missing: build it with scripts/node-image.sh (as root; scripts/prepare-host.sh runs it): %v: %s",
 			opts.Image, err, out)
 	}
-	n := &Node{Name: opts.Name, ContainerName: "kds-node-" + opts.Name + "-" + randomSuffix(t)}
+	n := &Node{Name: opts.Name, ContainerName: "kds-node-" + opts.Name + "-" + cmdtest.Suffix(t)}
 	id, err := docker(context.Background(), createArgs(t, n, opts.Image)...)
 	if err != nil {
 		t.Fatalf("create node container: %v: %s", err, id)
@@ -362,7 +362,7 @@ func docker(ctx context.Context, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("docker %s: %w", summarize(args), err)
+		return string(out), fmt.Errorf("docker %s: %w", cmdtest.Summarize(args, 12), err)
 	}
 	return string(out), nil
 }
@@ -374,25 +374,7 @@ func dockerStdout(ctx context.Context, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("docker %s: %w: %s", summarize(args), err, strings.TrimSpace(stderr.String()))
+		return stdout.String(), fmt.Errorf("docker %s: %w: %s", cmdtest.Summarize(args, 12), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
-}
-
-// summarize shortens an argument list for an error message.
-func summarize(args []string) string {
-	const max = 12
-	if len(args) > max {
-		return strings.Join(args[:max], " ") + " ..."
-	}
-	return strings.Join(args, " ")
-}
-
-// randomSuffix returns 8 random hex digits.
-func randomSuffix(t testing.TB) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }

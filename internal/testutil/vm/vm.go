@@ -27,8 +27,6 @@ package vm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +38,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 )
 
 const (
@@ -120,7 +120,7 @@ func Start(t testing.TB, opts Options) *VM {
 	if os.Geteuid() != 0 {
 		t.Fatal("vm: needs root (the image's ssh key and the VMs' state are root's)")
 	}
-	v := &VM{Name: vmName(opts.Name, randomSuffix(t)), Hostname: opts.Name, script: script, ports: map[int]int{}}
+	v := &VM{Name: vmName(opts.Name, cmdtest.Suffix(t)), Hostname: opts.Name, script: script, ports: map[int]int{}}
 	args := []string{"up", v.Name, "--hostname", opts.Name,
 		"--mem", strconv.Itoa(opts.MemoryMiB), "--cpus", strconv.Itoa(opts.CPUs)}
 	for _, p := range opts.Forward {
@@ -282,7 +282,7 @@ func (v *VM) run(ctx context.Context, timeout time.Duration, stdin io.Reader, ar
 		err = nil
 	}
 	if err != nil {
-		return stdout.String(), fmt.Errorf("vm.sh %s: %w: %s", summarize(args), err, strings.TrimSpace(stderr.String()))
+		return stdout.String(), fmt.Errorf("vm.sh %s: %w: %s", cmdtest.Summarize(args, 10), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
 }
@@ -334,22 +334,4 @@ func vmName(name, suffix string) string {
 		name = name[:maxName]
 	}
 	return "kds-" + name + "-" + suffix
-}
-
-// summarize shortens an argument list for an error message.
-func summarize(args []string) string {
-	const max = 10
-	if len(args) > max {
-		return strings.Join(args[:max], " ") + " ..."
-	}
-	return strings.Join(args, " ")
-}
-
-// randomSuffix returns 8 random hex digits.
-func randomSuffix(t testing.TB) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
