@@ -462,7 +462,7 @@ add_node_ip() {
 # with a trailing slash (not every directory in /sys/fs/cgroup is one: systemd
 # in a node container may leave an empty "cpu,cpuacct" there).
 cgroup_mountpoints() {
-	awk '$(NF-2) == "cgroup" || $(NF-2) == "cgroup2" { print $5 "/" }' /proc/self/mountinfo | sort -u
+	kds_cgroup_mounts | awk '{ print $1 "/" }' | sort -u
 }
 
 make_cgroup_root() {

@@ -79,6 +79,13 @@ kds_trixie_apt() {
 	return "$rc"
 }
 
+# kds_cgroup_mounts: one line per cgroup hierarchy mounted here (cgroup and
+# cgroup2 mounts of /proc/self/mountinfo): its mountpoint and its super
+# options ("rw,net_cls,net_prio").
+kds_cgroup_mounts() {
+	awk '$(NF-2) == "cgroup" || $(NF-2) == "cgroup2" { print $5, $NF }' /proc/self/mountinfo
+}
+
 # kds_debian_mirror: the first http(s) URI of a Debian archive (".../debian")
 # in the host's apt sources, one-line or deb822; the same mirror serves every
 # suite (bookworm for the node image, trixie for the VM).

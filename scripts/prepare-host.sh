@@ -82,7 +82,7 @@ cgroup_mounted() {
 		all=1
 		for c in ${1//,/ }; do [[ ,$opts, == *,"$c",* ]] || all=0; done
 		((all)) && return 0
-	done < <(awk '$(NF-2) == "cgroup" { print $NF }' /proc/self/mountinfo)
+	done < <(kds_cgroup_mounts | awk '{ print $2 }')
 	return 1
 }
 

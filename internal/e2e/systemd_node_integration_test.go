@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/nodecontainer"
 )
 
@@ -102,7 +103,7 @@ spec:
 	})
 	if out, _ := n.Exec(t, "journalctl", "-u", "kubelet", "--no-pager"); !strings.Contains(out, `Using cgroup driver setting received from the CRI runtime`) ||
 		!strings.Contains(out, `"cgroupDriver": "systemd"`) && !strings.Contains(out, `cgroupDriver=systemd`) && !strings.Contains(out, `"cgroupDriver":"systemd"`) {
-		t.Errorf("the kubelet did not take Docker's systemd driver; its log:\n%s", lastLines(out, 30))
+		t.Errorf("the kubelet did not take Docker's systemd driver; its log:\n%s", cmdtest.LastLines(out, 30))
 	}
 
 	pods := func() map[string]v1.Pod {
@@ -189,15 +190,6 @@ spec:
 		}
 		return false
 	})
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // waitUntil polls cond every 500ms and fails the test when it is still false

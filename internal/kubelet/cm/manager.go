@@ -154,15 +154,16 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.burstable, _ = cgroups.NewName(m.root, burstableName)
 	m.besteffort, _ = cgroups.NewName(m.root, besteffortName)
+	host := cgroups.NewHost("/proc")
 	mounts := opts.Mounts
 	if mounts == nil {
-		mi, err := cgroups.NewHost("/proc").Mounts()
+		mi, err := host.Mounts()
 		if err != nil {
 			return nil, err
 		}
 		mounts = &mi
 	}
-	if m.cg, err = newDriver(m.driver, *mounts, opts.Units); err != nil {
+	if m.cg, err = newDriver(m.driver, host, *mounts, opts.Units); err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
 	return m, nil
@@ -170,7 +171,7 @@ func New(opts Options) (*Manager, error) {
 
 // newDriver is the cgroup driver of kind: the systemd one talks to systemd
 // through units, or through its D-Bus API when units is nil.
-func newDriver(kind cgroups.Kind, mounts cgroups.Mounts, units cgroups.UnitManager) (cgroups.Driver, error) {
+func newDriver(kind cgroups.Kind, host *cgroups.Host, mounts cgroups.Mounts, units cgroups.UnitManager) (cgroups.Driver, error) {
 	if kind == cgroups.Cgroupfs {
 		return cgroups.NewCgroupfs(mounts)
 	}
@@ -185,7 +186,7 @@ func newDriver(kind cgroups.Kind, mounts cgroups.Mounts, units cgroups.UnitManag
 		}
 		units = conn
 	}
-	under, err := cgroups.NewHost("/proc").InitCgroup()
+	under, err := host.InitCgroup()
 	if err != nil {
 		return nil, err
 	}

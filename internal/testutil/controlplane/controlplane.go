@@ -24,6 +24,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 )
 
 // Cluster is a running control plane.
@@ -225,7 +227,7 @@ func (c *Cluster) run(ctx context.Context, verb string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("controlplane.sh %s: %w\n%s", verb, err, lastLines(stderr.String(), 30))
+		return "", fmt.Errorf("controlplane.sh %s: %w\n%s", verb, err, cmdtest.LastLines(stderr.String(), 30))
 	}
 	return stdout.String(), nil
 }
@@ -240,14 +242,6 @@ func parseEnv(out string) map[string]string {
 		}
 	}
 	return vars
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1.

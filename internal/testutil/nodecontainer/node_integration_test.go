@@ -4,14 +4,14 @@ package nodecontainer
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 )
 
 // busybox is built by scripts/build-images.sh.
@@ -157,53 +157,27 @@ func TestIntegrationStartDegraded(t *testing.T) {
 	if err := os.Symlink("/etc/systemd/system/kds-fail.service", wants); err != nil {
 		t.Fatal(err)
 	}
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	msg := cmdtest.FatalOf(t, func(rec testing.TB) {
 		Start(rec, Options{Name: "kds-nc-degraded", Binaries: map[string]string{
 			"/etc/systemd/system/kds-fail.service":                         unit,
 			"/etc/systemd/system/multi-user.target.wants/kds-fail.service": wants,
 		}})
-	}()
-	<-done
-	if !strings.Contains(rec.msg, "degraded") || !strings.Contains(rec.msg, "kds-fail.service") {
-		t.Errorf("Start with a failing unit ended with %q, want systemd degraded and kds-fail.service named", rec.msg)
+	})
+	if !strings.Contains(msg, "degraded") || !strings.Contains(msg, "kds-fail.service") {
+		t.Errorf("Start with a failing unit ended with %q, want systemd degraded and kds-fail.service named", msg)
 	}
-	t.Logf("Start failed with:\n%s", rec.msg)
+	t.Logf("Start failed with:\n%s", msg)
 }
 
 // TestIntegrationStartWithoutImage: a missing node image fails the test
 // and names the script that builds it.
 func TestIntegrationStartWithoutImage(t *testing.T) {
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	msg := cmdtest.FatalOf(t, func(rec testing.TB) {
 		Start(rec, Options{Image: "kubelet-dockershim/no-such-node:test"})
-	}()
-	<-done
-	if !strings.Contains(rec.msg, "scripts/node-image.sh") {
-		t.Errorf("Start without the image failed with %q, want a message naming scripts/node-image.sh", rec.msg)
+	})
+	if !strings.Contains(msg, "scripts/node-image.sh") {
+		t.Errorf("Start without the image failed with %q, want a message naming scripts/node-image.sh", msg)
 	}
-}
-
-// fatalRecorder keeps the message of a Fatal instead of failing the test.
-type fatalRecorder struct {
-	testing.TB
-	msg string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *fatalRecorder) Fatal(args ...any) {
-	r.msg = fmt.Sprint(args...)
-	runtime.Goexit()
 }
 
 // mustExec runs a command in the node and returns its trimmed output; the

@@ -163,6 +163,8 @@ func createArgs(t testing.TB, n *Node, image string) []string {
 
 // cgroupMountpoints are the mountpoints of the host's cgroup hierarchies
 // (cgroup and cgroup2 mounts in /proc/self/mountinfo) below /sys/fs/cgroup.
+// Read here rather than through cgroups.Host: internal/cgroups' own tests
+// run node containers, and would import themselves.
 func cgroupMountpoints(t testing.TB) []string {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")

@@ -1,12 +1,12 @@
 package vm
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 )
 
 func TestVMName(t *testing.T) {
@@ -44,15 +44,11 @@ func TestFindScript(t *testing.T) {
 // the command that builds it.
 func TestStartWithoutImage(t *testing.T) {
 	t.Setenv("KDS_CACHE_DIR", t.TempDir())
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	msg := cmdtest.FatalOf(t, func(rec testing.TB) {
 		Start(rec, Options{Name: "no-image"})
-	}()
-	<-done
-	if !strings.Contains(rec.msg, "scripts/vm.sh image") {
-		t.Errorf("Start without an image failed with %q, want a message naming scripts/vm.sh image", rec.msg)
+	})
+	if !strings.Contains(msg, "scripts/vm.sh image") {
+		t.Errorf("Start without an image failed with %q, want a message naming scripts/vm.sh image", msg)
 	}
 }
 
@@ -74,22 +70,4 @@ func TestCheckImage(t *testing.T) {
 	if err := checkImage(cache); err != nil {
 		t.Errorf("checkImage with current/hash: %v", err)
 	}
-}
-
-// fatalRecorder keeps the message of a Fatal instead of failing the test.
-type fatalRecorder struct {
-	testing.TB
-	msg string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *fatalRecorder) Fatal(args ...any) {
-	r.msg = fmt.Sprint(args...)
-	runtime.Goexit()
 }
