@@ -275,7 +275,12 @@ start_qemu() {
 	# The kernel panics into a reboot, which -no-reboot turns into qemu's
 	# exit. mitigations=off: speculation barriers only cost time under TCG.
 	# -nodefaults: no VGA, parallel port, floppy or CD drive to probe.
-	qemu-system-x86_64 -name "kds-vm-$name" -accel "tcg,tb-size=${VM_TB_MIB:-256}" -cpu max -smp "$cpus" -m "$mem" \
+	# thread=single: one host thread runs every vCPU. With multi-threaded TCG
+	# a vCPU can still run code translated before the kernel patched it
+	# (text_poke_bp's int3), and the guest panics with "Oops: int3" in
+	# update_cfs_group the first time a cgroup gets a CPU quota (the
+	# cfs_bandwidth static key); seen with qemu 7.2 and Debian 13's 6.12.
+	qemu-system-x86_64 -name "kds-vm-$name" -accel "tcg,thread=single,tb-size=${VM_TB_MIB:-256}" -cpu max -smp "$cpus" -m "$mem" \
 		-uuid "$(cat /proc/sys/kernel/random/uuid)" \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 		-append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=$host systemd.firstboot=off mitigations=off panic=-1" \

@@ -9,24 +9,30 @@ import (
 	"time"
 )
 
-// V1Dirs are one cgroup's directories in the v1 hierarchies /metrics/cadvisor reads;
-// "" for a hierarchy that is not mounted.
-type V1Dirs struct {
+// CadvisorDirs are one cgroup's directories /metrics/cadvisor reads: its
+// directories in the v1 hierarchies ("" for one not mounted), or its
+// directory in the cgroup2 hierarchy (Unified) on a v2 host.
+type CadvisorDirs struct {
 	CPU, CPUAcct, Memory, Blkio string
 	// BlkioFile is the blkio file to read the byte counts from (BlkioFileV1's
 	// choice); "" reads none.
 	BlkioFile string
+	// Unified is the cgroup's directory in the cgroup2 hierarchy on a v2
+	// host; the v1 fields are "" then.
+	Unified string
 
 	files *v1Files // the stats files' paths, joined at the first read
 }
 
-// v1Files are the paths of the files ReadCadvisorV1 reads.
+// v1Files are the paths of the files ReadCadvisor reads (on v2: cpuStat,
+// memUsage, memStat, memMaxUsage, memOOM, swap and io).
 type v1Files struct {
 	cpuStat, cpuacctUsage, cpuacctStat                 string
 	memUsage, memStat, memMaxUsage, memFailcnt, memOOM string
+	swap, io                                           string
 }
 
-func (d *V1Dirs) paths() *v1Files {
+func (d *CadvisorDirs) paths() *v1Files {
 	if d.files != nil {
 		return d.files
 	}
@@ -35,6 +41,14 @@ func (d *V1Dirs) paths() *v1Files {
 			return ""
 		}
 		return filepath.Join(dir, name)
+	}
+	if u := d.Unified; u != "" {
+		d.files = &v1Files{
+			cpuStat: join(u, "cpu.stat"), memUsage: join(u, "memory.current"), memStat: join(u, "memory.stat"),
+			memMaxUsage: join(u, "memory.peak"), memOOM: join(u, "memory.events"),
+			swap: join(u, "memory.swap.current"), io: join(u, "io.stat"),
+		}
+		return d.files
 	}
 	d.files = &v1Files{
 		cpuStat: join(d.CPU, "cpu.stat"), cpuacctUsage: join(d.CPUAcct, "cpuacct.usage"), cpuacctStat: join(d.CPUAcct, "cpuacct.stat"),
@@ -45,8 +59,23 @@ func (d *V1Dirs) paths() *v1Files {
 	return d.files
 }
 
-// CadvisorStats are a v1 cgroup's figures as cAdvisor (runc's fs cgroup manager)
-// reads them. Times are in nanoseconds, memory in bytes.
+// Dirs are the directories of d that exist in some hierarchy, for releasing
+// their held files.
+func (d *CadvisorDirs) Dirs() []string {
+	return []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio, d.Unified}
+}
+
+// ProcsDir is a directory of d whose cgroup.procs lists its processes: the
+// v1 memory one, else the cgroup2 one.
+func (d *CadvisorDirs) ProcsDir() string {
+	if d.Memory != "" {
+		return d.Memory
+	}
+	return d.Unified
+}
+
+// CadvisorStats are a cgroup's figures as cAdvisor (runc's fs and fs2 cgroup
+// managers) reads them. Times are in nanoseconds, memory in bytes.
 type CadvisorStats struct {
 	HasCPU                       bool
 	CPUUsage, CPUUser, CPUSystem uint64 // cpuacct.usage; cpuacct.stat user and system
@@ -59,7 +88,7 @@ type CadvisorStats struct {
 	WorkingSet                        uint64 // usage - total_inactive_file, floored at 0
 	RSS, Cache, Swap, MappedFile      uint64 // memory.stat total_* (plain without hierarchy)
 	HasOOM                            bool
-	OOMKills                          uint64 // memory.oom_control oom_kill
+	OOMKills                          uint64 // memory.oom_control (v2: memory.events) oom_kill
 
 	// IO is the bytes read and written per device (blkio), nil when unknown.
 	IO []DeviceIO
@@ -71,27 +100,34 @@ type DeviceIO struct {
 	Read, Write  uint64
 }
 
-// CadvisorSpec is a v1 cgroup's configuration as cAdvisor reports it.
+// CadvisorSpec is a cgroup's configuration as cAdvisor reports it.
 type CadvisorSpec struct {
 	HasCPU bool
-	Shares uint64 // cpu.shares
-	Period uint64 // cpu.cfs_period_us
-	Quota  uint64 // cpu.cfs_quota_us; 0 when unlimited (-1)
+	Shares uint64 // cpu.shares (v2: from cpu.weight, as cAdvisor converts it)
+	Period uint64 // cpu.cfs_period_us (v2: cpu.max's period)
+	Quota  uint64 // cpu.cfs_quota_us (v2: cpu.max's quota); 0 when unlimited
 
-	HasMemory                     bool
-	Limit, SwapLimit, Reservation uint64 // memory.limit_in_bytes, memsw.limit_in_bytes, soft_limit_in_bytes
+	HasMemory bool
+	// v1: memory.limit_in_bytes, memsw.limit_in_bytes, soft_limit_in_bytes;
+	// v2: memory.max, memory.swap.max and memory.min, "max" read as 2^64-1
+	// as cAdvisor reads it.
+	Limit, SwapLimit, Reservation uint64
 }
 
 // userHZ is the unit of cpuacct.stat (USER_HZ, 100 on every Linux ABI).
 const userHZ = 100
 
-// ReadCadvisorV1 reads d's statistics into s through the held files. The memory
+// ReadCadvisor reads d's statistics into s through the held files. The memory
 // hierarchy must be readable (a removed cgroup matches ErrGone); the others are
-// optional.
+// optional. On v2 the cgroup's cpu.stat must be readable; the root cgroup
+// has no memory.current, and s.HasMemory is false for it.
 // The paths are joined once and kept in d.
-func (c *HeldFiles) ReadCadvisorV1(d *V1Dirs, now time.Time, s *CadvisorStats) error {
+func (c *HeldFiles) ReadCadvisor(d *CadvisorDirs, now time.Time, s *CadvisorStats) error {
 	*s = CadvisorStats{IO: s.IO[:0]}
 	f := d.paths()
+	if d.Unified != "" {
+		return c.readCadvisorV2(f, now, s)
+	}
 	if d.Memory != "" {
 		if err := c.readMemoryV1(f, now, s); err != nil {
 			return err
@@ -213,7 +249,7 @@ var blkioFiles = [...]string{
 	"blkio.throttle.io_service_bytes_recursive",
 }
 
-// BlkioFileV1 picks the blkio file of dir that ReadCadvisorV1 reads (V1Dirs.BlkioFile):
+// BlkioFileV1 picks the blkio file of dir that ReadCadvisor reads (CadvisorDirs.BlkioFile):
 // the first of blkioFiles that lists a device, else the last one that exists
 // (a cgroup that did no I/O yet); "" when none exists. Callers choose again now
 // and then: which file lists devices can change as the cgroup does I/O.
@@ -269,11 +305,14 @@ func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
 	return out
 }
 
-// ReadCadvisorSpecV1 reads d's configuration: cpu.shares, the CFS period and quota,
+// ReadCadvisorSpec reads d's configuration: cpu.shares, the CFS period and quota,
 // and the memory limits. Unreadable files leave their part out.
-func (c *HeldFiles) ReadCadvisorSpecV1(d V1Dirs) CadvisorSpec {
+func (c *HeldFiles) ReadCadvisorSpec(d CadvisorDirs) CadvisorSpec {
 	var s CadvisorSpec
 	var now time.Time // spec files are read rarely: not kept from pruning by these reads
+	if d.Unified != "" {
+		return c.readCadvisorSpecV2(d.Unified)
+	}
 	if d.CPU != "" {
 		shares, err := c.ReadUint(filepath.Join(d.CPU, "cpu.shares"), now)
 		if err == nil {
@@ -326,15 +365,19 @@ func parseUintBytes(b []byte) (uint64, error) {
 }
 
 // Created is the oldest modification time of the directories and their
-// cgroup.clone_children (cAdvisor's creation time of a raw cgroup); zero
-// when none can be read.
-func (d V1Dirs) Created() time.Time {
+// cgroup.clone_children (v2: cgroup.events), cAdvisor's creation time of a
+// raw cgroup; zero when none can be read.
+func (d CadvisorDirs) Created() time.Time {
 	var oldest time.Time
-	for _, dir := range []string{d.CPU, d.CPUAcct, d.Memory, d.Blkio} {
+	marker := "cgroup.clone_children"
+	if d.Unified != "" {
+		marker = "cgroup.events"
+	}
+	for _, dir := range d.Dirs() {
 		if dir == "" {
 			continue
 		}
-		for _, p := range []string{dir, filepath.Join(dir, "cgroup.clone_children")} {
+		for _, p := range []string{dir, filepath.Join(dir, marker)} {
 			if fi, err := os.Stat(p); err == nil && (oldest.IsZero() || fi.ModTime().Before(oldest)) {
 				oldest = fi.ModTime()
 			}

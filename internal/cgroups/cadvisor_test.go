@@ -10,14 +10,14 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
 )
 
-// TestReadCadvisorV1 reads a v1 cgroup in the kernel's file formats: hierarchical
+// TestReadCadvisor reads a v1 cgroup in the kernel's file formats: hierarchical
 // total_* memory.stat fields win, cpuacct.stat ticks become nanoseconds, the CFS
 // counters come from cpu.stat, and blkio falls back from an empty BFQ file to the
 // throttling layer's.
-func TestReadCadvisorV1(t *testing.T) {
+func TestReadCadvisor(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
-	d := V1Dirs{CPU: filepath.Join(base, "cpu/c"), CPUAcct: filepath.Join(base, "cpuacct/c"),
+	d := CadvisorDirs{CPU: filepath.Join(base, "cpu/c"), CPUAcct: filepath.Join(base, "cpuacct/c"),
 		Memory: filepath.Join(base, "memory/c"), Blkio: filepath.Join(base, "blkio/c")}
 	fstest.WriteTree(t, d.CPU, map[string]string{
 		"cpu.stat":   "nr_periods 10\nnr_throttled 2\nthrottled_time 3000000000\nnr_bursts 0\nburst_time 0\n",
@@ -43,7 +43,7 @@ func TestReadCadvisorV1(t *testing.T) {
 		t.Errorf("blkio file %s, want %s", d.BlkioFile, want)
 	}
 	var s CadvisorStats
-	if err := h.ReadCadvisorV1(&d, time.Now(), &s); err != nil {
+	if err := h.ReadCadvisor(&d, time.Now(), &s); err != nil {
 		t.Fatal(err)
 	}
 	want := CadvisorStats{
@@ -56,8 +56,8 @@ func TestReadCadvisorV1(t *testing.T) {
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("stats\n got %+v\nwant %+v", s, want)
 	}
-	spec := h.ReadCadvisorSpecV1(d)
-	if err := h.ReadCadvisorV1(&d, time.Now(), &s); err != nil || !reflect.DeepEqual(s, want) { // the joined paths, kept
+	spec := h.ReadCadvisorSpec(d)
+	if err := h.ReadCadvisor(&d, time.Now(), &s); err != nil || !reflect.DeepEqual(s, want) { // the joined paths, kept
 		t.Errorf("second read: %v\n got %+v\nwant %+v", err, s, want)
 	}
 	if wantSpec := (CadvisorSpec{HasCPU: true, Shares: 512, Period: 100000, Quota: 50000, HasMemory: true, Limit: 1048576,
@@ -65,12 +65,12 @@ func TestReadCadvisorV1(t *testing.T) {
 		t.Errorf("spec %+v, want %+v", spec, wantSpec)
 	}
 	fstest.WriteTree(t, d.CPU, map[string]string{"cpu.cfs_quota_us": "-1\n"})
-	if spec := h.ReadCadvisorSpecV1(d); spec.Quota != 0 {
+	if spec := h.ReadCadvisorSpec(d); spec.Quota != 0 {
 		t.Errorf("unlimited quota read as %d, want 0", spec.Quota)
 	}
 
 	// Without the memory hierarchy's files the cgroup is gone.
-	if err := h.ReadCadvisorV1(&V1Dirs{Memory: filepath.Join(base, "memory/gone")}, time.Now(), &s); !errors.Is(err, ErrGone) {
+	if err := h.ReadCadvisor(&CadvisorDirs{Memory: filepath.Join(base, "memory/gone")}, time.Now(), &s); !errors.Is(err, ErrGone) {
 		t.Errorf("missing cgroup: %v, want ErrGone", err)
 	}
 }

@@ -23,7 +23,7 @@
 //
 // Where the hierarchies are mounted and which cgroup a process is in come from
 // a Host (its mountinfo read once; Root, Process, Named, and the walk of
-// /metrics/cadvisor: Exists, Children, CadvisorV1); nothing outside the layer
+// /metrics/cadvisor: Exists, Children, Cadvisor); nothing outside the layer
 // reads mountinfo or /proc/<pid>/cgroup for cgroups. Typical use, for the
 // cgroup of process pid:
 //
@@ -34,7 +34,7 @@
 // HeldFiles keeps the files of known cgroups open and re-reads them with one pread
 // each (the dockershim's container stats and the kubelet's /metrics/cadvisor use
 // it); the caller owns it and closes files with Release and Prune. Its
-// ReadCadvisorV1 and ReadCadvisorSpecV1 read a v1 cgroup's figures and
+// ReadCadvisor and ReadCadvisorSpec read a v1 cgroup's figures and
 // configuration the way cAdvisor (through runc's cgroup managers) does, for
 // /metrics/cadvisor.
 //

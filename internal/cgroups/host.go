@@ -111,16 +111,19 @@ func (h *Host) measurable() (Mounts, error) {
 	return m, err
 }
 
-// CadvisorV1 is the cgroup at path name in the v1 hierarchies /metrics/cadvisor
-// reads; ok is false when the memory controller is not mounted as v1 (a v2 host),
-// where only the root is served.
-func (h *Host) CadvisorV1(name string) (d V1Dirs, ok bool, err error) {
+// Cadvisor is the cgroup at path name in the hierarchies /metrics/cadvisor
+// reads: the v1 ones when the memory controller is mounted as v1 (also on a
+// hybrid host), else the cgroup2 one; ok is false when neither is mounted.
+func (h *Host) Cadvisor(name string) (d CadvisorDirs, ok bool, err error) {
 	m, err := h.Mounts()
 	if err != nil {
-		return V1Dirs{}, false, err
+		return CadvisorDirs{}, false, err
 	}
 	if _, ok := m.V1["memory"]; !ok {
-		return V1Dirs{}, false, nil
+		if m.V2 == nil {
+			return CadvisorDirs{}, false, nil
+		}
+		return CadvisorDirs{Unified: m.V2.Path(name)}, true, nil
 	}
 	dir := func(controller string) string {
 		if mt, ok := m.V1[controller]; ok {
@@ -128,7 +131,7 @@ func (h *Host) CadvisorV1(name string) (d V1Dirs, ok bool, err error) {
 		}
 		return ""
 	}
-	return V1Dirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}, true, nil
+	return CadvisorDirs{CPU: dir("cpu"), CPUAcct: dir("cpuacct"), Memory: dir("memory"), Blkio: dir("blkio")}, true, nil
 }
 
 // Exists reports whether the cgroup at path name exists: in the v1 memory

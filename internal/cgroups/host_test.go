@@ -118,8 +118,8 @@ func TestHostProcessAndNamed(t *testing.T) {
 }
 
 // TestHostWalk: what /metrics/cadvisor's walk uses. Children are read in the
-// pids hierarchy (the fewest files), Exists in the memory one, and CadvisorV1
-// names each v1 directory; on a v2 host CadvisorV1 says so and Children read the
+// pids hierarchy (the fewest files), Exists in the memory one, and Cadvisor
+// names each v1 directory; on a v2 host Cadvisor says so and Children read the
 // unified hierarchy.
 func TestHostWalk(t *testing.T) {
 	t.Parallel()
@@ -143,18 +143,18 @@ func TestHostWalk(t *testing.T) {
 	if !h.Exists("/runtime") || h.Exists("/missing") {
 		t.Errorf("Exists(/runtime) = %v, Exists(/missing) = %v; want true, false", h.Exists("/runtime"), h.Exists("/missing"))
 	}
-	d, ok, err := h.CadvisorV1("/kubepods/podA")
-	want := V1Dirs{CPU: base + "/cg/cpu,cpuacct/kubepods/podA", CPUAcct: base + "/cg/cpu,cpuacct/kubepods/podA", Memory: base + "/cg/memory/kubepods/podA"}
+	d, ok, err := h.Cadvisor("/kubepods/podA")
+	want := CadvisorDirs{CPU: base + "/cg/cpu,cpuacct/kubepods/podA", CPUAcct: base + "/cg/cpu,cpuacct/kubepods/podA", Memory: base + "/cg/memory/kubepods/podA"}
 	if err != nil || !ok || d != want {
-		t.Errorf("CadvisorV1 = %+v, %v, %v; want %+v", d, ok, err, want)
+		t.Errorf("Cadvisor = %+v, %v, %v; want %+v", d, ok, err, want)
 	}
 
 	v2, base2 := fakeHost(t, "30 23 0:26 / %s/cg rw - cgroup2 cgroup2 rw\n", nil)
 	if err := os.MkdirAll(filepath.Join(base2, "cg/kubepods/podC"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := v2.CadvisorV1("/"); ok || err != nil {
-		t.Errorf("CadvisorV1 on v2: ok %v, err %v; want false, nil", ok, err)
+	if d, ok, err := v2.Cadvisor("/kubepods/podC"); !ok || err != nil || d != (CadvisorDirs{Unified: base2 + "/cg/kubepods/podC"}) {
+		t.Errorf("Cadvisor on v2 = %+v, %v, %v; want the cgroup2 directory", d, ok, err)
 	}
 	if kids, err := v2.Children("/kubepods"); err != nil || fmt.Sprint(kids) != "[podC]" {
 		t.Errorf("Children on v2 = %v, %v; want [podC]", kids, err)

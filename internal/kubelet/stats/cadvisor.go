@@ -105,7 +105,7 @@ type cadRow struct {
 	cid     string // rowContainer: the cgroup's basename (Docker ID = CRI ID)
 	labeled bool   // the CRI lists named it (pod and container rows)
 	sandbox bool   // a pod's sandbox (pause) container: carries the pod's network
-	dirs    cgroups.V1Dirs
+	dirs    cgroups.CadvisorDirs
 	lbl     rowLabels
 	start   float64 // unix seconds
 

@@ -19,7 +19,7 @@ import (
 )
 
 // collect finds the rows, labels new ones and samples them all at now. On a host
-// without v1 hierarchies only the root row is served, without cgroup figures.
+// without cgroup hierarchies only the root row is served, without cgroup figures.
 func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 	refs, walkErr := c.walk()
 	listErr := c.syncRows(ctx, refs, now, c.newRow)
@@ -28,7 +28,7 @@ func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 	return errors.Join(walkErr, listErr)
 }
 
-// walk lists the rows: "/", then (v1 memory hierarchy) --runtime-cgroups when
+// walk lists the rows: "/", then (v1 memory hierarchy or cgroup2) --runtime-cgroups when
 // set, the node-allocatable cgroup, the QoS cgroups under it, the pod cgroups
 // under either (pod<uid>, or kubepods-...-pod<uid>.slice with the systemd
 // driver) and the container cgroups under those (<id>, or docker-<id>.scope). A node-allocatable
@@ -37,7 +37,7 @@ func (c *cadvisor) walk() ([]rowRef, error) {
 	host := c.p.host.cgroups
 	refs := make([]rowRef, 1, len(c.rows)+1)
 	refs[0] = rowRef{id: "/", kind: rowRoot}
-	if _, v1, err := host.CadvisorV1("/"); err != nil || !v1 {
+	if _, ok, err := host.Cadvisor("/"); err != nil || !ok {
 		return refs, err
 	}
 	// --runtime-cgroups is one of the kubelet's cAdvisor roots too.
@@ -83,12 +83,12 @@ func walkPod(host *cgroups.Host, id, uid string, refs []rowRef) []rowRef {
 	return refs
 }
 
-// newRow makes a row for a cgroup found: its v1 directories and, for rows the CRI
+// newRow makes a row for a cgroup found: its directories and, for rows the CRI
 // does not date, the start time cAdvisor's raw handler gives (label overrides it
 // for containers).
 func (c *cadvisor) newRow(ref rowRef) *cadRow {
 	r := &cadRow{id: ref.id, kind: ref.kind, podUID: ref.podUID, cid: ref.cid}
-	if d, ok, err := c.p.host.cgroups.CadvisorV1(ref.id); err == nil && ok {
+	if d, ok, err := c.p.host.cgroups.Cadvisor(ref.id); err == nil && ok {
 		r.dirs = d
 	}
 	r.start = float64(c.cgroupCreated(r.dirs).Unix())
@@ -96,8 +96,8 @@ func (c *cadvisor) newRow(ref rowRef) *cadRow {
 }
 
 // cgroupCreated is cAdvisor's creation time of a raw cgroup
-// (cgroups.V1Dirs.Created), not before the boot.
-func (c *cadvisor) cgroupCreated(d cgroups.V1Dirs) time.Time {
+// (cgroups.CadvisorDirs.Created), not before the boot.
+func (c *cadvisor) cgroupCreated(d cgroups.CadvisorDirs) time.Time {
 	boot := c.p.bootTime()
 	if oldest := d.Created(); !oldest.IsZero() && !oldest.Before(boot) {
 		return oldest
@@ -147,19 +147,34 @@ const cadvisorWorkers = 4
 func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
 	r.at = now.UnixMilli()
 	if r.specAt.IsZero() || now.Sub(r.specAt) >= cadvisorSpecPeriod {
-		r.spec, r.specAt = c.files.ReadCadvisorSpecV1(r.dirs), now
+		r.spec, r.specAt = c.files.ReadCadvisorSpec(r.dirs), now
 		r.dirs.BlkioFile = c.files.BlkioFileV1(r.dirs.Blkio)
 		if r.kind == rowRoot { // the root's limits are the machine's (raw handler)
 			r.spec.HasMemory, r.spec.Limit, r.spec.SwapLimit = true, c.machine.memory, c.machine.swap
 		}
 	}
-	r.ok = c.files.ReadCadvisorV1(&r.dirs, now, &r.stats) == nil
+	r.ok = c.files.ReadCadvisor(&r.dirs, now, &r.stats) == nil
 	switch {
 	case r.kind == rowRoot:
+		if r.ok && !r.stats.HasMemory {
+			c.rootMemory(now, &r.stats)
+		}
 		r.net = c.readNetDev(filepath.Join(c.p.host.procRoot, "1", "net", "dev"), r.net)
 	case r.sandbox:
 		c.sandboxNet(r)
 	}
+}
+
+// rootMemory fills the root row's memory on cgroup v2, whose root cgroup
+// has no memory.current: the node's figures of /stats/summary (runc's
+// rootStatsFromMeminfo: usage MemTotal - MemFree, the rest from the root's
+// memory.stat).
+func (c *cadvisor) rootMemory(now time.Time, s *cgroups.CadvisorStats) {
+	n, err := c.p.host.readNodeSample(now)
+	if err != nil || !n.hasMemory {
+		return
+	}
+	s.HasMemory, s.MemUsage, s.WorkingSet, s.RSS = true, n.memUsage, n.workingSet, n.rss
 }
 
 // sandboxNet reads the pod's interfaces from the net/dev of a process in the
@@ -168,7 +183,7 @@ func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
 func (c *cadvisor) sandboxNet(r *cadRow) {
 	for attempt := 0; attempt < 2; attempt++ {
 		if r.pid == 0 {
-			r.pid = c.files.FirstProc(r.dirs.Memory)
+			r.pid = c.files.FirstProc(r.dirs.ProcsDir())
 			if r.pid == 0 {
 				r.net = r.net[:0]
 				return

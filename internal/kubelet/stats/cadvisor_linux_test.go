@@ -277,25 +277,65 @@ func TestCadvisorTextFormat(t *testing.T) {
 	}
 }
 
-// TestCadvisorMetricsV2: on a cgroup v2 host only the root row (network, times,
-// the machine's memory limit) and the machine series are served.
+// TestCadvisorMetricsV2: on a cgroup v2 host the rows are the cgroup2
+// directories (the systemd driver's names here): the root (its memory from
+// meminfo, as runc emulates it), the node-allocatable, QoS and pod slices and
+// the container scopes, with the container's labels, its figures from
+// cpu.stat/memory.current/memory.stat/memory.events and its spec from
+// cpu.weight and cpu.max; and the machine series.
 func TestCadvisorMetricsV2(t *testing.T) {
 	t.Parallel()
-	p, err := New(Options{Runtime: critest.NewFakeRuntimeService(), Images: critest.NewFakeImageService(), NodeName: "node-a",
-		RootDir: t.TempDir(), PodsCgroup: "/kubepods", Logger: zaptest.NewLogger(t)})
+	rt := critest.NewFakeRuntimeService()
+	p, err := New(Options{Runtime: rt, Images: critest.NewFakeImageService(), NodeName: "node-a",
+		RootDir: t.TempDir(), PodsCgroup: "/kubepods.slice", Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFakeHost(t)
 	f.mount("cg/unified", "cgroup2", "rw")
 	f.write("cg/unified/cpu.stat", "usage_usec 100\n")
-	f.write("cg/unified/kubepods/cpu.stat", "usage_usec 100\n")
+	f.write("cg/unified/memory.stat", "anon 4096\ninactive_file 1024\n")
+	pod := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice"
+	scope := pod + "/docker-c1.scope"
+	for _, d := range []string{"kubepods.slice", "kubepods.slice/kubepods-burstable.slice", pod, scope} {
+		f.write("cg/unified/"+d+"/cpu.stat", "usage_usec 2000\nuser_usec 1500\nsystem_usec 500\nnr_periods 3\nnr_throttled 1\nthrottled_usec 7\n")
+		f.write("cg/unified/"+d+"/memory.current", "300000\n")
+		f.write("cg/unified/"+d+"/memory.stat", "anon 200000\nfile 100000\nfile_mapped 10\ninactive_file 60000\n")
+		f.write("cg/unified/"+d+"/memory.events", "max 0\noom 1\noom_kill 1\n")
+		f.write("cg/unified/"+d+"/cpu.weight", "4\n")
+		f.write("cg/unified/"+d+"/cpu.max", "50000 100000\n")
+		f.write("cg/unified/"+d+"/memory.max", "67108864\n")
+	}
 	f.write("proc/meminfo", testMeminfo)
 	f.write("proc/1/net/dev", testNetDev)
 	p.host = f.reader()
+	c1 := container("c1", "sb1", "app", runtimeapi.ContainerState_CONTAINER_RUNNING, t1)
+	c1.Labels = map[string]string{"io.kubernetes.container.name": "app", "io.kubernetes.pod.name": "web",
+		"io.kubernetes.pod.namespace": "default", "io.kubernetes.pod.uid": "u1"}
+	rt.SetFakeSandboxes([]*critest.FakePodSandbox{sandbox("sb1", "web", "default", "u1", runtimeapi.PodSandboxState_SANDBOX_READY, t0)})
+	rt.SetFakeContainers([]*critest.FakeContainer{c1})
 	fams := scrapeCadvisor(t, p.CadvisorMetrics(CadvisorOptions{}), false)
-	if n := len(fams["container_last_seen"].GetMetric()); n != 1 {
-		t.Errorf("%d rows, want the root only", n)
+	if n := len(fams["container_last_seen"].GetMetric()); n != 5 {
+		t.Errorf("%d rows, want 5 (root, kubepods.slice, the burstable slice, the pod, the container)", n)
+	}
+	app := map[string]string{"id": "/" + scope, "container": "app", "pod": "web", "namespace": "default"}
+	for name, want := range map[string]float64{
+		"container_memory_working_set_bytes":        240000,
+		"container_memory_rss":                      200000,
+		"container_memory_cache":                    100000,
+		"container_cpu_usage_seconds_total":         0.002,
+		"container_cpu_cfs_throttled_periods_total": 1,
+		"container_oom_events_total":                1,
+		"container_spec_cpu_shares":                 80,
+		"container_spec_cpu_quota":                  50000,
+		"container_spec_memory_limit_bytes":         64 << 20,
+	} {
+		if m := series(fams, name, app); len(m) != 1 || value(m[0]) != want {
+			t.Errorf("%s of the container: %v, want %v", name, m, want)
+		}
+	}
+	if m := series(fams, "container_memory_working_set_bytes", map[string]string{"id": "/", "pod": ""}); len(m) != 1 || value(m[0]) == 0 {
+		t.Errorf("root working set (from meminfo): %v", m)
 	}
 	if m := series(fams, "container_network_receive_bytes_total", map[string]string{"id": "/", "interface": "eth0"}); len(m) != 1 {
 		t.Errorf("root network: %v", m)

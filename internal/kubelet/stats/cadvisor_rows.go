@@ -79,7 +79,7 @@ func (c *cadvisor) syncRows(ctx context.Context, refs []rowRef, now time.Time, n
 	}
 	for id, r := range c.rows {
 		if !r.seen {
-			c.files.Release(r.dirs.CPU, r.dirs.CPUAcct, r.dirs.Memory, r.dirs.Blkio)
+			c.files.Release(r.dirs.Dirs()...)
 			delete(c.rows, id)
 			changed = true
 		}
