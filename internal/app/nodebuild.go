@@ -116,7 +116,7 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if err != nil {
 		return nil, err
 	}
-	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, n.recorder, logger); err != nil {
+	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, reserved, n.recorder, logger); err != nil {
 		return nil, err
 	}
 	if n.state, err = runtimestate.New(runtimestate.Options{Runtime: n.runtime, Logger: logger.Named("runtimestate")}); err != nil {

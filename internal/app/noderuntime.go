@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
@@ -88,7 +90,7 @@ var (
 // node's machine facts, CPU manager (the container lifecycle), pod cgroups
 // and metrics registry.
 func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecontainer.RuntimeHelper, probes kuberuntime.ProbeResults,
-	rec record.EventRecorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
+	reserved nodeReservations, rec record.EventRecorder, logger *zap.Logger) (*kuberuntime.Manager, error) {
 	machine := n.resources.Machine()
 	logSize, err := resource.ParseQuantity(cfg.Kubelet.ContainerLogMaxSize)
 	if err != nil {
@@ -109,8 +111,23 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
-		Startup: n.startup, RestartRules: cfg.restartRules(),
+		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),
 	})
+}
+
+// memoryQoS is the containers' MemoryQoS: on a cgroup v2 host (upstream's
+// test: /sys/fs/cgroup is cgroup2), with the gate, memoryThrottlingFactor and
+// the node's memory less systemReserved and kubeReserved.
+func memoryQoS(cfg *Config, capacity int64, reserved nodeReservations) kuberuntime.MemoryQoS {
+	v2, _ := cgroups.IsUnified("/sys/fs/cgroup")
+	alloc := capacity
+	for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
+		if q, ok := rl[v1.ResourceMemory]; ok {
+			alloc -= q.Value()
+		}
+	}
+	return kuberuntime.MemoryQoS{CgroupV2: v2, Enabled: cfg.enabled(features.MemoryQoS),
+		ThrottlingFactor: ptr.Deref(cfg.Kubelet.MemoryThrottlingFactor, 0.9), AllocatableMemory: alloc}
 }
 
 // restartRules are the ContainerRestartRules and

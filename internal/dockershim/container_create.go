@@ -165,6 +165,14 @@ func (s *Service) containerConfig(cfg *runtimeapi.ContainerConfig, sbCfg *runtim
 	if u := cfg.Image.GetUserSpecifiedImage(); u != "" {
 		internal[labelUserImage] = u
 	}
+	if unified := cfg.GetLinux().GetResources().GetUnified(); len(unified) > 0 {
+		if err := s.checkUnifiedHost("config.linux.resources.unified"); err != nil {
+			return nil, nil, err
+		}
+		if internal[labelUnified], err = encodeJSONLabel(unified); err != nil {
+			return nil, nil, err
+		}
+	}
 	cc := &libdocker.ContainerConfig{
 		Image:        cfg.Image.Image,
 		Entrypoint:   cfg.Command,

@@ -24,6 +24,11 @@ func (s *Service) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if err := s.docker.StartContainer(ctx, j.ID); err != nil {
 		return nil, fmt.Errorf("start container %s: %w", j.ID, err)
 	}
+	if label := j.Config.Labels[labelUnified]; label != "" {
+		if err := s.applyUnifiedLabel(ctx, j.ID, label); err != nil {
+			return nil, err
+		}
+	}
 	if logPath != "" {
 		s.logs.Follow(s.bgContext(), j.ID, logPath, j.Config.Tty)
 	}
@@ -75,7 +80,8 @@ func (s *Service) removeContainer(ctx context.Context, id string) error {
 	return nil
 }
 
-// UpdateContainerResources changes a container's CPU and memory limits.
+// UpdateContainerResources changes a container's CPU and memory limits, and
+// writes its unified resources into its cgroup when it runs.
 func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
 	j, err := s.inspect(ctx, "container_id", req.GetContainerId(), typeContainer)
 	if err != nil {
@@ -86,6 +92,16 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 	}
 	if err := s.docker.UpdateContainer(ctx, j.ID, updateConfigFor(req.GetLinux())); err != nil {
 		return nil, fmt.Errorf("update container %s: %w", j.ID, err)
+	}
+	if unified := req.GetLinux().GetUnified(); len(unified) > 0 {
+		if err := s.checkUnifiedHost("linux.unified"); err != nil {
+			return nil, err
+		}
+		if j.State != nil && j.State.Running {
+			if err := s.setUnified(j.ID, j.State.Pid, unified); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

@@ -29,6 +29,9 @@ const (
 	// labelKeys lists the client's CRI label keys (comma separated), so that labels
 	// Docker copies from the image are not reported as the client's.
 	labelKeys = "io.kubelet-dockershim.label-keys"
+	// labelUnified holds a container's CRI unified resources (JSON), written
+	// into its cgroup when it starts: Docker has no field for them.
+	labelUnified = "io.kubelet-dockershim.unified"
 	// labelManaged marks every object the shim created, for listing.
 	labelManaged = "io.kubelet-dockershim.managed"
 
@@ -43,7 +46,7 @@ const (
 func internalLabel(k string) bool {
 	switch k {
 	case labelType, labelSandboxID, labelLogPath, labelMetadata, labelHandler, labelImage, labelUserImage,
-		labelNamespaceOpts, labelHostNetwork, labelLogDirectory, labelManaged, labelKeys:
+		labelNamespaceOpts, labelHostNetwork, labelLogDirectory, labelManaged, labelKeys, labelUnified:
 		return true
 	}
 	return false

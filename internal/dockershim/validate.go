@@ -16,6 +16,8 @@ import (
 	"github.com/distribution/reference"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // The one check of what a CRI client sends, run at the shim's gRPC edge
@@ -221,11 +223,22 @@ func checkCreateContainer(r *runtimeapi.CreateContainerRequest) error {
 	if err := checkLogPath("config.log_path", cfg.GetLogPath()); err != nil {
 		return err
 	}
+	if err := checkUnified("config.linux.resources.unified", cfg.GetLinux().GetResources().GetUnified()); err != nil {
+		return err
+	}
 	if err := checkOptionalID("config.linux.security_context.namespace_options.target_id",
 		cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetTargetId()); err != nil {
 		return err
 	}
 	return checkSandboxConfig("sandbox_config", r.GetSandboxConfig())
+}
+
+// checkUnified checks CRI unified resources (cgroups.CheckUnified).
+func checkUnified(field string, kv map[string]string) error {
+	if err := cgroups.CheckUnified(kv); err != nil {
+		return invalidArg(field, "%v", err)
+	}
+	return nil
 }
 
 // validateRequest checks one CRI request; see the comment at the top.
@@ -235,6 +248,11 @@ func validateRequest(req any) error {
 		return checkSandboxConfig("config", r.GetConfig())
 	case *runtimeapi.CreateContainerRequest:
 		return checkCreateContainer(r)
+	case *runtimeapi.UpdateContainerResourcesRequest:
+		if err := checkID("container_id", r.GetContainerId()); err != nil {
+			return err
+		}
+		return checkUnified("linux.unified", r.GetLinux().GetUnified())
 	case interface{ GetPodSandboxId() string }:
 		// Stop/Remove/Status/Stats of a sandbox, PortForward,
 		// UpdatePodSandboxResources, CheckpointPod.

@@ -37,6 +37,21 @@ func TestValidateRequest(t *testing.T) {
 		wantField string // "" = valid
 	}{
 		{desc: "full container id", req: &runtimeapi.StartContainerRequest{ContainerId: id64}},
+		{desc: "MemoryQoS unified keys", req: create(func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+				Unified: map[string]string{"memory.min": "0", "memory.low": "0", "memory.high": "63750144"}}}
+		})},
+		{desc: "unified key outside MemoryQoS", req: create(func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{
+				Unified: map[string]string{"cgroup.procs": "1"}}}
+		}), wantField: "config.linux.resources.unified"},
+		{desc: "unified path", req: &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id64,
+			Linux: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"../../memory.max": "1"}}}, wantField: "linux.unified"},
+		{desc: "unified value not a number", req: &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id64,
+			Linux: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.high": "1\n+memory"}}}, wantField: "linux.unified"},
+		{desc: "update with max", req: &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id64,
+			Linux: &runtimeapi.LinuxContainerResources{Unified: map[string]string{"memory.high": "max"}}}},
+		{desc: "update of a bad id", req: &runtimeapi.UpdateContainerResourcesRequest{ContainerId: "../x"}, wantField: "container_id"},
 		{desc: "container id prefix", req: &runtimeapi.ContainerStatusRequest{ContainerId: "0123abc"}},
 		{desc: "empty container id", req: &runtimeapi.StopContainerRequest{}, wantField: "container_id"},
 		{desc: "path in a container id", req: &runtimeapi.RemoveContainerRequest{ContainerId: "../images/x"}, wantField: "container_id"},

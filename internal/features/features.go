@@ -51,6 +51,9 @@ const (
 	// status.declaredFeatures: the API server then proxies exec, attach and
 	// port-forward WebSockets to the kubelet, which serves them.
 	ExtendWebSocketsToKubelet featuregate.Feature = "ExtendWebSocketsToKubelet"
+	// MemoryQoS gives containers on cgroup v2 memory.min and memory.low 0
+	// and a memory.high throttle below their limit (memoryThrottlingFactor).
+	MemoryQoS featuregate.Feature = "MemoryQoS"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -65,6 +68,7 @@ var honoured = map[featuregate.Feature]bool{
 
 	InPlacePodLevelResourcesVerticalScaling: true,
 	ExtendWebSocketsToKubelet:               true,
+	MemoryQoS:                               true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

@@ -53,7 +53,8 @@ func (m *Manager) generateLinuxContainerConfig(container *v1.Container, pod *v1.
 
 // containerResources computes cpu shares (from the cpu request, or from the limit
 // without a request), the CFS quota and period (when enabled), the memory limit and
-// the OOM score adjustment of a container. The limits are the effective ones: a
+// the OOM score adjustment of a container, and on cgroup v2 its MemoryQoS
+// keys (MemoryQoS.unified). The limits are the effective ones: a
 // container without a cpu or memory limit of its own gets its pod's pod-level
 // limit (kubecontainer.EffectiveResources).
 func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runtimeapi.LinuxContainerResources {
@@ -77,6 +78,7 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 		r.CpuQuota = cgroups.MilliCPUToQuota(cpuLimit, period)
 	}
 	r.OomScoreAdj = int64(GetContainerOOMScoreAdjust(pod, container, m.machineMemory))
+	r.Unified = m.memoryQoS.unified(pod, container)
 	return r
 }
 

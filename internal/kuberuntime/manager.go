@@ -103,6 +103,9 @@ type Options struct {
 	// kubelet's default is true); CPUCFSQuotaPeriod defaults to 100ms.
 	CPUCFSQuota       bool
 	CPUCFSQuotaPeriod time.Duration
+	// MemoryQoS sets the containers' cgroup v2 memory protection and
+	// throttling; the zero value (cgroup v1) sets none.
+	MemoryQoS MemoryQoS
 	// MachineMemoryBytes is the machine's memory (MemTotal) for the
 	// oom_score_adj of Burstable containers (resources.Machine). Required.
 	MachineMemoryBytes int64
@@ -190,6 +193,7 @@ type Manager struct {
 	cpuCFSQuota        bool
 	cpuCFSQuotaPeriod  time.Duration
 	machineMemory      int64
+	memoryQoS          MemoryQoS
 	runtimeName        string
 	lifecycle          ContainerLifecycle
 	actuated           *kubecontainer.ResourceState // nil: no in-place resize
@@ -242,6 +246,7 @@ func New(opts Options) (*Manager, error) {
 		cpuCFSQuota:        opts.CPUCFSQuota,
 		cpuCFSQuotaPeriod:  opts.CPUCFSQuotaPeriod,
 		machineMemory:      opts.MachineMemoryBytes,
+		memoryQoS:          opts.MemoryQoS,
 		runtimeName:        opts.RuntimeName,
 		podInfraImage:      opts.PodInfraImage,
 		restart:            opts.RestartRules,

@@ -1,0 +1,36 @@
+package cgroups
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSetUnified(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"memory.min", "memory.low", "memory.high"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("7\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := SetUnified(dir, map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"}); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != want {
+			t.Errorf("%s = %q, want %q", f, b, want)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"memory.max": "1"}, {"../memory.high": "1"}, {"memory.high": "-1"}, {"memory.high": "1 2"}, {"memory.high": ""},
+	} {
+		if err := SetUnified(dir, bad); err == nil {
+			t.Errorf("SetUnified(%v) accepted", bad)
+		}
+	}
+	if err := SetUnified(filepath.Join(dir, "gone"), map[string]string{"memory.high": "max"}); !errors.Is(err, ErrGone) {
+		t.Errorf("SetUnified on a removed cgroup = %v, want ErrGone", err)
+	}
+}
