@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/nodecontainer"
@@ -203,4 +206,180 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// TestIntegrationSystemdNodeJoined joins this kubelet in a node container
+// (systemd as PID 1, its own dockerd with the systemd driver, cgroup v1) to
+// the control plane by TLS bootstrap (the node reaches the host's loopback
+// through nodecontainer's relay), with the kubelet itself in kube.slice:
+//   - kubeReservedCgroup /kube.slice with enforceNodeAllocatable
+//     [pods, kube-reserved]: the slice's memory limit is kubeReserved, set
+//     through systemd (its MemoryLimit property says so too);
+//   - kubepods.slice's limit is capacity - kubeReserved;
+//   - a BestEffort pod whose memory takes the pods below the
+//     allocatableMemory.available threshold (upstream's copy of the hard
+//     memory.available one) is evicted with upstream's reason and message,
+//     the Burstable pod beside it is not, and the Node reports
+//     MemoryPressure.
+//
+// The threshold is node-local: the node's pods cgroup, not the host's
+// memory, decides.
+func TestIntegrationSystemdNodeJoined(t *testing.T) {
+	s := requireSuite(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	port, err := strconv.Atoi(c.APIServer[strings.LastIndex(c.APIServer, ":")+1:])
+	if err != nil {
+		t.Fatalf("API server %s: %v", c.APIServer, err)
+	}
+	var capacity int64
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(meminfo), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			capacity = kb * 1024
+		}
+	}
+	// The pods get 1100Mi; eviction starts once less than 600Mi of it is left.
+	const podsMemory = 1100 << 20
+	kubeReserved := capacity - podsMemory
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+readOnlyPort: 10255
+healthzBindAddress: 0.0.0.0
+kubeReserved: {memory: "%d"}
+kubeReservedCgroup: /kube.slice
+enforceNodeAllocatable: [pods, kube-reserved]
+evictionHard: {memory.available: 600Mi}
+evictionPressureTransitionPeriod: 30s
+failSwapOn: false
+`, kubeReserved)
+	files := map[string]string{
+		"/usr/local/bin/kubelet":                 s.bin,
+		"/etc/kubernetes/bootstrap-kubelet.conf": c.BootstrapKubeconfig,
+		"/var/lib/kubelet/config.yaml":           writeTestFile(t, dir, "config.yaml", cfg),
+		"/etc/cni/net.d/10-bridge.conflist": writeTestFile(t, dir, "cni.conflist", `{"cniVersion":"1.0.0","name":"nodenet","plugins":[`+
+			`{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.245.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},`+
+			`{"type":"portmap","capabilities":{"portMappings":true}}]}`),
+	}
+	n := nodecontainer.Start(t, nodecontainer.Options{Name: "sdjoin", Binaries: files, Images: []string{pauseImage, busyboxImage},
+		LoopbackPorts: []int{port}})
+	// systemd makes a slice's directory only in the hierarchies it manages
+	// for it (never cpuset on v1), and upstream's kubelet, as this one,
+	// refuses a reserved cgroup missing from one of them: the slice is
+	// made with accounting on and completed by hand, as kubeadm users do
+	// (ExecStartPre=mkdir ...).
+	under := n.Cgroup(t, "memory")
+	if out, err := n.Exec(t, "sh", "-c", "systemctl set-property --runtime kube.slice CPUAccounting=yes MemoryAccounting=yes TasksAccounting=yes && "+
+		"systemctl start kube.slice && for d in /sys/fs/cgroup/*/; do [ -d \"$d"+under+"\" ] && mkdir -p \"$d"+under+"/kube.slice\"; done; true"); err != nil {
+		t.Fatalf("make kube.slice: %v: %s", err, out)
+	}
+	if out, err := n.Exec(t, "systemd-run", "--unit=kubelet", "--slice=kube.slice", "--", "/usr/local/bin/kubelet",
+		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
+		"--config=/var/lib/kubelet/config.yaml", "--pod-infra-container-image="+pauseImage, "--cni-bin-dir=/usr/lib/cni", "-v=2"); err != nil {
+		t.Fatalf("start the kubelet in the node: %v: %s", err, out)
+	}
+	t.Cleanup(func() { c.DeleteNode(t, n.Name) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := n.Exec(t, "journalctl", "-u", "kubelet", "--no-pager", "-n", "80")
+			t.Logf("the node's kubelet:\n%s", out)
+		}
+	})
+	waitUntil(t, 2*time.Minute, "Node "+n.Name+" is Ready", func() bool {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	memRoot := "/sys/fs/cgroup/memory" + under
+	if got := read(filepath.Join(memRoot, "kube.slice", "memory.limit_in_bytes")); got != strconv.FormatInt(kubeReserved, 10) {
+		t.Errorf("kube.slice memory.limit_in_bytes = %s, want kubeReserved %d", got, kubeReserved)
+	}
+	if out, _ := n.Exec(t, "systemctl", "show", "-p", "MemoryLimit", "--value", "kube.slice"); strings.TrimSpace(out) != strconv.FormatInt(kubeReserved, 10) {
+		t.Errorf("systemd's MemoryLimit of kube.slice = %q, want %d (set through systemd, not behind its back)", strings.TrimSpace(out), kubeReserved)
+	}
+	if got := read(filepath.Join(memRoot, "kubepods.slice", "memory.limit_in_bytes")); got != strconv.Itoa(podsMemory) {
+		t.Errorf("kubepods.slice memory.limit_in_bytes = %s, want capacity - kubeReserved = %d", got, podsMemory)
+	}
+
+	ns := "default"
+	mk := func(name, cmd string, res v1.ResourceRequirements) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.PodSpec{
+			NodeName: n.Name, RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{Name: "main", Image: busyboxImage, ImagePullPolicy: v1.PullNever,
+				Command: []string{"sh", "-c", cmd}, Resources: res}},
+		}}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			zero := int64(0)
+			_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
+		return p
+	}
+	mk("keep", "exec sleep 3600", v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("32Mi")}, Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}})
+	waitUntil(t, 2*time.Minute, "the burstable pod runs", func() bool {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "keep", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == v1.PodRunning
+	})
+	mk("hog", "head -c 700m /dev/zero | tail; sleep 3600", v1.ResourceRequirements{})
+	var hog *v1.Pod
+	waitUntil(t, 3*time.Minute, "the memory hog is evicted", func() bool {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "hog", metav1.GetOptions{})
+		hog = p
+		return err == nil && p.Status.Phase == v1.PodFailed
+	})
+	want := "The node was low on resource: memory. Threshold quantity: 600Mi, available: "
+	if hog.Status.Reason != "Evicted" || !strings.HasPrefix(hog.Status.Message, want) || !strings.Contains(hog.Status.Message, "Container main was using ") {
+		t.Errorf("the hog ended with reason %q, message %q; want Evicted, %q...", hog.Status.Reason, hog.Status.Message, want)
+	}
+	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "keep", metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
+		t.Errorf("the burstable pod after the eviction: %v, %v; want Running", p.Status.Phase, err)
+	}
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pressure := false
+	for _, cond := range node.Status.Conditions {
+		pressure = pressure || cond.Type == v1.NodeMemoryPressure && cond.Status == v1.ConditionTrue
+	}
+	if !pressure {
+		t.Error("the Node does not report MemoryPressure after the eviction")
+	}
+	t.Logf("node %s: kube.slice limit %d, kubepods.slice %d; the hog: %s", n.Name, kubeReserved, podsMemory, hog.Status.Message)
+}
+
+// writeTestFile writes content to dir/name and returns its path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

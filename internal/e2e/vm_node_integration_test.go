@@ -66,8 +66,8 @@ func TestIntegrationVMNode(t *testing.T) {
 	}
 	files := map[string]string{
 		"/usr/local/bin/kubelet":                 s.bin,
-		"/etc/kubernetes/bootstrap-kubelet.conf": writeTemp(t, dir, "bootstrap.conf", bootVM),
-		"/etc/cni/net.d/10-bridge.conflist": writeTemp(t, dir, "cni.conflist", `{"cniVersion":"1.0.0","name":"vmnet","plugins":[`+
+		"/etc/kubernetes/bootstrap-kubelet.conf": writeTestFile(t, dir, "bootstrap.conf", bootVM),
+		"/etc/cni/net.d/10-bridge.conflist": writeTestFile(t, dir, "cni.conflist", `{"cniVersion":"1.0.0","name":"vmnet","plugins":[`+
 			`{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},`+
 			`{"type":"portmap","capabilities":{"portMappings":true}}]}`),
 	}
@@ -111,7 +111,7 @@ kubeReserved: {memory: 100Mi}
 evictionHard: {memory.available: %dMi}
 failSwapOn: false
 `, thresholdMi)
-	v.Copy(t, writeTemp(t, dir, "config.yaml", cfg), "/var/lib/kubelet/config.yaml")
+	v.Copy(t, writeTestFile(t, dir, "config.yaml", cfg), "/var/lib/kubelet/config.yaml")
 	exec("systemd-run", "--unit=kubelet", "--", "/usr/local/bin/kubelet",
 		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 		"--config=/var/lib/kubelet/config.yaml", "--pod-infra-container-image="+pauseImage,
@@ -358,14 +358,4 @@ failSwapOn: false
 	}
 	out, _ := yaml.Marshal(evicted.Status)
 	t.Logf("evicted: %s; whole test %s", strings.ReplaceAll(string(out), "\n", " "), time.Since(begin).Round(time.Second))
-}
-
-// writeTemp writes content to dir/name and returns its path.
-func writeTemp(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -78,6 +78,10 @@ type Options struct {
 	Images []string
 	// Image is the image to run (default Image).
 	Image string
+	// LoopbackPorts are TCP ports of the host's 127.0.0.1 (a control plane
+	// bound to loopback) that the node reaches at its own 127.0.0.1, so that
+	// a kubeconfig works unchanged inside: see loopback.go.
+	LoopbackPorts []int
 }
 
 // Node is a running node container. Its methods are safe for concurrent use.
@@ -113,7 +117,13 @@ func Start(t testing.TB, opts Options) *Node {
 			opts.Image, err, out)
 	}
 	n := &Node{Name: opts.Name, ContainerName: "kds-node-" + opts.Name + "-" + cmdtest.Suffix(t)}
-	id, err := docker(context.Background(), createArgs(t, n, opts.Image)...)
+	args := createArgs(t, n, opts.Image)
+	var sockets string
+	if len(opts.LoopbackPorts) > 0 {
+		sockets = serveLoopback(t, opts.LoopbackPorts)
+		args = append(args[:len(args)-1], "-v", sockets+":"+loopbackDir, args[len(args)-1])
+	}
+	id, err := docker(context.Background(), args...)
 	if err != nil {
 		t.Fatalf("create node container: %v: %s", err, id)
 	}
@@ -130,6 +140,9 @@ func Start(t testing.TB, opts Options) *Node {
 	n.inspect(t)
 	n.waitBooted(t)
 	n.waitDocker(t)
+	for _, p := range opts.LoopbackPorts {
+		n.proxyLoopback(t, p)
+	}
 	if len(opts.Images) > 0 {
 		n.LoadImages(t, opts.Images...)
 	}
