@@ -267,3 +267,27 @@ func infinity(v int64) uint64 {
 func newProp(name string, value any) sddbus.Property {
 	return sddbus.Property{Name: name, Value: dbus.MakeVariant(value)}
 }
+
+// unifiedProps are the unit properties of the unified keys (CheckUnified),
+// as runc's systemd manager sets them.
+var unifiedProps = map[string]string{"memory.min": "MemoryMin", "memory.low": "MemoryLow", "memory.high": "MemoryHigh"}
+
+// UnifiedProperties are checked unified resources as systemd unit
+// properties ("max": systemd's infinity). systemd writes a unit's cgroup
+// files from its properties whenever it sets any of them, so a scope's
+// unified resources must be its properties, not files written behind
+// systemd's back.
+func UnifiedProperties(kv map[string]string) ([]sddbus.Property, error) {
+	if err := CheckUnified(kv); err != nil {
+		return nil, err
+	}
+	props := make([]sddbus.Property, 0, len(kv))
+	for _, k := range sortedKeys(kv) {
+		v := uint64(math.MaxUint64)
+		if kv[k] != "max" {
+			v, _ = strconv.ParseUint(kv[k], 10, 64)
+		}
+		props = append(props, newProp(unifiedProps[k], v))
+	}
+	return props, nil
+}

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -67,5 +68,20 @@ func TestSystemdProperties(t *testing.T) {
 	if got["CPUWeight"] != CPUSharesToWeight(512) || got["CPUQuotaPerSecUSec"] != uint64(math.MaxUint64) ||
 		got["MemoryMax"] != uint64(math.MaxUint64) || got["CPUQuotaPeriodUSec"] != nil || got["MemoryLimit"] != nil {
 		t.Errorf("v2 properties %v", got)
+	}
+}
+
+func TestUnifiedProperties(t *testing.T) {
+	t.Parallel()
+	props, err := UnifiedProperties(map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(props)
+	if want := "[{MemoryHigh @t 63750144} {MemoryLow @t 18446744073709551615} {MemoryMin @t 0}]"; got != want {
+		t.Errorf("properties %s, want %s", got, want)
+	}
+	if _, err := UnifiedProperties(map[string]string{"cpu.weight": "1"}); err == nil {
+		t.Error("cpu.weight accepted")
 	}
 }

@@ -169,6 +169,7 @@ type Service struct {
 	streams     streamServer
 	events      *eventBroker
 	stats       *statsCollector
+	units       systemdUnits // sets unified resources as unit properties (systemd driver)
 	imageLocks  keyLock    // serialises RemoveImage per image ID
 	images      imageNames // what container statuses show of their images
 	adoptLocks  keyLock    // serialises the adoption of a sandbox per ID

@@ -39,7 +39,9 @@ type suite struct {
 	docker string // unix:// endpoint of the private dockerd
 	dockrd *proc  // the private dockerd
 	bridge string // the private dockerd's own bridge
-	err    error  // set when the setup failed: every test fails with it
+	// dockerVersion is the private dockerd's ServerVersion.
+	dockerVersion string
+	err           error // set when the setup failed: every test fails with it
 }
 
 // theSuite is written once by TestMain before any test runs and only read after.
@@ -91,7 +93,7 @@ func setupSuite() *suite {
 	if s.err = sweepStaleRules(); s.err != nil {
 		return s
 	}
-	fmt.Fprintf(os.Stderr, "e2e: binary built and private dockerd ready in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: binary built and private dockerd (Docker %s) ready in %s\n", s.dockerVersion, time.Since(start).Round(time.Millisecond))
 	return s
 }
 
@@ -159,7 +161,12 @@ func (s *suite) startDockerd() error {
 	}
 	sock := filepath.Join(d, "docker.sock")
 	s.docker = "unix://" + sock
-	p, err := startProc("dockerd", filepath.Join(d, "dockerd.log"), "dockerd",
+	// $DOCKERSHIM_TEST_DOCKER=26 runs the suite on Docker Engine 26.
+	program, checkVersion, err := dockerd.EngineFromEnv()
+	if err != nil {
+		return err
+	}
+	p, err := startProc("dockerd", filepath.Join(d, "dockerd.log"), program,
 		"--config-file="+conf, "--data-root="+filepath.Join(d, "data"), "--exec-root="+filepath.Join(d, "x"),
 		"--pidfile="+filepath.Join(d, "docker.pid"), "-H", s.docker, "--bridge="+s.bridge, "--iptables=false",
 		"--ip-masq=false", "--userland-proxy=false")
@@ -169,7 +176,11 @@ func (s *suite) startDockerd() error {
 	s.dockrd = p
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := s.dockerCLI(context.Background(), "info", "--format", "{{.ServerVersion}}"); err == nil {
+		if v, err := s.dockerCLI(context.Background(), "info", "--format", "{{.ServerVersion}}"); err == nil {
+			s.dockerVersion = strings.TrimSpace(v)
+			if err := checkVersion(s.dockerVersion); err != nil {
+				return err
+			}
 			break
 		}
 		if p.exited() || time.Now().After(deadline) {

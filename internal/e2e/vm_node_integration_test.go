@@ -40,6 +40,9 @@ import (
 //   - /metrics/cadvisor has the container's rows and /stats/summary its pod;
 //   - an in-place resize reaches the pod slice's and the container scope's
 //     cpu.max and memory.max;
+//   - the static CPU manager (reservedSystemCPUs 0): a Guaranteed pod with
+//     one whole CPU gets an exclusive CPU in its scope's cpuset.cpus, and
+//     the shared pool's containers lose it;
 //   - a BestEffort pod that takes the node below its memory.available
 //     threshold is evicted with upstream's reason and message (the eviction
 //     manager polls on cgroup v2, as upstream's does).
@@ -72,7 +75,7 @@ func TestIntegrationVMNode(t *testing.T) {
 			`{"type":"portmap","capabilities":{"portMappings":true}}]}`),
 	}
 	begin := time.Now()
-	v := vm.Start(t, vm.Options{Name: "cg2", Files: files, Images: []string{pauseImage, busyboxImage}, Forward: []int{10255}})
+	v := vm.Start(t, vm.Options{Name: "cg2", CPUs: 3, Files: files, Images: []string{pauseImage, busyboxImage}, Forward: []int{10255}})
 	t.Logf("VM up in %s, files and images in %s", v.BootTime.Round(time.Second), (time.Since(begin) - v.BootTime).Round(time.Second))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -109,6 +112,8 @@ authorization: {mode: AlwaysAllow}
 readOnlyPort: 10255
 kubeReserved: {memory: 100Mi}
 evictionHard: {memory.available: %dMi}
+cpuManagerPolicy: static
+reservedSystemCPUs: "0"
 failSwapOn: false
 `, thresholdMi)
 	v.Copy(t, writeTestFile(t, dir, "config.yaml", cfg), "/var/lib/kubelet/config.yaml")
@@ -319,6 +324,28 @@ failSwapOn: false
 			t.Errorf("after the resize, %s/%s = %s, want %s", check.dir, check.file, got, check.want)
 		}
 	}
+
+	// The static CPU manager: one CPU for the Guaranteed pod that asks for a
+	// whole one, the others (but reserved CPU 0's) shared.
+	pinnedPod := pod("pinned", v1.RestartPolicyAlways, "exec sleep 3600", rl("1", "32Mi"), rl("1", "32Mi"))
+	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pinnedPod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), "pinned", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	pinned := running("pinned")
+	pinnedScope := "kubepods.slice/kubepods-pod" + uid(pinned) + ".slice/" + scope(pinned)
+	exclusive := cgroup(pinnedScope, "cpuset.cpus")
+	if exclusive == "0" || strings.ContainsAny(exclusive, ",-") {
+		t.Errorf("the pinned container's cpuset.cpus = %q, want one CPU other than the reserved 0", exclusive)
+	}
+	// The shared pool as the kernel prints it: CPUs 0-2 less the exclusive one.
+	shared := map[string]string{"1": "0,2", "2": "0-1"}[exclusive]
+	waitUntil(t, time.Minute, "the burstable container leaves the exclusive CPU", func() bool {
+		return cgroup(burstSlice+"/"+scope(burst), "cpuset.cpus") == shared
+	})
 
 	// Eviction last: MemoryPressure stays for the transition period.
 	hog := pod("hog", v1.RestartPolicyNever, "head -c 700m /dev/zero | tail; sleep 3600", nil, nil)

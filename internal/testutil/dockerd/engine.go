@@ -129,3 +129,15 @@ func RunMain(m *testing.M, images ...string) int {
 	}
 	return code
 }
+
+// EngineFromEnv is the daemon program of the engine $DOCKERSHIM_TEST_DOCKER
+// names (the host's dockerd when unset), for suites that run their own
+// private daemon, and a check of the version that daemon reports.
+func EngineFromEnv() (program string, check func(serverVersion string) error, err error) {
+	engine, _, err := engineFromEnv()
+	if err != nil {
+		return "", nil, err
+	}
+	program, err = engine.dockerd()
+	return program, engine.check, err
+}

@@ -1,0 +1,126 @@
+package dockershim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	godbus "github.com/godbus/dbus/v5"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
+)
+
+// CRI's unified resources (cgroup v2 files, the kubelet's MemoryQoS
+// memory.min, memory.low and memory.high) have no Docker field: the shim
+// keeps a container's in a label (labelUnified) and writes them into its
+// cgroup once it runs, as containerd's runc does at creation; an update
+// writes them into the running container's cgroup.
+
+// checkUnifiedHost refuses unified resources on a cgroup v1 host.
+func (s *Service) checkUnifiedHost(field string) error {
+	if s.host.cgroupVersion != "2" {
+		return invalidArg(field, "unified resources need cgroup v2; Docker reports cgroup version %q", s.host.cgroupVersion)
+	}
+	return nil
+}
+
+// applyUnifiedLabel writes a started container's labelled unified resources.
+func (s *Service) applyUnifiedLabel(ctx context.Context, id, label string) error {
+	var kv map[string]string
+	if err := json.Unmarshal([]byte(label), &kv); err != nil {
+		return fmt.Errorf("container %s: label %s: %w", id, labelUnified, err)
+	}
+	j, err := s.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("inspect started container %s: %w", id, err)
+	}
+	if j.State == nil || !j.State.Running {
+		return nil // it exited already: no cgroup to set
+	}
+	return s.setUnified(id, j.State.Pid, kv)
+}
+
+// systemdUnits connects to systemd once, when the first container with
+// unified resources runs under Docker's systemd driver.
+type systemdUnits struct {
+	once sync.Once
+	conn *sddbus.Conn
+	err  error
+}
+
+func (u *systemdUnits) get() (*sddbus.Conn, error) {
+	u.once.Do(func() {
+		// The connection lives as long as the process.
+		u.conn, u.err = sddbus.NewWithContext(context.Background())
+	})
+	return u.conn, u.err
+}
+
+// setUnified sets kv on the cgroup of process pid (container id's init
+// process): with Docker's systemd driver as properties of the container's
+// scope (systemd rewrites the files from them whenever the scope changes,
+// a docker update included), with cgroupfs into the cgroup2 files. A
+// container that exited meanwhile is no error.
+func (s *Service) setUnified(id string, pid int, kv map[string]string) error {
+	p, err := s.stats.cgroups.lookup(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // the process exited
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: find its cgroup: %w", id, err)
+	}
+	if !p.V2 {
+		return fmt.Errorf("container %s: unified resources need cgroup v2, the container's cgroups are v1", id)
+	}
+	if s.host.cgroupDriver == "systemd" {
+		return s.setUnitUnified(id, filepath.Base(p.Unified), kv)
+	}
+	if err := cgroups.SetUnified(p.Unified, kv); err != nil && !errors.Is(err, cgroups.ErrGone) {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	return nil
+}
+
+// setUnitUnified sets kv as runtime properties of the container's scope.
+func (s *Service) setUnitUnified(id, unit string, kv map[string]string) error {
+	if !strings.HasSuffix(unit, ".scope") {
+		return fmt.Errorf("container %s: its cgroup %q is not a systemd scope", id, unit)
+	}
+	props, err := cgroups.UnifiedProperties(kv)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	conn, err := s.units.get()
+	if err != nil {
+		return fmt.Errorf("container %s: connect to systemd: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unitTimeout)
+	defer cancel()
+	err = conn.SetUnitPropertiesContext(ctx, unit, true, props...)
+	if noSuchUnit(err) {
+		return nil // the container exited and its scope is gone
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: set %v on %s: %w", id, kv, unit, err)
+	}
+	return nil
+}
+
+// noSuchUnit reports whether err is systemd's NoSuchUnit (godbus returns
+// its errors as values; pointers are accepted too).
+func noSuchUnit(err error) bool {
+	const name = "org.freedesktop.systemd1.NoSuchUnit"
+	var v godbus.Error
+	var p *godbus.Error
+	return errors.As(err, &v) && v.Name == name || errors.As(err, &p) && p != nil && p.Name == name
+}
+
+// unitTimeout bounds a call to systemd.
+const unitTimeout = 30 * time.Second
