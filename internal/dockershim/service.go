@@ -170,9 +170,9 @@ type Service struct {
 	events      *eventBroker
 	stats       *statsCollector
 	units       systemdUnits // sets unified resources as unit properties (systemd driver)
-	imageLocks  keyLock    // serialises RemoveImage per image ID
-	images      imageNames // what container statuses show of their images
-	adoptLocks  keyLock    // serialises the adoption of a sandbox per ID
+	imageLocks  keyLock      // serialises RemoveImage per image ID
+	images      imageNames   // what container statuses show of their images
+	adoptLocks  keyLock      // serialises the adoption of a sandbox per ID
 
 	host      hostInfo      // immutable after Start
 	runConfig runtimeConfig // UpdateRuntimeConfig state
