@@ -94,13 +94,19 @@ step "go build ./..." go build ./...
 step "go test${RACE:+ (RACE=$RACE)}" go_test
 
 # docker26 runs the shim's tests again against a private Docker Engine 26
-# daemon (scripts/docker26.sh; one per package, removed afterwards): the
-# engines the shim is tested on are the host's 20.10 and 26.1. About 75 s.
+# daemon (scripts/docker26.sh; one per package, removed afterwards), then the
+# node e2e tests that run pods through the whole kubelet without a control
+# plane (the e2e suite's private dockerd is a Docker 26 one): the engines
+# tested are the host's 20.10 and 26.1. About 3 min. The rest of the e2e
+# suite on Docker 26 (the control plane cases, 9 min more):
+# DOCKERSHIM_TEST_DOCKER=26 go test ./internal/e2e/ (README).
+DOCKER26_E2E='TestIntegration(DockerModePodRuns|DockerModePodCgroups|DockerModeCrashLoop|DockerModeLivenessProbe|DockerModeReadinessProbe|DockerModeEnvAndVolumes|DockerModeCPUManagerStatic|Cadvisor|KubeletAPI|ShimStreaming|ContainerRestartRules|SysctlAdmission)$'
 docker26() {
-	DOCKERSHIM_TEST_DOCKER=26 go test -count=1 -timeout 20m -p 1 ./internal/dockershim/...
+	DOCKERSHIM_TEST_DOCKER=26 go test -count=1 -timeout 20m -p 1 ./internal/dockershim/... &&
+		DOCKERSHIM_TEST_DOCKER=26 go test -count=1 -timeout 20m -run "$DOCKER26_E2E" ./internal/e2e/
 }
 if [[ ${DOCKER26:-1} != 0 && -z ${PKGS:-} ]]; then
-	step "go test ./internal/dockershim/... on Docker Engine 26" docker26
+	step "go test ./internal/dockershim/... and the node e2e tests on Docker Engine 26" docker26
 fi
 
 # fuzz_short runs every fuzz target of the module for FUZZTIME on top of its
