@@ -287,13 +287,12 @@ func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
 		if len(f) != 3 {
 			continue
 		}
-		majS, minS, ok := bytes.Cut(f[0], []byte{':'})
+		d, ok := parseDevice(f[0])
 		if !ok {
 			continue
 		}
-		maj, min := atou(majS), atou(minS)
-		if len(out) == 0 || out[len(out)-1].Major != maj || out[len(out)-1].Minor != min {
-			out = append(out, DeviceIO{Major: maj, Minor: min})
+		if len(out) == 0 || out[len(out)-1].Major != d.Major || out[len(out)-1].Minor != d.Minor {
+			out = append(out, d)
 		}
 		switch string(f[1]) {
 		case "Read":
@@ -399,4 +398,10 @@ func (c *HeldFiles) FirstProc(dir string) int {
 		return nil
 	})
 	return pid
+}
+
+// parseDevice reads a "major:minor" field (blkio and io.stat lines).
+func parseDevice(field []byte) (DeviceIO, bool) {
+	majS, minS, ok := bytes.Cut(field, []byte{':'})
+	return DeviceIO{Major: atou(majS), Minor: atou(minS)}, ok
 }

@@ -87,11 +87,10 @@ func ParseIOStat(b []byte, out []DeviceIO) []DeviceIO {
 		if len(f) < 2 {
 			continue
 		}
-		majS, minS, ok := bytes.Cut(f[0], []byte{':'})
+		d, ok := parseDevice(f[0])
 		if !ok {
 			continue
 		}
-		d := DeviceIO{Major: atou(majS), Minor: atou(minS)}
 		for _, kv := range f[1:] {
 			k, v, ok := bytes.Cut(kv, []byte{'='})
 			if !ok {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/cmdtest"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/nodecontainer"
 )
 
@@ -134,14 +135,7 @@ spec:
 	under := n.Cgroup(t, "memory")
 	memRoot := "/sys/fs/cgroup/memory" + under
 	cpuRoot := "/sys/fs/cgroup/cpu" + under
-	read := func(path string) string {
-		t.Helper()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(path string) string { t.Helper(); return readTrimmed(t, path) }
 	slice := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(string(burst.UID), "-", "_") + ".slice"
 	if got := read(filepath.Join(memRoot, slice, "memory.limit_in_bytes")); got != strconv.Itoa(64<<20) {
 		t.Errorf("%s memory.limit_in_bytes = %s, want 64Mi", slice, got)
@@ -292,27 +286,9 @@ failSwapOn: false
 			t.Logf("the node's kubelet:\n%s", out)
 		}
 	})
-	waitUntil(t, 2*time.Minute, "Node "+n.Name+" is Ready", func() bool {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	})
+	waitAPINodeReady(t, c, n.Name, 2*time.Minute)
 
-	read := func(path string) string {
-		t.Helper()
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		return strings.TrimSpace(string(b))
-	}
+	read := func(path string) string { t.Helper(); return readTrimmed(t, path) }
 	memRoot := "/sys/fs/cgroup/memory" + under
 	if got := read(filepath.Join(memRoot, "kube.slice", "memory.limit_in_bytes")); got != strconv.FormatInt(kubeReserved, 10) {
 		t.Errorf("kube.slice memory.limit_in_bytes = %s, want kubeReserved %d", got, kubeReserved)
@@ -353,23 +329,9 @@ failSwapOn: false
 		hog = p
 		return err == nil && p.Status.Phase == v1.PodFailed
 	})
-	want := "The node was low on resource: memory. Threshold quantity: 600Mi, available: "
-	if hog.Status.Reason != "Evicted" || !strings.HasPrefix(hog.Status.Message, want) || !strings.Contains(hog.Status.Message, "Container main was using ") {
-		t.Errorf("the hog ended with reason %q, message %q; want Evicted, %q...", hog.Status.Reason, hog.Status.Message, want)
-	}
+	checkMemoryEviction(t, c, n.Name, hog, "600Mi")
 	if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, "keep", metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
 		t.Errorf("the burstable pod after the eviction: %v, %v; want Running", p.Status.Phase, err)
-	}
-	node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pressure := false
-	for _, cond := range node.Status.Conditions {
-		pressure = pressure || cond.Type == v1.NodeMemoryPressure && cond.Status == v1.ConditionTrue
-	}
-	if !pressure {
-		t.Error("the Node does not report MemoryPressure after the eviction")
 	}
 	t.Logf("node %s: kube.slice limit %d, kubepods.slice %d; the hog: %s", n.Name, kubeReserved, podsMemory, hog.Status.Message)
 }
@@ -382,4 +344,49 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// readTrimmed is the content of the file at path without surrounding space;
+// the test fails when it cannot be read.
+func readTrimmed(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitAPINodeReady waits until Node name is Ready in c and returns it.
+func waitAPINodeReady(t *testing.T, c *controlplane.Cluster, name string, timeout time.Duration) *v1.Node {
+	t.Helper()
+	var node *v1.Node
+	waitUntil(t, timeout, "Node "+name+" is Ready", func() bool {
+		got, err := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		node = got
+		cond := nodeCondition(got, v1.NodeReady)
+		return cond != nil && cond.Status == v1.ConditionTrue
+	})
+	return node
+}
+
+// checkMemoryEviction checks that pod was evicted for memory with
+// upstream's reason and message (its container "main" named, the threshold
+// quantity given), and that Node nodeName reports MemoryPressure.
+func checkMemoryEviction(t *testing.T, c *controlplane.Cluster, nodeName string, pod *v1.Pod, threshold string) {
+	t.Helper()
+	want := "The node was low on resource: memory. Threshold quantity: " + threshold + ", available: "
+	if pod.Status.Reason != "Evicted" || !strings.HasPrefix(pod.Status.Message, want) || !strings.Contains(pod.Status.Message, "Container main was using ") {
+		t.Errorf("pod %s ended with reason %q, message %q; want Evicted, %q...", pod.Name, pod.Status.Reason, pod.Status.Message, want)
+	}
+	node, err := c.Client.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := nodeCondition(node, v1.NodeMemoryPressure); cond == nil || cond.Status != v1.ConditionTrue {
+		t.Errorf("Node %s after the eviction: MemoryPressure %+v, want True", nodeName, cond)
+	}
 }
