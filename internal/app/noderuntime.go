@@ -119,7 +119,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 // test: /sys/fs/cgroup is cgroup2), with the gate, memoryThrottlingFactor and
 // the node's memory less systemReserved and kubeReserved.
 func memoryQoS(cfg *Config, capacity int64, reserved nodeReservations) kuberuntime.MemoryQoS {
-	v2, _ := cgroups.IsUnified("/sys/fs/cgroup")
+	v2, _ := cgroups.IsUnified(cgroups.DefaultRoot)
 	alloc := capacity
 	for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
 		if q, ok := rl[v1.ResourceMemory]; ok {

@@ -9,10 +9,16 @@ import (
 	"strconv"
 )
 
-// unifiedKeys are the cgroup v2 files a client may set through CRI's
+// The cgroup v2 files a client may set through CRI's
 // LinuxContainerResources.unified: the memory protection and throttle the
 // kubelet's MemoryQoS sets.
-var unifiedKeys = map[string]bool{"memory.min": true, "memory.low": true, "memory.high": true}
+const (
+	MemoryMin  = "memory.min"
+	MemoryLow  = "memory.low"
+	MemoryHigh = "memory.high"
+)
+
+var unifiedKeys = map[string]bool{MemoryMin: true, MemoryLow: true, MemoryHigh: true}
 
 // CheckUnified checks CRI unified resources: known keys (UnifiedKeys) and
 // values "max" or a byte count.

@@ -49,7 +49,40 @@ import (
 //
 // Run by `make vm-test` (build tag vm; not in scripts/test.sh: the VM alone
 // takes minutes under software emulation).
-func TestIntegrationVMNode(t *testing.T) {
+func TestIntegrationVMNode(t *testing.T) { testVMNode(t, "cg2", systemdLayout) }
+
+// TestIntegrationVMNodeCgroupfs is TestIntegrationVMNode with Docker on the
+// cgroupfs driver (its daemon.json changed and dockerd restarted before the
+// kubelet starts), which the kubelet takes from it: the cgroupfs paths on
+// cgroup v2 (kubepods/burstable/pod<uid>/<id>), MemoryQoS written into the
+// files.
+func TestIntegrationVMNodeCgroupfs(t *testing.T) { testVMNode(t, "cg2fs", cgroupfsLayout) }
+
+// cgLayout is where a cgroup driver puts the kubelet's and Docker's cgroups
+// (paths below /sys/fs/cgroup).
+type cgLayout struct {
+	driver                   string
+	kubepods, besteffort     string
+	burstablePod, guaranteed func(uid string) string
+	container                func(id string) string
+}
+
+var (
+	systemdLayout = cgLayout{driver: "systemd", kubepods: "kubepods.slice", besteffort: "kubepods.slice/kubepods-besteffort.slice",
+		burstablePod: func(uid string) string {
+			return "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		},
+		guaranteed: func(uid string) string {
+			return "kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+		},
+		container: func(id string) string { return "docker-" + id + ".scope" }}
+	cgroupfsLayout = cgLayout{driver: "cgroupfs", kubepods: "kubepods", besteffort: "kubepods/besteffort",
+		burstablePod: func(uid string) string { return "kubepods/burstable/pod" + uid },
+		guaranteed:   func(uid string) string { return "kubepods/pod" + uid },
+		container:    func(id string) string { return id }}
+)
+
+func testVMNode(t *testing.T, name string, layout cgLayout) {
 	s := requireSuite(t)
 	c := startCluster(t)
 	ctx := context.Background()
@@ -75,7 +108,7 @@ func TestIntegrationVMNode(t *testing.T) {
 			`{"type":"portmap","capabilities":{"portMappings":true}}]}`),
 	}
 	begin := time.Now()
-	v := vm.Start(t, vm.Options{Name: "cg2", CPUs: 3, Files: files, Images: []string{pauseImage, busyboxImage}, Forward: []int{10255}})
+	v := vm.Start(t, vm.Options{Name: name, CPUs: 3, Files: files, Images: []string{pauseImage, busyboxImage}, Forward: []int{10255}})
 	t.Logf("VM up in %s, files and images in %s", v.BootTime.Round(time.Second), (time.Since(begin) - v.BootTime).Round(time.Second))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -116,14 +149,20 @@ cpuManagerPolicy: static
 reservedSystemCPUs: "0"
 failSwapOn: false
 `, thresholdMi)
+	if layout.driver != "systemd" {
+		exec("sh", "-c", `printf '{"exec-opts": ["native.cgroupdriver=`+layout.driver+`"]}\n' >/etc/docker/daemon.json && systemctl restart docker`)
+	}
+	if got := exec("docker", "info", "--format", "{{.CgroupDriver}}"); got != layout.driver {
+		t.Fatalf("Docker's cgroup driver is %q, want %q", got, layout.driver)
+	}
 	v.Copy(t, writeTestFile(t, dir, "config.yaml", cfg), "/var/lib/kubelet/config.yaml")
 	exec("systemd-run", "--unit=kubelet", "--", "/usr/local/bin/kubelet",
 		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 		"--config=/var/lib/kubelet/config.yaml", "--pod-infra-container-image="+pauseImage,
 		"--cni-bin-dir=/usr/lib/cni", "-v=2")
-	t.Cleanup(func() { c.DeleteNode(t, "cg2") })
+	t.Cleanup(func() { c.DeleteNode(t, name) })
 
-	node := waitAPINodeReady(t, c, "cg2", 3*time.Minute)
+	node := waitAPINodeReady(t, c, name, 3*time.Minute)
 	if log := exec("journalctl", "-u", "kubelet", "--no-pager"); !strings.Contains(log, "Using cgroup driver setting received from the CRI runtime") {
 		t.Errorf("the kubelet did not take Docker's driver; its log:\n%s", cmdtest.LastLines(log, 30))
 	}
@@ -136,15 +175,15 @@ failSwapOn: false
 		return exec("cat", filepath.Join("/sys/fs/cgroup", rel, file))
 	}
 	capacity := node.Status.Capacity[v1.ResourceMemory]
-	if got, want := cgroup("kubepods.slice", "memory.max"), strconv.FormatInt(capacity.Value()-100<<20, 10); got != want {
-		t.Errorf("kubepods.slice memory.max = %s, want capacity - kube-reserved = %s", got, want)
+	if got, want := cgroup(layout.kubepods, "memory.max"), strconv.FormatInt(capacity.Value()-100<<20, 10); got != want {
+		t.Errorf("%s memory.max = %s, want capacity - kube-reserved = %s", layout.kubepods, got, want)
 	}
 
 	ns := "default"
 	pod := func(name string, policy v1.RestartPolicy, cmd string, req, lim v1.ResourceList) *v1.Pod {
 		return &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: v1.PodSpec{RestartPolicy: policy, NodeName: "cg2", Containers: []v1.Container{{
+			Spec: v1.PodSpec{RestartPolicy: policy, NodeName: name, Containers: []v1.Container{{
 				Name: "main", Image: busyboxImage, ImagePullPolicy: v1.PullNever, Command: []string{"sh", "-c", cmd},
 				Resources: v1.ResourceRequirements{Requests: req, Limits: lim},
 			}}},
@@ -184,11 +223,10 @@ failSwapOn: false
 	}
 	burst, guar := running("burst"), running("guar")
 	scope := func(p *v1.Pod) string {
-		return "docker-" + strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "docker://") + ".scope"
+		return layout.container(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "docker://"))
 	}
-	uid := func(p *v1.Pod) string { return strings.ReplaceAll(string(p.UID), "-", "_") }
-	burstSlice := "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid(burst) + ".slice"
-	guarSlice := "kubepods.slice/kubepods-pod" + uid(guar) + ".slice"
+	burstSlice := layout.burstablePod(string(burst.UID))
+	guarSlice := layout.guaranteed(string(guar.UID))
 	for _, check := range []struct{ dir, file, want string }{
 		{burstSlice, "cpu.weight", "4"}, // 102 shares: 1 + (102-2)*9999/262142
 		{burstSlice, "cpu.max", "50000 100000"},
@@ -202,7 +240,7 @@ failSwapOn: false
 		{guarSlice, "cpu.max", "20000 100000"},
 		{guarSlice, "memory.max", strconv.Itoa(48 << 20)},
 		{guarSlice + "/" + scope(guar), "memory.high", "max"}, // request == limit: none
-		{"kubepods.slice/kubepods-besteffort.slice", "cpu.weight", "1"},
+		{layout.besteffort, "cpu.weight", "1"},
 	} {
 		if got := cgroup(check.dir, check.file); got != check.want {
 			t.Errorf("%s/%s = %s, want %s", check.dir, check.file, got, check.want)
@@ -323,7 +361,7 @@ failSwapOn: false
 		_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), "pinned", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
 	pinned := running("pinned")
-	pinnedScope := "kubepods.slice/kubepods-pod" + uid(pinned) + ".slice/" + scope(pinned)
+	pinnedScope := layout.guaranteed(string(pinned.UID)) + "/" + scope(pinned)
 	exclusive := cgroup(pinnedScope, "cpuset.cpus")
 	if exclusive == "0" || strings.ContainsAny(exclusive, ",-") {
 		t.Errorf("the pinned container's cpuset.cpus = %q, want one CPU other than the reserved 0", exclusive)
@@ -349,7 +387,7 @@ failSwapOn: false
 		evicted = p
 		return err == nil && p.Status.Phase == v1.PodFailed
 	})
-	checkMemoryEviction(t, c, "cg2", evicted, fmt.Sprintf("%dMi", thresholdMi))
+	checkMemoryEviction(t, c, name, evicted, fmt.Sprintf("%dMi", thresholdMi))
 	for _, name := range []string{"burst", "guar"} {
 		if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
 			t.Errorf("%s after the eviction: phase %v, %v; want Running", name, p.Status.Phase, err)

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
 
 // MemoryQoS is how containers get cgroup v2 memory protection and throttling
@@ -26,9 +28,9 @@ type MemoryQoS struct {
 
 // Unified cgroup v2 keys the kubelet sets for MemoryQoS.
 const (
-	cgroup2MemoryMin  = "memory.min"
-	cgroup2MemoryLow  = "memory.low"
-	cgroup2MemoryHigh = "memory.high"
+	cgroup2MemoryMin  = cgroups.MemoryMin
+	cgroup2MemoryLow  = cgroups.MemoryLow
+	cgroup2MemoryHigh = cgroups.MemoryHigh
 )
 
 // memoryQoSPageSize is the page memory.high is rounded down to (upstream
