@@ -180,9 +180,9 @@ failSwapOn: false
 	}
 
 	ns := "default"
-	pod := func(name string, policy v1.RestartPolicy, cmd string, req, lim v1.ResourceList) *v1.Pod {
+	pod := func(podName string, policy v1.RestartPolicy, cmd string, req, lim v1.ResourceList) *v1.Pod {
 		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns},
 			Spec: v1.PodSpec{RestartPolicy: policy, NodeName: name, Containers: []v1.Container{{
 				Name: "main", Image: busyboxImage, ImagePullPolicy: v1.PullNever, Command: []string{"sh", "-c", cmd},
 				Resources: v1.ResourceRequirements{Requests: req, Limits: lim},
@@ -212,10 +212,10 @@ failSwapOn: false
 			_ = c.Client.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		})
 	}
-	running := func(name string) *v1.Pod {
+	running := func(podName string) *v1.Pod {
 		var got *v1.Pod
-		waitUntil(t, 3*time.Minute, name+" runs", func() bool {
-			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		waitUntil(t, 3*time.Minute, podName+" runs", func() bool {
+			p, err := c.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 			got = p
 			return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 		})
@@ -388,9 +388,9 @@ failSwapOn: false
 		return err == nil && p.Status.Phase == v1.PodFailed
 	})
 	checkMemoryEviction(t, c, name, evicted, fmt.Sprintf("%dMi", thresholdMi))
-	for _, name := range []string{"burst", "guar"} {
-		if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
-			t.Errorf("%s after the eviction: phase %v, %v; want Running", name, p.Status.Phase, err)
+	for _, podName := range []string{"burst", "guar"} {
+		if p, err := c.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodRunning {
+			t.Errorf("%s after the eviction: phase %v, %v; want Running", podName, p.Status.Phase, err)
 		}
 	}
 	out, _ := yaml.Marshal(evicted.Status)
