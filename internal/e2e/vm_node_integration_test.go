@@ -202,7 +202,9 @@ failSwapOn: false
 	for _, p := range []*v1.Pod{
 		pod("burst", v1.RestartPolicyAlways, "exec sleep 3600", rl("100m", "32Mi"), rl("500m", "64Mi")),
 		pod("guar", v1.RestartPolicyAlways, "exec sleep 3600", rl("200m", "48Mi"), rl("200m", "48Mi")),
-		pod("oom", v1.RestartPolicyNever, "head -c 200m /dev/zero | tail", nil, rl("", "16Mi")),
+		// 48Mi: with Docker's cgroupfs driver on v2, runc's init is charged to
+		// the container and was OOM-killed at 16Mi before the command ran.
+		pod("oom", v1.RestartPolicyNever, "head -c 300m /dev/zero | tail", nil, rl("", "48Mi")),
 	} {
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
