@@ -155,6 +155,25 @@ type nodeReservations struct {
 	system, kube v1.ResourceList
 }
 
+// allocatable is capacity less systemReserved and kubeReserved, each
+// resource floored at 0: upstream's absolute node allocatable (no eviction
+// threshold), the node-allocatable cgroup's limits.
+func (r nodeReservations) allocatable(capacity v1.ResourceList) v1.ResourceList {
+	out := capacity.DeepCopy()
+	for _, rl := range []v1.ResourceList{r.system, r.kube} {
+		for name, q := range rl {
+			if c, ok := out[name]; ok {
+				c.Sub(q)
+				if c.Sign() < 0 {
+					c.Set(0)
+				}
+				out[name] = c
+			}
+		}
+	}
+	return out
+}
+
 // parseReservations parses systemReserved and kubeReserved (name -> quantity).
 func parseReservations(k *kubeletv1beta1.KubeletConfiguration) (nodeReservations, error) {
 	var out nodeReservations

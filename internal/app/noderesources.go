@@ -147,17 +147,7 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 		limit["pid"] = *resource.NewQuantity(pids, resource.DecimalSI)
 	}
 	if slices.Contains(k.EnforceNodeAllocatable, kubeletconfig.EnforcePods) {
-		for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
-			for name, q := range rl {
-				if c, ok := limit[name]; ok {
-					c.Sub(q)
-					if c.Sign() < 0 {
-						c.Set(0)
-					}
-					limit[name] = c
-				}
-			}
-		}
+		limit = reserved.allocatable(limit)
 	}
 	opts.Kubepods = cgroupConfig(limit, false)
 	return cm.New(opts)

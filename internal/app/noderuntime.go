@@ -120,14 +120,9 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 // the node's memory less systemReserved and kubeReserved.
 func memoryQoS(cfg *Config, capacity int64, reserved nodeReservations) kuberuntime.MemoryQoS {
 	v2, _ := cgroups.IsUnified(cgroups.DefaultRoot)
-	alloc := capacity
-	for _, rl := range []v1.ResourceList{reserved.system, reserved.kube} {
-		if q, ok := rl[v1.ResourceMemory]; ok {
-			alloc -= q.Value()
-		}
-	}
+	alloc := reserved.allocatable(v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(capacity, resource.BinarySI)})
 	return kuberuntime.MemoryQoS{CgroupV2: v2, Enabled: cfg.enabled(features.MemoryQoS),
-		ThrottlingFactor: ptr.Deref(cfg.Kubelet.MemoryThrottlingFactor, 0.9), AllocatableMemory: alloc}
+		ThrottlingFactor: ptr.Deref(cfg.Kubelet.MemoryThrottlingFactor, 0.9), AllocatableMemory: alloc.Memory().Value()}
 }
 
 // restartRules are the ContainerRestartRules and

@@ -98,7 +98,7 @@ func (s *Service) UpdateContainerResources(ctx context.Context, req *runtimeapi.
 			return nil, err
 		}
 		if j.State != nil && j.State.Running {
-			if err := s.setUnified(j.ID, j.State.Pid, unified); err != nil {
+			if err := s.setUnified(ctx, j.ID, j.State.Pid, unified); err != nil {
 				return nil, err
 			}
 		}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,14 +35,7 @@ func (s *Service) applyUnifiedLabel(ctx context.Context, id, label string) error
 	if err := json.Unmarshal([]byte(label), &kv); err != nil {
 		return fmt.Errorf("container %s: label %s: %w", id, labelUnified, err)
 	}
-	j, err := s.docker.InspectContainer(ctx, id)
-	if err != nil {
-		return fmt.Errorf("inspect started container %s: %w", id, err)
-	}
-	if j.State == nil || !j.State.Running {
-		return nil // it exited already: no cgroup to set
-	}
-	return s.setUnified(id, j.State.Pid, kv)
+	return s.setUnified(ctx, id, 0, kv)
 }
 
 // systemdUnits connects to systemd once, when the first container with
@@ -63,12 +54,26 @@ func (u *systemdUnits) get() (*sddbus.Conn, error) {
 	return u.conn, u.err
 }
 
-// setUnified sets kv on the cgroup of process pid (container id's init
-// process): with Docker's systemd driver as properties of the container's
-// scope (systemd rewrites the files from them whenever the scope changes,
-// a docker update included), with cgroupfs into the cgroup2 files. A
-// container that exited meanwhile is no error.
-func (s *Service) setUnified(id string, pid int, kv map[string]string) error {
+// setUnified sets kv on running container id's cgroup. With Docker's
+// systemd driver they are properties of its scope, docker-<id>.scope
+// (systemd rewrites the files from them whenever the scope changes, a
+// docker update included); with cgroupfs they are written into the cgroup2
+// directory of its init process pid (0: asked of Docker). A container that
+// exited meanwhile is no error.
+func (s *Service) setUnified(ctx context.Context, id string, pid int, kv map[string]string) error {
+	if s.host.cgroupDriver == "systemd" {
+		return s.setUnitUnified(id, "docker-"+id+".scope", kv)
+	}
+	if pid == 0 {
+		j, err := s.docker.InspectContainer(ctx, id)
+		if err != nil {
+			return fmt.Errorf("inspect started container %s: %w", id, err)
+		}
+		if j.State == nil || !j.State.Running {
+			return nil // it exited already: no cgroup to set
+		}
+		pid = j.State.Pid
+	}
 	p, err := s.stats.cgroups.lookup(pid)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the process exited
@@ -79,9 +84,6 @@ func (s *Service) setUnified(id string, pid int, kv map[string]string) error {
 	if !p.V2 {
 		return fmt.Errorf("container %s: unified resources need cgroup v2, the container's cgroups are v1", id)
 	}
-	if s.host.cgroupDriver == "systemd" {
-		return s.setUnitUnified(id, filepath.Base(p.Unified), kv)
-	}
 	if err := cgroups.SetUnified(p.Unified, kv); err != nil && !errors.Is(err, cgroups.ErrGone) {
 		return fmt.Errorf("container %s: %w", id, err)
 	}
@@ -90,9 +92,6 @@ func (s *Service) setUnified(id string, pid int, kv map[string]string) error {
 
 // setUnitUnified sets kv as runtime properties of the container's scope.
 func (s *Service) setUnitUnified(id, unit string, kv map[string]string) error {
-	if !strings.HasSuffix(unit, ".scope") {
-		return fmt.Errorf("container %s: its cgroup %q is not a systemd scope", id, unit)
-	}
 	props, err := cgroups.UnifiedProperties(kv)
 	if err != nil {
 		return fmt.Errorf("container %s: %w", id, err)

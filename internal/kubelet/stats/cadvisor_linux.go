@@ -170,7 +170,7 @@ func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
 // rootStatsFromMeminfo: usage MemTotal - MemFree, the rest from the root's
 // memory.stat).
 func (c *cadvisor) rootMemory(now time.Time, s *cgroups.CadvisorStats) {
-	n, err := c.p.host.readNodeSample(now)
+	n, err := c.p.host.readRoot(now, false) // the row's CPU is read already
 	if err != nil || !n.hasMemory {
 		return
 	}

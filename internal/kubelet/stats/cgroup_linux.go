@@ -36,6 +36,12 @@ const userHZ = 100
 
 // readNodeSample reads the root cgroup (and /proc) at time now.
 func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
+	return h.readRoot(now, true)
+}
+
+// readRoot reads the node's memory (and, withCPU, its CPU) at time now;
+// it fails when neither can be read.
+func (h *hostReader) readRoot(now time.Time, withCPU bool) (nodeSample, error) {
 	m, err := h.cgroups.Root()
 	if err != nil {
 		return nodeSample{}, err
@@ -52,7 +58,10 @@ func (h *hostReader) readNodeSample(now time.Time) (nodeSample, error) {
 		s.swapFree = mem["SwapFree"] * 1024
 		s.swapUsage = subFloor(total, mem["SwapFree"]) * 1024
 	}
-	cpuErr := h.readNodeCPU(m, &s)
+	cpuErr := errors.New("CPU not read")
+	if withCPU {
+		cpuErr = h.readNodeCPU(m, &s)
+	}
 	memErr := h.readNodeMemory(m, mem, &s)
 	if cpuErr != nil && memErr != nil {
 		return s, errors.Join(cpuErr, memErr)
