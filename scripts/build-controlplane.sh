@@ -66,10 +66,11 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 cd "$MOD"
 start=$SECONDS
-kds_log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet $K8S_VERSION (cold: 8-13 min)"
+kds_log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kube-proxy, kubelet $K8S_VERSION (cold: 8-13 min)"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/bin/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
+	k8s.io/kubernetes/cmd/kube-proxy
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/bin/upstream-kubelet" k8s.io/kubernetes/cmd/kubelet
 kds_log "building etcd"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$OUT/bin/etcd" go.etcd.io/etcd/server/v3

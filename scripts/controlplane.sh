@@ -28,6 +28,14 @@
 #   KDS_ETCD_PEER_PORT   etcd peer port                    (default 2380)
 #   KDS_CM_PORT          kube-controller-manager https port (default 10257)
 #   KDS_SCHEDULER_PORT   kube-scheduler https port         (default 10259)
+# and, for a cluster of node containers (scripts/cluster.sh):
+#   KDS_APISERVER_ADVERTISE  the address the API server advertises as the
+#                        endpoint of the kubernetes Service (lease
+#                        reconciler); it still listens on 127.0.0.1 only, so
+#                        the address must be one the nodes relay to it
+#                        (default: none, and no endpoint is published)
+#   KDS_CLUSTER_CIDR     the pod network: the controller-manager allocates
+#                        each Node a /24 of it (spec.podCIDR) (default: none)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -40,6 +48,8 @@ SCHEDULER_PORT=${KDS_SCHEDULER_PORT:-10259}
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+ADVERTISE=${KDS_APISERVER_ADVERTISE:-}
+CLUSTER_CIDR=${KDS_CLUSTER_CIDR:-}
 READY_TIMEOUT=120
 STOP_TIMEOUT=20
 # Components in start order; `down` stops them in reverse.
@@ -87,6 +97,9 @@ write_openssl_conf() {
 		IP.1 = 127.0.0.1
 		IP.2 = $SERVICE_IP
 	EOF
+	if [[ -n $ADVERTISE ]]; then
+		echo "IP.3 = $ADVERTISE" >>"$PKI/openssl.cnf"
+	fi
 }
 
 # new_ec_key FILE: a P-256 private key (PKCS#8 PEM).
@@ -127,6 +140,8 @@ make_pki() {
 	issue admin "/O=system:masters/CN=kubernetes-admin" client
 	issue controller-manager "/CN=system:kube-controller-manager" client
 	issue scheduler "/CN=system:kube-scheduler" client
+	# kube-proxy's identity: the user upstream's system:node-proxier binding names.
+	issue kube-proxy "/CN=system:kube-proxy" client
 	if [[ ! -s $PKI/sa.key ]]; then
 		new_rsa_key "$PKI/sa.key"
 		openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -192,6 +207,7 @@ make_kubeconfigs() {
 	cert_kubeconfig "$STATE/admin.conf" kubernetes-admin admin
 	cert_kubeconfig "$STATE/controller-manager.conf" system:kube-controller-manager controller-manager
 	cert_kubeconfig "$STATE/scheduler.conf" system:kube-scheduler scheduler
+	cert_kubeconfig "$STATE/kube-proxy.conf" system:kube-proxy kube-proxy
 	write_kubeconfig "$STATE/bootstrap-kubelet.conf" tls-bootstrap-token-user "    token: $TOKEN"
 }
 
@@ -301,8 +317,14 @@ start_etcd() {
 }
 
 start_apiserver() {
+	# Without an advertised address of the nodes' the kubernetes Service has
+	# no endpoint: 127.0.0.1 is no address a pod can reach.
+	local endpoint=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+	if [[ -n $ADVERTISE ]]; then
+		endpoint=(--advertise-address="$ADVERTISE" --endpoint-reconciler-type=lease)
+	fi
 	launch kube-apiserver "$APISERVER_PORT" \
-		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+		--bind-address=127.0.0.1 "${endpoint[@]}" \
 		--secure-port="$APISERVER_PORT" \
 		--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
 		--service-cluster-ip-range="$SERVICE_CIDR" \
@@ -317,13 +339,15 @@ start_apiserver() {
 		--service-account-signing-key-file="$PKI/sa.key" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--enable-bootstrap-token-auth \
-		--endpoint-reconciler-type=none \
 		--allow-privileged=true \
 		--cert-dir="$PKI"
 }
 
 start_controller_manager() {
-	local kc=$STATE/controller-manager.conf
+	local kc=$STATE/controller-manager.conf cidrs=()
+	if [[ -n $CLUSTER_CIDR ]]; then
+		cidrs=(--allocate-node-cidrs --cluster-cidr="$CLUSTER_CIDR" --node-cidr-mask-size=24)
+	fi
 	launch kube-controller-manager "$CM_PORT" \
 		--kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
 		--bind-address=127.0.0.1 --secure-port="$CM_PORT" --cert-dir="$PKI/controller-manager-serving" \
@@ -332,6 +356,7 @@ start_controller_manager() {
 		--service-account-private-key-file="$PKI/sa.key" \
 		--use-service-account-credentials \
 		--controllers='*,bootstrapsigner,tokencleaner' \
+		"${cidrs[@]}" \
 		--leader-elect=false
 }
 
