@@ -31,8 +31,11 @@
 #   KDS_CLUSTER_PORT_BASE  ports 127.0.0.1:BASE+n (default 17000): +443
 #                          kube-apiserver, +379/+380 etcd, +257
 #                          controller-manager, +259 scheduler
+#   KDS_CLUSTER_POD_CIDR   the pod network, a 10.N.0.0/16 (default
+#                          10.224.0.0/16; each node gets a /24). The host
+#                          routes it to the nodes: two clusters need two)
 #
-# The pieces (docs/cluster.md has the picture):
+# The pieces (README, "A local multi-node cluster", has the picture):
 #   - node image: the `node` stage of the project's Dockerfile on
 #     kubelet-dockershim/node:bookworm (scripts/node-image.sh: a debootstrap'd
 #     root, no registry), with bin/kubelet, the project's kubelet.service and
@@ -48,8 +51,11 @@
 #   - TLS bootstrap with the control plane's bootstrap token; kube-proxy with a
 #     client certificate for system:kube-proxy
 #   - pod network: the controller-manager gives each Node a /24 of
-#     10.244.0.0/16; kds-podnet (images/cluster) writes the node's CNI bridge
-#     config from it and routes the other nodes' /24s via their InternalIPs
+#     KDS_CLUSTER_POD_CIDR; kds-podnet (images/cluster) writes the node's CNI
+#     bridge config from it and routes the other nodes' /24s via their
+#     InternalIPs. The host routes each /24 to its node too (up and add-node
+#     set the routes; they go with the network at down): the API server calls
+#     webhooks and aggregated APIs at their pods' addresses
 #   - CoreDNS v1.14.6 (kubeadm v1.37.1's) built from the Go module proxy, image
 #     registry.k8s.io/coredns/coredns:v1.14.6 made here from that binary, as
 #     kubeadm deploys it: Deployment coredns, Service kube-dns at 10.96.0.10.
@@ -71,7 +77,8 @@ NETWORK=kds-$NAME
 CLUSTER_LABEL=io.kubelet-dockershim.cluster
 NODE_LABEL=io.kubelet-dockershim.node-container
 NODE_IMAGE=kubelet-dockershim/cluster-node:dev
-CLUSTER_CIDR=10.244.0.0/16
+POD_CIDR=${KDS_CLUSTER_POD_CIDR:-10.224.0.0/16}
+[[ $POD_CIDR =~ ^10\.[0-9]{1,3}\.0\.0/16$ ]] || kds_die "KDS_CLUSTER_POD_CIDR must be a 10.N.0.0/16: $POD_CIDR"
 ADVERTISE=10.240.0.1
 DNS_IP=10.96.0.10
 COREDNS_VERSION=v1.14.6
@@ -89,7 +96,7 @@ kubectl_admin() { "$BIN/kubectl" --kubeconfig "$STATE/cp/admin.conf" --request-t
 controlplane() {
 	KDS_APISERVER_PORT=$APISERVER_PORT KDS_ETCD_PORT=$((PORT_BASE + 379)) KDS_ETCD_PEER_PORT=$((PORT_BASE + 380)) \
 		KDS_CM_PORT=$((PORT_BASE + 257)) KDS_SCHEDULER_PORT=$((PORT_BASE + 259)) \
-		KDS_APISERVER_ADVERTISE=$ADVERTISE KDS_CLUSTER_CIDR=$CLUSTER_CIDR \
+		KDS_APISERVER_ADVERTISE=$ADVERTISE KDS_CLUSTER_CIDR=$POD_CIDR \
 		"$KDS_SCRIPTS/controlplane.sh" "$@"
 }
 
@@ -195,6 +202,21 @@ cluster_files() {
 	install -D -m 644 "$STATE/cp/pki/ca.crt" "$dir/etc/kubernetes/pki/ca.crt"
 	install -D -m 755 "$BIN/kube-proxy" "$dir/usr/bin/kube-proxy"
 	install -D -m 755 "$BIN/kubectl" "$dir/usr/bin/kubectl"
+	cat >"$dir/etc/kubernetes/kube-proxy.yaml" <<-EOF
+		# kube-proxy's configuration on a node of cluster $NAME (scripts/cluster.sh).
+		apiVersion: kubeproxy.config.k8s.io/v1alpha1
+		kind: KubeProxyConfiguration
+		clientConnection:
+		  kubeconfig: /etc/kubernetes/kube-proxy.conf
+		mode: iptables
+		clusterCIDR: $POD_CIDR
+		# nf_conntrack_max is the host's, not the node's: left alone (kind
+		# does the same). The TCP timeouts are per network namespace.
+		conntrack:
+		  maxPerCore: 0
+		metricsBindAddress: 127.0.0.1:10249
+		healthzBindAddress: 127.0.0.1:10256
+	EOF
 	install -d "$dir/etc/systemd/system/sockets.target.wants"
 	cat >"$dir/etc/systemd/system/kds-apiserver.socket" <<-EOF
 		# The cluster's API server in this node (scripts/cluster.sh): at
@@ -241,7 +263,8 @@ create_node() {
 wait_booted() {
 	local node=$1 deadline=$((SECONDS + 180)) state
 	while :; do
-		state=$(docker exec "$node" systemctl is-system-running 2>/dev/null || true)
+		# Until node-entrypoint has exec'ed systemd, systemctl says "offline".
+		state=$(docker exec "$node" sh -c 'read -r c </proc/1/comm && [ "$c" = systemd ] && systemctl is-system-running' 2>/dev/null || true)
 		case $state in
 		running) break ;;
 		degraded | maintenance | stopping | offline)
@@ -282,6 +305,15 @@ add_nodes() {
 	for i in "${!pids[@]}"; do
 		wait "${pids[i]}" || kds_die "node ${NEW[i]} did not come up"
 	done
+}
+
+# host_routes: the host's route to each node's pods (for the API server).
+host_routes() {
+	local name cidr ip
+	while read -r name cidr ip; do
+		[[ -n $cidr && -n $ip ]] || continue
+		ip route replace "$cidr" via "$ip" || kds_die "cannot route $cidr to node $name ($ip)"
+	done < <(kubectl_admin get nodes -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.podCIDR}{" "}{range .status.addresses[?(@.type=="InternalIP")]}{.address}{end}{"\n"}{end}')
 }
 
 wait_ready() {
@@ -488,6 +520,7 @@ cmd_up() {
 	for node in "${NEW[@]}"; do
 		wait_ready "$node"
 	done
+	host_routes
 	kubectl_admin -n kube-system rollout status deployment/coredns --timeout="${READY_TIMEOUT}s" >/dev/null ||
 		kds_die "CoreDNS is not available (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
 	kds_log "cluster $NAME up in $((SECONDS - start))s: ${#NEW[@]} nodes Ready, CoreDNS available"
@@ -505,6 +538,7 @@ cmd_add_node() {
 	start_relay
 	add_nodes 1 "${IMAGES[@]}"
 	wait_ready "${NEW[0]}"
+	host_routes
 	echo "${NEW[0]}"
 }
 

@@ -23,6 +23,13 @@
 #                       (built by scripts/build-controlplane.sh), the second
 #                       anchor: what a node of upstream's kubelet and cri-dockerd
 #                       does on this machine
+#   --cluster           the whole [Conformance] suite (not only [NodeConformance])
+#                       on a 3-node cluster of scripts/cluster.sh (cluster name
+#                       conformance, KDS_CONFORMANCE_PORT_BASE for its ports, pod
+#                       network 10.223.0.0/16), started for the run and removed
+#                       after it; every image of scripts/conformance-images.sh
+#                       loaded into each node. Skips: scripts/conformance/skip-cluster.txt
+#                       (KDS_CONFORMANCE_SKIP_FILE). Only with --kubelet this
 #   --dry-run           list the selected specs (OUTPUT_DIR/specs.txt) and their
 #                       count, then stop: no cluster, no images
 #   --procs N           ginkgo parallel processes (default 2)
@@ -130,7 +137,7 @@ usage() {
 }
 
 ARGS=("$@")
-SHARD=1/1 FOCUS="" SKIP="" KUBELET=this DRY_RUN=0 PROCS=2 OUT=""
+SHARD=1/1 FOCUS="" SKIP="" KUBELET=this DRY_RUN=0 PROCS=2 OUT="" CLUSTER=0
 while (($#)); do
 	case $1 in
 	--shard) SHARD=${2:?}; shift ;;
@@ -144,6 +151,7 @@ while (($#)); do
 	--procs) PROCS=${2:?}; shift ;;
 	--procs=*) PROCS=${1#*=} ;;
 	--dry-run) DRY_RUN=1 ;;
+	--cluster) CLUSTER=1 ;;
 	-h | --help) usage ;;
 	-*) kds_log "unknown option $1"; usage ;;
 	*)
@@ -159,7 +167,14 @@ done
 if [[ $KUBELET != this && $NODE_IP == 127.* ]]; then
 	kds_die "upstream's kubelet refuses a loopback node IP (KDS_CONFORMANCE_NODE_IP=$NODE_IP)"
 fi
-OUT=${OUT:-$KDS_ROOT/_conformance/$(date -u +%Y%m%dT%H%M%SZ)-$KUBELET}
+if ((CLUSTER)); then
+	[[ $KUBELET == this ]] || kds_die "--cluster runs this kubelet only"
+	DEFAULT_FOCUS='\[Conformance\]'
+	# Conformance is every spec so tagged, [Serial] and [Disruptive] ones too.
+	DEFAULT_SKIP='\[sig-windows\]|\[Windows\]|\[WindowsOnly\]'
+	SKIP_FILE=${KDS_CONFORMANCE_SKIP_FILE:-$KDS_SCRIPTS/conformance/skip-cluster.txt}
+fi
+OUT=${OUT:-$KDS_ROOT/_conformance/$(date -u +%Y%m%dT%H%M%SZ)-$( ((CLUSTER)) && echo cluster || echo "$KUBELET")}
 
 kds_require_root "${ARGS[@]}"
 mkdir -p "$OUT"
@@ -197,10 +212,6 @@ e2e_flags() {
 		--node-os-arch=amd64
 		--report-dir="$OUT/e2e-report"
 		--e2e-output-dir="$OUT/e2e-output"
-		--kubelet-root-dir="$STATE/kubelet"
-		--container-runtime-endpoint="unix://$SHIM_SOCK"
-		--container-runtime-process-name=dockerd
-		--container-runtime-pid-file="$STATE/docker.pid"
 		--allowed-not-ready-nodes=0
 		--e2e-verify-service-account=true
 		--prepull-images=false
@@ -208,6 +219,15 @@ e2e_flags() {
 		--dump-logs-on-failure=true
 		--dns-domain=cluster.local
 	)
+	# The one node's own (the nodes of a cluster are containers).
+	if ((!CLUSTER)); then
+		f+=(
+			--kubelet-root-dir="$STATE/kubelet"
+			--container-runtime-endpoint="unix://$SHIM_SOCK"
+			--container-runtime-process-name=dockerd
+			--container-runtime-pid-file="$STATE/docker.pid"
+		)
+	fi
 	if [[ -n ${KUBECONFIG_PATH:-} ]]; then
 		f+=(--kubeconfig="$KUBECONFIG_PATH" --kubectl-path="$CPBIN/kubectl")
 	fi
@@ -650,6 +670,31 @@ collect_logs() {
 	fi
 }
 
+# cluster: scripts/cluster.sh for the cluster of --cluster.
+cluster() {
+	KDS_CLUSTER_NAME=conformance KDS_CLUSTER_STATE=$STATE/kds-cluster KDS_CLUSTER_PORT_BASE=$PORT_BASE \
+		KDS_CLUSTER_POD_CIDR=10.223.0.0/16 "$KDS_SCRIPTS/cluster.sh" "$@"
+}
+
+# cluster_teardown: each node's journal (kubelet, kube-proxy, kds-podnet,
+# docker) and the control plane's logs into OUT/logs, then the cluster down.
+cluster_teardown() {
+	local rc=$? node f
+	trap - EXIT INT TERM ERR
+	set +e
+	kds_log "tearing down the cluster"
+	mkdir -p "$OUT/logs"
+	for node in $(docker ps -q --filter label=io.kubelet-dockershim.cluster=conformance --format '{{.Names}}'); do
+		docker exec "$node" journalctl --no-pager -u kubelet -u kube-proxy -u kds-podnet -u docker >"$OUT/logs/$node.log" 2>&1
+	done
+	for f in "$STATE"/kds-cluster/cp/logs/*.log; do
+		[[ -f $f ]] && cp -f "$f" "$OUT/logs/controlplane-$(basename "$f")"
+	done
+	cluster down >/dev/null 2>&1
+	kds_log "done in $((SECONDS - start_time))s; results in $OUT"
+	exit "$rc"
+}
+
 teardown() {
 	local rc=$?
 	trap - EXIT INT TERM ERR
@@ -677,6 +722,36 @@ teardown() {
 	exit "$rc"
 }
 
+# run_specs: ginkgo over the selected specs (all of them when unsharded and
+# unfocused), then the summary; returns ginkgo's status.
+run_specs() {
+	local flags select_flags focus ginkgo_rc
+	mapfile -t flags < <(e2e_flags)
+	if [[ $SHARD == 1/1 && -z $FOCUS ]]; then
+		select_flags=(--focus="$DEFAULT_FOCUS" --skip="$(skip_regex)")
+	else
+		focus=$("$CBIN/specs" regex "$OUT/dry-run.json" <"$OUT/specs.txt")
+		((${#focus} < 120000)) || kds_die "the focus regexp of $(wc -l <"$OUT/specs.txt") specs is too long for one argument: use more shards"
+		select_flags=(--focus="$focus")
+	fi
+	kds_log "running $(wc -l <"$OUT/specs.txt") specs with $PROCS processes (log: $OUT/ginkgo.log)"
+	set +e
+	(cd "$OUT" && "$CBIN/ginkgo" run --procs="$PROCS" --no-color --silence-skips --timeout="$TIMEOUT" \
+		--poll-progress-after=10m --poll-progress-interval=5m \
+		"${select_flags[@]}" --junit-report=junit.xml --json-report=report.json --output-dir="$OUT" \
+		"$CBIN/e2e.test" -- "${flags[@]}") 2>&1 | tee "$OUT/ginkgo.log" |
+		grep -E --line-buffered '\[(FAIL|PANICKED|TIMEDOUT|INTERRUPTED)\]|^Ran [0-9]|(SUCCESS|FAIL)!' >&2
+	ginkgo_rc=${PIPESTATUS[0]}
+	set -e
+	if [[ -s $OUT/report.json ]]; then
+		"$CBIN/specs" summary "$OUT/report.json" >"$OUT/summary.txt"
+		cat "$OUT/summary.txt"
+	else
+		echo "no report: ginkgo exited $ginkgo_rc before writing one (see $OUT/ginkgo.log)" | tee "$OUT/summary.txt"
+	fi
+	return "$ginkgo_rc"
+}
+
 # ---------------------------------------------------------------------------
 # main
 
@@ -700,7 +775,26 @@ kds_build_kubelet
 CPBIN=$("$KDS_SCRIPTS/build-controlplane.sh")
 [[ $KUBELET == this || -x $CPBIN/upstream-kubelet ]] || kds_die "no upstream-kubelet in $CPBIN"
 [[ $KUBELET != cri-dockerd || -x $CPBIN/cri-dockerd ]] || kds_die "no cri-dockerd in $CPBIN"
-"$KDS_SCRIPTS/conformance-images.sh" >/dev/null
+mapfile -t CONFORMANCE_IMAGES < <("$KDS_SCRIPTS/conformance-images.sh")
+
+if ((CLUSTER)); then
+	# A previous run's cluster, then the state dir.
+	cluster down >/dev/null 2>&1 || true
+	rm -rf "$STATE"
+	mkdir -p "$STATE"
+	set -E
+	trap 'kds_log "ERROR: line $LINENO: $BASH_COMMAND exited $?"' ERR
+	trap cluster_teardown EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	image_args=()
+	for img in "${CONFORMANCE_IMAGES[@]}"; do image_args+=(--image "$img"); done
+	cluster up --nodes 3 "${image_args[@]}"
+	KUBECONFIG_PATH=$STATE/kds-cluster/cp/admin.conf
+	rc=0
+	run_specs || rc=$?
+	exit "$rc"
+fi
 
 # A previous run's leftovers in the state dir (its processes, then the dir).
 if [[ -d $STATE ]]; then
@@ -740,28 +834,6 @@ make_cgroup_root
 KUBECONFIG_PATH=$STATE/cluster/admin.conf
 start_node
 
-# The run.
-mapfile -t flags < <(e2e_flags)
-if [[ $SHARD == 1/1 && -z $FOCUS ]]; then
-	select_flags=(--focus="$DEFAULT_FOCUS" --skip="$(skip_regex)")
-else
-	focus=$("$CBIN/specs" regex "$OUT/dry-run.json" <"$OUT/specs.txt")
-	((${#focus} < 120000)) || kds_die "the focus regexp of $(wc -l <"$OUT/specs.txt") specs is too long for one argument: use more shards"
-	select_flags=(--focus="$focus")
-fi
-kds_log "running $(wc -l <"$OUT/specs.txt") specs with $PROCS processes (log: $OUT/ginkgo.log)"
-set +e
-(cd "$OUT" && "$CBIN/ginkgo" run --procs="$PROCS" --no-color --silence-skips --timeout="$TIMEOUT" \
-	--poll-progress-after=10m --poll-progress-interval=5m \
-	"${select_flags[@]}" --junit-report=junit.xml --json-report=report.json --output-dir="$OUT" \
-	"$CBIN/e2e.test" -- "${flags[@]}") 2>&1 | tee "$OUT/ginkgo.log" |
-	grep -E --line-buffered '\[(FAIL|PANICKED|TIMEDOUT|INTERRUPTED)\]|^Ran [0-9]|(SUCCESS|FAIL)!' >&2
-ginkgo_rc=${PIPESTATUS[0]}
-set -e
-if [[ -s $OUT/report.json ]]; then
-	"$CBIN/specs" summary "$OUT/report.json" >"$OUT/summary.txt"
-	cat "$OUT/summary.txt"
-else
-	echo "no report: ginkgo exited $ginkgo_rc before writing one (see $OUT/ginkgo.log)" | tee "$OUT/summary.txt"
-fi
-exit "$ginkgo_rc"
+rc=0
+run_specs || rc=$?
+exit "$rc"

@@ -35,7 +35,10 @@
 #                        the address must be one the nodes relay to it
 #                        (default: none, and no endpoint is published)
 #   KDS_CLUSTER_CIDR     the pod network: the controller-manager allocates
-#                        each Node a /24 of it (spec.podCIDR) (default: none)
+#                        each Node a /24 of it (spec.podCIDR), and the API
+#                        server connects to the pods of webhooks and
+#                        aggregated APIs directly (--enable-aggregator-routing)
+#                        (default: none)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -112,15 +115,23 @@ new_rsa_key() {
 	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null
 }
 
-# issue NAME SUBJECT PROFILE: PKI/NAME.{key,crt} signed by the CA, unless
-# they exist already.
+# new_ca NAME CN: PKI/NAME.{key,crt}, a self-signed CA, unless it exists.
+new_ca() {
+	[[ -s $PKI/$1.crt && -s $PKI/$1.key ]] && return 0
+	new_rsa_key "$PKI/$1.key"
+	openssl req -x509 -new -config "$PKI/openssl.cnf" -extensions ca \
+		-key "$PKI/$1.key" -subj "/CN=$2" -days 3650 -out "$PKI/$1.crt"
+}
+
+# issue NAME SUBJECT PROFILE [CA]: PKI/NAME.{key,crt} signed by PKI/CA (default
+# ca), unless they exist already.
 issue() {
-	local name=$1 subject=$2 profile=$3
+	local name=$1 subject=$2 profile=$3 ca=${4:-ca}
 	[[ -s $PKI/$name.crt && -s $PKI/$name.key ]] && return 0
 	new_ec_key "$PKI/$name.key"
 	openssl req -new -config "$PKI/openssl.cnf" -key "$PKI/$name.key" \
 		-subj "$subject" -out "$PKI/$name.csr"
-	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" \
 		-CAcreateserial -days 365 -extfile "$PKI/openssl.cnf" -extensions "$profile" \
 		-out "$PKI/$name.crt" 2>/dev/null
 	rm -f "$PKI/$name.csr"
@@ -130,11 +141,12 @@ make_pki() {
 	mkdir -p "$PKI"
 	chmod 700 "$PKI"
 	write_openssl_conf
-	if [[ ! -s $PKI/ca.crt || ! -s $PKI/ca.key ]]; then
-		new_rsa_key "$PKI/ca.key"
-		openssl req -x509 -new -config "$PKI/openssl.cnf" -extensions ca \
-			-key "$PKI/ca.key" -subj "/CN=kubernetes" -days 3650 -out "$PKI/ca.crt"
-	fi
+	new_ca ca kubernetes
+	# The aggregation layer's, as kubeadm makes them: the API server proxies
+	# to aggregated API servers with front-proxy-client, which they trust
+	# through the front-proxy CA (kube-system/extension-apiserver-authentication).
+	new_ca front-proxy-ca front-proxy-ca
+	issue front-proxy-client "/CN=front-proxy-client" client front-proxy-ca
 	issue apiserver "/CN=kube-apiserver" apiserver
 	issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" client
 	issue admin "/O=system:masters/CN=kubernetes-admin" client
@@ -323,6 +335,12 @@ start_apiserver() {
 	if [[ -n $ADVERTISE ]]; then
 		endpoint=(--advertise-address="$ADVERTISE" --endpoint-reconciler-type=lease)
 	fi
+	# A cluster's API server reaches webhooks and aggregated APIs at their
+	# pods' addresses (the host routes the pod network to the nodes); a
+	# Service's cluster IP works only where kube-proxy runs, in the nodes.
+	if [[ -n $CLUSTER_CIDR ]]; then
+		endpoint+=(--enable-aggregator-routing=true)
+	fi
 	launch kube-apiserver "$APISERVER_PORT" \
 		--bind-address=127.0.0.1 "${endpoint[@]}" \
 		--secure-port="$APISERVER_PORT" \
@@ -339,6 +357,13 @@ start_apiserver() {
 		--service-account-signing-key-file="$PKI/sa.key" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--enable-bootstrap-token-auth \
+		--requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+		--requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User \
+		--requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+		--proxy-client-key-file="$PKI/front-proxy-client.key" \
 		--allow-privileged=true \
 		--cert-dir="$PKI"
 }
@@ -353,6 +378,7 @@ start_controller_manager() {
 		--bind-address=127.0.0.1 --secure-port="$CM_PORT" --cert-dir="$PKI/controller-manager-serving" \
 		--cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
 		--root-ca-file="$PKI/ca.crt" \
+		--requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
 		--service-account-private-key-file="$PKI/sa.key" \
 		--use-service-account-credentials \
 		--controllers='*,bootstrapsigner,tokencleaner' \

@@ -7,13 +7,13 @@
 #   node-container.sh create NAME IMAGE [DOCKER_CREATE_ARGS...]
 #
 # creates (does not start) container NAME with hostname NAME from IMAGE, the
-# extra arguments (labels, --network, -v ...) before the image, and prints its
-# ID. The container is not --privileged (that needs CAP_SYS_RESOURCE, which
+# extra arguments (labels, --network, -v ...; a --hostname among them wins)
+# before the image, and prints its ID. The container is not --privileged (that needs CAP_SYS_RESOURCE, which
 # root lacks on some hosts): it gets every capability but CAP_SYS_RESOURCE, no
 # seccomp or AppArmor profile, unmasked /proc and /sys paths, every device,
 # each of the host's cgroup hierarchies bound read-write on a tmpfs of its own
 # at /sys/fs/cgroup (what systemd makes beside them stays in the node),
-# tmpfs on /run, /run/lock and /tmp, and /var/lib/docker and
+# /dev/kmsg, tmpfs on /run, /run/lock and /tmp, and /var/lib/docker and
 # /var/lib/containerd as anonymous volumes (on the host's filesystem: the
 # inner dockerd's overlay2 is not overlay on overlay; `docker rm -v` removes
 # them).
@@ -37,6 +37,9 @@ args=(create --name "$name" --hostname "$name"
 	--cap-add ALL --cap-drop SYS_RESOURCE
 	--security-opt seccomp=unconfined --security-opt apparmor=unconfined
 	--security-opt systempaths=unconfined --device-cgroup-rule 'a *:* rwm'
+	# The kernel's log, which a kubelet's OOM watcher reads (upstream's
+	# refuses to start without it).
+	--device /dev/kmsg
 	# What systemd needs: its runtime directories on tmpfs, the cgroup
 	# hierarchies writable, and to know it is in a container.
 	--tmpfs /run --tmpfs /run/lock --tmpfs /tmp -e container=docker

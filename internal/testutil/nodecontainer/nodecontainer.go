@@ -6,13 +6,10 @@
 //
 // The image is kubelet-dockershim/node:bookworm, built by scripts/node-image.sh
 // (scripts/prepare-host.sh runs it); a missing image fails the test. The
-// container is not --privileged (that needs CAP_SYS_RESOURCE, which root
-// lacks on some hosts): it gets every capability but CAP_SYS_RESOURCE, no
-// seccomp or AppArmor profile, unmasked /proc and /sys paths, every device,
-// the host's /sys/fs/cgroup read-write and tmpfs on /run, /run/lock and /tmp.
-// /var/lib/docker and /var/lib/containerd are anonymous volumes: on the
-// host's filesystem, so the inner dockerd's overlay2 is not overlay on
-// overlay. Each container carries the label io.kubelet-dockershim.node-container
+// container is created by scripts/node-container.sh, as scripts/cluster.sh's
+// nodes are (its header says what a node gets: not --privileged, every
+// capability but CAP_SYS_RESOURCE, the host's cgroup hierarchies, ...).
+// Each container carries the label io.kubelet-dockershim.node-container
 // (see Label); the test's cleanup removes it with its volumes.
 //
 // It is test support: only _test.go files (and other internal/testutil
@@ -32,7 +29,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,17 +115,11 @@ func Start(t testing.TB, opts Options) *Node {
 			opts.Image, err, out)
 	}
 	n := &Node{Name: opts.Name, ContainerName: "kds-node-" + opts.Name + "-" + cmdtest.Suffix(t)}
-	args := createArgs(t, n, opts.Image)
-	var sockets string
+	var extra []string
 	if len(opts.LoopbackPorts) > 0 {
-		sockets = serveLoopback(t, opts.LoopbackPorts)
-		args = append(args[:len(args)-1], "-v", sockets+":"+loopbackDir, args[len(args)-1])
+		extra = append(extra, "-v", serveLoopback(t, opts.LoopbackPorts)+":"+loopbackDir)
 	}
-	id, err := docker(context.Background(), args...)
-	if err != nil {
-		t.Fatalf("create node container: %v: %s", err, id)
-	}
-	n.ID = strings.TrimSpace(id)
+	n.ID = create(t, n, opts.Image, extra...)
 	t.Cleanup(func() { n.remove(t) })
 	if len(opts.Binaries) > 0 {
 		if err := n.copyIn(opts.Binaries); err != nil {
@@ -149,59 +141,27 @@ func Start(t testing.TB, opts Options) *Node {
 	return n
 }
 
-// createArgs are the arguments of `docker create` for node n.
-func createArgs(t testing.TB, n *Node, image string) []string {
-	args := []string{"create", "--name", n.ContainerName, "--hostname", n.Name,
-		"--label", Label + "=" + n.Name, "--label", TestLabel + "=" + t.Name(),
-		// Everything --privileged gives but CAP_SYS_RESOURCE.
-		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
-		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-		"--security-opt", "systempaths=unconfined", "--device-cgroup-rule", "a *:* rwm",
-		// What systemd needs: its runtime directories on tmpfs, the
-		// cgroup hierarchies writable, and to know it is in a container.
-		"--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-e", "container=docker"}
-	// The hierarchies are the host's, each bound on a tmpfs of the node's
-	// own: what systemd makes beside them (the symlinks and directories of
-	// the controller names it expects) stays in the node, out of the
-	// host's /sys/fs/cgroup.
-	args = append(args, "--tmpfs", "/sys/fs/cgroup:rw,nosuid,nodev,noexec,mode=755")
-	for _, mp := range cgroupMountpoints(t) {
-		args = append(args, "-v", mp+":"+mp+":rw")
-	}
-	return append(args,
-		// The inner runtimes' state on the host's filesystem.
-		"-v", "/var/lib/docker", "-v", "/var/lib/containerd",
-		image)
-}
-
-// cgroupMountpoints are the mountpoints of the host's cgroup hierarchies
-// (cgroup and cgroup2 mounts in /proc/self/mountinfo) below /sys/fs/cgroup.
-// Read here rather than through cgroups.Host: internal/cgroups' own tests
-// run node containers, and would import themselves.
-func cgroupMountpoints(t testing.TB) []string {
+// create creates the node's container with scripts/node-container.sh, the
+// one definition of a node container (scripts/cluster.sh's nodes are the
+// same), extra being more `docker create` arguments; it returns the ID.
+func create(t testing.TB, n *Node, image string, extra ...string) string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatalf("read the host's mounts: %v", err)
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("nodecontainer: cannot locate the source tree")
 	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		for i, f := range fields {
-			if f != "-" || i+1 >= len(fields) || len(fields) < 5 {
-				continue
-			}
-			if typ := fields[i+1]; (typ == "cgroup" || typ == "cgroup2") && strings.HasPrefix(fields[4], "/sys/fs/cgroup/") &&
-				!slices.Contains(out, fields[4]) {
-				out = append(out, fields[4])
-			}
-			break
-		}
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "node-container.sh")
+	args := append([]string{script, "create", n.ContainerName, image,
+		"--hostname", n.Name, "--label", Label + "=" + n.Name, "--label", TestLabel + "=" + t.Name()}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("create node container: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	if len(out) == 0 {
-		t.Fatal("the host mounts no cgroup hierarchy below /sys/fs/cgroup")
-	}
-	return out
+	return strings.TrimSpace(stdout.String())
 }
 
 // inspect fills in the node's IP and PID.
@@ -235,7 +195,9 @@ func (n *Node) waitBooted(t testing.TB) {
 		// Before systemd listens on its bus this fails, then it prints
 		// "initializing" or "starting" (and exits non-zero) until the boot
 		// jobs are done.
-		out, _ := n.exec(ctx, "systemctl", "is-system-running")
+		// Until node-entrypoint has exec'ed systemd, systemctl says
+		// "offline": only systemd's answer counts.
+		out, _ := n.exec(ctx, "sh", "-c", `read -r c </proc/1/comm && [ "$c" = systemd ] && systemctl is-system-running`)
 		state = strings.TrimSpace(out)
 		switch state {
 		case "running":
