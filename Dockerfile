@@ -16,8 +16,10 @@ COPY images/cluster/rootfs/ /
 COPY systemd/kubelet.service /etc/systemd/system/kubelet.service
 COPY systemd/kubelet.service.d/10-kubeadm.conf /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
 COPY bin/kubelet /usr/bin/kubelet
+# Debian's CNI plugins are in /usr/lib/cni; the kubelet's default is /opt/cni/bin.
 RUN set -eu; \
-	mkdir -p /etc/kubernetes/manifests /etc/cni/net.d; \
+	mkdir -p /etc/kubernetes/manifests /etc/cni/net.d /opt/cni; \
+	ln -s /usr/lib/cni /opt/cni/bin; \
 	systemctl enable kubelet.service kube-proxy.service kds-podnet.service
 
 FROM golang:1.26-bookworm AS build

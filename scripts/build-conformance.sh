@@ -8,6 +8,8 @@
 #   agnhost   k8s.io/kubernetes/test/images/agnhost, static (CGO_ENABLED=0)
 #   nnp       k8s.io/kubernetes/test/images/nonewprivs (the nonewprivs image's
 #             program), static
+#   sample-apiserver  k8s.io/sample-apiserver (v0.37.1, the module's), static:
+#             the sample-apiserver image's program (the aggregator specs)
 #   specs     scripts/conformance/specs: spec lists, shards and summaries from
 #             ginkgo's JSON reports
 #
@@ -32,7 +34,7 @@ MOD="$KDS_SCRIPTS/conformance"
 
 kds_ensure_go
 mkdir -p "$OUT/bin"
-WANT=" ${*:-specs ginkgo agnhost nnp e2e.test} "
+WANT=" ${*:-specs ginkgo agnhost nnp sample-apiserver e2e.test} "
 
 # build NAME INPUTS... -- COMMAND...: run COMMAND (in $MOD) when $OUT/bin/NAME
 # is missing or its stamp (INPUTS' contents and COMMAND) changed.
@@ -80,6 +82,9 @@ build agnhost "${deps[@]}" -- \
 	go build -trimpath -ldflags "-s -w" -o "$OUT/bin/agnhost" k8s.io/kubernetes/test/images/agnhost
 build nnp "${deps[@]}" -- \
 	go build -trimpath -ldflags "-s -w" -o "$OUT/bin/nnp" k8s.io/kubernetes/test/images/nonewprivs
+# Upstream builds the image's program with a plain go build (no version stamps).
+build sample-apiserver "${deps[@]}" -- \
+	go build -trimpath -ldflags "-s -w" -o "$OUT/bin/sample-apiserver" k8s.io/sample-apiserver
 build e2e.test "${deps[@]}" -- \
 	go test -c -vet=off -trimpath -ldflags "-s -w $ldflags" -o "$OUT/bin/e2e.test" k8s.io/kubernetes/test/e2e
 kds_log "conformance binaries are up to date in $OUT/bin"

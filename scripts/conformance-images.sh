@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # conformance-images.sh: provide, offline and under their exact names, every
-# image the [NodeConformance] specs of e2e.test v1.37.1 run (the names are those
-# of k8s.io/kubernetes test/utils/image/manifest.go at v1.37.1). Nothing is
-# pulled: each image is built here from local files, with `docker import` of a
-# root filesystem (no base image, no registry).
+# image the [Conformance] and [NodeConformance] specs of e2e.test v1.37.1 run
+# (the names are those of k8s.io/kubernetes test/utils/image/manifest.go at
+# v1.37.1). Nothing is pulled: each image is built here from local files, with
+# `docker import` of a root filesystem (no base image, no registry).
 #
 #   registry.k8s.io/e2e-test-images/agnhost:2.66.1   the real agnhost, built from
 #                                        k8s.io/kubernetes/test/images/agnhost
 #                                        (scripts/build-conformance.sh), with what
 #                                        its subcommands and the specs run in it:
 #                                        sh and the usual applets (busybox), bash,
-#                                        curl, nc (netcat-openbsd: nc -u), ip, ss;
+#                                        curl, nc (netcat-openbsd: nc -u), ip, ss,
+#                                        dig and getent (see dns_tools), /coredns
+#                                        (CoreDNS as scripts/cluster.sh builds it:
+#                                        "DNS should support configurable pod DNS
+#                                        nameservers" runs /coredns -conf FILE);
 #                                        /agnhost-2, /uploads, porter's
 #                                        localhost.crt/key, the user
 #                                        user-defined-in-image (1000) in
@@ -19,6 +23,11 @@
 #                                        (pause:testing, a manifest list of the
 #                                        project's pause image)
 #   registry.k8s.io/e2e-test-images/agnhost:2.55     the same, a distinct image
+#   registry.k8s.io/e2e-test-images/nautilus:1.8     agnhost with upstream's
+#                                        /nautilus.jpg and /data.json
+#                                        (test/images/nautilus/html), CMD
+#                                        ["test-webserver"] (port 80), as
+#                                        upstream's Dockerfile on agnhost
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-2 upstream's busybox 1.37.0
 #                                        (defconfig, hard-linked applets, its
 #                                        ash as sh), built from upstream's
@@ -30,12 +39,26 @@
 #   registry.k8s.io/e2e-test-images/nginx:1.28.0-2   serving an index on port 80
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1  busybox + Debian's
 #                                        glibc `hostname` (hostname -f resolves
-#                                        through /etc/hosts as upstream's does)
+#                                        through /etc/hosts as upstream's does),
+#                                        dig and getent (see dns_tools)
+#   registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2  busybox (upstream's
+#                                        base is alpine) + /sample-apiserver
+#                                        (k8s.io/sample-apiserver v0.37.1,
+#                                        scripts/build-conformance.sh),
+#                                        ENTRYPOINT ["/sample-apiserver"]
+#   registry.k8s.io/etcd:3.7.0-0         the control plane's static etcd
+#                                        (scripts/build-controlplane.sh) at
+#                                        /usr/local/bin/etcd (what the aggregator
+#                                        spec runs) with /tmp, passwd and group
+#                                        (upstream's: distroless static with
+#                                        /bin/sh, etcdctl, etcdutl and migrate
+#                                        too, which no spec runs)
 #   registry.k8s.io/pause:3.10.2         the project's pause image
 #                                        (scripts/build-images.sh), re-tagged
 #
 # Images the specs expect to be unpullable (gcr.io/k8s-authenticated-test/...,
-# invalid.registry.k8s.io/...) are deliberately not provided.
+# invalid.registry.k8s.io/...) are deliberately not provided; nor is kitten
+# (the ImageVolume spec's: image volumes need a newer Docker than 20.10).
 #
 # Each image carries the label io.kubelet-dockershim.content-hash (sha256 of its
 # root filesystem tarball and settings); an image whose label matches is left
@@ -43,8 +66,9 @@
 # image names, one a line, on stdout.
 #
 # Needs (root): a dockerd that answers, go, apt access (busybox's source from
-# Debian 13 and netcat-openbsd's .deb, fetched into $KDS_CACHE_DIR, not
-# installed; curl, gcc and make are installed when missing).
+# Debian 13, and netcat-openbsd's and dig's .debs, fetched into
+# $KDS_CACHE_DIR, not installed; curl, gcc and make are installed when
+# missing), the Go module proxy (CoreDNS, when not built yet).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -58,7 +82,9 @@ kds_require_root "$@"
 kds_ensure_go
 kds_docker_answers || kds_die "dockerd does not answer (run scripts/prepare-host.sh)"
 SELF_HASH=$(sha256sum "$0" | cut -d' ' -f1)
-CBIN=$("$KDS_SCRIPTS/build-conformance.sh" agnhost nnp)
+CBIN=$("$KDS_SCRIPTS/build-conformance.sh" agnhost nnp sample-apiserver)
+# etcd, and the bin dir CoreDNS is built into.
+CPBIN=$("$KDS_SCRIPTS/build-controlplane.sh")
 # kubelet-dockershim/pause:latest (and the rest of the project's images).
 "$KDS_SCRIPTS/build-images.sh" >&2
 
@@ -94,23 +120,71 @@ deb_root() {
 	echo "$dir/root"
 }
 
-# add_program ROOT SRC DEST: SRC at ROOT/DEST (replacing a busybox link) with
-# the shared libraries it links, at the paths the loader resolves.
+# add_program ROOT SRC DEST [DEBROOT...]: SRC at ROOT/DEST (replacing a busybox
+# link) with the shared libraries it links, at the paths the loader resolves.
+# Libraries are looked up first in the DEBROOTs (unpacked .debs, see
+# deb_root), then on the host; one found in a DEBROOT goes to its path in
+# the package.
 add_program() {
-	local root=$1 src=$2 dest=$3 libs lib
+	local root=$1 src=$2 dest=$3 libs lib rel d dirs=() ldpath out
+	shift 3
 	[[ -x $src ]] || kds_die "$src missing"
+	for d in "$@"; do
+		mapfile -t -O "${#dirs[@]}" dirs < <(find "$d" -name '*.so*' \( -type f -o -type l \) -printf '%h\n' | sort -u)
+	done
+	ldpath=$(
+		IFS=:
+		echo "${dirs[*]}"
+	)
 	mkdir -p "$root$(dirname "$dest")"
 	rm -f "$root$dest"
 	install -m 755 "$src" "$root$dest"
-	if ldd "$src" 2>/dev/null | grep -q 'not found'; then
-		kds_die "$src: $(ldd "$src" | grep 'not found' | tr '\n' ' ')"
+	out=$(LD_LIBRARY_PATH=$ldpath ldd "$src" 2>/dev/null || true)
+	if grep -q 'not found' <<<"$out"; then
+		kds_die "$src: $(grep 'not found' <<<"$out" | tr '\n' ' ')"
 	fi
-	libs=$(ldd "$src" 2>/dev/null | grep -o '/[^ ]*' || true)
+	libs=$(grep -o '/[^ ]*' <<<"$out" || true)
 	for lib in $libs; do
-		[[ -e $root$lib ]] && continue
-		mkdir -p "$root$(dirname "$lib")"
-		cp -L "$lib" "$root$lib"
+		rel=$lib
+		for d in "$@"; do
+			[[ $lib == "$d"/* ]] && rel=${lib#"$d"}
+		done
+		[[ -e $root$rel ]] && continue
+		mkdir -p "$root$(dirname "$rel")"
+		cp -L "$lib" "$root$rel"
 	done
+}
+
+# dns_tools ROOT: what upstream's DNS specs run in agnhost and
+# glibc-dns-testing (dig +search ..., getent hosts NAME): dig of Debian 12's
+# bind9-dnsutils, with BIND's libraries and those only BIND uses from their
+# .debs (unpacked under $KDS_CACHE_DIR, not installed) and the rest from the
+# host (libxml2 brings ICU's data: about 30 MB), and the host's glibc getent
+# (libc-bin; the one that matches the host's libc the images carry).
+DIG_DEBS=(bind9-dnsutils bind9-libs libuv1 libjemalloc2 libfstrm0 liblmdb0 libmaxminddb0)
+dns_tools() {
+	local roots=() p
+	for p in "${DIG_DEBS[@]}"; do
+		roots+=("$(deb_root "$p")")
+	done
+	add_program "$1" "${roots[0]}/usr/bin/dig" /usr/bin/dig "${roots[@]:1}"
+	add_program "$1" /usr/bin/getent /usr/bin/getent
+}
+
+# coredns_binary: print the path of CoreDNS as scripts/cluster.sh builds and
+# deploys it (the version of its COREDNS_VERSION, go install from the module
+# proxy into the control plane's bin dir, that version in coredns.stamp
+# beside the bin dir): whichever script runs first builds it for both.
+coredns_binary() {
+	local version
+	version=$(sed -n 's/^COREDNS_VERSION=//p' "$KDS_SCRIPTS/cluster.sh")
+	[[ $version == v* ]] || kds_die "no COREDNS_VERSION in scripts/cluster.sh"
+	if [[ ! -x $CPBIN/coredns || $(cat "$CPBIN/../coredns.stamp" 2>/dev/null) != "$version" ]]; then
+		kds_log "building CoreDNS $version (cold: about 3 min)"
+		(cd / && CGO_ENABLED=0 GOBIN=$CPBIN go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$version") >&2
+		echo "$version" >"$CPBIN/../coredns.stamp"
+	fi
+	echo "$CPBIN/coredns"
 }
 
 # upstream_busybox: print the path of busybox 1.37.0 as upstream releases it,
@@ -282,6 +356,7 @@ fake_registry() {
 }
 
 ensure_packages curl bash iproute2 hostname
+COREDNS=$(coredns_binary)
 mkdir -p "$WORK/root"
 base_rootfs "$WORK/root/.base"
 
@@ -315,9 +390,11 @@ for v in 1.27.0-2 1.28.0-2; do
 	make_image "$E2E/nginx:$v" "$r" -c 'CMD ["nginx", "-g", "daemon off;"]' -c 'EXPOSE 80'
 done
 
-# glibc-dns-testing: Debian's hostname (glibc resolver) instead of busybox's.
+# glibc-dns-testing: Debian's hostname (glibc resolver) instead of busybox's,
+# dig, getent.
 r=$(rootfs glibc-dns-testing)
 add_program "$r" /bin/hostname /bin/hostname
+dns_tools "$r"
 make_image "$E2E/glibc-dns-testing:2.1.1" "$r" -c 'CMD ["sh"]'
 
 # agnhost.
@@ -330,6 +407,8 @@ rm -f "$r/bin/nc" # busybox's nc has no -u
 add_program "$r" /bin/ip /sbin/ip
 rm -f "$r/bin/ip"
 add_program "$r" /bin/ss /usr/bin/ss
+dns_tools "$r"
+add_program "$r" "$COREDNS" /coredns
 mkdir -p "$r/uploads" "$r/home/user-defined-in-image"
 install -m 644 "$(go env GOMODCACHE)/$K8S_MODULE/test/images/agnhost/porter/localhost.crt" "$r/localhost.crt"
 install -m 644 "$(go env GOMODCACHE)/$K8S_MODULE/test/images/agnhost/porter/localhost.key" "$r/localhost.key"
@@ -343,5 +422,29 @@ make_image "$E2E/agnhost:2.66.1" "$r" "${agnhost_changes[@]}"
 # AgnhostPrev: the same programs, a different image.
 echo 2.55 >"$r/.kubelet-dockershim-agnhost-tag"
 make_image "$E2E/agnhost:2.55" "$r" "${agnhost_changes[@]}"
+rm "$r/.kubelet-dockershim-agnhost-tag"
+
+# nautilus: agnhost (its entrypoint) with upstream's two files, serving them
+# (test-webserver: / on port 80).
+for f in nautilus.jpg data.json; do
+	install -m 644 "$(go env GOMODCACHE)/$K8S_MODULE/test/images/nautilus/html/$f" "$r/$f"
+done
+make_image "$E2E/nautilus:1.8" "$r" -c 'ENTRYPOINT ["/agnhost"]' -c 'CMD ["test-webserver"]' \
+	-c 'EXPOSE 80 8080 8081 9376 5000'
+
+# sample-apiserver: the aggregator specs' API server.
+r=$(rootfs sample-apiserver)
+add_program "$r" "$CBIN/sample-apiserver" /sample-apiserver
+make_image "$E2E/sample-apiserver:1.29.2" "$r" -c 'ENTRYPOINT ["/sample-apiserver"]'
+
+# etcd: the sample-apiserver's storage in the aggregator specs.
+r=$WORK/root/etcd
+mkdir -p "$r/tmp" "$r/etc"
+chmod 1777 "$r/tmp"
+add_program "$r" "$CPBIN/etcd" /usr/local/bin/etcd
+printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
+	'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' >"$r/etc/passwd"
+printf '%s\n' 'root:x:0:' 'nobody:x:65534:' 'nonroot:x:65532:' >"$r/etc/group"
+make_image registry.k8s.io/etcd:3.7.0-0 "$r" -c 'EXPOSE 2379 2380 4001 7001'
 
 retag kubelet-dockershim/pause:latest registry.k8s.io/pause:3.10.2

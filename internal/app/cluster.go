@@ -213,8 +213,11 @@ func (r runtimeVersion) Version(ctx context.Context) (string, string, error) {
 func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, logger *zap.Logger) (*nodestatus.Controller, error) {
 	external := cfg.CloudProvider == "external"
 	ips := n.ips
-	if external && cfg.NodeIP == "" {
-		ips = nil // the cloud controller manager sets the addresses
+	if cfg.NodeIP == "" {
+		// As upstream: without --node-ip the addresses are detected at each
+		// status update (or, with an external cloud provider, set by the
+		// cloud controller manager).
+		ips = nil
 	}
 	return nodestatus.New(nodestatus.Options{
 		Client: conn.client, NodeName: n.name, Known: n.known, Hostname: n.name, NodeIPs: ips,

@@ -22,6 +22,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/cri"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubeletserver"
 )
 
@@ -181,9 +182,11 @@ func nodeName(cfg *Config) (string, error) {
 	return strings.ToLower(h), nil
 }
 
-// nodeIPs is --node-ip, or the first global unicast address of an interface that is
-// up (bridges made by Docker and CNI excluded), or 127.0.0.1.
-func nodeIPs(cfg *Config) []net.IP {
+// nodeIPs is --node-ip, or the address upstream's kubelet detects for node
+// name (nodestatus.DetectNodeIP: the name's address, else the default-route
+// interface's), or 127.0.0.1 when there is neither (a standalone node
+// without network).
+func nodeIPs(cfg *Config, name string) []net.IP {
 	if cfg.NodeIP != "" {
 		var out []net.IP
 		for _, s := range strings.Split(cfg.NodeIP, ",") {
@@ -191,28 +194,10 @@ func nodeIPs(cfg *Config) []net.IP {
 		}
 		return out
 	}
-	ifaces, _ := net.Interfaces()
-	for _, ifc := range ifaces {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || isVirtualBridge(ifc.Name) {
-			continue
-		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-				return []net.IP{ipn.IP}
-			}
-		}
+	if ip, err := nodestatus.DetectNodeIP(name); err == nil {
+		return []net.IP{ip}
 	}
 	return []net.IP{net.ParseIP("127.0.0.1")}
-}
-
-func isVirtualBridge(name string) bool {
-	for _, p := range []string{"docker", "cni", "veth", "br-", "dockershim", "flannel", "cali", "kube"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // healthzAddr is the local endpoint's address, or "" when disabled.

@@ -90,7 +90,7 @@ type node struct {
 // API server, the node status, which reports their conditions. It starts
 // nothing.
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg), conn: conn, reg: reg,
+	n := &node{pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg, name), conn: conn, reg: reg,
 		events: podIdentityEvents{clients.runtime}, recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {

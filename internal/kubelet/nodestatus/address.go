@@ -49,6 +49,16 @@ func (c *Controller) nodeAddresses() ([]v1.NodeAddress, error) {
 	return []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip.String()}, hostname}, nil
 }
 
+// DetectNodeIP is the address upstream's kubelet gives a node that has no
+// --node-ip, as nodeAddresses finds it: the node name as an IP, else the
+// first usable address the name resolves to (IPv4 preferred), else the
+// global address of the default-route interface.
+func DetectNodeIP(nodeName string) (net.IP, error) {
+	c := &Controller{opts: Options{NodeName: nodeName, Hostname: nodeName},
+		lookupIP: net.LookupIP, defaultRouteIP: defaultRouteIP, localIP: onLocalInterface}
+	return c.detectNodeIP(nil)
+}
+
 // detectNodeIP runs steps 2-4 of nodeAddresses; family is nil or unspecified.
 func (c *Controller) detectNodeIP(family net.IP) (net.IP, error) {
 	if ip := net.ParseIP(c.opts.Hostname); ip != nil {
