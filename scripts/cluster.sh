@@ -510,6 +510,9 @@ cmd_up() {
 	mkdir -p "$STATE"
 	exec 8>"$STATE/lock"
 	flock -n 8 || kds_die "another cluster.sh runs on $STATE"
+	if [[ -n $(nodes) ]]; then
+		kds_die "cluster $NAME has nodes already ($(nodes | tr '\n' ' ')): add-node adds one, down removes them"
+	fi
 	build_all
 	# Not holding the lock: the components outlive this run.
 	controlplane up "$STATE/cp" 8>&-
@@ -524,7 +527,7 @@ cmd_up() {
 	kubectl_admin -n kube-system rollout status deployment/coredns --timeout="${READY_TIMEOUT}s" >/dev/null ||
 		kds_die "CoreDNS is not available (kubectl -n kube-system describe pods -l k8s-app=kube-dns)"
 	kds_log "cluster $NAME up in $((SECONDS - start))s: ${#NEW[@]} nodes Ready, CoreDNS available"
-	kds_log "kubectl: $BIN/kubectl --kubeconfig $STATE/cp/admin.conf (or: eval \"\$($0 env)\")"
+	kds_log "kubectl: $BIN/kubectl --kubeconfig $STATE/cp/admin.conf (or: eval \"\$(KDS_CLUSTER_NAME=$NAME $0 env)\")"
 }
 
 require_up() {
