@@ -302,8 +302,21 @@ add_nodes() {
 		(wait_booted "${NEW[i]}" && load_images "${NEW[i]}" "$PAUSE_IMAGE" "$COREDNS_IMAGE" "$@") &
 		pids+=($!)
 	done
-	for i in "${!pids[@]}"; do
-		wait "${pids[i]}" || kds_die "node ${NEW[i]} did not come up"
+	wait_jobs "did not come up" "${NEW[@]}" -- "${pids[@]}"
+}
+
+# wait_jobs WHAT NODE... -- PID...: wait for each background job; the first
+# that failed ends the script with "node NODE WHAT".
+wait_jobs() {
+	local what=$1 names=() i
+	shift
+	while [[ $1 != -- ]]; do
+		names+=("$1")
+		shift
+	done
+	shift
+	for ((i = 1; i <= $#; i++)); do
+		wait "${!i}" || kds_die "node ${names[i - 1]} $what"
 	done
 }
 
@@ -557,14 +570,13 @@ cmd_remove_node() {
 cmd_load_images() {
 	(($# >= 1)) || usage
 	require_up
-	local node pids=()
+	local node names=() pids=()
 	for node in $(nodes); do
 		load_images "$node" "$@" &
+		names+=("$node")
 		pids+=($!)
 	done
-	for node in "${pids[@]}"; do
-		wait "$node" || kds_die "loading images failed"
-	done
+	wait_jobs "did not load the images" "${names[@]}" -- "${pids[@]}"
 }
 
 cmd_status() {
