@@ -92,6 +92,11 @@ type node struct {
 func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
 	n := &node{pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg, name), conn: conn, reg: reg,
 		events: podIdentityEvents{clients.runtime}, recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
+	if conn != nil {
+		n.known.SetFetch(func(ctx context.Context) (*v1.Node, error) {
+			return conn.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		})
+	}
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {
 		return nil, err

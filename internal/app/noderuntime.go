@@ -201,7 +201,7 @@ func newPLEG(cfg *Config, n *node, logger *zap.Logger) (kubelet.PLEG, error) {
 func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, error) {
 	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
-		opts.Objects, opts.Claims = n.conn.objects, n.conn.objects
+		opts.Objects, opts.Claims, opts.TrustBundles = n.conn.objects, n.conn.objects, n.conn.objects
 	}
 	opts.CSI = n.csi
 	return volumes.New(opts)

@@ -160,9 +160,12 @@ type PodWorkers interface {
 }
 
 // NodeGetter gives the node object pods are admitted against (labels,
-// allocatable); ok is false until the node is known.
+// allocatable); ok is false until the node is known. FreshNode reads it from
+// the API server at once (admission does when only the node affinity refuses
+// a pod: the labels it needs may be newer than the known node).
 type NodeGetter interface {
 	Node() (*v1.Node, bool)
+	FreshNode(ctx context.Context) (*v1.Node, error)
 }
 
 // MirrorClient creates and deletes the API mirror pods of static pods.

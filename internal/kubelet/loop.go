@@ -171,10 +171,16 @@ func (k *Kubelet) handleAdd(p *v1.Pod) {
 	k.workers.UpdatePod(podworkers.UpdatePodOptions{UpdateType: podworkers.SyncPodCreate, Pod: p})
 }
 
+// freshNodeTimeout bounds admission's read of the node from the API server.
+const freshNodeTimeout = 10 * time.Second
+
 // canAdmit runs the admission checks (internal/kubelet/admission) against
 // the admitted active pods and the node: its API object when known, else the
 // kubelet's own allocatable (as upstream's getNodeAnyWay falls back to the
-// initial node).
+// initial node). When the node affinity refuses the pod, the node is read
+// from the API server and the checks run again, as upstream's predicate
+// admit handler does: a label the scheduler saw may not have reached the
+// known node yet.
 func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 	var others []*v1.Pod
 	for _, other := range k.pods.ActivePods() {
@@ -182,17 +188,35 @@ func (k *Kubelet) canAdmit(p *v1.Pod) (reason, message string, ok bool) {
 			others = append(others, k.resize.allocatedPod(other))
 		}
 	}
-	target := admission.Target{MaxPods: k.cfg.maxPods}
+	var node *v1.Node
 	if k.deps.node != nil {
-		target.Node, _ = k.deps.node.Node()
+		node, _ = k.deps.node.Node()
 	}
+	reason, message, ok = admission.Admit(p, k.admissionTarget(node), others)
+	if ok || reason != admission.ReasonNodeAffinity || k.deps.node == nil {
+		return reason, message, ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), freshNodeTimeout)
+	defer cancel()
+	fresh, err := k.deps.node.FreshNode(ctx)
+	if err != nil {
+		k.logger.Error("Failed to synchronously fetch node info", zap.String("pod", podRef(p)), zap.Error(err))
+		return reason, message, ok
+	}
+	return admission.Admit(p, k.admissionTarget(fresh), others)
+}
+
+// admissionTarget is what a pod is admitted against: node (nil: not known)
+// with its allocatable, else the kubelet's own allocatable.
+func (k *Kubelet) admissionTarget(node *v1.Node) admission.Target {
+	target := admission.Target{MaxPods: k.cfg.maxPods, Node: node}
 	switch {
-	case target.Node != nil:
-		target.Allocatable = target.Node.Status.Allocatable
+	case node != nil:
+		target.Allocatable = node.Status.Allocatable
 	case k.deps.resources != nil:
 		target.Allocatable = k.deps.resources.Allocatable()
 	}
-	return admission.Admit(p, target, others)
+	return target
 }
 
 // reject marks the pod Failed without running it.

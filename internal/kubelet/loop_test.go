@@ -359,10 +359,56 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// fixedNode is a node getter with a fixed node object (nil: not known yet).
-type fixedNode struct{ node *v1.Node }
+// fixedNode is a node getter with a fixed node object (nil: not known yet)
+// and, in the API server, fresh (nil: the read fails).
+type fixedNode struct{ node, fresh *v1.Node }
 
 func (f fixedNode) Node() (*v1.Node, bool) { return f.node, f.node != nil }
+
+func (f fixedNode) FreshNode(context.Context) (*v1.Node, error) {
+	if f.fresh == nil {
+		return nil, errors.New("the API server is away")
+	}
+	return f.fresh, nil
+}
+
+// A pod whose node affinity only the API server's node matches (a label
+// newer than the known node) is admitted after a fresh read, as upstream's
+// predicate admit handler does; without the label there either, or when the
+// read fails, it is rejected with upstream's reason and message.
+func TestAdmissionRereadsNodeForAffinity(t *testing.T) {
+	t.Parallel()
+	known := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	labelled := known.DeepCopy()
+	labelled.Labels = map[string]string{"node": "node-1"}
+	for _, tc := range []struct {
+		desc         string
+		fresh        *v1.Node
+		wantAdmitted bool
+	}{
+		{desc: "the API server's node has the label", fresh: labelled, wantAdmitted: true},
+		{desc: "nor has the API server's", fresh: known},
+		{desc: "the read fails"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(o *Options) { o.Parts.Node = fixedNode{node: known, fresh: tc.fresh} })
+			pod := staticPod("p", "uid-p", func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"node": "node-1"} })
+			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
+			st, _ := e.k.status.GetPodStatus(pod.UID)
+			if tc.wantAdmitted {
+				if got := describe(e.workers.take()); strings.Join(got, ",") != "create:uid-p" || st.Phase == v1.PodFailed {
+					t.Errorf("worker updates = %v, status %+v; want the pod admitted", got, st)
+				}
+				return
+			}
+			if st.Phase != v1.PodFailed || st.Reason != admission.ReasonNodeAffinity ||
+				st.Message != "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector" {
+				t.Errorf("status = %+v, want rejected with NodeAffinity", st)
+			}
+		})
+	}
+}
 
 // fixedAllocatable is the kubelet's own allocatable, never changing.
 type fixedAllocatable v1.ResourceList
@@ -391,7 +437,7 @@ func TestAdmissionAllocatable(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, func(o *Options) { o.Parts.Resources, o.Parts.Node = own, fixedNode{tc.node} })
+			e := newEnv(t, func(o *Options) { o.Parts.Resources, o.Parts.Node = own, fixedNode{node: tc.node} })
 			pod := needs2CPU("p")
 			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{pod}})
 			st, _ := e.k.status.GetPodStatus(pod.UID)

@@ -18,6 +18,10 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
+// ReasonNodeAffinity is the rejection reason of a pod whose node selector or
+// required node affinity the node does not match.
+const ReasonNodeAffinity = predicateNodeAffinity
+
 // Admission failure reasons and descriptions (upstream lifecycle predicates).
 const (
 	predicateNodeAffinity     = "NodeAffinity"

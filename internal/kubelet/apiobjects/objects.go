@@ -1,7 +1,8 @@
 // Package apiobjects gives the kubelet read access to the API objects its pods
 // reference: configMaps and secrets (GET through a short TTL cache), service
-// account tokens (TokenRequest) and services (an informer over all namespaces,
-// for the service-link environment variables).
+// account tokens (TokenRequest), services (an informer over all namespaces,
+// for the service-link environment variables) and ClusterTrustBundles (an
+// informer started at the first clusterTrustBundle projection).
 //
 // Only internal/app may import it: it builds one Objects from the kubelet's
 // client and hands it to internal/kubelet and internal/kubelet/volumes, which
@@ -12,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,6 +61,9 @@ type Objects struct {
 	factory    informers.SharedInformerFactory
 	services   cache.SharedIndexInformer
 	lister     corelisters.ServiceLister
+
+	runMu  sync.Mutex
+	runCtx context.Context // run's: informers added later (ClusterTrustBundles) run under it
 }
 
 // New wires Objects; it starts nothing (see Run).
@@ -105,6 +110,9 @@ func (o *Objects) Wait() { o.loops.Wait() }
 // for it to stop.
 func (o *Objects) run(ctx context.Context) {
 	o.logger.Info("starting the services informer")
+	o.runMu.Lock()
+	o.runCtx = ctx
+	o.runMu.Unlock()
 	o.factory.StartWithContext(ctx)
 	<-ctx.Done()
 	o.factory.Shutdown()

@@ -1,6 +1,8 @@
 package nodestatus
 
 import (
+	"context"
+	"errors"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +20,31 @@ type Known struct {
 	node       *v1.Node
 	registered bool
 	syncNow    chan struct{}
+	fetch      func(ctx context.Context) (*v1.Node, error) // SetFetch's; nil: FreshNode fails
+}
+
+// SetFetch gives FreshNode its way to read the node from the API server.
+func (k *Known) SetFetch(fetch func(ctx context.Context) (*v1.Node, error)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fetch = fetch
+}
+
+// FreshNode reads the node from the API server now, keeps it as the latest
+// state and returns a copy.
+func (k *Known) FreshNode(ctx context.Context) (*v1.Node, error) {
+	k.mu.Lock()
+	fetch := k.fetch
+	k.mu.Unlock()
+	if fetch == nil {
+		return nil, errors.New("no API server to read the node from")
+	}
+	node, err := fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k.store(node)
+	return node.DeepCopy(), nil
 }
 
 // NewKnown returns an empty Known: no node, not registered.

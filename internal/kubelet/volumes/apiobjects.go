@@ -7,6 +7,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -18,6 +19,16 @@ type APIObjects interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 	CreateToken(ctx context.Context, namespace, serviceAccount string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+}
+
+// TrustBundles gives the trust anchors of clusterTrustBundle projections
+// (upstream's clustertrustbundle.Manager): the certificates of one
+// ClusterTrustBundle, or of those of a signer a label selector selects,
+// deduplicated and PEM-encoded; an empty result when allowMissing and none
+// is found. internal/kubelet/apiobjects implements it.
+type TrustBundles interface {
+	TrustAnchorsByName(ctx context.Context, name string, allowMissing bool) ([]byte, error)
+	TrustAnchorsBySigner(ctx context.Context, signerName string, selector *metav1.LabelSelector, allowMissing bool) ([]byte, error)
 }
 
 // Resource names used in "not found" messages, as the upstream kubelet's object

@@ -69,6 +69,9 @@ type Options struct {
 	// configMap, secret and projected volumes. nil (standalone): those volumes are
 	// refused.
 	Objects APIObjects
+	// TrustBundles gives the trust anchors of clusterTrustBundle projections;
+	// nil (standalone): those projections are refused.
+	TrustBundles TrustBundles
 	// Claims reads persistent volume claims and volumes for
 	// persistentVolumeClaim and generic ephemeral volumes. nil (standalone):
 	// those volumes are refused.
@@ -106,6 +109,7 @@ type Manager struct {
 	podsDir string
 	node    NodeAllocatable // nil: none
 	objects APIObjects      // nil: no API-backed volumes
+	bundles TrustBundles    // nil: no clusterTrustBundle projections
 	claims  ClaimObjects    // nil: no claim volumes
 	csi     CSIVolumes      // nil: no CSI volumes
 	tokens  *tokenCache
@@ -151,6 +155,7 @@ func New(opts Options) (*Manager, error) {
 		podsDir: filepath.Clean(opts.PodsDir),
 		node:    opts.Allocatable,
 		objects: opts.Objects,
+		bundles: opts.TrustBundles,
 		claims:  opts.Claims,
 		csi:     opts.CSI,
 		tokens:  newTokenCache(opts.Objects, clk, logger),

@@ -254,7 +254,7 @@ func TestCollectProjectedErrors(t *testing.T) {
 	}
 	for _, want := range []string{
 		`configmap "gone" not found`,
-		"clusterTrustBundle projections are not supported",
+		"clusterTrustBundle projections need the API server",
 		`serviceAccountToken "token": the pod has no service account`,
 	} {
 		if !strings.Contains(ov.err.Error(), want) {

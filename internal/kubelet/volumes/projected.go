@@ -14,8 +14,9 @@ import (
 // account token that does not set expirationSeconds (the API's default).
 const defaultTokenExpirationSeconds int64 = 3600
 
-// tokenModeWithFSGroup is the token file mode when the pod has an fsGroup; the
-// ownership step then adds group read (0640), as upstream.
+// tokenModeWithFSGroup is the mode of a token or trust bundle file when the
+// pod has an fsGroup; the ownership step then adds group read (0640), as
+// upstream.
 const tokenModeWithFSGroup int32 = 0o600
 
 // collectProjected returns the files of every source of a projected volume, in
@@ -60,11 +61,40 @@ func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, s *v1.Volu
 	case s.ServiceAccountToken != nil:
 		return m.collectToken(ctx, pod, s.ServiceAccountToken, defaultMode)
 	case s.ClusterTrustBundle != nil:
-		return nil, errors.New("clusterTrustBundle projections are not supported by this kubelet")
+		return m.collectTrustBundle(ctx, pod, s.ClusterTrustBundle, defaultMode)
 	case s.PodCertificate != nil:
 		return nil, errors.New("podCertificate projections are not supported by this kubelet")
 	}
 	return nil, errors.New("projected volume source without a type")
+}
+
+// collectTrustBundle returns the file of a clusterTrustBundle projection:
+// the trust anchors of the named bundle or of the signer's selected bundles
+// (upstream's projected volume plugin), mode 0600 when the pod has an
+// fsGroup.
+func (m *Manager) collectTrustBundle(ctx context.Context, pod *v1.Pod, p *v1.ClusterTrustBundleProjection, defaultMode int32) (map[string]fileProjection, error) {
+	if m.bundles == nil {
+		return nil, errors.New("clusterTrustBundle projections need the API server (a standalone kubelet has none)")
+	}
+	allowMissing := isOptional(p.Optional)
+	var data []byte
+	var err error
+	switch {
+	case p.Name != nil:
+		data, err = m.bundles.TrustAnchorsByName(ctx, *p.Name, allowMissing)
+	case p.SignerName != nil:
+		data, err = m.bundles.TrustAnchorsBySigner(ctx, *p.SignerName, p.LabelSelector, allowMissing)
+	default:
+		err = errors.New("ClusterTrustBundle projection requires either name or signerName to be set")
+	}
+	if err != nil {
+		return nil, err
+	}
+	mode := defaultMode
+	if fsGroupOf(pod) != nil {
+		mode = tokenModeWithFSGroup
+	}
+	return map[string]fileProjection{p.Path: {Data: data, Mode: mode}}, nil
 }
 
 // collectToken returns the token file of a serviceAccountToken projection: a token
