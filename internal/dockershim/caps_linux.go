@@ -89,18 +89,43 @@ func missingCaps(status, lastCap string) ([]string, error) {
 //   - with an older daemon (20.10), which grants its whole list and lets runc
 //     fail, ALL gets the missing capabilities dropped and --privileged is
 //     emulated (emulatePrivileged).
+//
+// An older daemon knows (grants with ALL, accepts in CapDrop) the
+// capabilities up to CAP_AUDIT_READ only: a later one that the host lacks is
+// never granted, and naming it fails the container ("invalid CapDrop:
+// unknown capability: \"CAP_BPF\""). A node container that Engine 20.10
+// created is such a host: its bounding set ends at CAP_AUDIT_READ on a newer
+// kernel.
 func (h *hostInfo) fitCaps(hc *libdocker.HostConfig) {
 	if len(h.missingCaps) == 0 {
 		return
 	}
 	hc.CapDrop = withoutCaps(hc.CapDrop, h.missingCaps)
-	switch {
-	case h.daemonBoundsCaps:
-	case hc.Privileged:
-		emulatePrivileged(hc, h.missingCaps)
-	case slices.Contains(hc.CapAdd, "ALL"):
-		hc.CapDrop = append(hc.CapDrop, h.missingCaps...)
+	if h.daemonBoundsCaps {
+		return
 	}
+	drop := knownToLegacyDaemon(h.missingCaps)
+	switch {
+	case hc.Privileged:
+		emulatePrivileged(hc, drop)
+	case slices.Contains(hc.CapAdd, "ALL"):
+		hc.CapDrop = append(hc.CapDrop, drop...)
+	}
+}
+
+// legacyDaemonLastCap is the last capability Docker Engine 20.10 knows.
+const legacyDaemonLastCap = "CAP_AUDIT_READ"
+
+// knownToLegacyDaemon is caps without those after legacyDaemonLastCap.
+func knownToLegacyDaemon(caps []string) []string {
+	last := slices.Index(linuxCapNames[:], legacyDaemonLastCap)
+	var out []string
+	for _, c := range caps {
+		if i := slices.Index(linuxCapNames[:], c); i >= 0 && i <= last {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // withoutCaps is caps (CAP_ names, or ALL) without those in drop, nil when

@@ -538,7 +538,8 @@ spec:
 // webManifests: a Deployment of 4 busybox httpd pods answering their own
 // name on 8080, spread over the schedulable nodes (a cordoned node does not
 // count: nodeTaintsPolicy Honor), its NodePort Service, and a client pod on
-// node clientNode.
+// node clientNode, privileged (in a node container that Engine 20.10 made,
+// the capabilities the node lacks are ones its dockerd does not know).
 func webManifests(clientNode string) string {
 	return `apiVersion: apps/v1
 kind: Deployment
@@ -579,5 +580,6 @@ spec:
     image: ` + busyboxImage + `
     imagePullPolicy: Never
     command: [sleep, "3600"]
+    securityContext: {privileged: true}
 `
 }
