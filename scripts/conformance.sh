@@ -684,7 +684,7 @@ cluster_teardown() {
 	set +e
 	kds_log "tearing down the cluster"
 	mkdir -p "$OUT/logs"
-	for node in $(docker ps -q --filter label=io.kubelet-dockershim.cluster=conformance --format '{{.Names}}'); do
+	for node in $(docker ps --filter label=io.kubelet-dockershim.cluster=conformance --format '{{.Names}}'); do
 		docker exec "$node" journalctl --no-pager -u kubelet -u kube-proxy -u kds-podnet -u docker >"$OUT/logs/$node.log" 2>&1
 	done
 	for f in "$STATE"/kds-cluster/cp/logs/*.log; do
