@@ -17,6 +17,9 @@ PACKAGES=(
 	docker.io containernetworking-plugins busybox-static docker-registry
 	apache2-utils openssl iptables conntrack containerd iproute2
 	ca-certificates git e2fsprogs mount util-linux dbus-daemon debootstrap
+	# systemd-socket-activate and systemd-socket-proxyd: cluster.sh's relay
+	# from the nodes to the API server (systemd need not run as PID 1).
+	systemd
 )
 DOCKERD_LOG=/var/log/dockerd-kubelet-dockershim.log
 DOCKERD_PID=/var/run/docker.pid
