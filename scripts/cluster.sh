@@ -156,7 +156,7 @@ relay_pid() {
 	local pid
 	[[ -s $STATE/relay.pid ]] || return 1
 	pid=$(<"$STATE/relay.pid")
-	[[ $(readlink "/proc/$pid/exe" 2>/dev/null) == */systemd-socket-activate || $(readlink "/proc/$pid/exe" 2>/dev/null) == */systemd-socket-proxyd ]] || return 1
+	[[ $(readlink "/proc/$pid/exe" 2>/dev/null) == */systemd-socket-@(activate|proxyd) ]] || return 1
 	echo "$pid"
 }
 
@@ -166,10 +166,9 @@ start_relay() {
 	rm -f "$STATE/relay/apiserver.sock"
 	# systemd-socket-activate binds the socket and execs the proxy with it
 	# (one process, many connections); in its own session.
-	# shellcheck disable=SC2016 # expanded by the inner bash
-	setsid bash -c 'echo $$ >"$0" && log=$1 && shift && exec "$@" >>"$log" 2>&1 </dev/null' "$STATE/relay.pid" "$STATE/relay.log" \
+	kds_spawn "$STATE/relay.pid" "$STATE/relay.log" \
 		/usr/bin/systemd-socket-activate -l "$STATE/relay/apiserver.sock" \
-		/lib/systemd/systemd-socket-proxyd "127.0.0.1:$APISERVER_PORT" 8>&- &
+		/lib/systemd/systemd-socket-proxyd "127.0.0.1:$APISERVER_PORT" 8>&-
 	local i
 	for ((i = 0; i < 100; i++)); do
 		[[ -S $STATE/relay/apiserver.sock ]] && return

@@ -257,9 +257,7 @@ select_specs() {
 start_bg() {
 	local name=$1 log=$2 i
 	shift 2
-	# shellcheck disable=SC2016 # expanded by the inner bash
-	setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && log=$1 && shift && exec "$@" >>"$log" 2>&1 </dev/null' \
-		"$STATE/pids/$name.pid" "$log" "$@" &
+	kds_spawn "$STATE/pids/$name.pid" "$log" "$@"
 	for ((i = 0; i < 100; i++)); do
 		[[ -s $STATE/pids/$name.pid ]] && break
 		sleep 0.05

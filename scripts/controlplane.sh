@@ -262,11 +262,7 @@ launch() {
 		[[ $v == ETCD_* ]] && unset_args+=(-u "$v")
 	done
 	rm -f "$pidfile"
-	# In its own session: a Ctrl-C meant for the tests does not reach it. The
-	# inner shell records its own pid, which exec hands on to the binary.
-	# shellcheck disable=SC2016 # expanded by the inner bash
-	setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && log=$1 && shift && exec "$@" >>"$log" 2>&1 </dev/null' \
-		"$pidfile" "$STATE/logs/$name.log" env "${unset_args[@]}" "$BIN/$name" "$@" &
+	kds_spawn "$pidfile" "$STATE/logs/$name.log" env "${unset_args[@]}" "$BIN/$name" "$@"
 	# Until the pid runs the binary itself (not bash or env on the way).
 	for ((i = 0; i < 100; i++)); do
 		component_pid "$name" >/dev/null && break

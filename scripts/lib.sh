@@ -30,6 +30,18 @@ kds_ensure_go() {
 }
 
 # kds_docker_answers: whether dockerd answers on the default socket.
+# kds_spawn PIDFILE LOG CMD...: run CMD in the background in a session of its
+# own (a Ctrl-C meant for the caller does not reach it), its output appended
+# to LOG, stdin /dev/null. PIDFILE gets the pid, written whole before CMD
+# runs (the shell's, which exec hands on to CMD).
+kds_spawn() {
+	local pidfile=$1 log=$2
+	shift 2
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	setsid bash -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && log=$1 && shift && exec "$@" >>"$log" 2>&1 </dev/null' \
+		"$pidfile" "$log" "$@" &
+}
+
 kds_docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 # kds_dynamic_busybox: print the path of the regular, dynamically linked
