@@ -24,6 +24,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pluginwatcher"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podcerts"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podmanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podresources"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
@@ -66,6 +67,7 @@ type node struct {
 	recorder  record.EventRecorder  // events about pods and the node
 	nodeRef   *v1.ObjectReference   // the node, as the object of events
 	volumes   *volumes.Manager
+	podCerts  *podcerts.Manager // with an API server and the PodCertificateRequest gate; else nil
 	devices   *devicemanager.Manager
 	// podResources serves the PodResources API.
 	podResources *podresources.Server

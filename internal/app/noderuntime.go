@@ -21,6 +21,7 @@ import (
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podcerts"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimehelper"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
@@ -202,6 +203,15 @@ func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, err
 	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
 		opts.Objects, opts.Claims, opts.TrustBundles = n.conn.objects, n.conn.objects, n.conn.objects
+	}
+	if n.conn != nil && cfg.enabled(features.PodCertificateRequest) {
+		var err error
+		n.podCerts, err = podcerts.New(podcerts.Options{Client: n.conn.client, NodeName: n.name, Node: n.known.Node, Pods: n.pods,
+			Recorder: n.recorder, Registerer: n.reg, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		opts.PodCertificates = n.podCerts
 	}
 	opts.CSI = n.csi
 	return volumes.New(opts)

@@ -41,6 +41,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "DeploymentRemoteMode", run: testDeploymentRemoteMode},
 		{desc: "PodNetwork", run: testPodNetwork},
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
+		{desc: "PodCertificate", run: testPodCertificate},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},

@@ -54,6 +54,9 @@ const (
 	// MemoryQoS gives containers on cgroup v2 memory.min and memory.low 0
 	// and a memory.high throttle below their limit (memoryThrottlingFactor).
 	MemoryQoS featuregate.Feature = "MemoryQoS"
+	// PodCertificateRequest lets podCertificate projected volume sources get
+	// their certificates through PodCertificateRequests.
+	PodCertificateRequest featuregate.Feature = "PodCertificateRequest"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -69,6 +72,7 @@ var honoured = map[featuregate.Feature]bool{
 	InPlacePodLevelResourcesVerticalScaling: true,
 	ExtendWebSocketsToKubelet:               true,
 	MemoryQoS:                               true,
+	PodCertificateRequest:                   true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

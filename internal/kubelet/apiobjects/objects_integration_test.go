@@ -12,15 +12,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
 
 func TestIntegrationObjects(t *testing.T) {
 	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ns := createNamespace(ctx, t, c, "apiobjects-")
+	ns := c.CreateNamespace(ctx, t, "apiobjects-")
 	// The TTL leaves a loaded machine time to update the configMap within it.
 	const ttl = 2 * time.Second
 	o, err := New(Options{Client: c.Client, CacheTTL: ttl, Logger: zaptest.NewLogger(t)})
@@ -121,22 +119,6 @@ func TestIntegrationObjects(t *testing.T) {
 			t.Errorf("token for a missing service account: %v, want NotFound", err)
 		}
 	})
-}
-
-func createNamespace(ctx context.Context, t *testing.T, c *controlplane.Cluster, prefix string) string {
-	t.Helper()
-	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete namespace %s: %v", ns.Name, err)
-		}
-	})
-	return ns.Name
 }
 
 func hasService(list []*v1.Service, name string) bool {

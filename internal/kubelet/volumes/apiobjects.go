@@ -31,6 +31,14 @@ type TrustBundles interface {
 	TrustAnchorsBySigner(ctx context.Context, signerName string, selector *metav1.LabelSelector, allowMissing bool) ([]byte, error)
 }
 
+// PodCertificates gives the credentials of podCertificate projections
+// (upstream's podcertificate.Manager): the PEM private key and certificate
+// chain of the source at index of pod's volume, waiting for the first
+// issuance. internal/kubelet/podcerts implements it.
+type PodCertificates interface {
+	CredentialBundle(ctx context.Context, pod *v1.Pod, volume string, index int, signer string) (key, chain []byte, err error)
+}
+
 // Resource names used in "not found" messages, as the upstream kubelet's object
 // managers print them (`configmap "x" not found`).
 var (

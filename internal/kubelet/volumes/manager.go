@@ -72,6 +72,10 @@ type Options struct {
 	// TrustBundles gives the trust anchors of clusterTrustBundle projections;
 	// nil (standalone): those projections are refused.
 	TrustBundles TrustBundles
+	// PodCertificates gives the credentials of podCertificate projections;
+	// nil (standalone, or the PodCertificateRequest gate off): those
+	// projections are refused.
+	PodCertificates PodCertificates
 	// Claims reads persistent volume claims and volumes for
 	// persistentVolumeClaim and generic ephemeral volumes. nil (standalone):
 	// those volumes are refused.
@@ -106,15 +110,16 @@ type VolumeInfo struct {
 // Manager sets up and tears down pod volumes. Its methods are safe for concurrent use;
 // the operations on one pod are serialised, those on different pods run side by side.
 type Manager struct {
-	podsDir string
-	node    NodeAllocatable // nil: none
-	objects APIObjects      // nil: no API-backed volumes
-	bundles TrustBundles    // nil: no clusterTrustBundle projections
-	claims  ClaimObjects    // nil: no claim volumes
-	csi     CSIVolumes      // nil: no CSI volumes
-	tokens  *tokenCache
-	metrics *volumeMetrics
-	logger  *zap.Logger
+	podsDir  string
+	node     NodeAllocatable // nil: none
+	objects  APIObjects      // nil: no API-backed volumes
+	bundles  TrustBundles    // nil: no clusterTrustBundle projections
+	podCerts PodCertificates // nil: no podCertificate projections
+	claims   ClaimObjects    // nil: no claim volumes
+	csi      CSIVolumes      // nil: no CSI volumes
+	tokens   *tokenCache
+	metrics  *volumeMetrics
+	logger   *zap.Logger
 
 	// pods serialises the mounts, unmounts and removals of one pod; one pod's
 	// stuck volume (a hung CSI driver) never blocks another pod.
@@ -152,15 +157,16 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		podsDir: filepath.Clean(opts.PodsDir),
-		node:    opts.Allocatable,
-		objects: opts.Objects,
-		bundles: opts.TrustBundles,
-		claims:  opts.Claims,
-		csi:     opts.CSI,
-		tokens:  newTokenCache(opts.Objects, clk, logger),
-		metrics: met,
-		logger:  logger,
+		podsDir:  filepath.Clean(opts.PodsDir),
+		node:     opts.Allocatable,
+		objects:  opts.Objects,
+		bundles:  opts.TrustBundles,
+		podCerts: opts.PodCertificates,
+		claims:   opts.Claims,
+		csi:      opts.CSI,
+		tokens:   newTokenCache(opts.Objects, clk, logger),
+		metrics:  met,
+		logger:   logger,
 	}, nil
 }
 

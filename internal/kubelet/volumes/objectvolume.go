@@ -49,7 +49,7 @@ func (m *Manager) collectObjectVolumes(ctx context.Context, pod *v1.Pod) map[str
 			ov.payload, ov.err = m.collectSecret(ctx, pod, src.Secret)
 		case src.Projected != nil:
 			ov = &objectVolume{kind: "projected", pluginDir: ProjectedPluginDir, tmpfs: true}
-			ov.payload, ov.err = m.collectProjected(ctx, pod, src.Projected)
+			ov.payload, ov.err = m.collectProjected(ctx, pod, vol.Name, src.Projected)
 		default:
 			continue
 		}

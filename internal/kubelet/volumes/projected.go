@@ -21,12 +21,19 @@ const tokenModeWithFSGroup int32 = 0o600
 
 // collectProjected returns the files of every source of a projected volume, in
 // order (a later source wins a path). Errors of all sources are joined.
-func (m *Manager) collectProjected(ctx context.Context, pod *v1.Pod, src *v1.ProjectedVolumeSource) (map[string]fileProjection, error) {
+func (m *Manager) collectProjected(ctx context.Context, pod *v1.Pod, volume string, src *v1.ProjectedVolumeSource) (map[string]fileProjection, error) {
 	defaultMode := modeOr(src.DefaultMode)
 	payload := map[string]fileProjection{}
 	var errs []error
 	for i := range src.Sources {
-		files, err := m.collectProjection(ctx, pod, &src.Sources[i], defaultMode)
+		s := &src.Sources[i]
+		var files map[string]fileProjection
+		var err error
+		if s.PodCertificate != nil {
+			files, err = m.collectPodCertificate(ctx, pod, volume, i, s.PodCertificate, defaultMode)
+		} else {
+			files, err = m.collectProjection(ctx, pod, s, defaultMode)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -62,10 +69,38 @@ func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, s *v1.Volu
 		return m.collectToken(ctx, pod, s.ServiceAccountToken, defaultMode)
 	case s.ClusterTrustBundle != nil:
 		return m.collectTrustBundle(ctx, pod, s.ClusterTrustBundle, defaultMode)
-	case s.PodCertificate != nil:
-		return nil, errors.New("podCertificate projections are not supported by this kubelet")
 	}
 	return nil, errors.New("projected volume source without a type")
+}
+
+// collectPodCertificate returns the files of the podCertificate source at
+// index of the pod's volume: the private key and certificate chain the
+// signer issued (waiting for the first issuance), as one credential bundle
+// (key then chain) and/or as separate files; mode 0600 when the pod has an
+// fsGroup, as upstream.
+func (m *Manager) collectPodCertificate(ctx context.Context, pod *v1.Pod, volume string, index int, p *v1.PodCertificateProjection, defaultMode int32) (map[string]fileProjection, error) {
+	if m.podCerts == nil {
+		return nil, errors.New("podCertificate projections need the API server and the PodCertificateRequest feature gate")
+	}
+	key, chain, err := m.podCerts.CredentialBundle(ctx, pod, volume, index, p.SignerName)
+	if err != nil {
+		return nil, err
+	}
+	mode := defaultMode
+	if fsGroupOf(pod) != nil {
+		mode = tokenModeWithFSGroup
+	}
+	files := map[string]fileProjection{}
+	if p.CredentialBundlePath != "" {
+		files[p.CredentialBundlePath] = fileProjection{Data: append(append([]byte{}, key...), chain...), Mode: mode}
+	}
+	if p.KeyPath != "" {
+		files[p.KeyPath] = fileProjection{Data: key, Mode: mode}
+	}
+	if p.CertificateChainPath != "" {
+		files[p.CertificateChainPath] = fileProjection{Data: chain, Mode: mode}
+	}
+	return files, nil
 }
 
 // collectTrustBundle returns the file of a clusterTrustBundle projection:

@@ -86,3 +86,21 @@ func (c *Cluster) DeleteNode(t testing.TB, name string) {
 		t.Errorf("delete the lease of node %s: %v", name, err)
 	}
 }
+
+// CreateNamespace creates a namespace named prefix plus a random suffix with
+// the admin client and deletes it when the test ends.
+func (c *Cluster) CreateNamespace(ctx context.Context, t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace %s*: %v", prefix, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}

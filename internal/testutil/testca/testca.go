@@ -106,6 +106,17 @@ func (ca *CA) Issue(t testing.TB, c Cert) (certPEM, keyPEM []byte) {
 	if err != nil {
 		t.Fatalf("testca: key: %v", err)
 	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatalf("testca: key: %v", err)
+	}
+	return ca.IssueFor(t, key.Public(), c), pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})
+}
+
+// IssueFor signs a certificate for the public key pub (a signer answering a
+// request) and returns it PEM encoded.
+func (ca *CA) IssueFor(t testing.TB, pub crypto.PublicKey, c Cert) []byte {
+	t.Helper()
 	if c.Usage == nil {
 		c.Usage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
@@ -125,16 +136,11 @@ func (ca *CA) Issue(t testing.TB, c Cert) (certPEM, keyPEM []byte) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  c.Usage,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
 		t.Fatalf("testca: certificate for %q: %v", c.CommonName, err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatalf("testca: key: %v", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: keyDER})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // IssueClient is Issue for a client certificate of cn in the groups orgs,
