@@ -6,11 +6,16 @@
 # dockershim), kube-proxy and its own IP on a private Docker network. Run as
 # root.
 #
-#   cluster.sh up [--nodes N] [--image IMAGE]...   (N default 3) build what is
-#                     missing, start the control plane, the nodes and CoreDNS;
-#                     returns when every node is Ready and CoreDNS answers.
-#                     IMAGE: a host image to copy into every node besides
-#                     pause and CoreDNS (no node can pull: no registry)
+#   cluster.sh up [--nodes N] [--image IMAGE]... [--registry-image IMAGE]...
+#                     (N default 3) build what is missing, start the control
+#                     plane, the nodes and CoreDNS; returns when every node is
+#                     Ready and CoreDNS answers.
+#                     --image: a host image to copy into every node besides
+#                     pause and CoreDNS (no outside registry is reachable)
+#                     --registry-image: a host image the nodes can also pull,
+#                     from the cluster's registry, which answers for the
+#                     image's registry host (e.g. registry.k8s.io; for the
+#                     pods that pull with imagePullPolicy Always)
 #   cluster.sh add-node [--image IMAGE]...   one more node (a new name: the
 #                     index never repeats); prints its name
 #   cluster.sh remove-node NODE   remove the node's container (its Node object
@@ -61,6 +66,13 @@
 #     kubeadm deploys it: Deployment coredns, Service kube-dns at 10.96.0.10.
 #     No forward plugin: names outside cluster.local do not resolve (nothing
 #     outside is reachable anyway)
+#   - registry (with --registry-image): Debian's docker-registry in container
+#     NAME-registry on the cluster's network (the node image's userland, the
+#     host's binary), TLS with a CA of its own (STATE/registry), answering at
+#     :443 for the images' registry hosts; every node resolves those hosts to it
+#     (--add-host) and trusts the CA (/etc/docker/certs.d/HOST/ca.crt). The
+#     images are pushed into it through 127.0.0.1:BASE+500, its only published
+#     port
 # The network is a plain bridge network, like kind's: Docker's rules for an
 # --internal one drop packets whose addresses are not the network's, the pods'
 # between nodes.
@@ -185,6 +197,90 @@ stop_relay() {
 }
 
 # ---------------------------------------------------------------------------
+# registry: the images the nodes may pull
+
+REGISTRY_CONTAINER=$NAME-registry
+REGISTRY_PORT=$((PORT_BASE + 500))
+
+# registry_host IMAGE: the registry host of IMAGE (its first path component,
+# which must name a host: a dot or a port in it).
+registry_host() {
+	local host=${1%%/*}
+	[[ $1 == */* && $host == *[.:]* ]] || kds_die "--registry-image $1 names no registry host (such as registry.k8s.io/...)"
+	echo "$host"
+}
+
+# start_registry IMAGE...: the registry container, with a CA and a serving
+# certificate for the images' hosts, then the images pushed into it.
+start_registry() {
+	local r=$STATE/registry hosts=() img h san="" ip
+	for img in "$@"; do
+		h=$(registry_host "$img")
+		[[ " ${hosts[*]} " == *" $h "* ]] || hosts+=("$h")
+	done
+	mkdir -p "$r/data"
+	printf '%s\n' "${hosts[@]}" >"$r/hosts"
+	for h in "${hosts[@]}"; do san+="${san:+,}DNS:${h%%:*}"; done
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+		-subj "/CN=kubelet-dockershim cluster $NAME registry CA" -addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign" -keyout "$r/ca.key" -out "$r/ca.crt" 2>/dev/null
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=${hosts[0]%%:*}" \
+		-keyout "$r/tls.key" -out "$r/tls.csr" 2>/dev/null
+	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' "$san" >"$r/tls.ext"
+	openssl x509 -req -in "$r/tls.csr" -CA "$r/ca.crt" -CAkey "$r/ca.key" -CAcreateserial -days 30 \
+		-extfile "$r/tls.ext" -out "$r/tls.crt" 2>/dev/null
+	cat >"$r/config.yml" <<-EOF
+		# The registry of cluster $NAME (scripts/cluster.sh).
+		version: 0.1
+		log:
+		  level: warn
+		  accesslog:
+		    disabled: true
+		storage:
+		  filesystem:
+		    rootdirectory: /registry/data
+		http:
+		  addr: :443
+		  tls:
+		    certificate: /registry/tls.crt
+		    key: /registry/tls.key
+	EOF
+	docker run -d --name "$REGISTRY_CONTAINER" --label "$CLUSTER_LABEL=$NAME" --network "$NETWORK" \
+		-p "127.0.0.1:$REGISTRY_PORT:443" -v "$r:/registry" -v /usr/bin/docker-registry:/usr/bin/docker-registry:ro \
+		--entrypoint /usr/bin/docker-registry kubelet-dockershim/node:bookworm serve /registry/config.yml >/dev/null
+	ip=$(docker inspect -f "{{ (index .NetworkSettings.Networks \"$NETWORK\").IPAddress }}" "$REGISTRY_CONTAINER")
+	[[ -n $ip ]] || kds_die "the registry container has no address on $NETWORK"
+	echo "$ip" >"$r/ip"
+	local deadline=$((SECONDS + 30))
+	until curl -sf --cacert "$r/ca.crt" --resolve "${hosts[0]%%:*}:$REGISTRY_PORT:127.0.0.1" \
+		"https://${hosts[0]%%:*}:$REGISTRY_PORT/v2/" >/dev/null; do
+		((SECONDS < deadline)) || kds_die "the registry does not answer ($(docker logs --tail 3 "$REGISTRY_CONTAINER" 2>&1))"
+		sleep 0.2
+	done
+	# Pushed as 127.0.0.1:PORT/PATH (the host's dockerd pushes to loopback
+	# registries without verifying them); the nodes pull HOST/PATH.
+	local local_name
+	for img in "$@"; do
+		local_name=127.0.0.1:$REGISTRY_PORT/${img#*/}
+		docker tag "$img" "$local_name"
+		docker push -q "$local_name" >/dev/null || kds_die "push of $img to the cluster's registry failed"
+		docker rmi "$local_name" >/dev/null
+		kds_log "the cluster's registry serves $img"
+	done
+}
+
+# registry_args: the docker create arguments that send a node's pulls from
+# the registry's hosts to the registry container.
+registry_args() {
+	[[ -s $STATE/registry/ip ]] || return 0
+	local h ip
+	ip=$(<"$STATE/registry/ip")
+	while read -r h; do
+		echo "--add-host=${h%%:*}:$ip"
+	done <"$STATE/registry/hosts"
+}
+
+# ---------------------------------------------------------------------------
 # nodes
 
 ensure_network() {
@@ -234,6 +330,12 @@ cluster_files() {
 		WantedBy=sockets.target
 	EOF
 	ln -s ../kds-apiserver.socket "$dir/etc/systemd/system/sockets.target.wants/kds-apiserver.socket"
+	if [[ -s $STATE/registry/hosts ]]; then
+		local h
+		while read -r h; do
+			install -D -m 644 "$STATE/registry/ca.crt" "$dir/etc/docker/certs.d/$h/ca.crt"
+		done <"$STATE/registry/hosts"
+	fi
 }
 
 next_index() {
@@ -245,11 +347,12 @@ next_index() {
 
 # create_node: a new node container, started; its name is appended to NEW.
 create_node() {
-	local node id files
+	local node id files reg
 	node=$NAME-node-$(next_index)
+	mapfile -t reg < <(registry_args)
 	id=$("$KDS_SCRIPTS/node-container.sh" create "$node" "$NODE_IMAGE" \
 		--label "$CLUSTER_LABEL=$NAME" --label "$NODE_LABEL=$node" \
-		--network "$NETWORK" -v "$STATE/relay:/var/lib/kds-loopback")
+		--network "$NETWORK" -v "$STATE/relay:/var/lib/kds-loopback" "${reg[@]}")
 	files=$(mktemp -d)
 	cluster_files "$files"
 	tar -C "$files" -c . | docker cp - "$id:/"
@@ -494,8 +597,10 @@ apply_coredns() {
 # ---------------------------------------------------------------------------
 # commands
 
-# parse_opts ARGS...: NODES from --nodes, IMAGES from --image options.
+# parse_opts ARGS...: NODES from --nodes, IMAGES from --image and
+# REGISTRY_IMAGES from --registry-image options.
 IMAGES=()
+REGISTRY_IMAGES=()
 NODES=3
 parse_opts() {
 	while (($#)); do
@@ -505,10 +610,15 @@ parse_opts() {
 			NODES=$2
 			shift 2
 			;;
-		--image)
-			[[ -n ${2:-} ]] || kds_die "--image needs an image"
+		--image | --registry-image)
+			[[ -n ${2:-} ]] || kds_die "$1 needs an image"
 			docker image inspect "$2" >/dev/null 2>&1 || kds_die "image $2 is not in the host's dockerd"
-			IMAGES+=("$2")
+			if [[ $1 == --image ]]; then
+				IMAGES+=("$2")
+			else
+				registry_host "$2" >/dev/null
+				REGISTRY_IMAGES+=("$2")
+			fi
 			shift 2
 			;;
 		*) usage ;;
@@ -530,6 +640,9 @@ cmd_up() {
 	controlplane up "$STATE/cp" 8>&-
 	start_relay
 	ensure_network
+	if ((${#REGISTRY_IMAGES[@]})); then
+		start_registry "${REGISTRY_IMAGES[@]}"
+	fi
 	add_nodes "$NODES" "${IMAGES[@]}"
 	apply_coredns
 	for node in "${NEW[@]}"; do
@@ -549,6 +662,7 @@ require_up() {
 
 cmd_add_node() {
 	parse_opts "$@"
+	((${#REGISTRY_IMAGES[@]} == 0)) || kds_die "--registry-image is for up (add-node gives a new node the cluster's registry)"
 	require_up
 	start_relay
 	add_nodes 1 "${IMAGES[@]}"

@@ -28,7 +28,10 @@
 #                       conformance, KDS_CONFORMANCE_PORT_BASE for its ports, pod
 #                       network 10.223.0.0/16), started for the run and removed
 #                       after it; every image of scripts/conformance-images.sh
-#                       loaded into each node. Skips: scripts/conformance/skip-cluster.txt
+#                       loaded into each node, and the registry images
+#                       (REGISTRY_IMAGES, pulled with imagePullPolicy Always)
+#                       served by the cluster's registry (cluster.sh
+#                       --registry-image). Skips: scripts/conformance/skip-cluster.txt
 #                       (KDS_CONFORMANCE_SKIP_FILE). Only with --kubelet this
 #   --dry-run           list the selected specs (OUTPUT_DIR/specs.txt) and their
 #                       count, then stop: no cluster, no images
@@ -124,7 +127,8 @@ IMAGES=(
 	"$E2E/nonewprivs:1.4" "$E2E/nginx:1.27.0-2" "$E2E/nginx:1.28.0-2"
 	"$E2E/glibc-dns-testing:2.1.1" "$PAUSE_IMAGE"
 )
-# What the local registry serves (PullAlways in "should be able to pull image").
+# What the local registry serves (PullAlways in "should be able to pull image"
+# and in the Projected PodCertificate mTLS spec).
 REGISTRY_IMAGES=("$E2E/agnhost:2.66.1")
 DEFAULT_FOCUS='\[NodeConformance\]'
 DEFAULT_SKIP='\[Flaky\]|\[Disruptive\]|\[Feature:[^\]]+\]|\[Alpha\]|\[sig-windows\]|\[Windows\]|\[WindowsOnly\]'
@@ -787,6 +791,7 @@ if ((CLUSTER)); then
 	trap 'exit 143' TERM
 	image_args=()
 	for img in "${CONFORMANCE_IMAGES[@]}"; do image_args+=(--image "$img"); done
+	for img in "${REGISTRY_IMAGES[@]}"; do image_args+=(--registry-image "$img"); done
 	cluster up --nodes 3 "${image_args[@]}"
 	KUBECONFIG_PATH=$STATE/kds-cluster/cp/admin.conf
 	rc=0
