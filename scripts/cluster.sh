@@ -213,22 +213,16 @@ registry_host() {
 # start_registry IMAGE...: the registry container, with a CA and a serving
 # certificate for the images' hosts, then the images pushed into it.
 start_registry() {
-	local r=$STATE/registry hosts=() img h san="" ip
+	local r=$STATE/registry hosts=() img h ip
 	for img in "$@"; do
 		h=$(registry_host "$img")
 		[[ " ${hosts[*]} " == *" $h "* ]] || hosts+=("$h")
 	done
 	mkdir -p "$r/data"
 	printf '%s\n' "${hosts[@]}" >"$r/hosts"
-	for h in "${hosts[@]}"; do san+="${san:+,}DNS:${h%%:*}"; done
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-		-subj "/CN=kubelet-dockershim cluster $NAME registry CA" -addext "basicConstraints=critical,CA:TRUE" \
-		-addext "keyUsage=critical,keyCertSign,cRLSign" -keyout "$r/ca.key" -out "$r/ca.crt" 2>/dev/null
-	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=${hosts[0]%%:*}" \
-		-keyout "$r/tls.key" -out "$r/tls.csr" 2>/dev/null
-	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' "$san" >"$r/tls.ext"
-	openssl x509 -req -in "$r/tls.csr" -CA "$r/ca.crt" -CAkey "$r/ca.key" -CAcreateserial -days 30 \
-		-extfile "$r/tls.ext" -out "$r/tls.crt" 2>/dev/null
+	local names=()
+	for h in "${hosts[@]}"; do names+=("${h%%:*}"); done
+	kds_registry_tls "$r" "kubelet-dockershim cluster $NAME registry CA" "${names[@]}"
 	cat >"$r/config.yml" <<-EOF
 		# The registry of cluster $NAME (scripts/cluster.sh).
 		version: 0.1

@@ -374,15 +374,7 @@ start_registry() {
 		return 0
 	fi
 	command -v docker-registry >/dev/null || kds_die "docker-registry missing (scripts/prepare-host.sh installs it)"
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
-		-subj "/CN=$TAG CA" -addext "basicConstraints=critical,CA:TRUE" \
-		-addext "keyUsage=critical,keyCertSign,cRLSign" \
-		-keyout "$r/ca.key" -out "$r/ca.crt" 2>/dev/null
-	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-		-subj "/CN=registry.k8s.io" -keyout "$r/tls.key" -out "$r/tls.csr" 2>/dev/null
-	printf 'subjectAltName=DNS:registry.k8s.io\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' >"$r/tls.ext"
-	openssl x509 -req -in "$r/tls.csr" -CA "$r/ca.crt" -CAkey "$r/ca.key" -CAcreateserial -days 30 \
-		-extfile "$r/tls.ext" -out "$r/tls.crt" 2>/dev/null
+	kds_registry_tls "$r" "$TAG CA" registry.k8s.io
 	cat >"$r/config.yml" <<-EOF
 		version: 0.1
 		log:

@@ -42,6 +42,25 @@ kds_spawn() {
 		"$pidfile" "$log" "$@" &
 }
 
+# kds_registry_tls DIR CN DNS_NAME...: a CA of its own (DIR/ca.crt, ca.key,
+# named CN) and a serving certificate for the DNS names (DIR/tls.crt,
+# tls.key) signed by it, both P-256 and valid for 30 days: what a local
+# registry answering for registry.k8s.io presents.
+kds_registry_tls() {
+	local dir=$1 cn=$2 san="" n
+	shift 2
+	for n in "$@"; do san+="${san:+,}DNS:$n"; done
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+		-subj "/CN=$cn" -addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign" \
+		-keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-subj "/CN=$1" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2>/dev/null
+	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' "$san" >"$dir/tls.ext"
+	openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 30 \
+		-extfile "$dir/tls.ext" -out "$dir/tls.crt" 2>/dev/null
+}
+
 kds_docker_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 # kds_dynamic_busybox: print the path of the regular, dynamically linked
