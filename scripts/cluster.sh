@@ -177,10 +177,16 @@ start_relay() {
 	mkdir -p "$STATE/relay"
 	rm -f "$STATE/relay/apiserver.sock"
 	# systemd-socket-activate binds the socket and execs the proxy with it
-	# (one process, many connections); in its own session.
-	kds_spawn "$STATE/relay.pid" "$STATE/relay.log" \
-		/usr/bin/systemd-socket-activate -l "$STATE/relay/apiserver.sock" \
-		/lib/systemd/systemd-socket-proxyd "127.0.0.1:$APISERVER_PORT" 8>&-
+	# (one process, many connections); in its own session. SIGPIPE ignored:
+	# systemd-socket-proxyd (v252) leaves it at its default, and a client
+	# closing while a response is spliced to it killed the proxy, cutting
+	# every node off the API server.
+	(
+		trap '' PIPE
+		kds_spawn "$STATE/relay.pid" "$STATE/relay.log" \
+			/usr/bin/systemd-socket-activate -l "$STATE/relay/apiserver.sock" \
+			/lib/systemd/systemd-socket-proxyd "127.0.0.1:$APISERVER_PORT" 8>&-
+	)
 	local i
 	for ((i = 0; i < 100; i++)); do
 		[[ -S $STATE/relay/apiserver.sock ]] && return
