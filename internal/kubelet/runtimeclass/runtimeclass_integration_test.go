@@ -24,7 +24,9 @@ func TestIntegrationLookupRuntimeHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client.NodeV1().RuntimeClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 
 	m, err := New(Options{Client: c.NodeClient(t, "rc-node"), Logger: zaptest.NewLogger(t)})
 	if err != nil {
