@@ -23,9 +23,10 @@ import (
 //   - A pod of RuntimeClass "fast-<ns>" (handler crun, overhead 16Mi of
 //     memory) runs its sandbox and its container with crun; its pod cgroup's
 //     memory limit includes the overhead.
-//   - A pod naming a RuntimeClass that does not exist, and one whose class's
-//     handler Docker does not know, never start: FailedCreatePodSandBox with
-//     upstream's NotFound message, and the shim's unknown-handler error.
+//   - A pod whose RuntimeClass was deleted after it was made, and one whose
+//     class's handler Docker does not know, never start:
+//     FailedCreatePodSandBox with upstream's NotFound message, and the
+//     shim's unknown-handler error.
 func testRuntimeClass(t *testing.T, c *controlplane.Cluster) {
 	d := dockerd.Start(t, dockerd.Options{Images: []string{pauseImage, busyboxImage}, Runtimes: map[string]string{"crun": "/usr/bin/crun"}})
 	n := newClusterNode(t, c)
@@ -33,6 +34,18 @@ func testRuntimeClass(t *testing.T, c *controlplane.Cluster) {
 	n.rt = daemonView{d}
 	n.writeConfig()
 	n.createNamespace()
+	fast, missing, broken := "fast-"+n.ns, "missing-"+n.ns, "broken-"+n.ns
+	withClass := func(name, class string) string {
+		return strings.Replace(n.boundPodYAML(name, 1, `[sleep, "3600"]`, "resources: {limits: {memory: 32Mi}}"),
+			"spec:\n", "spec:\n  runtimeClassName: "+class+"\n", 1)
+	}
+	// The API server refuses a pod of a class that does not exist: the
+	// class of pod "missing" is deleted after the pod was made, before the
+	// kubelet starts.
+	n.deleteAtEnd("runtimeclass/"+fast, "runtimeclass/"+broken, "runtimeclass/"+missing)
+	n.applyYAML(fmt.Sprintf("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: %s}\nhandler: crun\n", missing))
+	n.applyYAML(withClass("missing", missing))
+	n.kubectl("", "delete", "runtimeclass", missing)
 	n.start()
 	node := n.waitNodeReady(90 * time.Second)
 
@@ -47,8 +60,6 @@ func testRuntimeClass(t *testing.T, c *controlplane.Cluster) {
 		t.Errorf("status.features = %+v, want supplementalGroupsPolicy false (Docker cannot)", f)
 	}
 
-	fast, missing, broken := "fast-"+n.ns, "missing-"+n.ns, "broken-"+n.ns
-	n.deleteAtEnd("runtimeclass/"+fast, "runtimeclass/"+broken)
 	n.applyYAML(fmt.Sprintf(`apiVersion: node.k8s.io/v1
 kind: RuntimeClass
 metadata: {name: %s}
@@ -60,11 +71,7 @@ kind: RuntimeClass
 metadata: {name: %s}
 handler: nosuch
 `, fast, broken))
-	withClass := func(name, class string) string {
-		return strings.Replace(n.boundPodYAML(name, 1, `[sleep, "3600"]`, "resources: {limits: {memory: 32Mi}}"),
-			"spec:\n", "spec:\n  runtimeClassName: "+class+"\n", 1)
-	}
-	n.applyYAML(withClass("fast", fast) + "---\n" + withClass("missing", missing) + "---\n" + withClass("broken", broken))
+	n.applyYAML(withClass("fast", fast) + "---\n" + withClass("broken", broken))
 
 	p := n.waitAPIPod("fast", podStartTimeout, "running", runningAndReady)
 	if p.Spec.Overhead.Memory().String() != "16Mi" {
@@ -87,7 +94,7 @@ handler: nosuch
 
 	for name, want := range map[string]string{
 		"missing": fmt.Sprintf(`Failed to create pod sandbox: runtimeclass.node.k8s.io %q not found`, missing),
-		"broken":  `Failed to create pod sandbox: rpc error: code = InvalidArgument desc = runtime_handler: unknown runtime handler "nosuch"`,
+		"broken":  `Failed to create pod sandbox: rpc error: code = InvalidArgument desc = invalid argument: runtime_handler: unknown runtime handler "nosuch"`,
 	} {
 		p := n.waitAPIPod(name, 30*time.Second, "created", func(*v1.Pod) bool { return true })
 		n.waitEvent(p, "FailedCreatePodSandBox", want)

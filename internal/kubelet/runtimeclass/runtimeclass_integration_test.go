@@ -54,18 +54,32 @@ func TestIntegrationLookupRuntimeHandler(t *testing.T) {
 		t.Errorf("missing class: %v, want NotFound %q", err, want)
 	}
 
-	// A changed handler is seen once the watch delivers it.
-	rc.Handler = "runc"
-	if _, err := c.Client.NodeV1().RuntimeClasses().Update(ctx, rc, metav1.UpdateOptions{}); err != nil {
+	// The handler is immutable: a class deleted and made again with another
+	// handler is seen once the watch delivers both.
+	if err := c.Client.NodeV1().RuntimeClasses().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if h, _ := m.LookupRuntimeHandler(ctx, &name); h == "runc" {
-			break
-		}
+	eventually(ctx, t, "the deleted class NotFound", func() bool {
+		_, err := m.LookupRuntimeHandler(ctx, &name)
+		return apierrors.IsNotFound(err)
+	})
+	rc.ResourceVersion, rc.UID, rc.Handler = "", "", "runc"
+	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the new handler", func() bool {
+		h, _ := m.LookupRuntimeHandler(ctx, &name)
+		return h == "runc"
+	})
+}
+
+// eventually polls cond every 50ms until it holds, failing at ctx's end.
+func eventually(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatal("the updated handler was never seen")
+			t.Fatalf("timed out waiting for %s", what)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
