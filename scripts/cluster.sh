@@ -224,27 +224,11 @@ start_registry() {
 		h=$(registry_host "$img")
 		[[ " ${hosts[*]} " == *" $h "* ]] || hosts+=("$h")
 	done
-	mkdir -p "$r/data"
+	mkdir -p "$r"
 	printf '%s\n' "${hosts[@]}" >"$r/hosts"
 	local names=()
 	for h in "${hosts[@]}"; do names+=("${h%%:*}"); done
-	kds_registry_tls "$r" "kubelet-dockershim cluster $NAME registry CA" "${names[@]}"
-	cat >"$r/config.yml" <<-EOF
-		# The registry of cluster $NAME (scripts/cluster.sh).
-		version: 0.1
-		log:
-		  level: warn
-		  accesslog:
-		    disabled: true
-		storage:
-		  filesystem:
-		    rootdirectory: /registry/data
-		http:
-		  addr: :443
-		  tls:
-		    certificate: /registry/tls.crt
-		    key: /registry/tls.key
-	EOF
+	kds_tls_registry "$r" /registry :443 "kubelet-dockershim cluster $NAME registry CA" "${names[@]}"
 	docker run -d --name "$REGISTRY_CONTAINER" --label "$CLUSTER_LABEL=$NAME" --network "$NETWORK" \
 		-p "127.0.0.1:$REGISTRY_PORT:443" -v "$r:/registry" -v /usr/bin/docker-registry:/usr/bin/docker-registry:ro \
 		--entrypoint /usr/bin/docker-registry kubelet-dockershim/node:bookworm serve /registry/config.yml >/dev/null

@@ -374,22 +374,7 @@ start_registry() {
 		return 0
 	fi
 	command -v docker-registry >/dev/null || kds_die "docker-registry missing (scripts/prepare-host.sh installs it)"
-	kds_registry_tls "$r" "$TAG CA" registry.k8s.io
-	cat >"$r/config.yml" <<-EOF
-		version: 0.1
-		log:
-		  level: warn
-		  accesslog:
-		    disabled: true
-		storage:
-		  filesystem:
-		    rootdirectory: $r/data
-		http:
-		  addr: 127.0.0.1:443
-		  tls:
-		    certificate: $r/tls.crt
-		    key: $r/tls.key
-	EOF
+	kds_tls_registry "$r" "$r" 127.0.0.1:443 "$TAG CA" registry.k8s.io
 	grep -qxF "$HOSTS_LINE" /etc/hosts || echo "$HOSTS_LINE" >>/etc/hosts
 	# The directories this run creates, removed at exit when empty.
 	local d

@@ -42,14 +42,17 @@ kds_spawn() {
 		"$pidfile" "$log" "$@" &
 }
 
-# kds_registry_tls DIR CN DNS_NAME...: a CA of its own (DIR/ca.crt, ca.key,
-# named CN) and a serving certificate for the DNS names (DIR/tls.crt,
-# tls.key) signed by it, both P-256 and valid for 30 days: what a local
-# registry answering for registry.k8s.io presents.
-kds_registry_tls() {
-	local dir=$1 cn=$2 san="" n
-	shift 2
+# kds_tls_registry DIR SEEN_AS ADDR CN DNS_NAME...: what Debian's
+# docker-registry needs to serve TLS for the DNS names at ADDR: a CA of its
+# own (DIR/ca.crt, ca.key, named CN), a serving certificate signed by it
+# (DIR/tls.crt, tls.key; P-256, 30 days), and DIR/config.yml storing the
+# images in data/ and naming the files as the registry sees DIR: at SEEN_AS
+# (DIR itself, or where a container mounts it).
+kds_tls_registry() {
+	local dir=$1 seen=$2 addr=$3 cn=$4 san="" n
+	shift 4
 	for n in "$@"; do san+="${san:+,}DNS:$n"; done
+	mkdir -p "$dir/data"
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
 		-subj "/CN=$cn" -addext "basicConstraints=critical,CA:TRUE" \
 		-addext "keyUsage=critical,keyCertSign,cRLSign" \
@@ -59,6 +62,21 @@ kds_registry_tls() {
 	printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' "$san" >"$dir/tls.ext"
 	openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 30 \
 		-extfile "$dir/tls.ext" -out "$dir/tls.crt" 2>/dev/null
+	cat >"$dir/config.yml" <<-EOF
+		version: 0.1
+		log:
+		  level: warn
+		  accesslog:
+		    disabled: true
+		storage:
+		  filesystem:
+		    rootdirectory: $seen/data
+		http:
+		  addr: $addr
+		  tls:
+		    certificate: $seen/tls.crt
+		    key: $seen/tls.key
+	EOF
 }
 
 kds_docker_answers() { timeout 10 docker info >/dev/null 2>&1; }

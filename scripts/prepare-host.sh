@@ -20,6 +20,9 @@ PACKAGES=(
 	# systemd-socket-activate and systemd-socket-proxyd: cluster.sh's relay
 	# from the nodes to the API server (systemd need not run as PID 1).
 	systemd
+	# A second OCI runtime for the RuntimeClass tests (registered in their
+	# private dockerd only).
+	crun
 )
 DOCKERD_LOG=/var/log/dockerd-kubelet-dockershim.log
 DOCKERD_PID=/var/run/docker.pid

@@ -225,7 +225,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		ExternalCloudProvider: external, UpdatePodCIDR: n.podCIDR.update,
 		Labels: cfg.NodeLabels, Taints: cfg.Kubelet.RegisterWithTaints, DoNotRegister: !*cfg.Kubelet.RegisterNode,
 		Resources: n.resources, Pressure: n.eviction, Images: n.images, MaxImages: int(*cfg.Kubelet.NodeStatusMaxImages),
-		Runtime: runtimeVersion{rt: clients.runtime}, Readiness: func() error {
+		Runtime: runtimeVersion{rt: clients.runtime}, RuntimeHandlers: n.state, Readiness: func() error {
 			if err := n.state.ReadinessError(); err != nil {
 				return err
 			}

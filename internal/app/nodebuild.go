@@ -31,6 +31,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podstartup"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/prober"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimeclass"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
@@ -68,7 +69,9 @@ type node struct {
 	nodeRef   *v1.ObjectReference   // the node, as the object of events
 	volumes   *volumes.Manager
 	podCerts  *podcerts.Manager // with an API server and the PodCertificateRequest gate; else nil
-	devices   *devicemanager.Manager
+	// runtimeClasses resolves runtimeClassName to handlers; nil standalone.
+	runtimeClasses *runtimeclass.Manager
+	devices        *devicemanager.Manager
 	// podResources serves the PodResources API.
 	podResources *podresources.Server
 	// features are the node features it declares.

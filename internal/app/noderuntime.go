@@ -23,6 +23,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podcerts"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podsource"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimeclass"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimehelper"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
@@ -101,8 +102,15 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if err != nil {
 		return nil, err
 	}
+	var classes kuberuntime.RuntimeClasses
+	if n.conn != nil {
+		if n.runtimeClasses, err = runtimeclass.New(runtimeclass.Options{Client: n.conn.client, Logger: logger}); err != nil {
+			return nil, err
+		}
+		classes = n.runtimeClasses
+	}
 	return kuberuntime.New(kuberuntime.Options{
-		Runtime: clients.runtime, Images: clients.images, Helper: helper, Logger: logger.Named("kuberuntime"),
+		Runtime: clients.runtime, Images: clients.images, Helper: helper, RuntimeClasses: classes, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptr.Deref(cfg.Kubelet.MaxParallelImagePulls, 0)),
 		MaxParallelStarts: maxParallelStarts,

@@ -82,6 +82,9 @@ func (n *node) components() []namedComponent {
 		list = append(list, namedComponent{"API objects", n.conn.objects}, namedComponent{"node status", n.nodeStatus},
 			namedComponent{"pod status sync", n.statusSync})
 	}
+	if n.runtimeClasses != nil {
+		list = append(list, namedComponent{"runtime classes", n.runtimeClasses})
+	}
 	if n.podCerts != nil {
 		list = append(list, namedComponent{"pod certificates", n.podCerts})
 	}

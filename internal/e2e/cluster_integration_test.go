@@ -42,6 +42,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "PodNetwork", run: testPodNetwork},
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
 		{desc: "PodCertificate", run: testPodCertificate},
+		{desc: "RuntimeClass", run: testRuntimeClass},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},

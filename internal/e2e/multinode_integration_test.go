@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,12 +135,40 @@ func TestIntegrationMultiNodeCluster(t *testing.T) {
 	}
 	c.checkServiceFromClient(t, byNode)
 	t.Logf("replacement: %s removed, %s joined, %s's pods collected; web pods: %v", node2, node3, node2, byNode)
+	c.checkRelay(t)
+}
+
+// checkRelay checks that the API server relay still runs with SIGPIPE
+// ignored: systemd-socket-proxyd keeps the default, and a node's connection
+// closed while a response was spliced to it killed the proxy, cutting every
+// node off the API server.
+func (c *localCluster) checkRelay(t *testing.T) {
+	t.Helper()
+	pid, err := os.ReadFile(filepath.Join(c.state, "relay.pid"))
+	if err != nil {
+		t.Fatalf("the relay's pid: %v", err)
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "status"))
+	if err != nil {
+		t.Fatalf("the relay (pid %s) is gone: %v", strings.TrimSpace(string(pid)), err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			if err != nil || bits&(1<<(uint(syscall.SIGPIPE)-1)) == 0 {
+				t.Errorf("the relay does not ignore SIGPIPE (SigIgn %s)", strings.TrimSpace(mask))
+			}
+			return
+		}
+	}
+	t.Error("no SigIgn line in the relay's status")
 }
 
 // localCluster is a running scripts/cluster.sh cluster.
 type localCluster struct {
 	name       string
 	env        []string
+	state      string // KDS_CLUSTER_STATE
 	scriptPath string
 	kubeconfig string
 	kubectlBin string
@@ -160,9 +190,10 @@ func startLocalCluster(t *testing.T, nodes int, images ...string) *localCluster 
 		name:       fmt.Sprintf("e2e%d", pid%100000),
 		scriptPath: filepath.Join(filepath.Dir(script), "cluster.sh"),
 	}
+	c.state = filepath.Join(t.TempDir(), "cluster")
 	c.env = append(os.Environ(),
 		"KDS_CLUSTER_NAME="+c.name,
-		"KDS_CLUSTER_STATE="+filepath.Join(t.TempDir(), "cluster"),
+		"KDS_CLUSTER_STATE="+c.state,
 		fmt.Sprintf("KDS_CLUSTER_PORT_BASE=%d", 20000+1000*(pid%40)),
 		fmt.Sprintf("KDS_CLUSTER_POD_CIDR=10.%d.0.0/16", 226+pid%8),
 	)

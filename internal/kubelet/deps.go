@@ -30,7 +30,7 @@ type Runtime interface {
 	GetPodStatus(ctx context.Context, uid k8stypes.UID, name, namespace string) (*kubecontainer.PodStatus, error)
 	GetPods(ctx context.Context, all bool) ([]*kubecontainer.Pod, error)
 	GarbageCollect(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kubecontainer.PodStateProvider) error
-	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
+	Status(ctx context.Context) (*runtimeapi.StatusResponse, error)
 	UpdateContainerResources(ctx context.Context, containerID string, r *runtimeapi.ContainerResources) error
 	// IsPodResizeInProgress reports whether a running container of the
 	// (allocated) pod has not been given its allocation yet.

@@ -97,16 +97,16 @@ func (r *fakeRuntime) GarbageCollect(context.Context, kubecontainer.GCPolicy, bo
 	return nil
 }
 
-func (r *fakeRuntime) Status(context.Context) (*runtimeapi.RuntimeStatus, error) {
+func (r *fakeRuntime) Status(context.Context) (*runtimeapi.StatusResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.statusErr != nil {
 		return nil, r.statusErr
 	}
-	return &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: !r.notReady, Reason: "NetworkPluginNotReady", Message: "cni config uninitialized"},
-	}}, nil
+	}}}, nil
 }
 
 func (r *fakeRuntime) syncs() []syncCall {

@@ -50,6 +50,12 @@ type StartupSucceeded interface {
 	StartupSucceeded(id kubecontainer.ContainerID) bool
 }
 
+// RuntimeClasses resolves a runtimeClassName to its CRI runtime handler
+// (runtimeclass.Manager): "" for none.
+type RuntimeClasses interface {
+	LookupRuntimeHandler(ctx context.Context, name *string) (string, error)
+}
+
 // Options configures a Manager.
 type Options struct {
 	// Runtime and Images reach the CRI runtime. Required.
@@ -57,7 +63,11 @@ type Options struct {
 	Images  internalapi.ImageManagerService
 	// Helper is the kubelet side; required by SyncPod (container configs).
 	Helper kubecontainer.RuntimeHelper
-	Logger *zap.Logger
+	// RuntimeClasses gives the runtime handler of a pod's runtimeClassName;
+	// nil (standalone): every sandbox gets the default handler, as
+	// upstream's kubelet without an API server.
+	RuntimeClasses RuntimeClasses
+	Logger         *zap.Logger
 	// Recorder receives events; nil records nothing.
 	Recorder record.EventRecorder
 	// ProbeResults reports liveness/startup probe failures; nil means none.
@@ -175,6 +185,7 @@ type Manager struct {
 	runtime            internalapi.RuntimeService
 	images             internalapi.ImageManagerService
 	helper             kubecontainer.RuntimeHelper
+	runtimeClasses     RuntimeClasses // nil: the default handler
 	logger             *zap.Logger
 	loops              lifecycle.Loops // what Start began
 	recorder           record.EventRecorder
@@ -232,6 +243,7 @@ func New(opts Options) (*Manager, error) {
 		helper:             opts.Helper,
 		logger:             opts.Logger,
 		recorder:           opts.Recorder,
+		runtimeClasses:     opts.RuntimeClasses,
 		startup:            opts.Startup,
 		podLogsDir:         opts.PodLogsDir,
 		seccompRoot:        opts.SeccompProfileRoot,
@@ -310,9 +322,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // Wait returns once the loop Start began has ended.
 func (m *Manager) Wait() { m.loops.Wait() }
 
-// Status returns the runtime's status (conditions RuntimeReady/NetworkReady), for
-// the kubelet's readiness and healthz.
-func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) {
+// Status returns the runtime's status (conditions RuntimeReady/NetworkReady,
+// its handlers and features), for the kubelet's readiness and the node status.
+func (m *Manager) Status(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 	resp, err := m.runtime.Status(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("runtime status: %w", err)
@@ -320,7 +332,7 @@ func (m *Manager) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
 	if resp.GetStatus() == nil {
 		return nil, errors.New("runtime status: the runtime returned no status")
 	}
-	return resp.GetStatus(), nil
+	return resp, nil
 }
 
 // UpdateContainerResources applies resources to a running container

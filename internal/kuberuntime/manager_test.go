@@ -195,7 +195,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if len(got.GetConditions()) != 1 || !got.GetConditions()[0].GetStatus() {
+	if len(got.GetStatus().GetConditions()) != 1 || !got.GetStatus().GetConditions()[0].GetStatus() {
 		t.Errorf("Status = %v, want %v", got, want)
 	}
 	env.runtime.InjectError("Status", fmt.Errorf("down"))

@@ -256,6 +256,10 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 			return fail(fmt.Errorf("create pod log directory: %w", err))
 		}
 	}
+	handler, err := m.runtimeHandler(ctx, pod)
+	if err != nil {
+		return fail(err)
+	}
 	release, err := m.starts.acquire(ctx, pod)
 	if err != nil {
 		// The sync was interrupted (the pod is going away) while waiting for
@@ -263,7 +267,7 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 		r.Fail(kubecontainer.ErrCreatePodSandbox, fmt.Sprintf("Failed to create pod sandbox: %v", err))
 		return "", nil, nil, false
 	}
-	id, err := m.runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
+	id, err := m.runtime.RunPodSandbox(ctx, cfg, handler)
 	release()
 	if err != nil {
 		return fail(err)
@@ -280,13 +284,18 @@ func (m *Manager) createSandbox(ctx context.Context, pod *v1.Pod, attempt uint32
 	return id, cfg, sandboxIPs(resp.GetStatus(), m.logger), true
 }
 
-// runtimeHandler is the CRI runtime handler of the pod: its runtimeClassName
-// (there is no RuntimeClass lookup without an API server).
-func runtimeHandler(pod *v1.Pod) string {
-	if pod.Spec.RuntimeClassName != nil {
-		return *pod.Spec.RuntimeClassName
+// runtimeHandler is the CRI runtime handler of the pod's sandbox: its
+// RuntimeClass's handler; the default ("") without RuntimeClasses
+// (standalone), as upstream.
+func (m *Manager) runtimeHandler(ctx context.Context, pod *v1.Pod) (string, error) {
+	if m.runtimeClasses == nil {
+		return "", nil
 	}
-	return ""
+	h, err := m.runtimeClasses.LookupRuntimeHandler(ctx, pod.Spec.RuntimeClassName)
+	if err == nil && h != "" {
+		m.logger.Debug("Running pod with runtime handler", zap.String("pod", formatPod(pod)), zap.String("runtimeHandler", h))
+	}
+	return h, err
 }
 
 // start starts one container and records the result; the returned error is

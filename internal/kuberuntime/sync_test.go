@@ -11,9 +11,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
@@ -119,12 +122,12 @@ func TestSyncPod(t *testing.T) {
 			},
 		},
 		{
-			desc:   "runtimeClassName is the sandbox's runtime handler",
+			desc:   "runtimeClassName without RuntimeClasses (standalone): the default handler",
 			mutate: func(pod *v1.Pod) { h := "runc-debug"; pod.Spec.RuntimeClassName = &h },
 			check: func(t *testing.T, e *testEnv, pod *v1.Pod, r kubecontainer.PodSyncResult) {
 				for _, sb := range e.runtime.Sandboxes {
-					if sb.RuntimeHandler != "runc-debug" {
-						t.Errorf("runtime handler = %q, want runc-debug", sb.RuntimeHandler)
+					if sb.RuntimeHandler != "" {
+						t.Errorf("runtime handler = %q, want the default", sb.RuntimeHandler)
 					}
 				}
 			},
@@ -418,5 +421,56 @@ func TestRestartCountFromLogDir(t *testing.T) {
 				t.Errorf("restartCountFromLogDir = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// fakeClasses maps RuntimeClass names to handlers; a missing name is
+// NotFound, as the informer's lister says.
+type fakeClasses map[string]string
+
+func (f fakeClasses) LookupRuntimeHandler(_ context.Context, name *string) (string, error) {
+	if name == nil || *name == "" {
+		return "", nil
+	}
+	h, ok := f[*name]
+	if !ok {
+		return "", apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclass"}, *name)
+	}
+	return h, nil
+}
+
+// A pod's RuntimeClass gives its sandbox's handler; a class that does not
+// exist fails the sandbox with the lookup's error, nothing created.
+func TestSyncPodRuntimeClass(t *testing.T) {
+	t.Parallel()
+	classes := fakeClasses{"debug": "runc-debug"}
+	e := newTestEnv(t, func(o *Options) { o.RuntimeClasses = classes })
+	pod := testPod()
+	pod.Spec.RuntimeClassName = ptr.To("debug")
+	if r := e.syncOnce(t, pod, nil); r.Error() != nil {
+		t.Fatalf("SyncPod: %v", r.Error())
+	}
+	for _, sb := range e.runtime.Sandboxes {
+		if sb.RuntimeHandler != "runc-debug" {
+			t.Errorf("runtime handler = %q, want runc-debug", sb.RuntimeHandler)
+		}
+	}
+
+	e = newTestEnv(t, func(o *Options) { o.RuntimeClasses = classes })
+	pod = testPod()
+	pod.Spec.RuntimeClassName = ptr.To("missing")
+	r := e.syncOnce(t, pod, nil)
+	const want = `Failed to create pod sandbox: runtimeclass.node.k8s.io "missing" not found`
+	var msg string
+	for _, res := range r.SyncResults {
+		if res.Action == kubecontainer.CreatePodSandbox {
+			msg = res.Message
+		}
+	}
+	if msg != want || len(e.runtime.Sandboxes) != 0 {
+		t.Errorf("sandbox result %q, %d sandboxes; want %q and none", msg, len(e.runtime.Sandboxes), want)
+	}
+	if !e.recorder.has(eventFailedCreatePodSandBox) {
+		t.Errorf("no %s event in %v", eventFailedCreatePodSandBox, e.recorder.events())
 	}
 }

@@ -209,3 +209,41 @@ func TestDeclaredFeatures(t *testing.T) {
 		t.Errorf("declaredFeatures = %v, want it left alone", node.Status.DeclaredFeatures)
 	}
 }
+
+// fakeHandlers is the runtime state's handlers and features.
+type fakeHandlers struct {
+	handlers []v1.NodeRuntimeHandler
+	features *v1.NodeFeatures
+}
+
+func (f fakeHandlers) RuntimeHandlers() []v1.NodeRuntimeHandler { return f.handlers }
+func (f fakeHandlers) RuntimeFeatures() *v1.NodeFeatures        { return f.features }
+
+// The runtime's handlers and features go to status.runtimeHandlers and
+// status.features (copies); none known yet gives no handlers and leaves the
+// features alone.
+func TestRuntimeHandlersSetter(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	rh := fakeHandlers{handlers: []v1.NodeRuntimeHandler{
+		{Name: "", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &no, UserNamespaces: &no}},
+		{Name: "crun", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &no, UserNamespaces: &no}},
+	}, features: &v1.NodeFeatures{SupplementalGroupsPolicy: &yes}}
+	c, _, _, _, _ := testController(t, Options{RuntimeHandlers: rh})
+	node := &v1.Node{}
+	c.setNodeStatus(context.Background(), node)
+	if len(node.Status.RuntimeHandlers) != 2 || node.Status.RuntimeHandlers[1].Name != "crun" ||
+		node.Status.Features == nil || !*node.Status.Features.SupplementalGroupsPolicy {
+		t.Fatalf("runtimeHandlers %+v, features %+v", node.Status.RuntimeHandlers, node.Status.Features)
+	}
+	*node.Status.RuntimeHandlers[0].Features.UserNamespaces = true
+	if no {
+		t.Error("the node shares the runtime state's handlers")
+	}
+	none, _, _, _, _ := testController(t, Options{RuntimeHandlers: fakeHandlers{}})
+	node = &v1.Node{}
+	none.setNodeStatus(context.Background(), node)
+	if len(node.Status.RuntimeHandlers) != 0 || node.Status.Features != nil {
+		t.Errorf("before the runtime was ready: runtimeHandlers %+v, features %+v", node.Status.RuntimeHandlers, node.Status.Features)
+	}
+}

@@ -27,6 +27,14 @@ const (
 	DefaultKubeletPort           = 10250
 )
 
+// RuntimeHandlers reports the container runtime's handlers and features as
+// the Node's status fields (runtimestate.State); empty and nil before the
+// runtime was first ready.
+type RuntimeHandlers interface {
+	RuntimeHandlers() []v1.NodeRuntimeHandler
+	RuntimeFeatures() *v1.NodeFeatures
+}
+
 // RuntimeInfo reports the container runtime's name and version, e.g.
 // ("docker", "20.10.24"): nodeInfo.containerRuntimeVersion is name://version.
 type RuntimeInfo interface {
@@ -90,6 +98,11 @@ type Options struct {
 	MaxImages int
 	// Runtime gives containerRuntimeVersion; nil leaves it empty.
 	Runtime RuntimeInfo
+	// RuntimeHandlers gives status.runtimeHandlers and status.features (the
+	// runtime's, as upstream's RuntimeHandlers and NodeFeatures setters; the
+	// gates they depend on are locked on in 1.37); nil leaves them as they
+	// are.
+	RuntimeHandlers RuntimeHandlers
 	// Readiness reports whether the runtime and network are ready: nil error = Ready,
 	// else Ready=False with reason KubeletNotReady and the error as message.
 	// nil func = always ready.

@@ -18,7 +18,8 @@ const runtimeVersionTimeout = 5 * time.Second
 
 // setNodeStatus fills node's status (and records condition events), in
 // upstream's setter order: addresses, machine info, version info, daemon
-// endpoints, images, OS/arch, the declared features, the pressure conditions
+// endpoints, images, OS/arch, the runtime's features and handlers, the
+// declared features, the pressure conditions
 // (from the eviction manager), Ready, then the schedulable event. A failing part is logged and
 // the others still run.
 func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
@@ -35,6 +36,16 @@ func (c *Controller) setNodeStatus(ctx context.Context, node *v1.Node) {
 	}
 	node.Status.NodeInfo.OperatingSystem = goruntime.GOOS
 	node.Status.NodeInfo.Architecture = goruntime.GOARCH
+	if rh := c.opts.RuntimeHandlers; rh != nil {
+		if f := rh.RuntimeFeatures(); f != nil {
+			node.Status.Features = f.DeepCopy()
+		}
+		handlers := rh.RuntimeHandlers()
+		node.Status.RuntimeHandlers = make([]v1.NodeRuntimeHandler, len(handlers))
+		for i := range handlers {
+			handlers[i].DeepCopyInto(&node.Status.RuntimeHandlers[i])
+		}
+	}
 	if c.opts.DeclaredFeatures != nil {
 		node.Status.DeclaredFeatures = append([]string{}, c.opts.DeclaredFeatures...)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
@@ -29,7 +30,7 @@ var errNotChecked = errors.New("container runtime status not checked yet")
 
 // StatusGetter is the runtime's Status call (the runtime manager).
 type StatusGetter interface {
-	Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error)
+	Status(ctx context.Context) (*runtimeapi.StatusResponse, error)
 }
 
 // Options configures a State. Runtime is required.
@@ -52,6 +53,9 @@ type State struct {
 	mu         sync.RWMutex
 	runtimeErr error
 	networkErr error
+	// From the last answer of a ready runtime: nil before one.
+	handlers []v1.NodeRuntimeHandler
+	features *v1.NodeFeatures
 }
 
 // New returns a State that reports "not checked yet" until the first check.
@@ -108,8 +112,9 @@ func (s *State) Check(ctx context.Context) {
 	}
 }
 
-// record stores the result of a runtime Status call.
-func (s *State) record(st *runtimeapi.RuntimeStatus, err error) {
+// record stores the result of a runtime Status call; the handlers and
+// features only when the runtime is ready, as upstream's updateRuntimeUp.
+func (s *State) record(resp *runtimeapi.StatusResponse, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -117,8 +122,52 @@ func (s *State) record(st *runtimeapi.RuntimeStatus, err error) {
 		s.networkErr = s.runtimeErr
 		return
 	}
+	st := resp.GetStatus()
 	s.runtimeErr = conditionError(st, runtimeapi.RuntimeReady, "container runtime")
 	s.networkErr = conditionError(st, runtimeapi.NetworkReady, "container runtime network")
+	if s.runtimeErr == nil {
+		s.handlers, s.features = nodeRuntimeHandlers(resp.GetRuntimeHandlers()), nodeFeatures(resp.GetFeatures())
+	}
+}
+
+// nodeRuntimeHandlers converts the runtime's handlers to the Node's
+// status.runtimeHandlers (a missing features field reads as false).
+func nodeRuntimeHandlers(hs []*runtimeapi.RuntimeHandler) []v1.NodeRuntimeHandler {
+	out := make([]v1.NodeRuntimeHandler, len(hs))
+	for i, h := range hs {
+		rro, userns := h.GetFeatures().GetRecursiveReadOnlyMounts(), h.GetFeatures().GetUserNamespaces()
+		out[i] = v1.NodeRuntimeHandler{Name: h.GetName(),
+			Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: &rro, UserNamespaces: &userns}}
+	}
+	return out
+}
+
+// nodeFeatures converts the runtime's features to the Node's
+// status.features; nil when the runtime reports none.
+func nodeFeatures(f *runtimeapi.RuntimeFeatures) *v1.NodeFeatures {
+	if f == nil {
+		return nil
+	}
+	sgp := f.GetSupplementalGroupsPolicy()
+	return &v1.NodeFeatures{SupplementalGroupsPolicy: &sgp}
+}
+
+// RuntimeHandlers returns the runtime's handlers as the Node's
+// status.runtimeHandlers (empty before the runtime was first ready). The
+// slice is shared: do not modify it.
+func (s *State) RuntimeHandlers() []v1.NodeRuntimeHandler {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.handlers
+}
+
+// RuntimeFeatures returns the runtime's features as the Node's
+// status.features; nil before the runtime was first ready. Shared: do not
+// modify it.
+func (s *State) RuntimeFeatures() *v1.NodeFeatures {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.features
 }
 
 // conditionError returns nil when the condition is true, else why not.

@@ -13,17 +13,22 @@ import (
 
 // fakeRuntime answers Status with st and err, counting the calls.
 type fakeRuntime struct {
-	mu    sync.Mutex
-	st    *runtimeapi.RuntimeStatus
-	err   error
-	calls int
+	mu       sync.Mutex
+	st       *runtimeapi.RuntimeStatus
+	handlers []*runtimeapi.RuntimeHandler
+	features *runtimeapi.RuntimeFeatures
+	err      error
+	calls    int
 }
 
-func (f *fakeRuntime) Status(context.Context) (*runtimeapi.RuntimeStatus, error) {
+func (f *fakeRuntime) Status(context.Context) (*runtimeapi.StatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	return f.st, f.err
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &runtimeapi.StatusResponse{Status: f.st, RuntimeHandlers: f.handlers, Features: f.features}, nil
 }
 
 func (f *fakeRuntime) callCount() int {
@@ -113,5 +118,33 @@ func TestRunChecksAtOnceAndPeriodically(t *testing.T) {
 	}
 	if _, err := New(Options{}); err == nil {
 		t.Error("New without Runtime: no error")
+	}
+}
+
+func TestStateRuntimeHandlersAndFeatures(t *testing.T) {
+	t.Parallel()
+	rt := &fakeRuntime{st: status(false, true), handlers: []*runtimeapi.RuntimeHandler{
+		{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+		{Name: "crun"},
+	}, features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}}
+	s, err := New(Options{Runtime: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Check(context.Background())
+	if h, f := s.RuntimeHandlers(), s.RuntimeFeatures(); h != nil || f != nil {
+		t.Fatalf("runtime not ready: handlers %v, features %v; want none yet", h, f)
+	}
+	rt.mu.Lock()
+	rt.st = status(true, false)
+	rt.mu.Unlock()
+	s.Check(context.Background())
+	h := s.RuntimeHandlers()
+	if len(h) != 2 || h[0].Name != "" || !*h[0].Features.RecursiveReadOnlyMounts || *h[0].Features.UserNamespaces ||
+		h[1].Name != "crun" || *h[1].Features.RecursiveReadOnlyMounts || *h[1].Features.UserNamespaces {
+		t.Errorf("handlers = %+v", h)
+	}
+	if f := s.RuntimeFeatures(); f == nil || !*f.SupplementalGroupsPolicy {
+		t.Errorf("features = %+v, want supplementalGroupsPolicy true", f)
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	// OCIRuntime, when set, is the path of the daemon's default OCI runtime
 	// (a runc-compatible program), registered as "test-runtime".
 	OCIRuntime string
+	// Runtimes are more OCI runtimes, by name, path (the RuntimeClass
+	// handlers a node offers besides the default).
+	Runtimes map[string]string
 	// Engine is the Docker Engine to run (HostEngine when empty).
 	Engine Engine
 }
@@ -82,6 +85,7 @@ type Daemon struct {
 	sock, logPath, confPath string
 	liveRestore             bool
 	ociRuntime              string
+	runtimes                map[string]string
 	engine                  Engine
 	program                 string // dockerd of engine
 	cmd                     *exec.Cmd
@@ -143,7 +147,7 @@ func newDaemon(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
-		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime,
+		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime, runtimes: opts.Runtimes,
 		engine: opts.Engine, program: program}
 	d.Endpoint = "unix://" + d.sock
 	return d, nil
@@ -229,9 +233,16 @@ func (d *Daemon) createBridge() error {
 // writeConfig writes daemon.json (the reloadable part of the configuration).
 func (d *Daemon) writeConfig() error {
 	conf := map[string]any{"live-restore": d.liveRestore}
+	runtimes := map[string]any{}
+	for name, path := range d.runtimes {
+		runtimes[name] = map[string]string{"path": path}
+	}
 	if d.ociRuntime != "" {
-		conf["runtimes"] = map[string]any{"test-runtime": map[string]string{"path": d.ociRuntime}}
+		runtimes["test-runtime"] = map[string]string{"path": d.ociRuntime}
 		conf["default-runtime"] = "test-runtime"
+	}
+	if len(runtimes) > 0 {
+		conf["runtimes"] = runtimes
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
