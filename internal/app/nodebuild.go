@@ -126,6 +126,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if err != nil {
 		return nil, err
 	}
+	if err := newPodAPIReaders(cfg, n, logger); err != nil {
+		return nil, err
+	}
 	if n.runtime, err = newRuntimeManager(cfg, clients, n, helper, results, reserved, n.recorder, logger); err != nil {
 		return nil, err
 	}

@@ -103,10 +103,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		return nil, err
 	}
 	var classes kuberuntime.RuntimeClasses
-	if n.conn != nil {
-		if n.runtimeClasses, err = runtimeclass.New(runtimeclass.Options{Client: n.conn.client, Logger: logger}); err != nil {
-			return nil, err
-		}
+	if n.runtimeClasses != nil {
 		classes = n.runtimeClasses
 	}
 	return kuberuntime.New(kuberuntime.Options{
@@ -206,19 +203,33 @@ func newPLEG(cfg *Config, n *node, logger *zap.Logger) (kubelet.PLEG, error) {
 	return pleg.NewEvented(pleg.EventedOptions{Options: opts, Events: n.events})
 }
 
+// newPodAPIReaders builds, with an API server, what resolves a pod's
+// references to cluster objects at sync: the RuntimeClass lookup (the
+// runtime manager's) and, with the PodCertificateRequest gate, the pod
+// certificate manager (the volume manager's).
+func newPodAPIReaders(cfg *Config, n *node, logger *zap.Logger) error {
+	if n.conn == nil {
+		return nil
+	}
+	var err error
+	if n.runtimeClasses, err = runtimeclass.New(runtimeclass.Options{Client: n.conn.client, Logger: logger}); err != nil {
+		return err
+	}
+	if !cfg.enabled(features.PodCertificateRequest) {
+		return nil
+	}
+	n.podCerts, err = podcerts.New(podcerts.Options{Client: n.conn.client, NodeName: n.name, Node: n.known.Node, Pods: n.pods,
+		Recorder: n.recorder, Registerer: n.reg, Logger: logger})
+	return err
+}
+
 // newVolumes builds the volume manager.
 func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, error) {
 	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
 		opts.Objects, opts.Claims, opts.TrustBundles = n.conn.objects, n.conn.objects, n.conn.objects
 	}
-	if n.conn != nil && cfg.enabled(features.PodCertificateRequest) {
-		var err error
-		n.podCerts, err = podcerts.New(podcerts.Options{Client: n.conn.client, NodeName: n.name, Node: n.known.Node, Pods: n.pods,
-			Recorder: n.recorder, Registerer: n.reg, Logger: logger})
-		if err != nil {
-			return nil, err
-		}
+	if n.podCerts != nil {
 		opts.PodCertificates = n.podCerts
 	}
 	opts.CSI = n.csi

@@ -26,14 +26,7 @@ func (m *Manager) collectProjected(ctx context.Context, pod *v1.Pod, volume stri
 	payload := map[string]fileProjection{}
 	var errs []error
 	for i := range src.Sources {
-		s := &src.Sources[i]
-		var files map[string]fileProjection
-		var err error
-		if s.PodCertificate != nil {
-			files, err = m.collectPodCertificate(ctx, pod, volume, i, s.PodCertificate, defaultMode)
-		} else {
-			files, err = m.collectProjection(ctx, pod, s, defaultMode)
-		}
+		files, err := m.collectProjection(ctx, pod, volume, i, &src.Sources[i], defaultMode)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -46,8 +39,9 @@ func (m *Manager) collectProjected(ctx context.Context, pod *v1.Pod, volume stri
 	return payload, nil
 }
 
-// collectProjection returns the files of one projected source.
-func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, s *v1.VolumeProjection, defaultMode int32) (map[string]fileProjection, error) {
+// collectProjection returns the files of source index of the pod's
+// projected volume.
+func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, volume string, index int, s *v1.VolumeProjection, defaultMode int32) (map[string]fileProjection, error) {
 	switch {
 	case s.ConfigMap != nil:
 		optional := isOptional(s.ConfigMap.Optional)
@@ -69,6 +63,8 @@ func (m *Manager) collectProjection(ctx context.Context, pod *v1.Pod, s *v1.Volu
 		return m.collectToken(ctx, pod, s.ServiceAccountToken, defaultMode)
 	case s.ClusterTrustBundle != nil:
 		return m.collectTrustBundle(ctx, pod, s.ClusterTrustBundle, defaultMode)
+	case s.PodCertificate != nil:
+		return m.collectPodCertificate(ctx, pod, volume, index, s.PodCertificate, defaultMode)
 	}
 	return nil, errors.New("projected volume source without a type")
 }
