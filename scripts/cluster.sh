@@ -208,11 +208,12 @@ stop_relay() {
 REGISTRY_CONTAINER=$NAME-registry
 REGISTRY_PORT=$((PORT_BASE + 500))
 
-# registry_host IMAGE: the registry host of IMAGE (its first path component,
-# which must name a host: a dot or a port in it).
+# registry_host IMAGE: the registry host of IMAGE, its first path component,
+# which must be a host name without a port (the registry answers at 443).
 registry_host() {
 	local host=${1%%/*}
-	[[ $1 == */* && $host == *[.:]* ]] || kds_die "--registry-image $1 names no registry host (such as registry.k8s.io/...)"
+	[[ $1 == */* && $host == *.* && $host != *:* ]] ||
+		kds_die "--registry-image $1 names no registry host without a port (such as registry.k8s.io/...)"
 	echo "$host"
 }
 
@@ -226,9 +227,7 @@ start_registry() {
 	done
 	mkdir -p "$r"
 	printf '%s\n' "${hosts[@]}" >"$r/hosts"
-	local names=()
-	for h in "${hosts[@]}"; do names+=("${h%%:*}"); done
-	kds_tls_registry "$r" /registry :443 "kubelet-dockershim cluster $NAME registry CA" "${names[@]}"
+	kds_tls_registry "$r" /registry :443 "kubelet-dockershim cluster $NAME registry CA" "${hosts[@]}"
 	docker run -d --name "$REGISTRY_CONTAINER" --label "$CLUSTER_LABEL=$NAME" --network "$NETWORK" \
 		-p "127.0.0.1:$REGISTRY_PORT:443" -v "$r:/registry" -v /usr/bin/docker-registry:/usr/bin/docker-registry:ro \
 		--entrypoint /usr/bin/docker-registry kubelet-dockershim/node:bookworm serve /registry/config.yml >/dev/null
@@ -236,8 +235,8 @@ start_registry() {
 	[[ -n $ip ]] || kds_die "the registry container has no address on $NETWORK"
 	echo "$ip" >"$r/ip"
 	local deadline=$((SECONDS + 30))
-	until curl -sf --cacert "$r/ca.crt" --resolve "${hosts[0]%%:*}:$REGISTRY_PORT:127.0.0.1" \
-		"https://${hosts[0]%%:*}:$REGISTRY_PORT/v2/" >/dev/null; do
+	until curl -sf --cacert "$r/ca.crt" --resolve "${hosts[0]}:$REGISTRY_PORT:127.0.0.1" \
+		"https://${hosts[0]}:$REGISTRY_PORT/v2/" >/dev/null; do
 		((SECONDS < deadline)) || kds_die "the registry does not answer ($(docker logs --tail 3 "$REGISTRY_CONTAINER" 2>&1))"
 		sleep 0.2
 	done
@@ -260,7 +259,7 @@ registry_args() {
 	local h ip
 	ip=$(<"$STATE/registry/ip")
 	while read -r h; do
-		echo "--add-host=${h%%:*}:$ip"
+		echo "--add-host=$h:$ip"
 	done <"$STATE/registry/hosts"
 }
 

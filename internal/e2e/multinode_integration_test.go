@@ -45,7 +45,7 @@ import (
 //     the new node.
 func TestIntegrationMultiNodeCluster(t *testing.T) {
 	s := requireSuite(t)
-	c := startLocalCluster(t, 2, busyboxImage)
+	c := startLocalCluster(t, 2, []string{pauseImage}, busyboxImage)
 	node1, node2 := c.name+"-node-1", c.name+"-node-2"
 
 	c.apply(t, webManifests(node1))
@@ -66,6 +66,18 @@ func TestIntegrationMultiNodeCluster(t *testing.T) {
 		t.Fatalf("pod %s at %s answered %q", pod2.Name, pod2.Status.PodIP, got)
 	}
 	t.Logf("cross-node: Service by DNS name, NodePort %s on %s and pod %s answered from %s", port, node2, pod2.Status.PodIP, node1)
+
+	// The cluster's registry: a pod that pulls with Always pulls from it
+	// (no outside registry is reachable: a failed pull keeps it Pending).
+	c.apply(t, `apiVersion: v1
+kind: Pod
+metadata: {name: pulled, namespace: default}
+spec:
+  containers:
+  - {name: pause, image: `+pauseImage+`, imagePullPolicy: Always}
+`)
+	c.waitPodReady(t, "pulled")
+	c.kubectl(t, "", "delete", "pod", "pulled", "--grace-period=1")
 
 	// The rolling upgrade of node 2.
 	c.nodeExec(t, node2, staticPodManifest, "sh", "-c", "cat >/etc/kubernetes/manifests/static-web.yaml")
@@ -176,10 +188,10 @@ type localCluster struct {
 }
 
 // startLocalCluster runs `cluster.sh up --nodes N` (images copied into each
-// node) with a name, ports and a pod network of this test process's own, and
+// node, registryImages served by the cluster's registry) with a name, ports and a pod network of this test process's own, and
 // `cluster.sh down` at the end (after the nodes' journals, if the test
 // failed).
-func startLocalCluster(t *testing.T, nodes int, images ...string) *localCluster {
+func startLocalCluster(t *testing.T, nodes int, registryImages []string, images ...string) *localCluster {
 	t.Helper()
 	script, err := controlplane.Script()
 	if err != nil {
@@ -210,6 +222,9 @@ func startLocalCluster(t *testing.T, nodes int, images ...string) *localCluster 
 	args := []string{"up", "--nodes", fmt.Sprint(nodes)}
 	for _, img := range images {
 		args = append(args, "--image", img)
+	}
+	for _, img := range registryImages {
+		args = append(args, "--registry-image", img)
 	}
 	c.script(t, args...)
 	t.Logf("cluster.sh up --nodes %d: %v", nodes, time.Since(start).Round(time.Second))
