@@ -34,7 +34,7 @@ func TestIntegrationCadvisor(t *testing.T) {
   - name: busy
     image: @IMAGE@
     imagePullPolicy: Never
-    command: ["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 3600"]
+    command: ["sh", "-c", "head -c 1048576 /dev/zero > /big; echo logged; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 3600"]
     resources:
       limits: {cpu: 500m, memory: 64Mi}
 `))
@@ -59,6 +59,20 @@ func TestIntegrationCadvisor(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	checkFamilies(t, "/metrics/cadvisor", fams, readMetricNames(t, "cadvisor_metrics.txt"), func(when string) bool { return when == "always" })
+	// The busy container's filesystem: its writable layer (the 1 MiB /big) and
+	// its log, measured every minute by the shim and by the kubelet's cAdvisor.
+	deadline = time.Now().Add(150 * time.Second)
+	for {
+		problems = cadvisorFsProblems(fams, pod)
+		if len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics/cadvisor filesystem series after 150s:\n%s", strings.Join(problems, "\n"))
+		}
+		time.Sleep(5 * time.Second)
+		fams = scrapeCadvisorURL(t, url, false)
+	}
 	// The same exposition gzipped (Prometheus asks for it).
 	if gz := scrapeCadvisorURL(t, url, true); len(cadvisorRowProblems(gz, pod, ns, uid)) != 0 {
 		t.Errorf("gzipped exposition differs: %v", cadvisorRowProblems(gz, pod, ns, uid))
@@ -168,6 +182,51 @@ func cadvisorRowProblems(fams map[string]*dto.MetricFamily, pod, ns, uid string)
 	}
 	if find("container_network_receive_bytes_total", map[string]string{"container": "busy"}) != nil {
 		out = append(out, "the app container carries network series")
+	}
+	return out
+}
+
+// cadvisorFsProblems lists what the filesystem series lack: the root row's
+// partitions and the busy container's usage (at least its 1 MiB file) and
+// limit on the same device.
+func cadvisorFsProblems(fams map[string]*dto.MetricFamily, pod string) []string {
+	var out []string
+	root := 0
+	for _, m := range fams["container_fs_limit_bytes"].GetMetric() {
+		if labelValue(m, "id") == "/" && labelValue(m, "device") != "" && m.GetGauge().GetValue() > 0 {
+			root++
+		}
+	}
+	if root == 0 {
+		out = append(out, "no container_fs_limit_bytes of the root row")
+	}
+	var usage, limit *dto.Metric
+	for _, m := range fams["container_fs_usage_bytes"].GetMetric() {
+		if labelValue(m, "pod") == pod && labelValue(m, "container") == "busy" {
+			usage = m
+		}
+	}
+	if usage == nil {
+		return append(out, fmt.Sprintf("no container_fs_usage_bytes of the busy container; series of the pod: %v",
+			rowsOf(fams["container_fs_usage_bytes"], pod)))
+	}
+	for _, m := range fams["container_fs_limit_bytes"].GetMetric() {
+		if labelValue(m, "id") == labelValue(usage, "id") && labelValue(m, "device") == labelValue(usage, "device") {
+			limit = m
+		}
+	}
+	if v := usage.GetGauge().GetValue(); v < 1<<20 {
+		out = append(out, fmt.Sprintf("busy container usage %v, want at least its 1 MiB file", v))
+	}
+	if limit == nil || limit.GetGauge().GetValue() <= usage.GetGauge().GetValue() {
+		out = append(out, fmt.Sprintf("busy container limit %v on device %q", limit, labelValue(usage, "device")))
+	}
+	if fams["container_fs_usage_bytes"] != nil {
+		for _, m := range fams["container_fs_usage_bytes"].GetMetric() {
+			if labelValue(m, "pod") == pod && labelValue(m, "container") == "POD" {
+				out = append(out, "the sandbox carries filesystem series")
+			}
+		}
 	}
 	return out
 }

@@ -1,6 +1,6 @@
 // Package procfs reads the kernel's plain text files that are not cgroup
-// files: flat keyed files (/proc/meminfo, /proc/vmstat) and the path escapes
-// of /proc/*/mountinfo. It imports nothing of this module; the cgroup layer,
+// files: flat keyed files (/proc/meminfo, /proc/vmstat) and the lines and path
+// escapes of /proc/*/mountinfo. It imports nothing of this module; the cgroup layer,
 // resources, stats and volumes use it.
 package procfs
 

@@ -66,3 +66,24 @@ func TestReadKeyed(t *testing.T) {
 		t.Error("ReadKeyed of a missing file: no error")
 	}
 }
+
+func TestParseMountinfo(t *testing.T) {
+	data := "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n" +
+		"30 22 0:40 / /var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/with\\040space rw master:2 - tmpfs tmpfs rw,size=1024k\n" +
+		"31 22 0:41 /sub /x\\134y rw - overlay overlay rw,lowerdir=/a\n"
+	got, err := ParseMountinfo([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Mount{
+		{Major: 8, Minor: 1, Root: "/", MountPoint: "/", FSType: "ext4", Source: "/dev/vda1"},
+		{Major: 0, Minor: 40, Root: "/", MountPoint: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/with space", FSType: "tmpfs", Source: "tmpfs"},
+		{Major: 0, Minor: 41, Root: "/sub", MountPoint: `/x\y`, FSType: "overlay", Source: "overlay"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if _, err := ParseMountinfo([]byte("1 2 3\n")); err == nil {
+		t.Error("malformed line accepted")
+	}
+}

@@ -25,6 +25,8 @@ import (
 //     them: name = the Docker name (k8s_<container>_<pod>_<namespace>_<uid>_<attempt>),
 //     image, container (POD for the sandbox), pod and namespace. The sandbox row
 //     carries the pod's network series; "/" the host's;
+//   - filesystems: "/" one set per partition, app containers their writable
+//     layer and logs (cadvisor_fs_linux.go);
 //   - values: sampled at scrape time through held cgroup files
 //     (cgroups.HeldFiles); stats series carry the sample time as their
 //     timestamp, spec, start-time and machine series none (as the kubelet's
@@ -85,6 +87,7 @@ type cadvisor struct {
 	meta     *criMeta
 	metaAt   time.Time
 	devNames map[[2]uint64]string // block device numbers to /dev names
+	fs       cadvisorFs           // the filesystems and the containers' usage
 }
 
 // rowKind tells how a row is labelled and what it carries.
@@ -118,6 +121,7 @@ type cadRow struct {
 	devs   []string // /dev names of stats.IO's devices, escaped
 	pid    int      // rowContainer sandbox: a process in it, for its net/dev
 	net    []netIface
+	fs     []rowFs // the root's partitions; a container's writable layer and logs
 }
 
 // ServeHTTP scrapes and writes the exposition, gzipped when the client accepts it.

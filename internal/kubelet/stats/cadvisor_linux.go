@@ -24,8 +24,9 @@ func (c *cadvisor) collect(ctx context.Context, now time.Time) error {
 	refs, walkErr := c.walk()
 	listErr := c.syncRows(ctx, refs, now, c.newRow)
 	c.sample(now)
+	fsErr := c.sampleFs(ctx, now)
 	c.files.Prune(now.Add(-cadvisorFileIdle))
-	return errors.Join(walkErr, listErr)
+	return errors.Join(walkErr, listErr, fsErr)
 }
 
 // walk lists the rows: "/", then (v1 memory hierarchy or cgroup2) --runtime-cgroups when

@@ -12,3 +12,6 @@ func (c *cadvisor) collect(context.Context, time.Time) error {
 	c.order = nil
 	return errUnsupported
 }
+
+// cadvisorFs holds nothing off Linux.
+type cadvisorFs struct{}

@@ -45,6 +45,14 @@ func escapeLabel(s string) string {
 	return labelEscaper.Replace(s)
 }
 
+// rowFs is one filesystem of a row (cAdvisor's FsStats; cadvisor_fs_linux.go).
+type rowFs struct {
+	dev                string // device label, escaped
+	limit, usage       uint64
+	inodes, inodesFree uint64
+	hasInodes          bool
+}
+
 // familyKind is how a family's series are made from a row.
 type familyKind int
 
@@ -55,6 +63,7 @@ const (
 	famDevice                      // one series per blkio device, sample timestamp
 	famInterface                   // one series per network interface, sample timestamp
 	famLastSeen                    // scrape time, with the scrape time as timestamp
+	famFs                          // one series per filesystem of a row with stats, sample timestamp
 )
 
 // cadFamily is one metric family of cAdvisor's collector.
@@ -66,6 +75,8 @@ type cadFamily struct {
 	// dev and iface give a device's or interface's value.
 	dev   func(d *cgroups.DeviceIO) float64
 	iface int // index into netIface.v
+	// fs gives a filesystem's value; ok false: no series for it.
+	fs func(f *rowFs) (float64, bool)
 }
 
 const nsPerSecond = float64(time.Second)
@@ -132,8 +143,16 @@ var cadvisorFamilies = []cadFamily{
 		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.CPUUsage) / nsPerSecond }, hasCPUUsage)},
 	{name: "container_cpu_user_seconds_total", help: "Cumulative user cpu time consumed in seconds.", typ: "counter",
 		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.CPUUser) / nsPerSecond }, hasCPU)},
+	{name: "container_fs_inodes_free", help: "Number of available Inodes", typ: "gauge", kind: famFs,
+		fs: func(f *rowFs) (float64, bool) { return float64(f.inodesFree), f.hasInodes }},
+	{name: "container_fs_inodes_total", help: "Number of Inodes", typ: "gauge", kind: famFs,
+		fs: func(f *rowFs) (float64, bool) { return float64(f.inodes), f.hasInodes }},
+	{name: "container_fs_limit_bytes", help: "Number of bytes that can be consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
+		fs: func(f *rowFs) (float64, bool) { return float64(f.limit), true }},
 	{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", typ: "counter", kind: famDevice,
 		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Read) }},
+	{name: "container_fs_usage_bytes", help: "Number of bytes that are consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
+		fs: func(f *rowFs) (float64, bool) { return float64(f.usage), true }},
 	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", typ: "counter", kind: famDevice,
 		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Write) }},
 	{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", kind: famLastSeen},
@@ -243,6 +262,19 @@ func writeFamily(buf []byte, f *cadFamily, rows []*cadRow, now time.Time, nowMs 
 				line()
 				buf = append(append(append(buf, r.lbl.devPre...), r.devs[i]...), r.lbl.devSuf...)
 				buf = appendValue(buf, f.dev(d), r.at)
+			}
+		case famFs:
+			if !r.ok {
+				continue
+			}
+			for i := range r.fs {
+				v, ok := f.fs(&r.fs[i])
+				if !ok {
+					continue
+				}
+				line()
+				buf = append(append(append(buf, r.lbl.devPre...), r.fs[i].dev...), r.lbl.devSuf...)
+				buf = appendValue(buf, v, r.at)
 			}
 		case famInterface:
 			for i := range r.net {

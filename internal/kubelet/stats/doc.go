@@ -2,7 +2,9 @@
 // and serves it at /stats/summary and, as Prometheus metrics, at /metrics/resource.
 // It also serves /metrics/cadvisor (CadvisorMetrics): cAdvisor's container and
 // machine series, read from the cgroup v1 files of the root, kubepods, QoS, pod
-// and container cgroups and labelled from the CRI lists (cadvisor.go says how).
+// and container cgroups and labelled from the CRI lists (cadvisor.go says how),
+// with the node's partitions and the containers' writable layer and log usage
+// as filesystem series (cadvisor_fs_linux.go).
 //
 // The Summary follows upstream's CRI stats provider (pkg/kubelet/stats), with the
 // node half read directly from the host instead of cAdvisor:

@@ -1,8 +1,6 @@
 package volumes
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -79,47 +77,12 @@ func unmount(dir string) error {
 	return nil
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	path   string
-	fsType string
-}
-
-func readMountInfo() ([]mountEntry, error) {
+func readMountInfo() ([]procfs.Mount, error) {
 	data, err := os.ReadFile(mountInfoPath)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", mountInfoPath, err)
 	}
-	return parseMountInfo(data)
-}
-
-// parseMountInfo parses mountinfo lines: "id parent major:minor root mountpoint
-// options [optional fields...] - fstype source superoptions".
-func parseMountInfo(data []byte) ([]mountEntry, error) {
-	var out []mountEntry
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		sep := -1
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 7 || sep < 0 || sep+1 >= len(fields) {
-			return nil, fmt.Errorf("malformed mountinfo line %q", sc.Text())
-		}
-		out = append(out, mountEntry{path: procfs.UnescapeMountinfo(fields[4]), fsType: fields[sep+1]})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parse mountinfo: %w", err)
-	}
-	return out, nil
+	return procfs.ParseMountinfo(data)
 }
 
 // resolve returns path with symlinks resolved (as mountinfo shows it).
@@ -144,9 +107,9 @@ func mountPointsUnder(dir string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range entries {
-		if (e.path == real || strings.HasPrefix(e.path, real+"/")) && !seen[e.path] {
-			seen[e.path] = true
-			out = append(out, e.path)
+		if (e.MountPoint == real || strings.HasPrefix(e.MountPoint, real+"/")) && !seen[e.MountPoint] {
+			seen[e.MountPoint] = true
+			out = append(out, e.MountPoint)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -171,8 +134,8 @@ func mountFSType(dir string) (string, error) {
 	}
 	fsType := ""
 	for _, e := range entries {
-		if e.path == real {
-			fsType = e.fsType
+		if e.MountPoint == real {
+			fsType = e.FSType
 		}
 	}
 	return fsType, nil

@@ -321,7 +321,7 @@ func isMountPoint(path string) (bool, error) {
 		return false, err
 	}
 	for _, e := range entries {
-		if e.path == real {
+		if e.MountPoint == real {
 			return true, nil
 		}
 	}

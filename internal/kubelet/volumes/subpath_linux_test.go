@@ -97,7 +97,7 @@ func mountCount(t *testing.T, path string) int {
 	}
 	n := 0
 	for _, e := range entries {
-		if e.path == path {
+		if e.MountPoint == path {
 			n++
 		}
 	}

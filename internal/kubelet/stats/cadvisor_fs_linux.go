@@ -1,0 +1,281 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
+)
+
+// The filesystem series of /metrics/cadvisor (container_fs_usage_bytes,
+// container_fs_limit_bytes, container_fs_inodes_total, container_fs_inodes_free):
+//
+//   - the root row "/" has one set per partition, as cAdvisor's raw handler
+//     reports the node's filesystems (fs.GetGlobalFsInfo): the mounts of
+//     /proc/self/mountinfo, read once (at the first scrape here, at the start
+//     in cAdvisor), whose type a kubelet's cAdvisor filesystem plugin handles.
+//     The device label is the mount source for statfs filesystems (ext*, xfs,
+//     btrfs, ...; the first mount of a source wins), the mountpoint for tmpfs and
+//     "<source>_<major>-<minor>" for overlay; the mount at "/" is added last
+//     under its source. Usage is capacity minus free blocks, limit the
+//     capacity, inodes and free inodes from statfs, read at most every
+//     cadvisorSpecPeriod. nfs and zfs mounts are left out: a statfs of a dead
+//     NFS server would hold the scrape, and zfs datasets need libzfs;
+//   - container rows have one set, as the dockershim-era cAdvisor's Docker
+//     handler reported Docker containers: the device is the partition holding
+//     the container's writable layer, the limit that filesystem's capacity,
+//     and the usage the writable layer's size (the runtime's ContainerStats)
+//     plus the container's log files (/var/log/pods/.../<container>/<attempt>.log*;
+//     cAdvisor measured Docker's containers/<id> directory, where Docker kept
+//     the log). Usage is refreshed every cadvisorFsPeriod, as cAdvisor's fs
+//     handler. The inode series are not served for them: the runtime does not
+//     count a writable layer's inodes (cAdvisor reported the layer's inode
+//     usage as inodes_total and 0 free). Sandbox rows have none: the CRI reports
+//     no writable layer for a sandbox.
+
+const (
+	// cadvisorFsPeriod is how long a container's filesystem usage is reused
+	// (cAdvisor's fs handler period).
+	cadvisorFsPeriod = time.Minute
+	// cadvisorFsRetry is how often, at most, the usage is asked again early
+	// because a container row has none yet.
+	cadvisorFsRetry = 10 * time.Second
+)
+
+// partition is a filesystem the root row reports.
+type partition struct {
+	key          string // device label, escaped
+	mountPoint   string
+	major, minor uint64
+	fs           fsInfo
+	ok           bool // fs read by the last statfs
+	at           time.Time
+}
+
+// ctrFs is a container's measured usage.
+type ctrFs struct {
+	mountpoint string // the writable layer's filesystem (the runtime's FsId)
+	bytes      uint64 // writable layer plus logs
+}
+
+// cadvisorFs is what the filesystem series are made of.
+type cadvisorFs struct {
+	loaded  bool
+	parts   []*partition // sorted by key
+	usage   map[string]ctrFs
+	usageAt time.Time
+}
+
+// vfsTypes are the filesystem types cAdvisor's vfs plugin handles (statfs).
+var vfsTypes = map[string]bool{
+	"xfs": true, "squashfs": true, "f2fs": true, "jfs": true, "reiserfs": true, "hfs": true,
+	"hfsplus": true, "ntfs": true, "vfat": true, "fat": true, "msdos": true, "exfat": true,
+	"udf": true, "iso9660": true,
+}
+
+// partitionKey is the device label cAdvisor gives a mount, "" for a type it
+// does not report.
+func partitionKey(m procfs.Mount) string {
+	switch {
+	case strings.HasPrefix(m.FSType, "ext") || vfsTypes[m.FSType] || m.FSType == "btrfs":
+		return m.Source
+	case m.FSType == "tmpfs":
+		return m.MountPoint
+	case m.FSType == "overlay":
+		return m.Source + "_" + strconv.FormatUint(m.Major, 10) + "-" + strconv.FormatUint(m.Minor, 10)
+	}
+	return ""
+}
+
+// choosePartitions picks the reported filesystems from mountinfo, as
+// cAdvisor's processMounts does, sorted by device label.
+func choosePartitions(mounts []procfs.Mount) []*partition {
+	byKey := map[string]*partition{}
+	for _, m := range mounts {
+		key := partitionKey(m)
+		if key == "" {
+			continue
+		}
+		if _, dup := byKey[key]; dup && m.FSType != "tmpfs" {
+			continue
+		}
+		p := &partition{key: escapeLabel(key), mountPoint: m.MountPoint, major: m.Major, minor: m.Minor}
+		if m.FSType == "btrfs" && m.Major == 0 && strings.HasPrefix(m.Source, "/dev/") {
+			if dev, err := deviceOf(m.MountPoint); err == nil {
+				p.major, p.minor = uint64(unix.Major(dev)), uint64(unix.Minor(dev))
+			}
+		}
+		byKey[key] = p
+	}
+	for _, m := range mounts { // the "root" label: the mount at "/" under its source
+		if m.MountPoint == "/" {
+			byKey[m.Source] = &partition{key: escapeLabel(m.Source), mountPoint: "/", major: m.Major, minor: m.Minor}
+			break
+		}
+	}
+	out := make([]*partition, 0, len(byKey))
+	for _, p := range byKey {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// sampleFs reads the partitions (every cadvisorSpecPeriod), refreshes the
+// containers' usage when due and sets every row's filesystems.
+func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
+	f := &c.fs
+	if !f.loaded {
+		f.loaded = true
+		b, err := os.ReadFile(filepath.Join(c.p.host.procRoot, "self", "mountinfo"))
+		if err == nil {
+			var mounts []procfs.Mount
+			if mounts, err = procfs.ParseMountinfo(b); err == nil {
+				f.parts = choosePartitions(mounts)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("read the node's filesystems: %w", err)
+		}
+	}
+	for _, p := range f.parts {
+		if p.at.IsZero() || now.Sub(p.at) >= cadvisorSpecPeriod {
+			var err error
+			p.fs, err = statFs(p.mountPoint, now)
+			p.ok, p.at = err == nil, now
+		}
+	}
+	err := c.refreshUsage(ctx, now)
+	devs := map[string]*partition{} // writable layer mountpoint → partition
+	for _, r := range c.order {
+		r.fs = r.fs[:0]
+		switch {
+		case r.kind == rowRoot:
+			for _, p := range f.parts {
+				if p.ok {
+					r.fs = append(r.fs, rowFs{dev: p.key, limit: p.fs.capacity, usage: p.fs.used,
+						inodes: p.fs.inodes, inodesFree: p.fs.inodesFree, hasInodes: true})
+				}
+			}
+		case r.kind == rowContainer && !r.sandbox:
+			u, ok := f.usage[r.cid]
+			if !ok {
+				continue
+			}
+			p, seen := devs[u.mountpoint]
+			if !seen {
+				p = f.partitionOf(u.mountpoint)
+				devs[u.mountpoint] = p
+			}
+			if p != nil && p.ok {
+				r.fs = append(r.fs, rowFs{dev: p.key, limit: p.fs.capacity, usage: u.bytes})
+			}
+		}
+	}
+	return err
+}
+
+// partitionOf is the partition holding dir: the first (by label) whose device
+// number is dir's, nil when none is (cAdvisor's GetDirFsDevice).
+func (f *cadvisorFs) partitionOf(dir string) *partition {
+	if dir == "" {
+		return nil
+	}
+	dev, err := deviceOf(dir)
+	if err != nil {
+		return nil
+	}
+	major, minor := uint64(unix.Major(dev)), uint64(unix.Minor(dev))
+	for _, p := range f.parts {
+		if p.major == major && p.minor == minor {
+			return p
+		}
+	}
+	return nil
+}
+
+// refreshUsage asks the runtime for every container's writable layer and
+// measures its logs, every cadvisorFsPeriod, or after cadvisorFsRetry when a
+// labelled container row has no usage yet.
+func (c *cadvisor) refreshUsage(ctx context.Context, now time.Time) error {
+	f := &c.fs
+	if !f.usageAt.IsZero() {
+		age := now.Sub(f.usageAt)
+		if age < cadvisorFsRetry || (age < cadvisorFsPeriod && !c.usageMissing()) {
+			return nil
+		}
+	}
+	f.usageAt = now
+	stats, err := c.p.runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+	if err != nil {
+		return fmt.Errorf("list the containers' filesystem usage: %w", err)
+	}
+	usage := make(map[string]ctrFs, len(stats))
+	for _, st := range stats {
+		wl := st.GetWritableLayer()
+		id := st.GetAttributes().GetId()
+		if wl == nil || id == "" {
+			continue
+		}
+		usage[id] = ctrFs{mountpoint: wl.GetFsId().GetMountpoint(), bytes: wl.GetUsedBytes().GetValue() + c.logBytes(id)}
+	}
+	f.usage = usage
+	return nil
+}
+
+// usageMissing reports whether a labelled container row has no usage yet.
+func (c *cadvisor) usageMissing() bool {
+	for _, r := range c.order {
+		if r.kind == rowContainer && r.labeled && !r.sandbox {
+			if _, ok := c.fs.usage[r.cid]; !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// logBytes is the allocated size of a container's log files: <attempt>.log
+// and its rotations in the container's directory under the pod's log
+// directory; 0 when the lists do not know the container.
+func (c *cadvisor) logBytes(id string) uint64 {
+	if c.meta == nil {
+		return 0
+	}
+	ctr := c.meta.containers[id]
+	if ctr == nil {
+		return 0
+	}
+	l := ctr.GetLabels()
+	ns, pod, uid := l[kubelettypes.KubernetesPodNamespaceLabel], l[kubelettypes.KubernetesPodNameLabel], l[kubelettypes.KubernetesPodUIDLabel]
+	name := ctr.GetMetadata().GetName()
+	if ns == "" || pod == "" || uid == "" || name == "" {
+		return 0
+	}
+	dir := filepath.Join(c.p.podLogsDir, ns+"_"+pod+"_"+uid, name)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	prefix := strconv.FormatUint(uint64(ctr.GetMetadata().GetAttempt()), 10) + ".log"
+	var total uint64
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if u, err := fileUsage(filepath.Join(dir, e.Name())); err == nil {
+			total += u.bytes
+		}
+	}
+	return total
+}
