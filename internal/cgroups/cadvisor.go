@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,7 +16,8 @@ import (
 type CadvisorDirs struct {
 	CPU, CPUAcct, Memory, Blkio string
 	// BlkioFile is the blkio file to read the byte counts from (BlkioFileV1's
-	// choice); "" reads none.
+	// choice); "" reads none. The operation counts are read from its
+	// io_serviced sibling.
 	BlkioFile string
 	// Unified is the cgroup's directory in the cgroup2 hierarchy on a v2
 	// host; the v1 fields are "" then.
@@ -30,6 +32,7 @@ type v1Files struct {
 	cpuStat, cpuacctUsage, cpuacctStat                 string
 	memUsage, memStat, memMaxUsage, memFailcnt, memOOM string
 	swap, io                                           string
+	serviced                                           string // BlkioFile's io_serviced
 }
 
 func (d *CadvisorDirs) paths() *v1Files {
@@ -94,10 +97,45 @@ type CadvisorStats struct {
 	IO []DeviceIO
 }
 
-// DeviceIO is one device's blkio byte counts.
+// DeviceIO is one device's blkio counts: bytes per operation and, when the
+// cgroup's io_serviced (v2: io.stat rios and wios) lists the device, the reads
+// and writes completed.
 type DeviceIO struct {
 	Major, Minor uint64
 	Read, Write  uint64
+	// Bytes are the bytes per operation in BlkioOps order; OpsSeen has bit i
+	// set when the file listed BlkioOps[i] (v1 lists them all, v2 only Read
+	// and Write).
+	Bytes   [len(BlkioOps)]uint64
+	OpsSeen uint8
+	// Reads and Writes are completed operations; HasServiced when known.
+	Reads, Writes uint64
+	HasServiced   bool
+}
+
+// BlkioOps are the operations of a v1 blkio io_service_bytes file, in the
+// order their series sort (cAdvisor's container_blkio_device_usage_total).
+var BlkioOps = [...]string{"Async", "Discard", "Read", "Sync", "Total", "Write"}
+
+// blkioOp is the index of op in BlkioOps, -1 for another.
+func blkioOp(op []byte) int {
+	for i, o := range BlkioOps {
+		if string(op) == o {
+			return i
+		}
+	}
+	return -1
+}
+
+// setBytes records op's byte count.
+func (d *DeviceIO) setBytes(op int, v uint64) {
+	d.Bytes[op], d.OpsSeen = v, d.OpsSeen|1<<op
+	switch op {
+	case blkioOpRead:
+		d.Read = v
+	case blkioOpWrite:
+		d.Write = v
+	}
 }
 
 // CadvisorSpec is a cgroup's configuration as cAdvisor reports it.
@@ -156,6 +194,15 @@ func (c *HeldFiles) ReadCadvisor(d *CadvisorDirs, now time.Time, s *CadvisorStat
 			s.IO = ParseBlkio(b, s.IO)
 			return nil
 		})
+		if len(s.IO) > 0 {
+			if f.serviced == "" {
+				f.serviced = strings.Replace(d.BlkioFile, "io_service_bytes", "io_serviced", 1)
+			}
+			_ = c.ReadFile(f.serviced, now, func(b []byte) error {
+				ParseBlkioServiced(b, s.IO)
+				return nil
+			})
+		}
 	}
 	return nil
 }
@@ -294,14 +341,40 @@ func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
 		if len(out) == 0 || out[len(out)-1].Major != d.Major || out[len(out)-1].Minor != d.Minor {
 			out = append(out, d)
 		}
-		switch string(f[1]) {
-		case "Read":
-			out[len(out)-1].Read = atou(f[2])
-		case "Write":
-			out[len(out)-1].Write = atou(f[2])
+		if op := blkioOp(f[1]); op >= 0 {
+			out[len(out)-1].setBytes(op, atou(f[2]))
 		}
 	}
 	return out
+}
+
+// ParseBlkioServiced sets the reads and writes completed of the devices of
+// io (from ParseBlkio) that a blkio io_serviced file lists.
+func ParseBlkioServiced(b []byte, io []DeviceIO) {
+	for len(b) > 0 {
+		var line []byte
+		line, b = NextLine(b)
+		f := bytes.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		d, ok := parseDevice(f[0])
+		if !ok {
+			continue
+		}
+		for i := range io {
+			if io[i].Major != d.Major || io[i].Minor != d.Minor {
+				continue
+			}
+			switch string(f[1]) {
+			case "Read":
+				io[i].Reads, io[i].HasServiced = atou(f[2]), true
+			case "Write":
+				io[i].Writes, io[i].HasServiced = atou(f[2]), true
+			}
+			break
+		}
+	}
 }
 
 // ReadCadvisorSpec reads d's configuration: cpu.shares, the CFS period and quota,
@@ -405,3 +478,9 @@ func parseDevice(field []byte) (DeviceIO, bool) {
 	majS, minS, ok := bytes.Cut(field, []byte{':'})
 	return DeviceIO{Major: atou(majS), Minor: atou(minS)}, ok
 }
+
+// The indexes of Read and Write in BlkioOps.
+const (
+	blkioOpRead  = 2
+	blkioOpWrite = 5
+)

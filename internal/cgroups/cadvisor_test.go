@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ func TestReadCadvisor(t *testing.T) {
 		"blkio.bfq.io_service_bytes_recursive": "Total 0\n",
 		"blkio.throttle.io_service_bytes_recursive": "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Async 12288\n8:0 Total 12288\n" +
 			"254:16 Read 1\n254:16 Write 2\n254:16 Total 3\nTotal 12291\n",
+		"blkio.throttle.io_serviced_recursive": "8:0 Read 3\n8:0 Write 4\n8:0 Sync 0\n8:0 Async 7\n8:0 Total 7\nTotal 7\n",
 	})
 	h := NewHeldFiles()
 	d.BlkioFile = h.BlkioFileV1(d.Blkio)
@@ -51,8 +53,12 @@ func TestReadCadvisor(t *testing.T) {
 		HasThrottling: true, Periods: 10, Throttled: 2, ThrottledTime: 3000000000,
 		HasMemory: true, MemUsage: 3000, MemMaxUsage: 9000, MemFailcnt: 4, WorkingSet: 0, // inactive_file > usage: floored
 		RSS: 2000, Cache: 1000, Swap: 5, MappedFile: 300, HasOOM: true, OOMKills: 2,
-		IO: []DeviceIO{{Major: 8, Minor: 0, Read: 4096, Write: 8192}, {Major: 254, Minor: 16, Read: 1, Write: 2}},
+		IO: []DeviceIO{
+			deviceIO(8, 0, map[string]uint64{"Read": 4096, "Write": 8192, "Sync": 0, "Async": 12288, "Total": 12288}, 3, 4),
+			deviceIO(254, 16, map[string]uint64{"Read": 1, "Write": 2, "Total": 3}, 0, 0),
+		},
 	}
+	want.IO[1].HasServiced = false
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("stats\n got %+v\nwant %+v", s, want)
 	}
@@ -82,11 +88,39 @@ func TestParseBlkio(t *testing.T) {
 		want     []DeviceIO
 	}{
 		{"empty", "Total 0\n", nil},
-		{"one device", "8:0 Read 10\n8:0 Write 20\n8:0 Sync 30\n8:0 Total 30\nTotal 30\n", []DeviceIO{{8, 0, 10, 20}}},
-		{"garbage", "8:0 Read x\nnot a line\n", []DeviceIO{{8, 0, 0, 0}}},
+		{"one device", "8:0 Read 10\n8:0 Write 20\n8:0 Sync 30\n8:0 Discard 0\n8:0 Total 30\nTotal 30\n",
+			[]DeviceIO{unserviced(deviceIO(8, 0, map[string]uint64{"Read": 10, "Write": 20, "Sync": 30, "Discard": 0, "Total": 30}, 0, 0))}},
+		{"garbage", "8:0 Read x\nnot a line\n", []DeviceIO{unserviced(deviceIO(8, 0, map[string]uint64{"Read": 0}, 0, 0))}},
 	} {
 		if got := ParseBlkio([]byte(tc.in), nil); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.desc, got, tc.want)
 		}
+	}
+}
+
+// deviceIO is a device's counts as the parsers make them: bytes per operation
+// listed, reads and writes completed (serviced).
+func deviceIO(major, minor uint64, bytes map[string]uint64, reads, writes uint64) DeviceIO {
+	d := DeviceIO{Major: major, Minor: minor, Reads: reads, Writes: writes, HasServiced: true}
+	for op, v := range bytes {
+		d.setBytes(blkioOp([]byte(op)), v)
+	}
+	return d
+}
+
+func unserviced(d DeviceIO) DeviceIO {
+	d.HasServiced = false
+	return d
+}
+
+func TestBlkioOps(t *testing.T) {
+	t.Parallel()
+	if BlkioOps[blkioOpRead] != "Read" || BlkioOps[blkioOpWrite] != "Write" || !sort.StringsAreSorted(BlkioOps[:]) {
+		t.Errorf("BlkioOps %v: Read at %d, Write at %d, sorted", BlkioOps, blkioOpRead, blkioOpWrite)
+	}
+	io := ParseBlkio([]byte("8:0 Read 10\n8:0 Write 20\n8:16 Read 1\n"), nil)
+	ParseBlkioServiced([]byte("8:16 Read 5\n8:16 Write 6\n9:0 Read 1\nTotal 11\n"), io)
+	if io[0].HasServiced || !io[1].HasServiced || io[1].Reads != 5 || io[1].Writes != 6 {
+		t.Errorf("serviced %+v", io)
 	}
 }

@@ -98,9 +98,13 @@ func ParseIOStat(b []byte, out []DeviceIO) []DeviceIO {
 			}
 			switch string(k) {
 			case "rbytes":
-				d.Read = atou(v)
+				d.setBytes(blkioOpRead, atou(v))
 			case "wbytes":
-				d.Write = atou(v)
+				d.setBytes(blkioOpWrite, atou(v))
+			case "rios":
+				d.Reads, d.HasServiced = atou(v), true
+			case "wios":
+				d.Writes, d.HasServiced = atou(v), true
 			}
 		}
 		out = append(out, d)

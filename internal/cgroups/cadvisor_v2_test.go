@@ -42,7 +42,8 @@ func TestReadCadvisorV2(t *testing.T) {
 		HasThrottling: true, Periods: 10, Throttled: 2, ThrottledTime: 3000000000,
 		HasMemory: true, MemUsage: 3000000, MemMaxUsage: 9000000, WorkingSet: 2600000,
 		RSS: 2000000, Cache: 1000000, Swap: 5, MappedFile: 300, HasOOM: true, OOMKills: 1,
-		IO: []DeviceIO{{Major: 254, Minor: 0, Read: 4096, Write: 8192}, {Major: 7, Minor: 1, Read: 1, Write: 2}},
+		IO: []DeviceIO{deviceIO(254, 0, map[string]uint64{"Read": 4096, "Write": 8192}, 1, 2),
+			deviceIO(7, 1, map[string]uint64{"Read": 1, "Write": 2}, 1, 1)},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("stats\n got %+v\nwant %+v", s, want)

@@ -46,6 +46,8 @@ func (f *fakeHost) v1Cgroup(id, usageNs, quota, memUsage string) {
 	f.write("cg/blkio"+id+"/blkio.bfq.io_service_bytes_recursive", "Total 0\n")
 	f.write("cg/blkio"+id+"/blkio.throttle.io_service_bytes_recursive",
 		"254:0 Read 4096\n254:0 Write 8192\n254:0 Sync 0\n254:0 Async 12288\n254:0 Discard 0\n254:0 Total 12288\nTotal 12288\n")
+	f.write("cg/blkio"+id+"/blkio.throttle.io_serviced_recursive",
+		"254:0 Read 2\n254:0 Write 3\n254:0 Sync 0\n254:0 Async 5\n254:0 Discard 0\n254:0 Total 5\nTotal 5\n")
 }
 
 // cadvisorTestEnv is a Provider over the CRI fakes and a fake v1 host with the
@@ -203,6 +205,11 @@ func TestCadvisorMetrics(t *testing.T) {
 			{"root limit = MemTotal", "container_spec_memory_limit_bytes", map[string]string{"id": "/"}, 1000 * 1024},
 			{"reads", "container_fs_reads_bytes_total", c1, 4096},
 			{"writes", "container_fs_writes_bytes_total", c1, 8192},
+			{"reads completed", "container_fs_reads_total", c1, 2},
+			{"writes completed", "container_fs_writes_total", c1, 3},
+			{"blkio async bytes", "container_blkio_device_usage_total", merge(c1, "operation", "Async"), 12288},
+			{"blkio discard bytes", "container_blkio_device_usage_total", merge(c1, "operation", "Discard"), 0},
+			{"blkio total bytes", "container_blkio_device_usage_total", merge(merge(c1, "operation", "Total"), "major", "254"), 12288},
 			{"sandbox network", "container_network_receive_bytes_total", merge(sb1, "interface", "eth0"), 357933332},
 			{"sandbox tx packets", "container_network_transmit_packets_total", merge(sb1, "interface", "eth0"), 15644},
 			{"no lo", "container_network_receive_bytes_total", map[string]string{"interface": "lo"}, -1},
@@ -232,9 +239,31 @@ func TestCadvisorMetrics(t *testing.T) {
 				t.Errorf("%s: %v, want series without timestamps", name, m)
 			}
 		}
+		if n := len(series(fams, "container_blkio_device_usage_total", c1)); n != 6 {
+			t.Errorf("%d blkio operation series of c1, want 6 (Async Discard Read Sync Total Write)", n)
+		}
 		if n := len(fams["container_last_seen"].GetMetric()); n != 8 {
 			t.Errorf("%d rows, want 8 (/, the runtime's, kubepods, burstable, podu1, sb1, c1, podu2)", n)
 		}
+	}
+}
+
+// TestCadvisorBlkioLabels: the blkio operation series' labels are written in
+// their sorted order, as client_golang's Gather writes them.
+func TestCadvisorBlkioLabels(t *testing.T) {
+	p, _ := cadvisorTestEnv(t)
+	rec := httptest.NewRecorder()
+	p.CadvisorMetrics(CadvisorOptions{SandboxImage: "pause:3.10"}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics/cadvisor", nil))
+	want := `",id="/kubepods/burstable/podu1/c1",image="busybox:1",major="254",minor="0",name="k8s_app_web_default_u1_0",` +
+		`namespace="default",operation="Read",pod="web"} 4096 `
+	found := false
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, `container_blkio_device_usage_total{container="app",device="`) && strings.Contains(line, want) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no line container_blkio_device_usage_total{container=\"app\",device=\"...%s in\n%s", want, rec.Body.String())
 	}
 }
 

@@ -19,14 +19,20 @@ type rowLabels struct {
 	devSuf   string // ",id="/",...
 	ifacePre string // container="",id="/",image="",interface="
 	ifaceSuf string // ",name="",namespace="",pod=""
+	mid      string // id="/",image=""
+	nameNs   string // name="",namespace=""
+	pod      string // pod=""
 }
 
 // newRowLabels renders the label block of a row.
 func newRowLabels(container, id, image, name, namespace, pod string) rowLabels {
 	c := `container="` + escapeLabel(container) + `"`
 	mid := `id="` + escapeLabel(id) + `",image="` + escapeLabel(image) + `"`
-	tail := `name="` + escapeLabel(name) + `",namespace="` + escapeLabel(namespace) + `",pod="` + escapeLabel(pod) + `"`
+	nameNs := `name="` + escapeLabel(name) + `",namespace="` + escapeLabel(namespace) + `"`
+	podL := `pod="` + escapeLabel(pod) + `"`
+	tail := nameNs + "," + podL
 	return rowLabels{
+		mid: mid, nameNs: nameNs, pod: podL,
 		full:     c + "," + mid + "," + tail,
 		cpu:      c + `,cpu="total",` + mid + "," + tail,
 		devPre:   c + `,device="`,
@@ -64,6 +70,7 @@ const (
 	famInterface                   // one series per network interface, sample timestamp
 	famLastSeen                    // scrape time, with the scrape time as timestamp
 	famFs                          // one series per filesystem of a row with stats, sample timestamp
+	famBlkioOp                     // one series per blkio device and operation listed, sample timestamp
 )
 
 // cadFamily is one metric family of cAdvisor's collector.
@@ -73,7 +80,7 @@ type cadFamily struct {
 	// value is the row's value; ok false: no series for the row.
 	value func(r *cadRow) (float64, bool)
 	// dev and iface give a device's or interface's value.
-	dev   func(d *cgroups.DeviceIO) float64
+	dev   func(d *cgroups.DeviceIO) (float64, bool)
 	iface int // index into netIface.v
 	// fs gives a filesystem's value; ok false: no series for it.
 	fs func(f *rowFs) (float64, bool)
@@ -131,6 +138,7 @@ const (
 // cadvisorFamilies are the container families served, sorted by name as
 // client_golang's Gather sorts them. Help texts are cAdvisor v0.60.5's.
 var cadvisorFamilies = []cadFamily{
+	{name: "container_blkio_device_usage_total", help: "Blkio Device bytes usage", typ: "counter", kind: famBlkioOp},
 	{name: "container_cpu_cfs_periods_total", help: "Number of elapsed enforcement period intervals.", typ: "counter",
 		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Periods) }, hasQuota)},
 	{name: "container_cpu_cfs_throttled_periods_total", help: "Number of throttled period intervals.", typ: "counter",
@@ -150,11 +158,15 @@ var cadvisorFamilies = []cadFamily{
 	{name: "container_fs_limit_bytes", help: "Number of bytes that can be consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
 		fs: func(f *rowFs) (float64, bool) { return float64(f.limit), true }},
 	{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", typ: "counter", kind: famDevice,
-		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Read) }},
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Read), true }},
+	{name: "container_fs_reads_total", help: "Cumulative count of reads completed", typ: "counter", kind: famDevice,
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Reads), d.HasServiced }},
 	{name: "container_fs_usage_bytes", help: "Number of bytes that are consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
 		fs: func(f *rowFs) (float64, bool) { return float64(f.usage), true }},
 	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", typ: "counter", kind: famDevice,
-		dev: func(d *cgroups.DeviceIO) float64 { return float64(d.Write) }},
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Write), true }},
+	{name: "container_fs_writes_total", help: "Cumulative count of writes completed", typ: "counter", kind: famDevice,
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Writes), d.HasServiced }},
 	{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", kind: famLastSeen},
 	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", typ: "gauge",
 		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Cache) }, hasMemory)},
@@ -258,10 +270,32 @@ func writeFamily(buf []byte, f *cadFamily, rows []*cadRow, now time.Time, nowMs 
 				continue
 			}
 			for i := range r.stats.IO {
-				d := &r.stats.IO[i]
+				v, ok := f.dev(&r.stats.IO[i])
+				if !ok {
+					continue
+				}
 				line()
 				buf = append(append(append(buf, r.lbl.devPre...), r.devs[i]...), r.lbl.devSuf...)
-				buf = appendValue(buf, f.dev(d), r.at)
+				buf = appendValue(buf, v, r.at)
+			}
+		case famBlkioOp:
+			if !r.ok {
+				continue
+			}
+			for i := range r.stats.IO {
+				d := &r.stats.IO[i]
+				for op, name := range cgroups.BlkioOps {
+					if d.OpsSeen&(1<<op) == 0 {
+						continue
+					}
+					line()
+					buf = append(append(append(append(buf, r.lbl.devPre...), r.devs[i]...), `",`...), r.lbl.mid...)
+					buf = strconv.AppendUint(append(buf, `,major="`...), d.Major, 10)
+					buf = strconv.AppendUint(append(buf, `",minor="`...), d.Minor, 10)
+					buf = append(append(append(buf, `",`...), r.lbl.nameNs...), `,operation="`...)
+					buf = append(append(append(buf, name...), `",`...), r.lbl.pod...)
+					buf = appendValue(buf, float64(d.Bytes[op]), r.at)
+				}
 			}
 		case famFs:
 			if !r.ok {
