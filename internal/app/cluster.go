@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/component-base/tracing"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
@@ -39,7 +42,7 @@ type apiConn struct {
 // connectAPIServer TLS-bootstraps when needed (--bootstrap-kubeconfig), then
 // builds the client from --kubeconfig with client certificate rotation, and
 // the event recorder. It returns nil without --kubeconfig.
-func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, reg prometheus.Registerer, logger *zap.Logger) (*apiConn, error) {
+func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, reg prometheus.Registerer, tp trace.TracerProvider, logger *zap.Logger) (*apiConn, error) {
 	if cfg.Kubeconfig == "" {
 		if cfg.BootstrapKubeconfig != "" {
 			return nil, fmt.Errorf("--bootstrap-kubeconfig=%s needs --kubeconfig (where the bootstrapped credentials are written)", cfg.BootstrapKubeconfig)
@@ -57,6 +60,9 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, reg pro
 	restCfg, err := clientcert.NewClientConfig(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig=%s: %w", cfg.Kubeconfig, err)
+	}
+	if tp != nil { // the API requests' spans, children of the caller's (upstream's WrapperFor)
+		restCfg.Wrap(tracing.WrapperFor(tp))
 	}
 	restCfg.QPS = float32(*cfg.Kubelet.KubeAPIQPS)
 	restCfg.Burst = int(cfg.Kubelet.KubeAPIBurst)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -68,7 +70,15 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 			return err
 		}
 	}
-	clients, err := dialCRI(ctx, cfg, reg, logger)
+	name, err := nodeName(cfg)
+	if err != nil {
+		return err
+	}
+	tp, err := newTracerProvider(cfg, name, lc, logger)
+	if err != nil {
+		return err
+	}
+	clients, err := dialCRI(ctx, cfg, reg, tp, logger)
 	if err != nil {
 		return err
 	}
@@ -79,19 +89,15 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 	if err := checkCgroupDriver(ctx, cfg, clients.runtime, logger); err != nil {
 		return err
 	}
-	name, err := nodeName(cfg)
-	if err != nil {
-		return err
-	}
 	if err := met.setNodeName(name); err != nil {
 		return err
 	}
-	conn, err := connectAPIServer(ctx, cfg, name, reg, logger)
+	conn, err := connectAPIServer(ctx, cfg, name, reg, tp, logger)
 	if err != nil {
 		return err
 	}
 	lc.onStop("API connection", conn.close)
-	n, err := buildNode(cfg, name, clients, conn, reg, logger)
+	n, err := buildNode(cfg, name, clients, conn, reg, tp, logger)
 	if err != nil {
 		return err
 	}
@@ -99,13 +105,15 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 }
 
 // dialCRI builds the remote runtime and image clients; each checks Version.
-func dialCRI(ctx context.Context, cfg *Config, reg prometheus.Registerer, logger *zap.Logger) (*criClients, error) {
+func dialCRI(ctx context.Context, cfg *Config, reg prometheus.Registerer, tp trace.TracerProvider, logger *zap.Logger) (*criClients, error) {
 	timeout := cfg.Kubelet.RuntimeRequestTimeout.Duration
-	rt, err := cri.NewRuntimeService(ctx, cri.Options{Endpoint: cfg.Kubelet.ContainerRuntimeEndpoint, Timeout: timeout, Registerer: reg, Logger: logger.Named("cri")})
+	rt, err := cri.NewRuntimeService(ctx, cri.Options{Endpoint: cfg.Kubelet.ContainerRuntimeEndpoint, Timeout: timeout, Registerer: reg,
+		TracerProvider: tp, Logger: logger.Named("cri")})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime at --container-runtime-endpoint=%s: %w", cfg.Kubelet.ContainerRuntimeEndpoint, err)
 	}
-	img, err := cri.NewImageService(ctx, cri.Options{Endpoint: cfg.ImageEndpoint(), Timeout: timeout, Registerer: reg, Logger: logger.Named("cri")})
+	img, err := cri.NewImageService(ctx, cri.Options{Endpoint: cfg.ImageEndpoint(), Timeout: timeout, Registerer: reg,
+		TracerProvider: tp, Logger: logger.Named("cri")})
 	if err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("image service at --image-service-endpoint=%s: %w", cfg.ImageEndpoint(), err)

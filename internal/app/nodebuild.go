@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -63,6 +65,7 @@ type node struct {
 	eviction  *eviction.Manager
 	images    *images.Manager
 	reg       prometheus.Registerer // /metrics
+	tracing   trace.TracerProvider  // the tracing configuration's; nil: none
 	startup   *podstartup.Tracker   // the pod start SLI
 	events    pleg.EventSource      // the CRI runtime's container events
 	recorder  record.EventRecorder  // events about pods and the node
@@ -94,8 +97,8 @@ type node struct {
 // (eviction, graceful node shutdown), which join its admission; last, with an
 // API server, the node status, which reports their conditions. It starts
 // nothing.
-func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, logger *zap.Logger) (*node, error) {
-	n := &node{pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg, name), conn: conn, reg: reg,
+func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg prometheus.Registerer, tp trace.TracerProvider, logger *zap.Logger) (*node, error) {
+	n := &node{tracing: tp, pods: podmanager.New(), known: nodestatus.NewKnown(), cache: kubecontainer.NewCache(), name: name, ips: nodeIPs(cfg, name), conn: conn, reg: reg,
 		events: podIdentityEvents{clients.runtime}, recorder: eventRecorder{conn: conn, logger: logger}, nodeRef: nodeReference(name)}
 	if conn != nil {
 		n.known.SetFetch(func(ctx context.Context) (*v1.Node, error) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -179,8 +181,12 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	if parts.Allocated, err = kubecontainer.OpenResourceState(cfg.RootDirectory, kubecontainer.AllocatedPodsStateFile); err != nil {
 		return nil, err
 	}
+	var tracer trace.Tracer
+	if n.tracing != nil {
+		tracer = n.tracing.Tracer(kubelet.TracerName)
+	}
 	return kubelet.New(kubelet.Options{
-		Parts: parts,
+		Parts: parts, Tracer: tracer,
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
 			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),

@@ -37,6 +37,9 @@ type Options struct {
 	// Registerer receives the runtime operation metrics; nil means no metrics.
 	// Several clients may share one Registerer.
 	Registerer prometheus.Registerer
+	// TracerProvider exports a span per RPC (the kubelet's tracing
+	// configuration); nil means none. Spans are children of the caller's.
+	TracerProvider trace.TracerProvider
 	// Logger is used while connecting; nil means zap.NewNop().
 	Logger *zap.Logger
 }
@@ -85,8 +88,9 @@ func NewImageService(ctx context.Context, opts Options) (internalapi.ImageManage
 }
 
 // connect applies the defaults, waits for the endpoint and calls build with
-// the defaulted options and the metrics TracerProvider (nil without a Registerer, leaving cri-client's
-// default). build runs cri-client's own validation RPC.
+// the defaulted options and the TracerProvider of the RPCs' spans: the
+// metrics one, the exporting one, both, or nil (cri-client's default) for
+// neither. build runs cri-client's own validation RPC.
 func connect[T any](ctx context.Context, opts Options, service string, build func(context.Context, Options, trace.TracerProvider) (T, error)) (T, error) {
 	var zero T
 	opts, err := opts.withDefaults()
@@ -95,9 +99,16 @@ func connect[T any](ctx context.Context, opts Options, service string, build fun
 	}
 	var tp trace.TracerProvider
 	if opts.Registerer != nil {
-		if tp, err = newMetricsTracerProvider(opts.Registerer); err != nil {
+		m, err := newMetricsTracerProvider(opts.Registerer)
+		if err != nil {
 			return zero, err
 		}
+		tp = m
+		if opts.TracerProvider != nil {
+			tp = &teeTracerProvider{export: opts.TracerProvider, metrics: m}
+		}
+	} else if opts.TracerProvider != nil {
+		tp = opts.TracerProvider
 	}
 	ctx, cancel := connectContext(ctx, opts, service)
 	defer cancel()

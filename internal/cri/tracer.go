@@ -174,3 +174,57 @@ func statusCode(v attribute.Value) (codes.Code, bool) {
 		return 0, false
 	}
 }
+
+// teeTracerProvider starts two spans per RPC: one of the exporting provider
+// (the kubelet's tracing) and one of the metrics provider.
+type teeTracerProvider struct {
+	embedded.TracerProvider
+	export  trace.TracerProvider
+	metrics *metricsTracerProvider
+}
+
+// Tracer returns a tracer starting a span of each provider.
+func (p *teeTracerProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return teeTracer{export: p.export.Tracer(name, opts...), metrics: p.metrics.Tracer(name, opts...)}
+}
+
+type teeTracer struct {
+	embedded.Tracer
+	export, metrics trace.Tracer
+}
+
+// Start starts the exported span, then the metrics span under it; the
+// context carries the exported span, whose context reaches the runtime.
+func (t teeTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, exported := t.export.Start(ctx, name, opts...)
+	_, m := t.metrics.Start(ctx, name, opts...)
+	s := &teeSpan{Span: exported, metrics: m}
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+// teeSpan is the exported span; what otelgrpc records on it reaches the
+// metrics span too.
+type teeSpan struct {
+	trace.Span
+	metrics trace.Span
+}
+
+func (s *teeSpan) End(opts ...trace.SpanEndOption) {
+	s.metrics.End(opts...)
+	s.Span.End(opts...)
+}
+
+func (s *teeSpan) SetStatus(code otelcodes.Code, description string) {
+	s.metrics.SetStatus(code, description)
+	s.Span.SetStatus(code, description)
+}
+
+func (s *teeSpan) SetAttributes(kv ...attribute.KeyValue) {
+	s.metrics.SetAttributes(kv...)
+	s.Span.SetAttributes(kv...)
+}
+
+func (s *teeSpan) SetName(name string) {
+	s.metrics.SetName(name)
+	s.Span.SetName(name)
+}

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -188,5 +190,43 @@ func TestSharedRegisterer(t *testing.T) {
 	conflict.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: operationsTotalName, Help: "x"}))
 	if _, err := newMetricsTracerProvider(conflict); err == nil {
 		t.Error("no error for a conflicting collector")
+	}
+}
+
+// TestTeeSpanExportsAndCounts: with tracing configured, an RPC's span is
+// exported (as a child of the caller's span, with what otelgrpc set on it)
+// and still counted in the runtime operation metrics.
+func TestTeeSpanExportsAndCounts(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := newMetricsTracerProvider(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	export := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tee := &teeTracerProvider{export: export, metrics: m}
+
+	ctx, parent := export.Tracer("kubelet").Start(context.Background(), "syncPod")
+	_, span := tee.Tracer("otelgrpc").Start(ctx, "runtime.v1.RuntimeService/StartContainer", trace.WithSpanKind(trace.SpanKindClient))
+	span.SetAttributes(responseStatusCodeKey.String("NOT_FOUND"))
+	span.SetStatus(otelcodes.Error, "not found")
+	span.End()
+	parent.End()
+
+	if got := counter(t, reg, operationsTotalName, op("start_container")); got != 1 {
+		t.Errorf("operations counted %v, want 1", got)
+	}
+	if got := counter(t, reg, operationsErrorsName, op("start_container")); got != 1 {
+		t.Errorf("errors counted %v, want 1", got)
+	}
+	ended := rec.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans exported, want 2", len(ended))
+	}
+	rpc := ended[0]
+	if rpc.Name() != "runtime.v1.RuntimeService/StartContainer" || rpc.Parent().SpanID() != parent.SpanContext().SpanID() ||
+		rpc.Status().Code != otelcodes.Error || len(rpc.Attributes()) != 1 {
+		t.Errorf("exported span %q parent %v status %v attributes %v", rpc.Name(), rpc.Parent().SpanID(), rpc.Status(), rpc.Attributes())
 	}
 }

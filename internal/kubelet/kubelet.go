@@ -136,11 +136,15 @@ func New(opts Options) (*Kubelet, error) {
 			}
 		},
 	}
+	var sync podworkers.SyncFuncs = k.syncer
+	if opts.Tracer != nil {
+		sync = tracedSync{inner: k.syncer, tracer: opts.Tracer}
+	}
 	if p.NewPodWorkers != nil {
-		k.workers = p.NewPodWorkers(k.syncer)
+		k.workers = p.NewPodWorkers(sync)
 	} else {
 		if k.workers, err = podworkers.New(podworkers.Options{
-			Sync:           k.syncer,
+			Sync:           sync,
 			Cache:          p.Cache,
 			ResyncInterval: c.ResyncInterval,
 			BackOffPeriod:  defaultBackOffPeriod,

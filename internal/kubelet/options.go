@@ -5,6 +5,8 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
@@ -39,6 +41,10 @@ type Options struct {
 	// (kubelet_pod_start_duration_seconds, kubelet_pod_worker_*); nil: not
 	// registered.
 	Registerer prometheus.Registerer
+	// Tracer makes upstream's spans of the pod syncs (syncPod,
+	// syncTerminatingPod, syncTerminatedPod; the kubelet's tracing
+	// configuration); nil: none.
+	Tracer trace.Tracer
 	// Logger; nil: no logging.
 	Logger *zap.Logger
 }

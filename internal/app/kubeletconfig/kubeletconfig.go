@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
+
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,6 +179,9 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 		if d.v.Duration <= 0 {
 			add(d.field, "must be positive, got %s", d.v.Duration)
 		}
+	}
+	for _, e := range tracingapi.ValidateTracingConfiguration(c.Tracing, nil, field.NewPath("tracing")) {
+		errs = append(errs, e)
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)

@@ -32,7 +32,6 @@ var notHonouredFields = []string{
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
 	"enableSystemLogQuery",
-	"tracing",
 	"userNamespaces",
 }
 
@@ -57,7 +56,7 @@ var honouredFields = []string{
 	"maxOpenFiles", "contentType", "kubeAPIQPS", "kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls",
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
 	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "podsPerCore",
-	"enableControllerAttachDetach", "featureGates", "failSwapOn", "failCgroupV1",
+	"enableControllerAttachDetach", "featureGates", "failSwapOn", "failCgroupV1", "tracing",
 	"containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers", "containerLogMonitorInterval",
 	"systemReserved", "kubeReserved", "reservedSystemCPUs", "systemReservedCgroup", "kubeReservedCgroup",
 	"enforceNodeAllocatable", "allowedUnsafeSysctls", "providerID", "kernelMemcgNotification", "protectKernelDefaults",

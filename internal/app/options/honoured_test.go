@@ -57,8 +57,8 @@ func TestNotHonoured(t *testing.T) {
 	k.MaxPods = 20 // honoured
 	k.HairpinMode = "hairpin-veth"
 	k.Logging.VModule = []logsapi.VModuleItem{{FilePattern: "x", Verbosity: 2}}
-	k.Tracing = &tracingapi.TracingConfiguration{}
-	want := []string{"hairpinMode", "logging.vmodule", "memoryManagerPolicy", "tracing"}
+	k.Tracing = &tracingapi.TracingConfiguration{} // honoured: spans exported over OTLP
+	want := []string{"hairpinMode", "logging.vmodule", "memoryManagerPolicy"}
 	if got := notHonoured(&k, &def); !slices.Equal(got, want) {
 		t.Fatalf("notHonoured = %v, want %v", got, want)
 	}
