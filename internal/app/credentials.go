@@ -1,10 +1,17 @@
 package app
 
 import (
+	"context"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/credentialprovider"
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 )
 
 // nodeKeyring is the node's registry credentials, as upstream's kubelet
@@ -12,7 +19,10 @@ import (
 // root dir, the working directory, ~/.docker, /.docker; else .dockercfg) and,
 // with --image-credential-provider-config, the exec credential provider
 // plugins. It answers in CRI's form, for the runtime manager and the shim.
-type nodeKeyring struct{ k credentialprovider.Keyring }
+type nodeKeyring struct {
+	k       credentialprovider.UnionKeyring
+	plugins *credentialprovider.Plugins // nil without credential providers
+}
 
 // newNodeKeyring returns the node keyring, built once per process (the shim
 // and the runtime manager share it); a bad credential provider config stops
@@ -22,22 +32,56 @@ func newNodeKeyring(cfg *Config, logger *zap.Logger) (*nodeKeyring, error) {
 		return cfg.keyring, nil
 	}
 	union := credentialprovider.UnionKeyring{credentialprovider.NewDockerConfigKeyring(cfg.RootDirectory, logger.Named("credentials"))}
+	var plugins *credentialprovider.Plugins
 	if cfg.ImageCredentialProviderConfig != "" || cfg.ImageCredentialProviderBinDir != "" {
-		plugins, err := credentialprovider.NewPlugins(cfg.ImageCredentialProviderConfig, cfg.ImageCredentialProviderBinDir,
-			credentialprovider.WithLogger(logger.Named("credential-providers")))
+		var err error
+		plugins, err = credentialprovider.NewPlugins(cfg.ImageCredentialProviderConfig, cfg.ImageCredentialProviderBinDir,
+			credentialprovider.WithLogger(logger.Named("credential-providers")),
+			credentialprovider.WithServiceAccountTokens(cfg.enabled(features.KubeletServiceAccountTokenForCredentialProviders)))
 		if err != nil {
 			return nil, err
 		}
 		union = append(union, plugins)
 	}
-	cfg.keyring = &nodeKeyring{k: union}
+	cfg.keyring = &nodeKeyring{k: union, plugins: plugins}
 	return cfg.keyring, nil
 }
 
-// Lookup answers the credentials for an image repository, most specific
-// first.
+// useServiceAccounts gives the credential providers with tokenAttributes the
+// API server's service accounts and tokens.
+func (n *nodeKeyring) useServiceAccounts(conn *apiConn) {
+	if n.plugins != nil && conn != nil {
+		n.plugins.UseServiceAccounts(serviceAccounts{conn})
+	}
+}
+
+// serviceAccounts reads service accounts (a GET each time, as upstream) and
+// creates their tokens (TokenRequest) as the node.
+type serviceAccounts struct{ conn *apiConn }
+
+func (s serviceAccounts) ServiceAccount(ctx context.Context, namespace, name string) (*v1.ServiceAccount, error) {
+	return s.conn.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s serviceAccounts) Token(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return s.conn.objects.CreateToken(ctx, namespace, name, tr)
+}
+
+// Lookup answers the credentials for an image repository pulled for no pod
+// (the sandbox image), most specific first.
 func (n *nodeKeyring) Lookup(repository string) ([]*runtimeapi.AuthConfig, bool) {
-	creds, ok := n.k.Lookup(repository)
+	return n.LookupForPod(context.Background(), repository, nil)
+}
+
+// LookupForPod answers the credentials for an image repository pulled for
+// pod, most specific first; providers with tokenAttributes get the pod's
+// service account token.
+func (n *nodeKeyring) LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, bool) {
+	var who credentialprovider.Pod
+	if pod != nil {
+		who = credentialprovider.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ServiceAccountName: pod.Spec.ServiceAccountName}
+	}
+	creds, ok := n.k.LookupForPod(ctx, repository, who)
 	out := make([]*runtimeapi.AuthConfig, 0, len(creds))
 	for _, c := range creds {
 		out = append(out, c.CRI())

@@ -104,6 +104,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if err != nil {
 		return nil, err
 	}
+	keyring.useServiceAccounts(n.conn)
 	var classes kuberuntime.RuntimeClasses
 	if n.runtimeClasses != nil {
 		classes = n.runtimeClasses

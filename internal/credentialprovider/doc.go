@@ -9,7 +9,10 @@
 //   - NewPlugins loads a CredentialProviderConfig (a file or a directory of
 //     files) and runs the matching exec plugins of the bin dir, speaking
 //     credentialprovider.kubelet.k8s.io (v1alpha1, v1beta1, v1) on stdin and
-//     stdout and caching answers per image, registry or globally.
+//     stdout and caching answers per image, registry or globally. A provider
+//     with tokenAttributes is sent the pulling pod's service account token
+//     (LookupForPod; the API side through UseServiceAccounts) and keeps its
+//     answers per service account, or per token.
 //   - UnionKeyring joins keyrings, in order.
 //
 // Within one keyring the credentials of the most specific registry entry come

@@ -1,6 +1,7 @@
 package credentialprovider
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -52,6 +53,25 @@ func (u UnionKeyring) Lookup(image string) ([]AuthConfig, bool) {
 			continue
 		}
 		found, _ := k.Lookup(image)
+		all = append(all, found...)
+	}
+	return all, len(all) > 0
+}
+
+// LookupForPod implements PodKeyring: members that are PodKeyrings get the
+// pod, the others are asked Lookup.
+func (u UnionKeyring) LookupForPod(ctx context.Context, image string, pod Pod) ([]AuthConfig, bool) {
+	var all []AuthConfig
+	for _, k := range u {
+		var found []AuthConfig
+		switch k := k.(type) {
+		case nil:
+			continue
+		case PodKeyring:
+			found, _ = k.LookupForPod(ctx, image, pod)
+		default:
+			found, _ = k.Lookup(image)
+		}
 		all = append(all, found...)
 	}
 	return all, len(all) > 0

@@ -151,9 +151,9 @@ func tokenCacheTypes() []string {
 	}
 }
 
-// validatePluginConfig checks cfg as upstream does with the
-// KubeletServiceAccountTokenForCredentialProviders gate at its default (on).
-func validatePluginConfig(cfg *configv1.CredentialProviderConfig) field.ErrorList {
+// validatePluginConfig checks cfg as upstream does; saTokens is the
+// KubeletServiceAccountTokenForCredentialProviders gate.
+func validatePluginConfig(cfg *configv1.CredentialProviderConfig, saTokens bool) field.ErrorList {
 	var errs field.ErrorList
 	providersPath := field.NewPath("providers")
 	if len(cfg.Providers) == 0 {
@@ -164,6 +164,10 @@ func validatePluginConfig(cfg *configv1.CredentialProviderConfig) field.ErrorLis
 		errs = append(errs, validateProviderName(providersPath.Child("name"), p.Name, seen)...)
 		errs = append(errs, validateProviderExec(providersPath, &p)...)
 		if p.TokenAttributes != nil {
+			if !saTokens {
+				errs = append(errs, field.Forbidden(providersPath.Child("tokenAttributes"),
+					"tokenAttributes is not supported when KubeletServiceAccountTokenForCredentialProviders feature gate is disabled"))
+			}
 			errs = append(errs, validateTokenAttributes(providersPath.Child("tokenAttributes"), &p)...)
 		}
 	}

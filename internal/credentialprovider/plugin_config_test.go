@@ -226,7 +226,7 @@ func TestValidateTokenAttributesAllErrors(t *testing.T) {
 			OptionalServiceAccountAnnotationKeys: []string{"a.io/x", "bad key", "bad key"},
 		},
 	}}}
-	got := validatePluginConfig(cfg).ToAggregate().Error()
+	got := validatePluginConfig(cfg, true).ToAggregate().Error()
 	for _, want := range []string{
 		"providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Forbidden: requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set",
 		`providers.tokenAttributes.optionalServiceAccountAnnotationKeys: Invalid value: "bad key": name part must consist of alphanumeric characters`,

@@ -57,9 +57,11 @@ type execPlugin struct {
 	decoder    runtime.Decoder
 }
 
-// run asks the plugin for image's credentials.
-func (e *execPlugin) run(ctx context.Context, image string) (*credentialproviderapi.CredentialProviderResponse, error) {
-	request, err := runtime.Encode(e.encoder, &credentialproviderapi.CredentialProviderRequest{Image: image})
+// run asks the plugin for image's credentials, with a service account token
+// and annotations for a provider with tokenAttributes.
+func (e *execPlugin) run(ctx context.Context, image, token string, annotations map[string]string) (*credentialproviderapi.CredentialProviderResponse, error) {
+	request, err := runtime.Encode(e.encoder, &credentialproviderapi.CredentialProviderRequest{Image: image,
+		ServiceAccountToken: token, ServiceAccountAnnotations: annotations})
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode auth request: %w", err)
 	}

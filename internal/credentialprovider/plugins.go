@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,15 +26,25 @@ import (
 type Plugins struct {
 	providers []*pluginProvider
 	logger    *zap.Logger
+	// accounts reads service accounts and their tokens for providers with
+	// tokenAttributes (UseServiceAccounts); nil until the API server is known.
+	accounts atomic.Pointer[ServiceAccounts]
 }
 
 // PluginsOption changes a default of NewPlugins.
 type PluginsOption func(*pluginsOptions)
 
 type pluginsOptions struct {
-	logger  *zap.Logger
-	clock   clock.Clock
-	environ func() []string
+	logger   *zap.Logger
+	clock    clock.Clock
+	environ  func() []string
+	saTokens bool
+}
+
+// WithServiceAccountTokens is the KubeletServiceAccountTokenForCredentialProviders
+// gate (on by default): off, a provider with tokenAttributes is refused.
+func WithServiceAccountTokens(enabled bool) PluginsOption {
+	return func(o *pluginsOptions) { o.saTokens = enabled }
 }
 
 // WithLogger logs plugin failures and cache decisions to logger.
@@ -51,7 +62,7 @@ func WithLogger(logger *zap.Logger) PluginsOption {
 // binDir. It only wires: plugins run on Lookup. The kubelet calls it only when
 // either path is set.
 func NewPlugins(configPath, binDir string, opts ...PluginsOption) (*Plugins, error) {
-	o := pluginsOptions{logger: zap.NewNop(), clock: clock.RealClock{}, environ: os.Environ}
+	o := pluginsOptions{logger: zap.NewNop(), clock: clock.RealClock{}, environ: os.Environ, saTokens: true}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -61,7 +72,7 @@ func NewPlugins(configPath, binDir string, opts ...PluginsOption) (*Plugins, err
 		}
 		return nil, fmt.Errorf("error inspecting binary directory %s: %w", binDir, err)
 	}
-	cfg, err := loadPluginConfig(configPath)
+	cfg, err := loadPluginConfig(configPath, o.saTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +84,7 @@ func NewPlugins(configPath, binDir string, opts ...PluginsOption) (*Plugins, err
 		if err != nil {
 			return nil, err
 		}
+		p.accounts = &plugins.accounts
 		p.logger = logger.With(zap.String("provider", p.name))
 		plugins.providers = append(plugins.providers, p)
 	}
@@ -80,7 +92,7 @@ func NewPlugins(configPath, binDir string, opts ...PluginsOption) (*Plugins, err
 }
 
 // loadPluginConfig reads and validates the config.
-func loadPluginConfig(configPath string) (*configv1.CredentialProviderConfig, error) {
+func loadPluginConfig(configPath string, saTokens bool) (*configv1.CredentialProviderConfig, error) {
 	dec, err := newConfigDecoder()
 	if err != nil {
 		return nil, err
@@ -89,7 +101,7 @@ func loadPluginConfig(configPath string) (*configv1.CredentialProviderConfig, er
 	if err != nil {
 		return nil, err
 	}
-	if errs := validatePluginConfig(cfg); len(errs) > 0 {
+	if errs := validatePluginConfig(cfg, saTokens); len(errs) > 0 {
 		return nil, fmt.Errorf("failed to validate credential provider config: %w", errs.ToAggregate())
 	}
 	return cfg, nil
@@ -117,7 +129,7 @@ func newPluginProvider(p *configv1.CredentialProvider, binDir string, codecs ser
 		name:                 p.Name,
 		matchImages:          p.MatchImages,
 		defaultCacheDuration: p.DefaultCacheDuration.Duration,
-		needsServiceAccount:  p.TokenAttributes != nil && p.TokenAttributes.RequireServiceAccount != nil && *p.TokenAttributes.RequireServiceAccount,
+		tokens:               newTokenAttributes(p.TokenAttributes),
 		clock:                o.clock,
 		cache:                newCredentialCache(o.clock),
 		plugin: &execPlugin{
@@ -133,19 +145,27 @@ func newPluginProvider(p *configv1.CredentialProvider, binDir string, codecs ser
 	}, nil
 }
 
-// Lookup implements Keyring: every provider whose matchImages match image
-// answers (from its cache or by running the plugin), and the union of their
-// answers is matched against image as Docker config entries are. A failing
-// plugin is logged and contributes nothing.
+// Lookup implements Keyring for a pull made for no pod (the sandbox image):
+// LookupForPod without a pod.
 func (p *Plugins) Lookup(image string) ([]AuthConfig, bool) {
+	return p.LookupForPod(context.Background(), image, Pod{})
+}
+
+// LookupForPod implements PodKeyring: every provider whose matchImages match
+// image answers (from its cache or by running the plugin; one with
+// tokenAttributes with the pod's service account token), and the union of
+// their answers is matched against image as Docker config entries are. A
+// failing plugin is logged and contributes nothing.
+func (p *Plugins) LookupForPod(ctx context.Context, image string, pod Pod) ([]AuthConfig, bool) {
 	if p == nil {
 		return nil, false
 	}
 	k := &basicKeyring{}
 	for _, provider := range p.providers {
-		cfg, err := provider.provide(context.Background(), image)
+		cfg, err := provider.provide(ctx, image, pod)
 		if err != nil {
-			provider.logger.Error("Failed to provide credentials for image", zap.String("image", image), zap.Error(err))
+			provider.logger.Error("Failed to provide credentials for image", zap.String("image", image),
+				zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("serviceAccount", pod.ServiceAccountName), zap.Error(err))
 			continue
 		}
 		k.add(cfg)
@@ -153,57 +173,82 @@ func (p *Plugins) Lookup(image string) ([]AuthConfig, bool) {
 	return k.lookup(image)
 }
 
+// UseServiceAccounts gives the providers with tokenAttributes the service
+// accounts and tokens of the API server; before it is called (or standalone)
+// they run without a token when they do not require one.
+func (p *Plugins) UseServiceAccounts(accounts ServiceAccounts) {
+	if p != nil {
+		p.accounts.Store(&accounts)
+	}
+}
+
 // pluginProvider is one configured plugin with its cache.
 type pluginProvider struct {
 	name                 string
 	matchImages          []string
 	defaultCacheDuration time.Duration
-	// needsServiceAccount: tokenAttributes.requireServiceAccount is true.
-	// Lookups carry no service account, so such a plugin is never run, as
-	// upstream does for a pod without one.
-	needsServiceAccount bool
-	clock               clock.Clock
-	logger              *zap.Logger
-	plugin              *execPlugin
-	cache               *credentialCache
-	flight              singleflight.Group
+	// tokens are the provider's tokenAttributes; nil without.
+	tokens   *tokenAttributes
+	accounts *atomic.Pointer[ServiceAccounts]
+	clock    clock.Clock
+	logger   *zap.Logger
+	plugin   *execPlugin
+	cache    *credentialCache
+	flight   singleflight.Group
 }
 
-// provide returns the plugin's credentials for image; an image the plugin
-// does not match gets none.
-func (p *pluginProvider) provide(ctx context.Context, image string) (dockerConfig, error) {
+// provide returns the plugin's credentials for image pulled for pod; an image
+// the plugin does not match gets none. A provider with tokenAttributes sends
+// the pod's service account token and annotations (serviceAccountToken) and
+// keeps its answers per service account.
+func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (dockerConfig, error) {
 	if !p.matches(image) {
 		return nil, nil
 	}
-	if p.needsServiceAccount {
-		p.logger.Debug("Service account name is empty", zap.String("image", image))
-		return nil, nil
+	var sa saRequest
+	if p.tokens != nil {
+		var run bool
+		var err error
+		if sa, run, err = p.serviceAccountToken(ctx, image, pod); err != nil || !run {
+			return nil, err
+		}
 	}
 	registry := registryOf(image)
-	if cfg, ok := p.cache.get(image, registry, globalCacheKey); ok {
+	if cfg, ok := p.cache.get(cacheKey(image, sa.cacheKey), cacheKey(registry, sa.cacheKey), cacheKey(globalCacheKey, sa.cacheKey)); ok {
 		return cfg, nil
 	}
-	// Concurrent lookups of one image share a run.
-	res, err, _ := p.flight.Do(image, func() (any, error) { return p.plugin.run(ctx, image) })
+	// Concurrent lookups of one image (with one token and one set of
+	// annotations) share a run.
+	res, err, _ := p.flight.Do(sa.flightKey(image), func() (any, error) {
+		return p.plugin.run(ctx, image, sa.token, sa.annotations)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
 	}
-
-	return p.remember(image, registry, res.(*credentialproviderapi.CredentialProviderResponse))
+	response := res.(*credentialproviderapi.CredentialProviderResponse)
+	if sa.token != "" && p.tokens.cacheType != configv1.TokenServiceAccountTokenCacheType {
+		for _, auth := range response.Auth {
+			if auth.Password == sa.token {
+				return nil, errors.New("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
+			}
+		}
+	}
+	return p.remember(image, registry, sa.cacheKey, response)
 }
 
 // remember turns the plugin's answer for image (of registry) into Docker
-// config entries and caches them, per the answer's cacheKeyType and
-// cacheDuration (the provider's default without one; 0: not cached).
-func (p *pluginProvider) remember(image, registry string, response *credentialproviderapi.CredentialProviderResponse) (dockerConfig, error) {
-	var cacheKey string
+// config entries and caches them, per the answer's cacheKeyType (and the
+// service account's key) and cacheDuration (the provider's default without
+// one; 0: not cached).
+func (p *pluginProvider) remember(image, registry, saKey string, response *credentialproviderapi.CredentialProviderResponse) (dockerConfig, error) {
+	var key string
 	switch response.CacheKeyType {
 	case credentialproviderapi.ImagePluginCacheKeyType:
-		cacheKey = image
+		key = image
 	case credentialproviderapi.RegistryPluginCacheKeyType:
-		cacheKey = registry
+		key = registry
 	case credentialproviderapi.GlobalPluginCacheKeyType:
-		cacheKey = globalCacheKey
+		key = globalCacheKey
 	default:
 		return nil, fmt.Errorf("credential provider plugin did not return a valid cacheKeyType: %s", response.CacheKeyType)
 	}
@@ -217,7 +262,7 @@ func (p *pluginProvider) remember(image, registry string, response *credentialpr
 		ttl = response.CacheDuration.Duration
 	}
 	if ttl > 0 { // 0: do not cache
-		p.cache.put(cacheKey, cfg, p.clock.Now().Add(ttl))
+		p.cache.put(cacheKey(key, saKey), cfg, p.clock.Now().Add(ttl))
 	}
 	return cfg, nil
 }

@@ -101,7 +101,7 @@ func checkAnswer(t *testing.T, p *pluginProvider, clock *clocktesting.FakeClock,
 	t.Helper()
 	p.cache = newCredentialCache(clock)
 	registry := registryOf(image)
-	cfg, err := p.remember(image, registry, resp)
+	cfg, err := p.remember(image, registry, "", resp)
 	switch resp.CacheKeyType {
 	case credentialproviderapi.ImagePluginCacheKeyType, credentialproviderapi.RegistryPluginCacheKeyType, credentialproviderapi.GlobalPluginCacheKeyType:
 	default:

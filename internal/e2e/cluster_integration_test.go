@@ -43,6 +43,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "TokenConfigMapSecretEnvDNS", run: testTokenConfigMapSecretEnvDNS},
 		{desc: "PodCertificate", run: testPodCertificate},
 		{desc: "RuntimeClass", run: testRuntimeClass},
+		{desc: "CredentialProviderToken", run: testCredentialProviderToken},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},

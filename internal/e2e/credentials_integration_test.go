@@ -30,23 +30,9 @@ func TestIntegrationNodeCredentials(t *testing.T) {
 	n := newNode(t)
 	reg := registry.Start(t, user, pass)
 	_, port, _ := strings.Cut(reg, ":")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	// Push busybox with a private docker CLI config: the login stays in the test.
-	cli := t.TempDir()
-	image := reg + "/private/busybox:1"
-	for _, args := range [][]string{{"login", "-u", user, "--password-stdin", reg}, {"tag", busyboxImage, image}, {"push", image}, {"rmi", image}} {
-		cmd := exec.CommandContext(ctx, "docker", append([]string{"-H", n.s.docker}, args...)...)
-		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+cli)
-		if args[0] == "login" {
-			cmd.Stdin = strings.NewReader(pass)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("docker %v: %v: %s", args, err, out)
-		}
-	}
+	image := pushPrivateBusybox(t, n, reg, user, pass)
 	t.Cleanup(func() {
-		_ = exec.Command("docker", "-H", n.s.docker, "rmi", image, "localhost:"+port+"/private/busybox:1").Run()
+		_ = exec.Command("docker", "-H", n.s.docker, "rmi", "localhost:"+port+"/private/busybox:1").Run()
 	})
 
 	bin := filepath.Join(n.dir, "credbin")
@@ -100,4 +86,28 @@ spec:
 			return p.Status.Phase == v1.PodRunning
 		})
 	}
+}
+
+// pushPrivateBusybox pushes busybox to the password-protected registry reg as
+// reg/private/busybox:1, logged in with a docker CLI config of the test's
+// own, and removes the local tag (the image and the tag are removed at the
+// test's end too). It returns the image.
+func pushPrivateBusybox(t *testing.T, n *node, reg, user, pass string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli := t.TempDir()
+	image := reg + "/private/busybox:1"
+	for _, args := range [][]string{{"login", "-u", user, "--password-stdin", reg}, {"tag", busyboxImage, image}, {"push", image}, {"rmi", image}} {
+		cmd := exec.CommandContext(ctx, "docker", append([]string{"-H", n.s.docker}, args...)...)
+		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+cli)
+		if args[0] == "login" {
+			cmd.Stdin = strings.NewReader(pass)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("docker %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "-H", n.s.docker, "rmi", image).Run() })
+	return image
 }

@@ -57,6 +57,10 @@ const (
 	// PodCertificateRequest lets podCertificate projected volume sources get
 	// their certificates through PodCertificateRequests.
 	PodCertificateRequest featuregate.Feature = "PodCertificateRequest"
+	// KubeletServiceAccountTokenForCredentialProviders sends credential
+	// provider plugins with tokenAttributes the pod's service account token;
+	// off, such a provider config is refused.
+	KubeletServiceAccountTokenForCredentialProviders featuregate.Feature = "KubeletServiceAccountTokenForCredentialProviders"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -73,6 +77,8 @@ var honoured = map[featuregate.Feature]bool{
 	ExtendWebSocketsToKubelet:               true,
 	MemoryQoS:                               true,
 	PodCertificateRequest:                   true,
+
+	KubeletServiceAccountTokenForCredentialProviders: true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

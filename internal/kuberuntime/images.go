@@ -84,7 +84,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 	m.startup.RecordImageStartedPulling(pod.UID)
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulling, fmt.Sprintf("Pulling image %q", requested))
 	start := time.Now()
-	pulled, err := m.pullImage(ctx, spec, ref, pullSecrets, sandboxConfig)
+	pulled, err := m.pullImage(ctx, pod, spec, ref, pullSecrets, sandboxConfig)
 	if err != nil {
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventFailed, fmt.Sprintf("Failed to pull image %q: %v", requested, err))
 		if bo := m.imagePullBackOff; bo != nil {
@@ -167,13 +167,13 @@ type pullResult struct {
 // pullImage pulls the image, trying each pull secret that matches its registry (most
 // specific first) until one works; without a match it pulls anonymously. The ref
 // is the one the runtime reports (from the pull, else from the image status).
-func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
+func (m *Manager) pullImage(ctx context.Context, pod *v1.Pod, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
 	creds, err := credentialsForImage(secrets, ref.repository())
 	if err != nil {
 		return pullResult{}, err
 	}
 	if m.nodeKeyring != nil {
-		if node, ok := m.nodeKeyring.Lookup(ref.repository()); ok {
+		if node, ok := m.nodeKeyring.LookupForPod(ctx, ref.repository(), pod); ok {
 			creds = append(creds, node...)
 		}
 	}
@@ -221,9 +221,11 @@ func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, ref
 }
 
 // NodeKeyring answers the node's registry credentials for an image
-// repository (e.g. docker.io/library/busybox), most specific first.
+// repository (e.g. docker.io/library/busybox) pulled for pod, most specific
+// first; credential providers that take a service account token use the
+// pod's.
 type NodeKeyring interface {
-	Lookup(repository string) ([]*runtimeapi.AuthConfig, bool)
+	LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, bool)
 }
 
 // errPullQPSExceeded is upstream's error for a pull over registryPullQPS.

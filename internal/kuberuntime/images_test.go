@@ -484,7 +484,7 @@ func TestEnsureImageExistsPullQPS(t *testing.T) {
 
 type rcNodeKeyring map[string][]*runtimeapi.AuthConfig
 
-func (k rcNodeKeyring) Lookup(repo string) ([]*runtimeapi.AuthConfig, bool) {
+func (k rcNodeKeyring) LookupForPod(_ context.Context, repo string, _ *v1.Pod) ([]*runtimeapi.AuthConfig, bool) {
 	a, ok := k[repo]
 	return a, ok
 }
