@@ -1,6 +1,7 @@
 package dockershim
 
 import (
+	"fmt"
 	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -54,6 +55,29 @@ func (s *Service) applyContainerLinux(cfg *runtimeapi.ContainerConfig, sbCfg *ru
 		}
 		hc.Devices = append(hc.Devices, libdocker.DeviceMapping{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, CgroupPermissions: perms})
 	}
+	return s.cdiDevices(cfg.GetCDIDevices(), hc)
+}
+
+// cdiDevices asks Docker for the container's CDI devices (a device
+// request of driver "cdi", Docker 25+ with features.cdi: the engine applies
+// the specs of its CDI spec directories). An engine without CDI refuses
+// them, naming the first.
+func (s *Service) cdiDevices(devices []*runtimeapi.CDIDevice, hc *libdocker.HostConfig) error {
+	if len(devices) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(devices))
+	for i, d := range devices {
+		if !validCDIName(d.GetName()) {
+			return invalidArg(fmt.Sprintf("config.cdi_devices[%d].name", i), "%q is not a fully qualified CDI device name (vendor.com/class=name)", d.GetName())
+		}
+		names = append(names, d.GetName())
+	}
+	if len(s.host.cdiSpecDirs) == 0 {
+		return invalidArg("config.cdi_devices[0].name", "%q: Docker Engine %s has no CDI (Docker 25 or later, with \"features\": {\"cdi\": true} in daemon.json)",
+			names[0], s.host.dockerVersion)
+	}
+	hc.DeviceRequests = append(hc.DeviceRequests, libdocker.DeviceRequest{Driver: "cdi", DeviceIDs: names})
 	return nil
 }
 

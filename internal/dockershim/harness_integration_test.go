@@ -157,10 +157,16 @@ func (e *shimEnv) reservedIPs(t testing.TB) []string {
 // startShim starts the service and its gRPC server on a temp socket, and a client.
 func startShim(t testing.TB, e *shimEnv) *shim {
 	t.Helper()
+	return startShimOn(t, e, dockerd.Endpoint())
+}
+
+// startShimOn is startShim on the dockerd at endpoint.
+func startShimOn(t testing.TB, e *shimEnv, endpoint string) *shim {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := zaptest.NewLogger(t)
 	svc, err := dockershim.New(dockershim.Options{
-		DockerEndpoint: dockerd.Endpoint(), RootDirectory: e.root, PodInfraImage: pauseImage,
+		DockerEndpoint: endpoint, RootDirectory: e.root, PodInfraImage: pauseImage,
 		CNIConfDir: e.cniConf, CNIBinDirs: []string{cniBinDir()}, CNICacheDir: e.cniCache, Logger: logger,
 	})
 	if err != nil {

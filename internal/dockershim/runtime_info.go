@@ -36,6 +36,9 @@ type hostInfo struct {
 	// capabilities (libdocker.DaemonBoundsCapabilities).
 	daemonBoundsCaps bool
 	imageFsPath      string
+	// cdiSpecDirs are where Docker reads CDI specs; none when the engine
+	// has no CDI (before 25, or without features.cdi).
+	cdiSpecDirs []string
 }
 
 // readHostInfo asks Docker for its version and info and probes the OOM score floor.
@@ -58,6 +61,7 @@ func (s *Service) readHostInfo(ctx context.Context) (hostInfo, error) {
 		missingCaps:      detectMissingCaps(s.logger),
 		daemonBoundsCaps: libdocker.DaemonBoundsCapabilities(v.APIVersion),
 		imageFsPath:      info.DockerRootDir,
+		cdiSpecDirs:      info.CDISpecDirs,
 	}
 	for name := range info.Runtimes {
 		h.runtimes = append(h.runtimes, name)

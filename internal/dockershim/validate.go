@@ -344,3 +344,33 @@ func seconds(n int64) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// validCDIName reports whether name is a fully qualified CDI device name,
+// vendor.com/class=name, as the CDI specification spells them: a vendor of
+// letters, digits, '.', '-' and '_', a class of letters, digits, '-' and
+// '_' and a device name of letters, digits, '-', '_', '.' and ':', each
+// beginning and ending with a letter or digit.
+func validCDIName(name string) bool {
+	kind, dev, ok := strings.Cut(name, "=")
+	if !ok {
+		return false
+	}
+	vendor, class, ok := strings.Cut(kind, "/")
+	return ok && cdiPart(vendor, ".-_") && cdiPart(class, "-_") && cdiPart(dev, "-_.:")
+}
+
+func cdiPart(s, extra string) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && !strings.ContainsRune(extra, rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}

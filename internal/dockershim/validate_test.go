@@ -209,3 +209,18 @@ func TestIdempotentNoop(t *testing.T) {
 		}
 	}
 }
+
+func TestValidCDIName(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"example.com/test=dev0": true, "nvidia.com/gpu=all": true, "vendor_x.io/class-1=GPU-0:1.a": true,
+		"": false, "no-kind": false, "example.com/test": false, "example.com=dev0": false, "/test=dev0": false,
+		"example.com/=dev0": false, "example.com/test=": false, "example.com/te st=dev0": false,
+		"example.com/test=dev0;rm": false, "-example.com/test=dev0": false, "example.com/test=dev0-": false,
+		"example.com/te.st=dev0": false, "../x/test=dev0": false,
+	} {
+		if got := validCDIName(name); got != want {
+			t.Errorf("validCDIName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -97,6 +97,7 @@ func (m *Manager) generateContainerConfig(ctx context.Context, container *v1.Con
 		Labels:      newContainerLabels(container, pod),
 		Annotations: newContainerAnnotations(container, pod, restartCount),
 		Devices:     makeDevices(opts),
+		CDIDevices:  makeCDIDevices(opts),
 		Mounts:      m.makeMounts(opts, container),
 		LogPath:     buildContainerLogsPath(container.Name, restartCount),
 		Stdin:       container.Stdin,
@@ -219,6 +220,15 @@ func makeDevices(opts *kubecontainer.RunContainerOptions) []*runtimeapi.Device {
 		devices = append(devices, &runtimeapi.Device{HostPath: d.PathOnHost, ContainerPath: d.PathInContainer, Permissions: d.Permissions})
 	}
 	return devices
+}
+
+// makeCDIDevices converts the CDI devices of the run options (nil without).
+func makeCDIDevices(opts *kubecontainer.RunContainerOptions) []*runtimeapi.CDIDevice {
+	var out []*runtimeapi.CDIDevice
+	for _, name := range opts.CDIDevices {
+		out = append(out, &runtimeapi.CDIDevice{Name: name})
+	}
+	return out
 }
 
 // makeMounts converts the mounts of the run options and adds the termination message

@@ -33,6 +33,7 @@ type (
 	RestartPolicy      = container.RestartPolicy
 	LogConfig          = container.LogConfig
 	DeviceMapping      = container.DeviceMapping
+	DeviceRequest      = container.DeviceRequest
 	NetworkMode        = container.NetworkMode
 	IpcMode            = container.IpcMode
 	PidMode            = container.PidMode

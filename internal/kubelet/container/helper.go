@@ -29,6 +29,9 @@ type RunContainerOptions struct {
 	Envs    []EnvVar
 	Mounts  []Mount
 	Devices []DeviceInfo
+	// CDIDevices are fully qualified CDI device names (vendor.com/class=name)
+	// the device plugins asked for; the runtime applies their specs.
+	CDIDevices []string
 	// Annotations are added to the container's (device plugins'); the
 	// kubelet's own keys win.
 	Annotations map[string]string

@@ -279,8 +279,9 @@ func containerResponse(resp *pluginapi.AllocateResponse) (*pluginapi.ContainerAl
 // ContainerOptions is what the container's allocations ask the runtime for,
 // merged over its resources (sorted by name): device nodes and mounts (one
 // per container path), environment and annotations. Plugins that asked for
-// it get PreStartContainer first. CDI devices are refused: Docker Engine
-// 20.10 has no CDI.
+// it get PreStartContainer first. CDI devices (one per name) go to the
+// runtime, which applies them or refuses them (the built-in shim needs
+// Docker 25+ with CDI on).
 func (m *Manager) ContainerOptions(pod *v1.Pod, c *v1.Container) (*pluginapi.ContainerAllocateResponse, error) {
 	m.mu.Lock()
 	rs := m.allocated[string(pod.UID)][c.Name]
@@ -295,15 +296,17 @@ func (m *Manager) ContainerOptions(pod *v1.Pod, c *v1.Container) (*pluginapi.Con
 	}
 	sort.Strings(names)
 	out := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}, Annotations: map[string]string{}}
-	devices, mounts := map[string]bool{}, map[string]bool{}
+	devices, mounts, cdi := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, r := range names {
 		al := rs[r]
 		if p := m.plugins[r]; p != nil && p.opts.GetPreStartRequired() {
 			preStart = append(preStart, call{p, al.ids})
 		}
-		if len(al.resp.GetCdiDevices()) > 0 {
-			m.mu.Unlock()
-			return nil, fmt.Errorf("device plugin of %s asks for CDI devices %v: CDI devices are not supported by this kubelet (Docker Engine 20.10 has no CDI)", r, al.resp.CdiDevices)
+		for _, d := range al.resp.GetCdiDevices() {
+			if !cdi[d.GetName()] {
+				cdi[d.GetName()] = true
+				out.CdiDevices = append(out.CdiDevices, d)
+			}
 		}
 		for _, d := range al.resp.GetDevices() {
 			if !devices[d.ContainerPath] {

@@ -147,7 +147,7 @@ func FuzzListAndWatchResponse(f *testing.F) {
 // panic; a taken one survives the checkpoint (entries, then restore after a
 // restart) unchanged, and what the container is given is the plugin's
 // devices and mounts, each container path once, its environment and
-// annotations; CDI devices are refused.
+// annotations, and its CDI devices, each name once.
 func FuzzAllocateResponse(f *testing.F) {
 	addMarshaled(f,
 		&pluginapi.AllocateResponse{ContainerResponses: []*pluginapi.ContainerAllocateResponse{{
@@ -190,14 +190,21 @@ func FuzzAllocateResponse(f *testing.F) {
 		}
 
 		opts, err := m.ContainerOptions(pod, c)
-		if len(cr.CdiDevices) > 0 {
-			if err == nil {
-				t.Fatalf("CDI devices %v accepted", cr.CdiDevices)
-			}
-			return
-		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		cdiNames := map[string]bool{}
+		for _, d := range cr.CdiDevices {
+			cdiNames[d.GetName()] = true
+		}
+		if len(opts.CdiDevices) != len(cdiNames) {
+			t.Fatalf("CDI devices given %v, want each of %v once", opts.CdiDevices, cr.CdiDevices)
+		}
+		for _, d := range opts.CdiDevices {
+			if !cdiNames[d.GetName()] {
+				t.Fatalf("CDI device %v given: not the plugin's, or twice", d)
+			}
+			delete(cdiNames, d.GetName())
 		}
 		devicePaths, mountPaths := map[string]bool{}, map[string]bool{}
 		for _, d := range cr.Devices {

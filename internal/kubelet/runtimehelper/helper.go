@@ -260,6 +260,9 @@ func (h *RuntimeHelper) addDeviceOptions(pod *v1.Pod, c *v1.Container, opts *kub
 	for _, d := range dev.Devices {
 		opts.Devices = append(opts.Devices, kubecontainer.DeviceInfo{PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, Permissions: d.Permissions})
 	}
+	for _, d := range dev.CdiDevices {
+		opts.CDIDevices = append(opts.CDIDevices, d.Name)
+	}
 	names := make([]string, 0, len(dev.Envs))
 	for k := range dev.Envs {
 		names = append(names, k)

@@ -69,6 +69,9 @@ type Options struct {
 	Runtimes map[string]string
 	// Engine is the Docker Engine to run (HostEngine when empty).
 	Engine Engine
+	// CDISpecDirs, when set, turn on the engine's CDI (features.cdi, Docker
+	// 25+) with these spec directories.
+	CDISpecDirs []string
 }
 
 // Daemon is a private dockerd. Its methods are not safe for concurrent use.
@@ -86,6 +89,7 @@ type Daemon struct {
 	liveRestore             bool
 	ociRuntime              string
 	runtimes                map[string]string
+	cdiSpecDirs             []string
 	engine                  Engine
 	program                 string // dockerd of engine
 	cmd                     *exec.Cmd
@@ -148,7 +152,7 @@ func newDaemon(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{Dir: dir, sock: filepath.Join(dir, "d.sock"), logPath: filepath.Join(dir, "dockerd.log"),
 		confPath: filepath.Join(dir, "daemon.json"), liveRestore: opts.LiveRestore, ociRuntime: opts.OCIRuntime, runtimes: opts.Runtimes,
-		engine: opts.Engine, program: program}
+		engine: opts.Engine, program: program, cdiSpecDirs: opts.CDISpecDirs}
 	d.Endpoint = "unix://" + d.sock
 	return d, nil
 }
@@ -243,6 +247,10 @@ func (d *Daemon) writeConfig() error {
 	}
 	if len(runtimes) > 0 {
 		conf["runtimes"] = runtimes
+	}
+	if len(d.cdiSpecDirs) > 0 {
+		conf["features"] = map[string]bool{"cdi": true}
+		conf["cdi-spec-dirs"] = d.cdiSpecDirs
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
