@@ -65,7 +65,7 @@ func newImageManager(cfg *Config, clients *criClients, n *node, reg prometheus.R
 		Fs: &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
 		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
 			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
-		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("images")})
+		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("images"), Tracer: n.tracer(images.TracerName)})
 }
 
 // newResources reads the machine once and computes the node's capacity and

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -110,6 +108,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		classes = n.runtimeClasses
 	}
 	return kuberuntime.New(kuberuntime.Options{
+		Tracer:  n.tracer(kuberuntime.TracerName),
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, RuntimeClasses: classes, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptr.Deref(cfg.Kubelet.MaxParallelImagePulls, 0)),
@@ -182,12 +181,8 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	if parts.Allocated, err = kubecontainer.OpenResourceState(cfg.RootDirectory, kubecontainer.AllocatedPodsStateFile); err != nil {
 		return nil, err
 	}
-	var tracer trace.Tracer
-	if n.tracing != nil {
-		tracer = n.tracing.Tracer(kubelet.TracerName)
-	}
 	return kubelet.New(kubelet.Options{
-		Parts: parts, Tracer: tracer,
+		Parts: parts, Tracer: n.tracer(kubelet.TracerName),
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
 			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
 			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),

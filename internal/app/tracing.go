@@ -45,3 +45,11 @@ func newTracerProvider(cfg *Config, hostname string, lc *lifecycle, logger *zap.
 	})
 	return tp, nil
 }
+
+// tracer is the tracer of an instrumentation scope; nil without tracing.
+func (n *node) tracer(scope string) trace.Tracer {
+	if n.tracing == nil {
+		return nil
+	}
+	return n.tracing.Tracer(scope)
+}

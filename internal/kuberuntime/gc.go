@@ -55,6 +55,8 @@ type evictUnit struct {
 //
 // Removal failures are logged; listing failures are returned.
 func (m *Manager) GarbageCollect(ctx context.Context, policy kubecontainer.GCPolicy, allSourcesReady bool, evictNonDeletedPods bool, podStateProvider kubecontainer.PodStateProvider) error {
+	ctx, span := m.tracer.Start(ctx, "Containers/GarbageCollect")
+	defer span.End()
 	if podStateProvider == nil {
 		return errors.New("garbage collect: no pod state provider")
 	}

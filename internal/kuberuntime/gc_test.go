@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
@@ -315,5 +318,20 @@ func TestPodUIDFromLogsDirectory(t *testing.T) {
 				t.Errorf("podUIDFromLogsDirectory(%q) = %q, want %q", tc.name, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGarbageCollectSpan: with a tracer, a collection is upstream's
+// Containers/GarbageCollect span, its runtime calls under it.
+func TestGarbageCollectSpan(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	rec := tracetest.NewSpanRecorder()
+	e.m.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(TracerName)
+	if err := e.m.GarbageCollect(context.Background(), kubecontainer.DefaultGCPolicy(), true, false, fakePodState{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := rec.Ended(); len(s) != 1 || s[0].Name() != "Containers/GarbageCollect" || s[0].InstrumentationScope().Name != TracerName {
+		t.Errorf("spans %v, want one Containers/GarbageCollect of scope %s", s, TracerName)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"go.uber.org/zap"
@@ -58,6 +61,9 @@ type RuntimeClasses interface {
 
 // Options configures a Manager.
 type Options struct {
+	// Tracer makes upstream's Containers/GarbageCollect span (the kubelet's
+	// tracing, scope TracerName); nil: none.
+	Tracer trace.Tracer
 	// Runtime and Images reach the CRI runtime. Required.
 	Runtime internalapi.RuntimeService
 	Images  internalapi.ImageManagerService
@@ -177,9 +183,14 @@ type noLifecycle struct{}
 func (noLifecycle) PreCreateContainer(*v1.Pod, *v1.Container, *runtimeapi.ContainerConfig) {}
 func (noLifecycle) PreStartContainer(*v1.Pod, *v1.Container, string)                       {}
 
+// TracerName is the instrumentation scope of the runtime manager's spans,
+// upstream's.
+const TracerName = "k8s.io/kubernetes/pkg/kubelet/kuberuntime"
+
 // Manager is the runtime manager. It is safe for concurrent use by the pod
 // workers (one SyncPod per pod at a time).
 type Manager struct {
+	tracer             trace.Tracer
 	starts             *startGate // nil: no bound
 	metrics            *syncMetrics
 	runtime            internalapi.RuntimeService
@@ -236,6 +247,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{
+		tracer:             opts.Tracer,
 		starts:             newStartGate(opts.MaxParallelStarts),
 		metrics:            met,
 		runtime:            opts.Runtime,
@@ -307,6 +319,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.PodCgroups != nil {
 		m.podCgroups = opts.PodCgroups
+	}
+	if m.tracer == nil {
+		m.tracer = noop.NewTracerProvider().Tracer(TracerName)
 	}
 	return m, nil
 }

@@ -27,6 +27,8 @@ const (
 // error reports a failed step, an image that could not be removed, or usage
 // above the high threshold that removing images could not bring down.
 func (m *Manager) GarbageCollect(ctx context.Context, beganGC time.Time) error {
+	ctx, span := m.tracer.Start(ctx, "Images/GarbageCollect")
+	defer span.End()
 	if err := m.acquire(ctx); err != nil {
 		return err
 	}

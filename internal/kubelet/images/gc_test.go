@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -304,5 +307,20 @@ func TestFormatSize(t *testing.T) {
 		if got := formatSize(tc.in); got != tc.want {
 			t.Errorf("formatSize(%d) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestGarbageCollectSpan: with a tracer, a collection is upstream's
+// Images/GarbageCollect span.
+func TestGarbageCollectSpan(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, Policy{HighThresholdPercent: 90, LowThresholdPercent: 80})
+	rec := tracetest.NewSpanRecorder()
+	e.m.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(TracerName)
+	if err := e.m.GarbageCollect(context.Background(), epoch); err != nil {
+		t.Fatal(err)
+	}
+	if s := rec.Ended(); len(s) != 1 || s[0].Name() != "Images/GarbageCollect" || s[0].InstrumentationScope().Name != TracerName {
+		t.Errorf("spans %v, want one Images/GarbageCollect of scope %s", s, TracerName)
 	}
 }

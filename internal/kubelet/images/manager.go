@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -56,12 +59,19 @@ type Options struct {
 	Registerer prometheus.Registerer // nil = metrics not registered
 	Logger     *zap.Logger           // nil = nop
 	Clock      clock.Clock           // nil = real
+	// Tracer makes upstream's Images/GarbageCollect span (the kubelet's
+	// tracing, scope TracerName); nil = none.
+	Tracer trace.Tracer
 }
+
+// TracerName is the instrumentation scope of the image GC spans, upstream's.
+const TracerName = "k8s.io/kubernetes/pkg/kubelet/images"
 
 // Manager garbage-collects images and caches the image list. Its methods may
 // be called concurrently; collections (GarbageCollect, DeleteUnusedImages and
 // the periodic detection) run one at a time.
 type Manager struct {
+	tracer     trace.Tracer
 	images     ImageService
 	containers ContainerLister
 	fs         FsStats
@@ -110,6 +120,10 @@ func New(opts Options) (*Manager, error) {
 		collected:  collected,
 		gcSem:      make(chan struct{}, 1),
 		records:    make(map[string]*imageRecord),
+		tracer:     opts.Tracer,
+	}
+	if m.tracer == nil {
+		m.tracer = noop.NewTracerProvider().Tracer(TracerName)
 	}
 	if m.logger == nil {
 		m.logger = zap.NewNop()
