@@ -327,30 +327,39 @@ func (c *HeldFiles) BlkioFileV1(dir string) string {
 // ParseBlkio appends the devices of a blkio io_service_bytes file ("major:minor Op
 // value" lines, and a final "Total value") to out, one entry per device.
 func ParseBlkio(b []byte, out []DeviceIO) []DeviceIO {
-	for len(b) > 0 {
-		var line []byte
-		line, b = NextLine(b)
-		f := bytes.Fields(line)
-		if len(f) != 3 {
-			continue
-		}
-		d, ok := parseDevice(f[0])
-		if !ok {
-			continue
-		}
+	eachBlkioLine(b, func(d DeviceIO, op, v []byte) {
 		if len(out) == 0 || out[len(out)-1].Major != d.Major || out[len(out)-1].Minor != d.Minor {
 			out = append(out, d)
 		}
-		if op := blkioOp(f[1]); op >= 0 {
-			out[len(out)-1].setBytes(op, atou(f[2]))
+		if i := blkioOp(op); i >= 0 {
+			out[len(out)-1].setBytes(i, atou(v))
 		}
-	}
+	})
 	return out
 }
 
 // ParseBlkioServiced sets the reads and writes completed of the devices of
 // io (from ParseBlkio) that a blkio io_serviced file lists.
 func ParseBlkioServiced(b []byte, io []DeviceIO) {
+	eachBlkioLine(b, func(d DeviceIO, op, v []byte) {
+		for i := range io {
+			if io[i].Major != d.Major || io[i].Minor != d.Minor {
+				continue
+			}
+			switch string(op) {
+			case "Read":
+				io[i].Reads, io[i].HasServiced = atou(v), true
+			case "Write":
+				io[i].Writes, io[i].HasServiced = atou(v), true
+			}
+			return
+		}
+	})
+}
+
+// eachBlkioLine calls fn with the device, operation and value of each
+// "major:minor Op value" line of a v1 blkio file.
+func eachBlkioLine(b []byte, fn func(d DeviceIO, op, value []byte)) {
 	for len(b) > 0 {
 		var line []byte
 		line, b = NextLine(b)
@@ -358,21 +367,8 @@ func ParseBlkioServiced(b []byte, io []DeviceIO) {
 		if len(f) != 3 {
 			continue
 		}
-		d, ok := parseDevice(f[0])
-		if !ok {
-			continue
-		}
-		for i := range io {
-			if io[i].Major != d.Major || io[i].Minor != d.Minor {
-				continue
-			}
-			switch string(f[1]) {
-			case "Read":
-				io[i].Reads, io[i].HasServiced = atou(f[2]), true
-			case "Write":
-				io[i].Writes, io[i].HasServiced = atou(f[2]), true
-			}
-			break
+		if d, ok := parseDevice(f[0]); ok {
+			fn(d, f[1], f[2])
 		}
 	}
 }

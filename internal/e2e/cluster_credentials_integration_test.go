@@ -43,36 +43,14 @@ func testCredentialProviderToken(t *testing.T, c *controlplane.Cluster) {
 	image := pushPrivateBusybox(t, n.node, reg, user, pass)
 	audience := "e2e-registry-" + n.ns
 
-	bin := filepath.Join(n.dir, "credbin")
 	requests := filepath.Join(n.dir, "requests")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	plugin := fmt.Sprintf(`#!/bin/sh
-cat >>%s
-echo >>%s
-echo '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":{"127.0.0.1:%s":{"username":"%s","password":"%s"}}}'
-`, requests, requests, port, user, pass)
-	if err := os.WriteFile(filepath.Join(bin, "sa-provider"), []byte(plugin), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	providers := filepath.Join(n.dir, "credential-providers.yaml")
-	if err := os.WriteFile(providers, []byte(`apiVersion: kubelet.config.k8s.io/v1
-kind: CredentialProviderConfig
-providers:
-- name: sa-provider
-  matchImages: ["127.0.0.1:`+port+`"]
-  defaultCacheDuration: 1m
-  apiVersion: credentialprovider.kubelet.k8s.io/v1
-  tokenAttributes:
+	providers, bin := writeCredentialProvider(t, n.dir, "sa-provider", "cat >>"+requests+"\necho >>"+requests, port, user, pass, `  tokenAttributes:
     serviceAccountTokenAudience: `+audience+`
     requireServiceAccount: true
     cacheType: ServiceAccount
     requiredServiceAccountAnnotationKeys: [e2e.example.com/pull]
     optionalServiceAccountAnnotationKeys: [e2e.example.com/team, e2e.example.com/absent]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	n.extra = append(n.extra, "--image-credential-provider-config="+providers, "--image-credential-provider-bin-dir="+bin)
 
 	role := "e2e-token-audience-" + n.ns

@@ -35,28 +35,7 @@ func TestIntegrationNodeCredentials(t *testing.T) {
 		_ = exec.Command("docker", "-H", n.s.docker, "rmi", "localhost:"+port+"/private/busybox:1").Run()
 	})
 
-	bin := filepath.Join(n.dir, "credbin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	plugin := fmt.Sprintf(`#!/bin/sh
-cat >/dev/null
-echo '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":{"127.0.0.1:%s":{"username":"%s","password":"%s"}}}'
-`, port, user, pass)
-	if err := os.WriteFile(filepath.Join(bin, "test-provider"), []byte(plugin), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	providers := filepath.Join(n.dir, "credential-providers.yaml")
-	if err := os.WriteFile(providers, []byte(`apiVersion: kubelet.config.k8s.io/v1
-kind: CredentialProviderConfig
-providers:
-- name: test-provider
-  matchImages: ["127.0.0.1:`+port+`"]
-  defaultCacheDuration: 1m
-  apiVersion: credentialprovider.kubelet.k8s.io/v1
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	providers, bin := writeCredentialProvider(t, n.dir, "test-provider", "cat >/dev/null", port, user, pass, "")
 	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 	if err := os.WriteFile(filepath.Join(n.rootDir, "config.json"),
 		[]byte(`{"auths":{"localhost:`+port+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
@@ -110,4 +89,36 @@ func pushPrivateBusybox(t *testing.T, n *node, reg, user, pass string) string {
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "-H", n.s.docker, "rmi", image).Run() })
 	return image
+}
+
+// writeCredentialProvider writes a credential provider plugin, name, into a
+// bin directory under dir: a script that runs first, then answers the
+// registry 127.0.0.1:port with user and pass (cacheKeyType Registry); and a
+// CredentialProviderConfig with that provider for the registry, extra
+// appended to its entry. It returns the config's path and the bin directory.
+func writeCredentialProvider(t *testing.T, dir, name, first, port, user, pass, extra string) (config, bin string) {
+	t.Helper()
+	bin = filepath.Join(dir, "credbin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin := fmt.Sprintf(`#!/bin/sh
+%s
+echo '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Registry","auth":{"127.0.0.1:%s":{"username":"%s","password":"%s"}}}'
+`, first, port, user, pass)
+	if err := os.WriteFile(filepath.Join(bin, name), []byte(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config = filepath.Join(dir, "credential-providers.yaml")
+	if err := os.WriteFile(config, []byte(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: `+name+`
+  matchImages: ["127.0.0.1:`+port+`"]
+  defaultCacheDuration: 1m
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+`+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config, bin
 }
