@@ -49,21 +49,36 @@ func newNodeKeyring(cfg *Config, logger *zap.Logger) (*nodeKeyring, error) {
 
 // useServiceAccounts gives the credential providers with tokenAttributes the
 // API server's service accounts and tokens.
-func (n *nodeKeyring) useServiceAccounts(conn *apiConn) {
+func (n *nodeKeyring) useServiceAccounts(conn *apiConn, tokens tokenSource) {
 	if n.plugins != nil && conn != nil {
-		n.plugins.UseServiceAccounts(serviceAccounts{conn})
+		n.plugins.UseServiceAccounts(serviceAccounts{conn: conn, tokens: tokens})
 	}
 }
 
+// tokenIssuer hands out service account tokens, cached (the volume manager).
+type tokenIssuer interface {
+	ServiceAccountToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+}
+
+// tokenSource is the token issuer once built; nil before.
+type tokenSource func() tokenIssuer
+
 // serviceAccounts reads service accounts (a GET each time, as upstream) and
-// creates their tokens (TokenRequest) as the node.
-type serviceAccounts struct{ conn *apiConn }
+// takes their tokens from the volume manager's cache (TokenRequests as the
+// node, reused until 80% of their lifetime).
+type serviceAccounts struct {
+	conn   *apiConn
+	tokens tokenSource
+}
 
 func (s serviceAccounts) ServiceAccount(ctx context.Context, namespace, name string) (*v1.ServiceAccount, error) {
 	return s.conn.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (s serviceAccounts) Token(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	if t := s.tokens(); t != nil {
+		return t.ServiceAccountToken(ctx, namespace, name, tr)
+	}
 	return s.conn.objects.CreateToken(ctx, namespace, name, tr)
 }
 

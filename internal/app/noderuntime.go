@@ -102,7 +102,12 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if err != nil {
 		return nil, err
 	}
-	keyring.useServiceAccounts(n.conn)
+	keyring.useServiceAccounts(n.conn, func() tokenIssuer {
+		if n.volumes == nil { // built after the runtime manager; pulls come later
+			return nil
+		}
+		return n.volumes
+	})
 	var classes kuberuntime.RuntimeClasses
 	if n.runtimeClasses != nil {
 		classes = n.runtimeClasses

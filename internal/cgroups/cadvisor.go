@@ -32,7 +32,7 @@ type v1Files struct {
 	cpuStat, cpuacctUsage, cpuacctStat                 string
 	memUsage, memStat, memMaxUsage, memFailcnt, memOOM string
 	swap, io                                           string
-	serviced                                           string // BlkioFile's io_serviced
+	serviced, servicedOf                               string // the io_serviced of the BlkioFile servicedOf
 }
 
 func (d *CadvisorDirs) paths() *v1Files {
@@ -195,8 +195,8 @@ func (c *HeldFiles) ReadCadvisor(d *CadvisorDirs, now time.Time, s *CadvisorStat
 			return nil
 		})
 		if len(s.IO) > 0 {
-			if f.serviced == "" {
-				f.serviced = strings.Replace(d.BlkioFile, "io_service_bytes", "io_serviced", 1)
+			if f.servicedOf != d.BlkioFile { // the bytes file is chosen again now and then
+				f.serviced, f.servicedOf = strings.Replace(d.BlkioFile, "io_service_bytes", "io_serviced", 1), d.BlkioFile
 			}
 			_ = c.ReadFile(f.serviced, now, func(b []byte) error {
 				ParseBlkioServiced(b, s.IO)

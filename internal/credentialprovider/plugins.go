@@ -219,8 +219,11 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (do
 	}
 	// Concurrent lookups of one image (with one token and one set of
 	// annotations) share a run.
+	// The run is shared: one caller's cancellation must not fail the others
+	// (the plugin has its own timeout).
+	runCtx := context.WithoutCancel(ctx)
 	res, err, _ := p.flight.Do(sa.flightKey(image), func() (any, error) {
-		return p.plugin.run(ctx, image, sa.token, sa.annotations)
+		return p.plugin.run(runCtx, image, sa.token, sa.annotations)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)

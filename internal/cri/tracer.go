@@ -209,6 +209,11 @@ type teeSpan struct {
 	metrics trace.Span
 }
 
+// IsRecording is true while either span records: otelgrpc reports an RPC's
+// status and ends its span only then, and the metrics span records every RPC
+// while the exported one may not be sampled.
+func (s *teeSpan) IsRecording() bool { return s.metrics.IsRecording() || s.Span.IsRecording() }
+
 func (s *teeSpan) End(opts ...trace.SpanEndOption) {
 	s.metrics.End(opts...)
 	s.Span.End(opts...)

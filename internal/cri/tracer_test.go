@@ -230,3 +230,28 @@ func TestTeeSpanExportsAndCounts(t *testing.T) {
 		t.Errorf("exported span %q parent %v status %v attributes %v", rpc.Name(), rpc.Parent().SpanID(), rpc.Status(), rpc.Attributes())
 	}
 }
+
+// TestTeeSpanUnsampledStillCounts: an RPC whose exported span is not sampled
+// (tracing's default rate is 0) is still counted: the tee span records.
+func TestTeeSpanUnsampledStillCounts(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := newMetricsTracerProvider(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	export := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())), sdktrace.WithSpanProcessor(rec))
+	tee := &teeTracerProvider{export: export, metrics: m}
+	_, span := tee.Tracer("otelgrpc").Start(context.Background(), "runtime.v1.RuntimeService/ListContainers")
+	if !span.IsRecording() {
+		t.Fatal("an unsampled RPC's span does not record: otelgrpc would never end it")
+	}
+	span.End()
+	if got := counter(t, reg, operationsTotalName, op("list_containers")); got != 1 {
+		t.Errorf("operations counted %v, want 1", got)
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d unsampled spans exported", n)
+	}
+}

@@ -346,21 +346,24 @@ func seconds(n int64) time.Duration {
 }
 
 // validCDIName reports whether name is a fully qualified CDI device name,
-// vendor.com/class=name, as the CDI specification spells them: a vendor of
-// letters, digits, '.', '-' and '_', a class of letters, digits, '-' and
-// '_' and a device name of letters, digits, '-', '_', '.' and ':', each
-// beginning and ending with a letter or digit.
+// vendor.com/class=name, as the CDI parser checks them: a vendor of letters,
+// digits, '.', '-' and '_', a class of letters, digits, '.', '-' and '_',
+// both beginning with a letter and ending with a letter or digit, and a
+// device name of letters, digits, '-', '_', '.' and ':' beginning and ending
+// with a letter or digit.
 func validCDIName(name string) bool {
 	kind, dev, ok := strings.Cut(name, "=")
 	if !ok {
 		return false
 	}
 	vendor, class, ok := strings.Cut(kind, "/")
-	return ok && cdiPart(vendor, ".-_") && cdiPart(class, "-_") && cdiPart(dev, "-_.:")
+	return ok && cdiPart(vendor, ".-_", true) && cdiPart(class, ".-_", true) && cdiPart(dev, "-_.:", false)
 }
 
-func cdiPart(s, extra string) bool {
-	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+// cdiPart checks one part: letters, digits and extra, beginning with a letter
+// (letterFirst) or digit, ending with a letter or digit.
+func cdiPart(s, extra string, letterFirst bool) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) || letterFirst && !isLetter(s[0]) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -370,6 +373,8 @@ func cdiPart(s, extra string) bool {
 	}
 	return true
 }
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

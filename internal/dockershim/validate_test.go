@@ -217,7 +217,7 @@ func TestValidCDIName(t *testing.T) {
 		"": false, "no-kind": false, "example.com/test": false, "example.com=dev0": false, "/test=dev0": false,
 		"example.com/=dev0": false, "example.com/test=": false, "example.com/te st=dev0": false,
 		"example.com/test=dev0;rm": false, "-example.com/test=dev0": false, "example.com/test=dev0-": false,
-		"example.com/te.st=dev0": false, "../x/test=dev0": false,
+		"example.com/gpu.v2=0": true, "../x/test=dev0": false, "1vendor.com/gpu=0": false, "example.com/2gpu=0": false,
 	} {
 		if got := validCDIName(name); got != want {
 			t.Errorf("validCDIName(%q) = %v, want %v", name, got, want)

@@ -8,12 +8,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
@@ -60,6 +64,14 @@ type partition struct {
 	fs           fsInfo
 	ok           bool // fs read by the last statfs
 	at           time.Time
+	// pending is set while a statfs runs (one at a time: a hung filesystem
+	// holds one goroutine, not one per scrape).
+	pending atomic.Bool
+	mu      sync.Mutex // guards the statfs answer not taken yet
+	result  fsInfo
+	failed  bool
+	// answered: result and failed are new.
+	answered bool
 }
 
 // ctrFs is a container's measured usage.
@@ -72,9 +84,20 @@ type ctrFs struct {
 type cadvisorFs struct {
 	loaded  bool
 	parts   []*partition // sorted by key
-	usage   map[string]ctrFs
-	usageAt time.Time
+	usageAt time.Time    // when the last refresh started
+
+	mu         sync.Mutex // guards usage, asked and refreshing
+	usage      map[string]ctrFs
+	asked      map[string]bool // the containers the last refresh knew (with or without a layer)
+	refreshing bool
+	refreshErr error // the last refresh's, not logged yet
+	// refreshed, when set, is called after each refresh (tests).
+	refreshed func()
 }
+
+// statfsTimeout bounds a scrape's wait for the statfs of the partitions
+// (cAdvisor's 2 s); a partition not answered keeps its last figures.
+const statfsTimeout = 2 * time.Second
 
 // vfsTypes are the filesystem types cAdvisor's vfs plugin handles (statfs).
 var vfsTypes = map[string]bool{
@@ -131,8 +154,8 @@ func choosePartitions(mounts []procfs.Mount) []*partition {
 	return out
 }
 
-// sampleFs reads the partitions (every cadvisorSpecPeriod), refreshes the
-// containers' usage when due and sets every row's filesystems.
+// sampleFs reads the partitions (every cadvisorSpecPeriod), starts a refresh
+// of the containers' usage when due and sets every row's filesystems.
 func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 	f := &c.fs
 	if !f.loaded {
@@ -148,14 +171,15 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("read the node's filesystems: %w", err)
 		}
 	}
-	for _, p := range f.parts {
-		if p.at.IsZero() || now.Sub(p.at) >= cadvisorSpecPeriod {
-			var err error
-			p.fs, err = statFs(p.mountPoint, now)
-			p.ok, p.at = err == nil, now
-		}
+	c.statPartitions(now)
+	c.refreshUsage(ctx, now)
+	f.mu.Lock()
+	usage, refreshErr := f.usage, f.refreshErr
+	f.refreshErr = nil
+	f.mu.Unlock()
+	if refreshErr != nil { // cAdvisor logs a filesystem error; the scrape has none
+		c.p.logger.Debug("cadvisor filesystem usage", zap.Error(refreshErr))
 	}
-	err := c.refreshUsage(ctx, now)
 	devs := map[string]*partition{} // writable layer mountpoint → partition
 	for _, r := range c.order {
 		r.fs = r.fs[:0]
@@ -168,7 +192,7 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 				}
 			}
 		case r.kind == rowContainer && !r.sandbox:
-			u, ok := f.usage[r.cid]
+			u, ok := usage[r.cid]
 			if !ok {
 				continue
 			}
@@ -182,7 +206,50 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 			}
 		}
 	}
-	return err
+	return nil
+}
+
+// statPartitions reads the partitions due (every cadvisorSpecPeriod), each
+// on its own goroutine, and waits at most statfsTimeout for them: a
+// partition that does not answer keeps its last figures (and is not asked
+// again while its statfs hangs).
+func (c *cadvisor) statPartitions(now time.Time) {
+	var wg sync.WaitGroup
+	for _, p := range c.fs.parts {
+		if !p.at.IsZero() && now.Sub(p.at) < cadvisorSpecPeriod || !p.pending.CompareAndSwap(false, true) {
+			continue
+		}
+		p.at = now
+		wg.Add(1)
+		go func() {
+			defer logging.HandleCrash(c.p.logger, "cadvisor statfs")
+			defer wg.Done()
+			fi, err := statFs(p.mountPoint, now)
+			p.mu.Lock()
+			p.result, p.failed = fi, err != nil
+			p.answered = true
+			p.mu.Unlock()
+			p.pending.Store(false)
+		}()
+	}
+	waited := make(chan struct{})
+	go func() {
+		defer logging.HandleCrash(c.p.logger, "cadvisor statfs")
+		wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(statfsTimeout):
+		c.p.logger.Debug("A partition's statfs did not answer in time; its last figures are served")
+	}
+	for _, p := range c.fs.parts {
+		p.mu.Lock()
+		if p.answered {
+			p.fs, p.ok, p.answered = p.result, !p.failed, false
+		}
+		p.mu.Unlock()
+	}
 }
 
 // partitionOf is the partition holding dir: the first (by label) whose device
@@ -204,76 +271,117 @@ func (f *cadvisorFs) partitionOf(dir string) *partition {
 	return nil
 }
 
-// refreshUsage asks the runtime for every container's writable layer and
-// measures its logs, every cadvisorFsPeriod, or after cadvisorFsRetry when a
-// labelled container row has no usage yet.
-func (c *cadvisor) refreshUsage(ctx context.Context, now time.Time) error {
+// refreshUsage starts, in the background (the scrape serves the last
+// figures meanwhile), a refresh of every container's writable layer and log
+// usage: every cadvisorFsPeriod, or after cadvisorFsRetry when a labelled
+// container row appeared that the last refresh did not know.
+func (c *cadvisor) refreshUsage(ctx context.Context, now time.Time) {
 	f := &c.fs
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refreshing {
+		return
+	}
 	if !f.usageAt.IsZero() {
 		age := now.Sub(f.usageAt)
-		if age < cadvisorFsRetry || (age < cadvisorFsPeriod && !c.usageMissing()) {
-			return nil
+		if age < cadvisorFsRetry || (age < cadvisorFsPeriod && !c.newContainerLocked()) {
+			return
 		}
 	}
-	f.usageAt = now
+	f.usageAt, f.refreshing = now, true
+	logs := c.logDirs() // read c.meta here, under the scrape's lock
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer logging.HandleCrash(c.p.logger, "cadvisor filesystem usage")
+		usage, asked, err := c.listUsage(ctx, logs)
+		f.mu.Lock()
+		if err == nil {
+			f.usage, f.asked = usage, asked
+		}
+		f.refreshErr, f.refreshing = err, false // logged by the next scrape
+		done := f.refreshed
+		f.mu.Unlock()
+		if done != nil {
+			done()
+		}
+	}()
+}
+
+// listUsage asks ListContainerStats (bounded by cadvisorUsageTimeout) and
+// adds each container's log files.
+func (c *cadvisor) listUsage(ctx context.Context, logs map[string]logFiles) (map[string]ctrFs, map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, cadvisorUsageTimeout)
+	defer cancel()
 	stats, err := c.p.runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
 	if err != nil {
-		return fmt.Errorf("list the containers' filesystem usage: %w", err)
+		return nil, nil, fmt.Errorf("list the containers' filesystem usage: %w", err)
 	}
-	usage := make(map[string]ctrFs, len(stats))
+	usage, asked := make(map[string]ctrFs, len(stats)), make(map[string]bool, len(stats))
 	for _, st := range stats {
-		wl := st.GetWritableLayer()
 		id := st.GetAttributes().GetId()
+		asked[id] = true
+		wl := st.GetWritableLayer()
 		if wl == nil || id == "" {
 			continue
 		}
-		usage[id] = ctrFs{mountpoint: wl.GetFsId().GetMountpoint(), bytes: wl.GetUsedBytes().GetValue() + c.logBytes(id)}
+		usage[id] = ctrFs{mountpoint: wl.GetFsId().GetMountpoint(), bytes: wl.GetUsedBytes().GetValue() + logs[id].bytes()}
 	}
-	f.usage = usage
-	return nil
+	return usage, asked, nil
 }
 
-// usageMissing reports whether a labelled container row has no usage yet.
-func (c *cadvisor) usageMissing() bool {
+// cadvisorUsageTimeout bounds one refresh of the containers' usage.
+const cadvisorUsageTimeout = time.Minute
+
+// newContainerLocked reports whether a labelled app container row is one the
+// last refresh did not know (f.mu held).
+func (c *cadvisor) newContainerLocked() bool {
 	for _, r := range c.order {
-		if r.kind == rowContainer && r.labeled && !r.sandbox {
-			if _, ok := c.fs.usage[r.cid]; !ok {
-				return true
-			}
+		if r.kind == rowContainer && r.labeled && !r.sandbox && !c.fs.asked[r.cid] {
+			return true
 		}
 	}
 	return false
 }
 
-// logBytes is the allocated size of a container's log files: <attempt>.log
-// and its rotations in the container's directory under the pod's log
-// directory; 0 when the lists do not know the container.
-func (c *cadvisor) logBytes(id string) uint64 {
+// logFiles are a container's log directory and the prefix of its attempt's
+// files.
+type logFiles struct{ dir, prefix string }
+
+// logDirs are the log files of the containers the lists know.
+func (c *cadvisor) logDirs() map[string]logFiles {
+	out := map[string]logFiles{}
 	if c.meta == nil {
+		return out
+	}
+	for id, ctr := range c.meta.containers {
+		l := ctr.GetLabels()
+		ns, pod, uid := l[kubelettypes.KubernetesPodNamespaceLabel], l[kubelettypes.KubernetesPodNameLabel], l[kubelettypes.KubernetesPodUIDLabel]
+		name := ctr.GetMetadata().GetName()
+		if ns == "" || pod == "" || uid == "" || name == "" {
+			continue
+		}
+		out[id] = logFiles{dir: filepath.Join(c.p.podLogsDir, ns+"_"+pod+"_"+uid, name),
+			prefix: strconv.FormatUint(uint64(ctr.GetMetadata().GetAttempt()), 10) + ".log"}
+	}
+	return out
+}
+
+// bytes is the allocated size of the attempt's log files (<attempt>.log and
+// its rotations); 0 for an unknown container.
+func (l logFiles) bytes() uint64 {
+	if l.dir == "" {
 		return 0
 	}
-	ctr := c.meta.containers[id]
-	if ctr == nil {
-		return 0
-	}
-	l := ctr.GetLabels()
-	ns, pod, uid := l[kubelettypes.KubernetesPodNamespaceLabel], l[kubelettypes.KubernetesPodNameLabel], l[kubelettypes.KubernetesPodUIDLabel]
-	name := ctr.GetMetadata().GetName()
-	if ns == "" || pod == "" || uid == "" || name == "" {
-		return 0
-	}
-	dir := filepath.Join(c.p.podLogsDir, ns+"_"+pod+"_"+uid, name)
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return 0
 	}
-	prefix := strconv.FormatUint(uint64(ctr.GetMetadata().GetAttempt()), 10) + ".log"
 	var total uint64
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), l.prefix) {
 			continue
 		}
-		if u, err := fileUsage(filepath.Join(dir, e.Name())); err == nil {
+		if u, err := fileUsage(filepath.Join(l.dir, e.Name())); err == nil {
 			total += u.bytes
 		}
 	}

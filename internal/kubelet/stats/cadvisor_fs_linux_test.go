@@ -20,7 +20,8 @@ import (
 // by source and device number; the first mount of a source wins), an app
 // container its writable layer plus its own attempt's log files on the
 // partition holding the layer, without inode series; the sandbox none; the
-// usage is asked again only after cadvisorFsPeriod.
+// usage is refreshed in the background, asked again only after
+// cadvisorFsPeriod.
 func TestCadvisorFilesystems(t *testing.T) {
 	p, f := cadvisorTestEnv(t)
 	rt := p.runtime.(*critest.FakeRuntimeService)
@@ -63,6 +64,18 @@ func TestCadvisorFilesystems(t *testing.T) {
 	clock := time.Now()
 	p.now = func() time.Time { return clock }
 	h := p.CadvisorMetrics(CadvisorOptions{SandboxImage: "pause:3.10"})
+	refreshed := make(chan struct{}, 1)
+	h.(*cadvisor).fs.refreshed = func() { refreshed <- struct{}{} }
+	waitRefresh := func() {
+		t.Helper()
+		select {
+		case <-refreshed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the usage refresh did not end")
+		}
+	}
+	scrapeCadvisor(t, h, false)
+	waitRefresh() // the refresh runs in the background; the next scrape serves it
 	fams := scrapeCadvisor(t, h, false)
 
 	capacity, err := statFs(layers, clock)
@@ -117,6 +130,8 @@ func TestCadvisorFilesystems(t *testing.T) {
 		t.Errorf("usage within the period %v, want %d", got, want)
 	}
 	clock = clock.Add(2 * time.Second)
+	scrapeCadvisor(t, h, false)
+	waitRefresh()
 	fams = scrapeCadvisor(t, h, false)
 	if got := series(fams, "container_fs_usage_bytes", c1); len(got) != 1 || value(got[0]) != float64(want+4000) {
 		t.Errorf("usage after the period %v, want %d", got, want+4000)

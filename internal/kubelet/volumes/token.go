@@ -142,3 +142,14 @@ func (c *tokenCache) forgetPod(uid k8stypes.UID) {
 		}
 	}
 }
+
+// ServiceAccountToken is a token for service account namespace/name from the
+// cache the projected volumes use: reused until 80% of its lifetime (the
+// credential providers with tokenAttributes take theirs here, as upstream's
+// take them from the token manager).
+func (m *Manager) ServiceAccountToken(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	if m.tokens.objects == nil {
+		return nil, errors.New("service account tokens need an API server")
+	}
+	return m.tokens.get(ctx, namespace, name, req)
+}
