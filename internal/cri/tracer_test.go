@@ -198,14 +198,7 @@ func TestSharedRegisterer(t *testing.T) {
 // and still counted in the runtime operation metrics.
 func TestTeeSpanExportsAndCounts(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m, err := newMetricsTracerProvider(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := tracetest.NewSpanRecorder()
-	export := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	tee := &teeTracerProvider{export: export, metrics: m}
+	reg, rec, export, tee := newTeeEnv(t)
 
 	ctx, parent := export.Tracer("kubelet").Start(context.Background(), "syncPod")
 	_, span := tee.Tracer("otelgrpc").Start(ctx, "runtime.v1.RuntimeService/StartContainer", trace.WithSpanKind(trace.SpanKindClient))
@@ -235,14 +228,7 @@ func TestTeeSpanExportsAndCounts(t *testing.T) {
 // (tracing's default rate is 0) is still counted: the tee span records.
 func TestTeeSpanUnsampledStillCounts(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m, err := newMetricsTracerProvider(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := tracetest.NewSpanRecorder()
-	export := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())), sdktrace.WithSpanProcessor(rec))
-	tee := &teeTracerProvider{export: export, metrics: m}
+	reg, rec, _, tee := newTeeEnv(t, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	_, span := tee.Tracer("otelgrpc").Start(context.Background(), "runtime.v1.RuntimeService/ListContainers")
 	if !span.IsRecording() {
 		t.Fatal("an unsampled RPC's span does not record: otelgrpc would never end it")
@@ -254,4 +240,18 @@ func TestTeeSpanUnsampledStillCounts(t *testing.T) {
 	if n := len(rec.Ended()); n != 0 {
 		t.Errorf("%d unsampled spans exported", n)
 	}
+}
+
+// newTeeEnv is a tee provider over a metrics provider on a new registry and
+// an SDK provider (opts) exporting to a span recorder.
+func newTeeEnv(t *testing.T, opts ...sdktrace.TracerProviderOption) (*prometheus.Registry, *tracetest.SpanRecorder, *sdktrace.TracerProvider, *teeTracerProvider) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := newMetricsTracerProvider(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	export := sdktrace.NewTracerProvider(append(opts, sdktrace.WithSpanProcessor(rec))...)
+	return reg, rec, export, &teeTracerProvider{export: export, metrics: m}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -16,6 +17,15 @@ type Mount struct {
 	MountPoint   string
 	FSType       string
 	Source       string
+}
+
+// ReadMountinfo reads and parses a mountinfo file (/proc/self/mountinfo).
+func ReadMountinfo(path string) ([]Mount, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return ParseMountinfo(data)
 }
 
 // ParseMountinfo parses a mountinfo file, paths unescaped. A malformed line is

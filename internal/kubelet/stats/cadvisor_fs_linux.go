@@ -83,8 +83,9 @@ type ctrFs struct {
 // cadvisorFs is what the filesystem series are made of.
 type cadvisorFs struct {
 	loaded  bool
-	parts   []*partition // sorted by key
-	usageAt time.Time    // when the last refresh started
+	parts   []*partition          // sorted by key
+	byMount map[string]*partition // writable layer mountpoint → its partition (nil: none)
+	usageAt time.Time             // when the last refresh started
 
 	mu         sync.Mutex // guards usage, asked and refreshing
 	usage      map[string]ctrFs
@@ -160,16 +161,11 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 	f := &c.fs
 	if !f.loaded {
 		f.loaded = true
-		b, err := os.ReadFile(filepath.Join(c.p.host.procRoot, "self", "mountinfo"))
-		if err == nil {
-			var mounts []procfs.Mount
-			if mounts, err = procfs.ParseMountinfo(b); err == nil {
-				f.parts = choosePartitions(mounts)
-			}
-		}
+		mounts, err := procfs.ReadMountinfo(filepath.Join(c.p.host.procRoot, "self", "mountinfo"))
 		if err != nil {
 			return fmt.Errorf("read the node's filesystems: %w", err)
 		}
+		f.parts = choosePartitions(mounts)
 	}
 	c.statPartitions(now)
 	c.refreshUsage(ctx, now)
@@ -180,7 +176,6 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 	if refreshErr != nil { // cAdvisor logs a filesystem error; the scrape has none
 		c.p.logger.Debug("cadvisor filesystem usage", zap.Error(refreshErr))
 	}
-	devs := map[string]*partition{} // writable layer mountpoint → partition
 	for _, r := range c.order {
 		r.fs = r.fs[:0]
 		switch {
@@ -196,11 +191,7 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 			if !ok {
 				continue
 			}
-			p, seen := devs[u.mountpoint]
-			if !seen {
-				p = f.partitionOf(u.mountpoint)
-				devs[u.mountpoint] = p
-			}
+			p := f.partitionOf(u.mountpoint)
 			if p != nil && p.ok {
 				r.fs = append(r.fs, rowFs{dev: p.key, limit: p.fs.capacity, usage: u.bytes})
 			}
@@ -215,11 +206,12 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 // again while its statfs hangs).
 func (c *cadvisor) statPartitions(now time.Time) {
 	var wg sync.WaitGroup
+	started := false
 	for _, p := range c.fs.parts {
 		if !p.at.IsZero() && now.Sub(p.at) < cadvisorSpecPeriod || !p.pending.CompareAndSwap(false, true) {
 			continue
 		}
-		p.at = now
+		p.at, started = now, true
 		wg.Add(1)
 		go func() {
 			defer logging.HandleCrash(c.p.logger, "cadvisor statfs")
@@ -232,6 +224,20 @@ func (c *cadvisor) statPartitions(now time.Time) {
 			p.pending.Store(false)
 		}()
 	}
+	if started { // most scrapes fall between two readings: nothing to wait for
+		c.waitStatfs(&wg)
+	}
+	for _, p := range c.fs.parts {
+		p.mu.Lock()
+		if p.answered {
+			p.fs, p.ok, p.answered = p.result, !p.failed, false
+		}
+		p.mu.Unlock()
+	}
+}
+
+// waitStatfs waits for the statfs goroutines of wg, at most statfsTimeout.
+func (c *cadvisor) waitStatfs(wg *sync.WaitGroup) {
 	waited := make(chan struct{})
 	go func() {
 		defer logging.HandleCrash(c.p.logger, "cadvisor statfs")
@@ -243,32 +249,32 @@ func (c *cadvisor) statPartitions(now time.Time) {
 	case <-time.After(statfsTimeout):
 		c.p.logger.Debug("A partition's statfs did not answer in time; its last figures are served")
 	}
-	for _, p := range c.fs.parts {
-		p.mu.Lock()
-		if p.answered {
-			p.fs, p.ok, p.answered = p.result, !p.failed, false
-		}
-		p.mu.Unlock()
-	}
 }
 
 // partitionOf is the partition holding dir: the first (by label) whose device
-// number is dir's, nil when none is (cAdvisor's GetDirFsDevice).
+// number is dir's, nil when none is (cAdvisor's GetDirFsDevice). The answer is
+// kept: the partitions are read once, and a layer's directory stays put.
 func (f *cadvisorFs) partitionOf(dir string) *partition {
-	if dir == "" {
-		return nil
+	if p, ok := f.byMount[dir]; ok {
+		return p
 	}
 	dev, err := deviceOf(dir)
-	if err != nil {
-		return nil
+	if dir == "" || err != nil {
+		return nil // not kept: the directory may appear
 	}
+	var found *partition
 	major, minor := uint64(unix.Major(dev)), uint64(unix.Minor(dev))
 	for _, p := range f.parts {
 		if p.major == major && p.minor == minor {
-			return p
+			found = p
+			break
 		}
 	}
-	return nil
+	if f.byMount == nil {
+		f.byMount = map[string]*partition{}
+	}
+	f.byMount[dir] = found
+	return found
 }
 
 // refreshUsage starts, in the background (the scrape serves the last

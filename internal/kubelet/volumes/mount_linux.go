@@ -3,7 +3,6 @@ package volumes
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -77,13 +76,7 @@ func unmount(dir string) error {
 	return nil
 }
 
-func readMountInfo() ([]procfs.Mount, error) {
-	data, err := os.ReadFile(mountInfoPath)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", mountInfoPath, err)
-	}
-	return procfs.ParseMountinfo(data)
-}
+func readMountInfo() ([]procfs.Mount, error) { return procfs.ReadMountinfo(mountInfoPath) }
 
 // resolve returns path with symlinks resolved (as mountinfo shows it).
 func resolve(path string) (string, error) {
