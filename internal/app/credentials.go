@@ -12,6 +12,8 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/credentialprovider"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // nodeKeyring is the node's registry credentials, as upstream's kubelet
@@ -85,21 +87,31 @@ func (s serviceAccounts) Token(ctx context.Context, namespace, name string, tr *
 // Lookup answers the credentials for an image repository pulled for no pod
 // (the sandbox image), most specific first.
 func (n *nodeKeyring) Lookup(repository string) ([]*runtimeapi.AuthConfig, bool) {
-	return n.LookupForPod(context.Background(), repository, nil)
-}
-
-// LookupForPod answers the credentials for an image repository pulled for
-// pod, most specific first; providers with tokenAttributes get the pod's
-// service account token.
-func (n *nodeKeyring) LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, bool) {
-	var who credentialprovider.Pod
-	if pod != nil {
-		who = credentialprovider.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ServiceAccountName: pod.Spec.ServiceAccountName}
-	}
-	creds, ok := n.k.LookupForPod(ctx, repository, who)
+	creds, _ := n.k.LookupForPod(context.Background(), repository, credentialprovider.Pod{})
 	out := make([]*runtimeapi.AuthConfig, 0, len(creds))
 	for _, c := range creds {
 		out = append(out, c.CRI())
 	}
-	return out, ok && len(out) > 0
+	return out, len(out) > 0
+}
+
+// LookupForPod answers the credentials for an image repository pulled for
+// pod, most specific first; providers with tokenAttributes get the pod's
+// service account token, and their answers name the service account (the
+// pull records of KubeletEnsureSecretPulledImages keep it).
+func (n *nodeKeyring) LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]kuberuntime.NodeCredential, bool) {
+	var who credentialprovider.Pod
+	if pod != nil {
+		who = credentialprovider.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ServiceAccountName: pod.Spec.ServiceAccountName}
+	}
+	creds, _ := n.k.LookupForPod(ctx, repository, who)
+	out := make([]kuberuntime.NodeCredential, 0, len(creds))
+	for _, c := range creds {
+		nc := kuberuntime.NodeCredential{Auth: c.CRI()}
+		if sa := c.ServiceAccount; sa != nil {
+			nc.ServiceAccount = &pullmanager.ServiceAccount{UID: sa.UID, Namespace: sa.Namespace, Name: sa.Name}
+		}
+		out = append(out, nc)
+	}
+	return out, len(out) > 0
 }

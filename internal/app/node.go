@@ -46,6 +46,7 @@ func runNode(ctx context.Context, cfg *Config, logger *zap.Logger) error {
 		return err
 	}
 	cfg.features = fg
+	cfg.ApplyGateDefaults(fg)
 	if gates := features.NoEffect(cfg.Kubelet.FeatureGates); len(gates) > 0 {
 		logger.Warn("These feature gates have no effect in this kubelet", zap.Strings("gates", gates))
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // node is a wired kubelet: every manager, built in dependency order, ready to
@@ -64,14 +65,17 @@ type node struct {
 	stats     *stats.Provider
 	eviction  *eviction.Manager
 	images    *images.Manager
-	reg       prometheus.Registerer // /metrics
-	tracing   trace.TracerProvider  // the tracing configuration's; nil: none
-	startup   *podstartup.Tracker   // the pod start SLI
-	events    pleg.EventSource      // the CRI runtime's container events
-	recorder  record.EventRecorder  // events about pods and the node
-	nodeRef   *v1.ObjectReference   // the node, as the object of events
-	volumes   *volumes.Manager
-	podCerts  *podcerts.Manager // with an API server and the PodCertificateRequest gate; else nil
+	// pullRecords are KubeletEnsureSecretPulledImages' records; nil with
+	// the gate off.
+	pullRecords *pullmanager.Manager
+	reg         prometheus.Registerer // /metrics
+	tracing     trace.TracerProvider  // the tracing configuration's; nil: none
+	startup     *podstartup.Tracker   // the pod start SLI
+	events      pleg.EventSource      // the CRI runtime's container events
+	recorder    record.EventRecorder  // events about pods and the node
+	nodeRef     *v1.ObjectReference   // the node, as the object of events
+	volumes     *volumes.Manager
+	podCerts    *podcerts.Manager // with an API server and the PodCertificateRequest gate; else nil
 	// runtimeClasses resolves runtimeClassName to handlers; nil standalone.
 	runtimeClasses *runtimeclass.Manager
 	devices        *devicemanager.Manager
@@ -173,6 +177,9 @@ func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved 
 		return err
 	}
 	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {
+		return err
+	}
+	if n.pullRecords, err = newPullRecords(cfg, clients, n.reg, logger); err != nil {
 		return err
 	}
 	n.images, err = newImageManager(cfg, clients, n, n.reg, logger)

@@ -1,16 +1,20 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
+	"k8s.io/utils/ptr"
 
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -29,6 +33,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/sysctl"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // newEvictionManager builds the eviction manager from the thresholds (hard,
@@ -61,11 +66,60 @@ func newEvictionManager(cfg *Config, n *node, reg prometheus.Registerer, logger 
 // over the CRI clients; the node starts it.
 func newImageManager(cfg *Config, clients *criClients, n *node, reg prometheus.Registerer, logger *zap.Logger) (*images.Manager, error) {
 	k := &cfg.Kubelet
-	return images.New(images.Options{Images: clients.images, Containers: clients.runtime,
+	var hooks []images.PostGCHook
+	if n.pullRecords != nil {
+		hooks = append(hooks, func(_ context.Context, remaining []string, gcStart time.Time) {
+			n.pullRecords.PruneUnknownRecords(remaining, gcStart)
+		})
+	}
+	return images.New(images.Options{Images: clients.images, Containers: clients.runtime, PostGCHooks: hooks,
 		Fs: &stats.ImageFs{Images: clients.images, Logger: logger.Named("images")},
 		Policy: images.Policy{HighThresholdPercent: int(*k.ImageGCHighThresholdPercent), LowThresholdPercent: int(*k.ImageGCLowThresholdPercent),
 			MinAge: k.ImageMinimumGCAge.Duration, MaxAge: k.ImageMaximumGCAge.Duration},
 		Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: reg, Logger: logger.Named("images"), Tracer: n.tracer(images.TracerName)})
+}
+
+// newPullRecords opens the image pull records of KubeletEnsureSecretPulledImages
+// (nil with the gate off) with imagePullCredentialsVerificationPolicy and
+// preloadedImagesVerificationAllowlist; the intents a previous kubelet left
+// are settled against the runtime's images.
+func newPullRecords(cfg *Config, clients *criClients, reg prometheus.Registerer, logger *zap.Logger) (*pullmanager.Manager, error) {
+	if !cfg.enabled(features.KubeletEnsureSecretPulledImages) {
+		return nil, nil
+	}
+	k := &cfg.Kubelet
+	policy, err := pullmanager.NewPolicy(k.ImagePullCredentialsVerificationPolicy, k.PreloadedImagesVerificationAllowlist)
+	if err != nil {
+		return nil, err
+	}
+	var met *pullmanager.Metrics
+	if reg != nil {
+		if met, err = pullmanager.NewMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
+	return pullmanager.New(context.Background(), pullmanager.Options{RootDirectory: cfg.RootDirectory, Policy: policy,
+		Images: criImageLister{clients.images}, MaxPods: int(k.MaxPods), MaxParallelPulls: int(ptr.Deref(k.MaxParallelImagePulls, 0)),
+		Metrics: met, Logger: logger.Named("pullrecords")})
+}
+
+// criImageLister lists the CRI runtime's images for the pull records.
+type criImageLister struct {
+	images interface {
+		ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	}
+}
+
+func (l criImageLister) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+	list, err := l.images.ListImages(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pullmanager.Image, 0, len(list))
+	for _, img := range list {
+		out = append(out, pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
+	}
+	return out, nil
 }
 
 // newResources reads the machine once and computes the node's capacity and

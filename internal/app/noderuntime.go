@@ -112,6 +112,10 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if n.runtimeClasses != nil {
 		classes = n.runtimeClasses
 	}
+	var pulls kuberuntime.PullRecorder
+	if n.pullRecords != nil {
+		pulls = n.pullRecords
+	}
 	return kuberuntime.New(kuberuntime.Options{
 		Tracer:  n.tracer(kuberuntime.TracerName),
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, RuntimeClasses: classes, Logger: logger.Named("kuberuntime"),
@@ -121,7 +125,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		PullQPS:           float32(*cfg.Kubelet.RegistryPullQPS), PullBurst: int(cfg.Kubelet.RegistryBurst), ContainerLogMaxSize: logSize.Value(),
 		ContainerLogMaxFiles: int(*cfg.Kubelet.ContainerLogMaxFiles), ContainerLogMaxWorkers: int(*cfg.Kubelet.ContainerLogMaxWorkers),
 		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault,
-		NodeKeyring: keyring, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
+		NodeKeyring: keyring, PullRecords: pulls, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
 		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),

@@ -20,6 +20,14 @@ type AuthConfig struct {
 	ServerAddress string
 	IdentityToken string
 	RegistryToken string
+	// ServiceAccount is the pod's service account whose token a credential
+	// provider exchanged for these credentials; nil for the node's own.
+	ServiceAccount *ServiceAccountCoordinates
+}
+
+// ServiceAccountCoordinates names a service account.
+type ServiceAccountCoordinates struct {
+	UID, Namespace, Name string
 }
 
 // CRI returns the credentials as the CRI PullImage request carries them.
@@ -92,7 +100,11 @@ type basicKeyring struct {
 // add indexes the entries of cfg. Schemes and a leading /v1/ or /v2/ of the
 // entry are dropped, as the docker client does; unparsable entries are
 // skipped.
-func (k *basicKeyring) add(cfg dockerConfig) {
+func (k *basicKeyring) add(cfg dockerConfig) { k.addFrom(cfg, nil) }
+
+// addFrom is add for the credentials a service account's token got (sa),
+// or the node's own (nil).
+func (k *basicKeyring) addFrom(cfg dockerConfig, sa *ServiceAccountCoordinates) {
 	if k.creds == nil {
 		k.creds = map[string][]AuthConfig{}
 	}
@@ -110,7 +122,7 @@ func (k *basicKeyring) add(cfg dockerConfig) {
 		if _, seen := k.creds[key]; !seen {
 			k.keys = append(k.keys, key)
 		}
-		k.creds[key] = append(k.creds[key], AuthConfig{Username: entry.Username, Password: entry.Password})
+		k.creds[key] = append(k.creds[key], AuthConfig{Username: entry.Username, Password: entry.Password, ServiceAccount: sa})
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(k.keys)))
 }

@@ -64,6 +64,8 @@ type saRequest struct {
 	// for cacheType Token, the token's hash; "" without a service account.
 	cacheKey  string
 	tokenHash string
+	// account is the service account the token is of; nil without one.
+	account *ServiceAccountCoordinates
 }
 
 // errRequiredAnnotation is a required annotation the service account lacks:
@@ -116,7 +118,8 @@ func (p *pluginProvider) serviceAccountToken(ctx context.Context, image string, 
 	if err != nil {
 		return saRequest{}, false, fmt.Errorf("failed to get service account token: %w", err)
 	}
-	r := saRequest{token: tr.Status.Token, annotations: annotations}
+	r := saRequest{token: tr.Status.Token, annotations: annotations,
+		account: &ServiceAccountCoordinates{UID: string(sa.UID), Namespace: pod.Namespace, Name: pod.ServiceAccountName}}
 	r.tokenHash = fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(r.token)))
 	parts := []string{pod.Namespace, pod.ServiceAccountName, string(sa.UID), annotationsKey(annotations)}
 	if p.tokens.cacheType == configv1.TokenServiceAccountTokenCacheType {

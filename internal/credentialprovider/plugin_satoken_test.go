@@ -73,7 +73,10 @@ func TestPluginServiceAccountToken(t *testing.T) {
 	env, accounts := saEnv(t, "ServiceAccount")
 	ctx := context.Background()
 	pod := Pod{Namespace: "team", Name: "web-1", UID: "pod-uid-1", ServiceAccountName: "builder"}
-	if got, _ := env.plugins.LookupForPod(ctx, "registry.example.com/app", pod); !reflect.DeepEqual(got, []AuthConfig{user("robot")}) {
+	// The answer names the service account (the pull records keep it).
+	robot := user("robot")
+	robot.ServiceAccount = &ServiceAccountCoordinates{UID: "sa-uid", Namespace: "team", Name: "builder"}
+	if got, _ := env.plugins.LookupForPod(ctx, "registry.example.com/app", pod); !reflect.DeepEqual(got, []AuthConfig{robot}) {
 		t.Fatalf("credentials %v", got)
 	}
 	req := env.request(t, "test-plugin")
@@ -92,7 +95,7 @@ func TestPluginServiceAccountToken(t *testing.T) {
 	// Same account, another pod: a token is still asked (bound to that pod),
 	// the answer comes from the cache.
 	pod2 := Pod{Namespace: "team", Name: "web-2", UID: "pod-uid-2", ServiceAccountName: "builder"}
-	if got, _ := env.plugins.LookupForPod(ctx, "registry.example.com/other", pod2); !reflect.DeepEqual(got, []AuthConfig{user("robot")}) {
+	if got, _ := env.plugins.LookupForPod(ctx, "registry.example.com/other", pod2); !reflect.DeepEqual(got, []AuthConfig{robot}) {
 		t.Errorf("cached credentials %v", got)
 	}
 	if n := len(env.runs(t, "test-plugin")); n != 1 {

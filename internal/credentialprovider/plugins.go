@@ -162,13 +162,13 @@ func (p *Plugins) LookupForPod(ctx context.Context, image string, pod Pod) ([]Au
 	}
 	k := &basicKeyring{}
 	for _, provider := range p.providers {
-		cfg, err := provider.provide(ctx, image, pod)
+		cfg, sa, err := provider.provide(ctx, image, pod)
 		if err != nil {
 			provider.logger.Error("Failed to provide credentials for image", zap.String("image", image),
 				zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("serviceAccount", pod.ServiceAccountName), zap.Error(err))
 			continue
 		}
-		k.add(cfg)
+		k.addFrom(cfg, sa)
 	}
 	return k.lookup(image)
 }
@@ -200,22 +200,23 @@ type pluginProvider struct {
 // provide returns the plugin's credentials for image pulled for pod; an image
 // the plugin does not match gets none. A provider with tokenAttributes sends
 // the pod's service account token and annotations (serviceAccountToken) and
-// keeps its answers per service account.
-func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (dockerConfig, error) {
+// keeps its answers per service account; the service account is returned
+// with them (nil for a provider without tokenAttributes or a pod without one).
+func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (dockerConfig, *ServiceAccountCoordinates, error) {
 	if !p.matches(image) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var sa saRequest
 	if p.tokens != nil {
 		var run bool
 		var err error
 		if sa, run, err = p.serviceAccountToken(ctx, image, pod); err != nil || !run {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	registry := registryOf(image)
 	if cfg, ok := p.cache.get(cacheKey(image, sa.cacheKey), cacheKey(registry, sa.cacheKey), cacheKey(globalCacheKey, sa.cacheKey)); ok {
-		return cfg, nil
+		return cfg, sa.account, nil
 	}
 	// Concurrent lookups of one image (with one token and one set of
 	// annotations) share a run.
@@ -226,17 +227,18 @@ func (p *pluginProvider) provide(ctx context.Context, image string, pod Pod) (do
 		return p.plugin.run(runCtx, image, sa.token, sa.annotations)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
+		return nil, nil, fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
 	}
 	response := res.(*credentialproviderapi.CredentialProviderResponse)
 	if sa.token != "" && p.tokens.cacheType != configv1.TokenServiceAccountTokenCacheType {
 		for _, auth := range response.Auth {
 			if auth.Password == sa.token {
-				return nil, errors.New("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
+				return nil, nil, errors.New("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
 			}
 		}
 	}
-	return p.remember(image, registry, sa.cacheKey, response)
+	cfg, err := p.remember(image, registry, sa.cacheKey, response)
+	return cfg, sa.account, err
 }
 
 // remember turns the plugin's answer for image (of registry) into Docker

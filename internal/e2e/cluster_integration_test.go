@@ -44,6 +44,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "PodCertificate", run: testPodCertificate},
 		{desc: "RuntimeClass", run: testRuntimeClass},
 		{desc: "CredentialProviderToken", run: testCredentialProviderToken},
+		{desc: "EnsureSecretPulledImages", run: testEnsureSecretPulledImages},
 		{desc: "ProbesHooksSidecars", run: testProbesHooksSidecars},
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},

@@ -61,6 +61,11 @@ const (
 	// provider plugins with tokenAttributes the pod's service account token;
 	// off, such a provider config is refused.
 	KubeletServiceAccountTokenForCredentialProviders featuregate.Feature = "KubeletServiceAccountTokenForCredentialProviders"
+	// KubeletEnsureSecretPulledImages keeps records of the credentials each
+	// image was pulled with, and has a pod show matching credentials before
+	// it may use an image another pod's credentials pulled
+	// (imagePullCredentialsVerificationPolicy).
+	KubeletEnsureSecretPulledImages featuregate.Feature = "KubeletEnsureSecretPulledImages"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -79,6 +84,7 @@ var honoured = map[featuregate.Feature]bool{
 	PodCertificateRequest:                   true,
 
 	KubeletServiceAccountTokenForCredentialProviders: true,
+	KubeletEnsureSecretPulledImages:                  true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,12 +13,15 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // Image event reasons (the upstream kubelet's).
@@ -34,10 +38,17 @@ const (
 // container's pull policy, and returns its image ref (the runtime's image ID). Steps:
 //  1. validate the image name and add the default tag;
 //  2. ask the runtime whether the image is present;
-//  3. decide from the pull policy (Never without the image: ErrImageNeverPull);
-//  4. refuse while the (pod, image) pair is in pull back-off (ErrImagePullBackOff);
-//  5. pull, with the pod's pull secrets matching the registry, one pull at a time
-//     when pulls are serialized; a failure (ErrImagePull) extends the back-off.
+//  3. decide from the pull policy; an image present and not to be pulled is
+//     used when the pod may use it: with KubeletEnsureSecretPulledImages (a
+//     PullRecorder), the pod's credentials must match those that pulled it,
+//     unless the verification policy spares the image (pullRecordsAllow);
+//  4. Never without a usable image: ErrImageNeverPull;
+//  5. record the pull intent, then refuse while the (pod, image) pair is in
+//     pull back-off (ErrImagePullBackOff);
+//  6. pull, with the pod's pull secrets matching the registry, then the node's
+//     credentials, one pull at a time when pulls are serialized; a failure
+//     (ErrImagePull) extends the back-off; a success records the credentials
+//     that pulled.
 //
 // message is a human-readable explanation for the container's state; err matches one
 // of kubecontainer.ErrInvalidImageName, ErrImageInspect, ErrImageNeverPull,
@@ -45,6 +56,9 @@ const (
 func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container *v1.Container, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (imageRef, message string, err error) {
 	requested := container.Image
 	ref, err := parseImageRef(requested)
+	policy := imagePullPolicy(container, ref)
+	var presentLocally, pullRequired *bool
+	defer func() { m.metrics.ensureImageRequest(policy, presentLocally, pullRequired) }()
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
@@ -59,9 +73,22 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventInspectFail, msg)
 		return "", msg, newReasonError(kubecontainer.ErrImageInspect, err, "%s", msg)
 	}
-	if !shouldPullImage(imagePullPolicy(container, ref), present != "") {
-		if present != "" {
+	if policy != v1.PullAlways { // upstream does not look for the image then
+		presentLocally = ptr.To(present != "")
+	}
+	creds := sync.OnceValues(func() ([]pullCredential, error) { return m.pullCredentials(ctx, pod, ref, pullSecrets) })
+	if present != "" && !shouldPullImage(policy, true) {
+		pullRequired = ptr.To(false)
+		allowed, err := m.pullRecordsAllow(requested, present, creds)
+		if err != nil {
+			pullRequired = nil
+			return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
+		}
+		if allowed {
 			msg := fmt.Sprintf("Container image %q already present on machine", requested)
+			if m.pullRecords != nil {
+				msg += " and can be accessed by the pod"
+			}
 			m.imageEvent(pod, v1.EventTypeNormal, imageEventPulled, msg)
 			// Ends a pull of the pod's still counted as running (another
 			// container's, which a third pod's pull made unnecessary), as
@@ -69,12 +96,65 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 			m.startup.RecordImageFinishedPulling(pod.UID)
 			return present, msg, nil
 		}
+	}
+	pullRequired = ptr.To(true)
+	if policy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventNeverPull, msg)
 		return "", msg, newReasonError(kubecontainer.ErrImageNeverPull, nil, "%s", msg)
 	}
+	candidates, err := creds()
+	if err != nil {
+		return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
+	}
+	return m.pullAndRecord(ctx, pod, requested, spec, candidates, sandboxConfig)
+}
 
-	backOffKey := string(pod.UID) + "_" + image
+// pullRecordsAllow says whether the pod may use the image present as
+// imageRef without pulling it (always, without KubeletEnsureSecretPulledImages).
+func (m *Manager) pullRecordsAllow(requested, imageRef string, creds func() ([]pullCredential, error)) (bool, error) {
+	if m.pullRecords == nil {
+		return true, nil
+	}
+	must, err := m.pullRecords.MustAttemptImagePull(requested, imageRef, func() ([]pullmanager.Secret, *pullmanager.ServiceAccount, error) {
+		list, err := creds()
+		if err != nil {
+			return nil, nil, err
+		}
+		var secrets []pullmanager.Secret
+		var account *pullmanager.ServiceAccount
+		for _, c := range list {
+			switch {
+			case c.secret != nil:
+				secrets = append(secrets, *c.secret)
+			case c.account != nil && account == nil:
+				account = c.account
+			}
+		}
+		return secrets, account, nil
+	})
+	return !must, err
+}
+
+// pullAndRecord pulls the image with the pull intent recorded around it (with
+// KubeletEnsureSecretPulledImages), unless the (pod, image) pair is in
+// back-off, and reports the pull as events, metrics and the pod's startup.
+func (m *Manager) pullAndRecord(ctx context.Context, pod *v1.Pod, requested string, spec *runtimeapi.ImageSpec, creds []pullCredential, sandboxConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
+	var pulled pullResult
+	if m.pullRecords != nil {
+		if err := m.pullRecords.RecordPullIntent(requested); err != nil {
+			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", requested, err)
+			return "", msg, newReasonError(kubecontainer.ErrImagePull, err, "%s", msg)
+		}
+		defer func() {
+			if pulled.ref != "" {
+				m.pullRecords.RecordImagePulled(requested, pulled.ref, pulled.used.record())
+			} else {
+				m.pullRecords.RecordImagePullFailed(requested)
+			}
+		}()
+	}
+	backOffKey := string(pod.UID) + "_" + spec.Image
 	if bo := m.imagePullBackOff; bo != nil && bo.IsInBackOffSinceUpdate(backOffKey, bo.Clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", requested)
 		m.imageEvent(pod, v1.EventTypeNormal, imageEventBackOff, msg)
@@ -84,7 +164,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 	m.startup.RecordImageStartedPulling(pod.UID)
 	m.imageEvent(pod, v1.EventTypeNormal, imageEventPulling, fmt.Sprintf("Pulling image %q", requested))
 	start := time.Now()
-	pulled, err := m.pullImage(ctx, pod, spec, ref, pullSecrets, sandboxConfig)
+	res, err := m.pullImage(ctx, spec, creds, sandboxConfig)
 	if err != nil {
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventFailed, fmt.Sprintf("Failed to pull image %q: %v", requested, err))
 		if bo := m.imagePullBackOff; bo != nil {
@@ -92,6 +172,7 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 		}
 		return "", err.Error(), newReasonError(kubecontainer.ErrImagePull, err, "%s", err.Error())
 	}
+	pulled = res
 	m.startup.RecordImageFinishedPulling(pod.UID)
 	took := time.Since(start).Truncate(time.Millisecond)
 	m.metrics.imagePullDuration.WithLabelValues(imageSizeBucket(pulled.size)).Observe(took.Seconds())
@@ -156,27 +237,59 @@ func imageNamedBy(img *runtimeapi.Image, ref string) bool {
 }
 
 // pullResult is a successful pull: the image ref the runtime reports, the
-// image's size (0: unknown) and how long the pull took, not counting the wait
-// for a pull slot.
+// image's size (0: unknown), how long the pull took, not counting the wait
+// for a pull slot, and the credentials that pulled (nil: none).
 type pullResult struct {
 	ref  string
 	size uint64
 	took time.Duration
+	used *pullCredential
 }
 
-// pullImage pulls the image, trying each pull secret that matches its registry (most
-// specific first) until one works; without a match it pulls anonymously. The ref
-// is the one the runtime reports (from the pull, else from the image status).
-func (m *Manager) pullImage(ctx context.Context, pod *v1.Pod, spec *runtimeapi.ImageSpec, ref imageRefParts, secrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
+// pullCredential is one candidate credential of a pull, with where it came
+// from: a pod's pull secret (with the hash of its credentials), a credential
+// provider given the pod's service account token, or (neither) the node.
+type pullCredential struct {
+	auth    *runtimeapi.AuthConfig
+	secret  *pullmanager.Secret
+	account *pullmanager.ServiceAccount
+}
+
+// record is what the pull records keep of the credentials that pulled:
+// none or the node's make the image usable by every pod on the node.
+func (c *pullCredential) record() *pullmanager.Credentials {
+	switch {
+	case c == nil:
+		return &pullmanager.Credentials{NodePodsAccessible: true}
+	case c.secret != nil:
+		return &pullmanager.Credentials{KubernetesSecrets: []pullmanager.Secret{*c.secret}}
+	case c.account != nil:
+		return &pullmanager.Credentials{KubernetesServiceAccounts: []pullmanager.ServiceAccount{*c.account}}
+	}
+	return &pullmanager.Credentials{NodePodsAccessible: true}
+}
+
+// pullCredentials returns the credentials to try for the image: the pull
+// secrets that match its registry (most specific first), then the node's.
+func (m *Manager) pullCredentials(ctx context.Context, pod *v1.Pod, ref imageRefParts, secrets []v1.Secret) ([]pullCredential, error) {
 	creds, err := credentialsForImage(secrets, ref.repository())
 	if err != nil {
-		return pullResult{}, err
+		return nil, err
 	}
 	if m.nodeKeyring != nil {
 		if node, ok := m.nodeKeyring.LookupForPod(ctx, ref.repository(), pod); ok {
-			creds = append(creds, node...)
+			for _, c := range node {
+				creds = append(creds, pullCredential{auth: c.Auth, account: c.ServiceAccount})
+			}
 		}
 	}
+	return creds, nil
+}
+
+// pullImage pulls the image, trying each credential in turn until one works;
+// without any it pulls anonymously. The ref is the one the runtime reports
+// (from the pull, else from the image status).
+func (m *Manager) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, creds []pullCredential, sandboxConfig *runtimeapi.PodSandboxConfig) (pullResult, error) {
 	if m.pullSlots != nil {
 		select {
 		case m.pullSlots <- struct{}{}:
@@ -185,17 +298,25 @@ func (m *Manager) pullImage(ctx context.Context, pod *v1.Pod, spec *runtimeapi.I
 			return pullResult{}, ctx.Err()
 		}
 	}
-	if len(creds) == 0 {
-		creds = []*runtimeapi.AuthConfig{nil}
+	tries := make([]*pullCredential, 0, len(creds))
+	for i := range creds {
+		tries = append(tries, &creds[i])
+	}
+	if len(tries) == 0 {
+		tries = append(tries, nil)
 	}
 	start := time.Now()
 	var errs []error
-	for _, auth := range creds {
+	for _, cred := range tries {
 		// Every pull counts against registryPullQPS, as upstream's throttled
 		// image service.
 		if m.pullLimiter != nil && !m.pullLimiter.TryAccept() {
 			errs = append(errs, errPullQPSExceeded)
 			continue
+		}
+		var auth *runtimeapi.AuthConfig
+		if cred != nil {
+			auth = cred.auth
 		}
 		imageRef, err := m.images.PullImage(ctx, spec, auth, sandboxConfig)
 		if err != nil {
@@ -215,7 +336,7 @@ func (m *Manager) pullImage(ctx context.Context, pod *v1.Pod, spec *runtimeapi.I
 		default:
 			imageRef = img.GetId()
 		}
-		return pullResult{ref: imageRef, size: img.GetSize(), took: took}, nil
+		return pullResult{ref: imageRef, size: img.GetSize(), took: took, used: cred}, nil
 	}
 	return pullResult{}, errors.Join(errs...)
 }
@@ -223,9 +344,26 @@ func (m *Manager) pullImage(ctx context.Context, pod *v1.Pod, spec *runtimeapi.I
 // NodeKeyring answers the node's registry credentials for an image
 // repository (e.g. docker.io/library/busybox) pulled for pod, most specific
 // first; credential providers that take a service account token use the
-// pod's.
+// pod's, and say so (ServiceAccount).
 type NodeKeyring interface {
-	LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, bool)
+	LookupForPod(ctx context.Context, repository string, pod *v1.Pod) ([]NodeCredential, bool)
+}
+
+// NodeCredential is one credential of the node keyring.
+type NodeCredential struct {
+	Auth *runtimeapi.AuthConfig
+	// ServiceAccount is the pod's service account whose token a credential
+	// provider exchanged for Auth; nil for the node's own credentials.
+	ServiceAccount *pullmanager.ServiceAccount
+}
+
+// PullRecorder keeps the records of KubeletEnsureSecretPulledImages
+// (pullmanager.Manager).
+type PullRecorder interface {
+	RecordPullIntent(image string) error
+	RecordImagePulled(image, imageRef string, creds *pullmanager.Credentials)
+	RecordImagePullFailed(image string)
+	MustAttemptImagePull(image, imageRef string, creds pullmanager.PodCredentials) (bool, error)
 }
 
 // errPullQPSExceeded is upstream's error for a pull over registryPullQPS.
@@ -361,6 +499,7 @@ type dockerConfigEntry struct {
 	Username      string `json:"username,omitempty"`
 	Password      string `json:"password,omitempty"`
 	Auth          string `json:"auth,omitempty"`
+	Email         string `json:"email,omitempty"`
 	IdentityToken string `json:"identitytoken,omitempty"`
 	RegistryToken string `json:"registrytoken,omitempty"`
 }
@@ -371,8 +510,8 @@ const defaultRegistryKey = "index.docker.io"
 // credentialsForImage returns the credentials of the pull secrets (of type
 // kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg) that match repo, most
 // specific registry path first; Docker Hub images also match index.docker.io.
-func credentialsForImage(secrets []v1.Secret, repo string) ([]*runtimeapi.AuthConfig, error) {
-	creds := map[string][]*runtimeapi.AuthConfig{}
+func credentialsForImage(secrets []v1.Secret, repo string) ([]pullCredential, error) {
+	creds := map[string][]pullCredential{}
 	for i := range secrets {
 		entries, err := secretDockerConfig(&secrets[i])
 		if err != nil {
@@ -392,7 +531,10 @@ func credentialsForImage(secrets []v1.Secret, repo string) ([]*runtimeapi.AuthCo
 			if err != nil {
 				return nil, fmt.Errorf("pull secret %s/%s, registry %q: %w", secrets[i].Namespace, secrets[i].Name, loc, err)
 			}
-			creds[key] = append(creds[key], auth)
+			creds[key] = append(creds[key], pullCredential{auth: auth, secret: &pullmanager.Secret{
+				UID: string(secrets[i].UID), Namespace: secrets[i].Namespace, Name: secrets[i].Name,
+				CredentialHash: credentialHash(auth, entries[loc].Email),
+			}})
 		}
 	}
 	keys := make([]string, 0, len(creds))
@@ -401,7 +543,7 @@ func credentialsForImage(secrets []v1.Secret, repo string) ([]*runtimeapi.AuthCo
 	}
 	// More specific paths sort after their prefixes; reversed, they are tried first.
 	sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-	var out []*runtimeapi.AuthConfig
+	var out []pullCredential
 	for _, k := range keys {
 		if registryMatches(k, repo) {
 			out = append(out, creds[k]...)
@@ -411,6 +553,21 @@ func credentialsForImage(secrets []v1.Secret, repo string) ([]*runtimeapi.AuthCo
 		out = creds[defaultRegistryKey]
 	}
 	return out, nil
+}
+
+// credentialHash is upstream's hash of a secret's credentials: the hex
+// SHA-256 of the JSON of its user name, password and email (what pull
+// records compare).
+func credentialHash(auth *runtimeapi.AuthConfig, email string) string {
+	data, err := json.Marshal(struct {
+		Username string `json:"username,omitempty"`
+		Password string `json:"password,omitempty"`
+		Email    string `json:"email,omitempty"`
+	}{auth.Username, auth.Password, email})
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(data))
 }
 
 // secretDockerConfig decodes the registry entries of a docker config pull secret;

@@ -13,12 +13,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // rcImages wraps the fake image service to record pull auths and concurrency.
@@ -484,9 +486,12 @@ func TestEnsureImageExistsPullQPS(t *testing.T) {
 
 type rcNodeKeyring map[string][]*runtimeapi.AuthConfig
 
-func (k rcNodeKeyring) LookupForPod(_ context.Context, repo string, _ *v1.Pod) ([]*runtimeapi.AuthConfig, bool) {
-	a, ok := k[repo]
-	return a, ok
+func (k rcNodeKeyring) LookupForPod(_ context.Context, repo string, _ *v1.Pod) ([]NodeCredential, bool) {
+	var out []NodeCredential
+	for _, a := range k[repo] {
+		out = append(out, NodeCredential{Auth: a})
+	}
+	return out, len(out) > 0
 }
 
 // The node's credentials (Docker config files, credential providers) come
@@ -590,5 +595,78 @@ func TestEnsureImageExistsIDPrefix(t *testing.T) {
 				t.Errorf("ensureImageExists(%s) ref = %q, want %q", tc.image, ref, tc.wantRef)
 			}
 		})
+	}
+}
+
+// With KubeletEnsureSecretPulledImages (a PullRecorder), an image pulled with
+// one namespace's secret is not given to a pod without matching credentials:
+// it must pull with its own (and fails without), Never refuses it; the same
+// credentials in another secret, or an image pulled anonymously, are given
+// without a pull.
+func TestEnsureImageExistsPullRecords(t *testing.T) {
+	t.Parallel()
+	policy, err := pullmanager.NewPolicy("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := pullmanager.New(context.Background(), pullmanager.Options{RootDirectory: t.TempDir(), Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newRCImageEnv(t, func(o *Options) { o.PullRecords = records })
+	ctx := context.Background()
+	secret := func(ns, name, uid string) v1.Secret {
+		s := rcSecret(name, v1.SecretTypeDockerConfigJson, map[string]string{"127.0.0.1:5000": "alice:pw"})
+		s.Namespace, s.UID = ns, types.UID(uid)
+		return s
+	}
+	podIn := func(ns, image string, policy v1.PullPolicy) (*v1.Pod, *v1.Container) {
+		pod, c := rcImagePod(image, policy)
+		pod.Namespace, pod.UID = ns, types.UID(ns+"-"+string(policy)+"-"+image)
+		return pod, c
+	}
+	const private = "127.0.0.1:5000/private:1"
+
+	pod, c := podIn("team-a", private, v1.PullIfNotPresent)
+	if _, _, err := env.m.ensureImageExists(ctx, pod, c, []v1.Secret{secret("team-a", "pull", "uid-1")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(env.imgs.pulls()); n != 1 {
+		t.Fatalf("pulls = %d, want 1", n)
+	}
+
+	pod, c = podIn("team-b", private, v1.PullIfNotPresent)
+	env.images.InjectError("PullImage", errors.New("unauthorized"))
+	_, _, err = env.m.ensureImageExists(ctx, pod, c, nil, nil)
+	if !errors.Is(err, kubecontainer.ErrImagePull) {
+		t.Fatalf("pod without credentials: err = %v, want ErrImagePull", err)
+	}
+	if p := env.imgs.pulls(); len(p) != 2 || p[1] != nil {
+		t.Fatalf("pod without credentials did not pull anonymously: %v", p)
+	}
+
+	pod, c = podIn("team-b", private, v1.PullNever)
+	_, msg, err := env.m.ensureImageExists(ctx, pod, c, nil, nil)
+	if !errors.Is(err, kubecontainer.ErrImageNeverPull) || msg != `Container image "127.0.0.1:5000/private:1" is not present with pull policy of Never` {
+		t.Fatalf("Never without credentials: %q, %v", msg, err)
+	}
+
+	pod, c = podIn("team-b", private, v1.PullIfNotPresent)
+	_, msg, err = env.m.ensureImageExists(ctx, pod, c, []v1.Secret{secret("team-b", "copy", "uid-2")}, nil)
+	if err != nil || msg != `Container image "127.0.0.1:5000/private:1" already present on machine and can be accessed by the pod` {
+		t.Fatalf("same credentials in another secret: %q, %v", msg, err)
+	}
+	if n := len(env.imgs.pulls()); n != 2 {
+		t.Fatalf("pulls = %d, want no new pull", n)
+	}
+
+	const public = "127.0.0.1:5001/public:1"
+	pod, c = podIn("team-a", public, v1.PullIfNotPresent)
+	if _, _, err := env.m.ensureImageExists(ctx, pod, c, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	pod, c = podIn("team-b", public, v1.PullNever)
+	if _, _, err := env.m.ensureImageExists(ctx, pod, c, nil, nil); err != nil {
+		t.Fatalf("image pulled anonymously refused to another pod: %v", err)
 	}
 }

@@ -107,6 +107,10 @@ type Options struct {
 	// tried after the pod's pull secrets, as upstream's union keyring.
 	// Optional.
 	NodeKeyring NodeKeyring
+	// PullRecords, with KubeletEnsureSecretPulledImages, records the
+	// credentials each image was pulled with and decides whether a pod may
+	// use an image already present (nil: any pod may).
+	PullRecords PullRecorder
 	// SeccompDefault gives containers that set no seccomp profile the
 	// runtime's default instead of Unconfined (seccompDefault).
 	SeccompDefault bool
@@ -205,6 +209,7 @@ type Manager struct {
 	seccompRoot        string // Localhost seccomp profiles are relative to it
 	seccompDefault     bool
 	nodeKeyring        NodeKeyring
+	pullRecords        PullRecorder
 	imagePullBackOff   *flowcontrol.Backoff
 	pullSlots          chan struct{}           // nil: pulls are not bounded
 	pullLimiter        flowcontrol.RateLimiter // nil: pulls are not throttled
@@ -261,6 +266,7 @@ func New(opts Options) (*Manager, error) {
 		seccompRoot:        opts.SeccompProfileRoot,
 		seccompDefault:     opts.SeccompDefault,
 		nodeKeyring:        opts.NodeKeyring,
+		pullRecords:        opts.PullRecords,
 		imagePullBackOff:   opts.ImagePullBackOff,
 		pullSlots:          pullSlots(opts.SerializeImagePulls, opts.MaxParallelImagePulls),
 		logMaxSize:         opts.ContainerLogMaxSize,

@@ -2,6 +2,8 @@ package kuberuntime
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ type syncMetrics struct {
 	startedContainers     *prometheus.CounterVec
 	startedContainersErrs *prometheus.CounterVec
 	imagePullDuration     *prometheus.HistogramVec
+	ensureImageRequests   *prometheus.CounterVec
 }
 
 func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
@@ -39,16 +42,32 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 			Subsystem: "kubelet", Name: "image_pull_duration_seconds", Help: "[ALPHA] Duration in seconds to pull an image.",
 			Buckets: imagePullDurationBuckets,
 		}, []string{"image_size_in_bytes"}),
+		ensureImageRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "image_manager_ensure_image_requests_total", Help: "[ALPHA] Number of ensure-image requests processed by the kubelet.",
+		}, []string{"pull_policy", "present_locally", "pull_required"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.startedPods, m.startedPodsErrors, m.startedContainers, m.startedContainersErrs, m.imagePullDuration} {
+	for _, c := range []prometheus.Collector{m.startedPods, m.startedPodsErrors, m.startedContainers, m.startedContainersErrs, m.imagePullDuration, m.ensureImageRequests} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kuberuntime: register metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// ensureImageRequest counts one ensure-image request as upstream: the pull
+// policy lower-cased, whether the image was present and whether a pull was
+// required ("unknown" when the request ended before it was known).
+func (m *syncMetrics) ensureImageRequest(policy v1.PullPolicy, present, pullRequired *bool) {
+	label := func(b *bool) string {
+		if b == nil {
+			return "unknown"
+		}
+		return strconv.FormatBool(*b)
+	}
+	m.ensureImageRequests.WithLabelValues(strings.ToLower(string(policy)), label(present), label(pullRequired)).Inc()
 }
 
 // containerType is the container_type label: container, init_container

@@ -54,7 +54,11 @@ func FuzzPullSecret(f *testing.F) {
 			t.Fatalf("credentials given from a secret that does not decode: %v", err)
 		}
 		domain, _, _ := strings.Cut(repo, "/")
-		for _, c := range creds {
+		for _, pc := range creds {
+			c := pc.auth
+			if pc.secret == nil || pc.secret.Name != "pull" || pc.secret.Namespace != "ns" || len(pc.secret.CredentialHash) != 64 {
+				t.Fatalf("credentials of %q without their secret's coordinates and hash: %+v", c.ServerAddress, pc.secret)
+			}
 			host, _, _ := strings.Cut(c.ServerAddress, "/")
 			if !strings.ContainsAny(host, `*?[\`) && host != domain && (domain != "docker.io" || host != defaultRegistryKey) {
 				t.Fatalf("credentials of %q given for %s", c.ServerAddress, repo)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
+	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
 // Container runtimes --container-runtime accepts.
@@ -159,10 +160,52 @@ func (c *Config) Validate() error {
 	if err := kubeletconfig.Validate(&c.Kubelet); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := c.FeatureGate(); err != nil {
+	if fg, err := c.FeatureGate(); err != nil {
 		errs = append(errs, err)
+	} else {
+		errs = append(errs, validateImagePullCredentials(&c.Kubelet, fg.Enabled(features.KubeletEnsureSecretPulledImages))...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateImagePullCredentials checks imagePullCredentialsVerificationPolicy and
+// preloadedImagesVerificationAllowlist as upstream: with the
+// KubeletEnsureSecretPulledImages gate, a known policy (empty: the default)
+// and an allowlist only with NeverVerifyAllowlistedImages, of valid patterns;
+// without it, neither set.
+func validateImagePullCredentials(k *kubeletv1beta1.KubeletConfiguration, gate bool) []error {
+	policy, allowlist := k.ImagePullCredentialsVerificationPolicy, k.PreloadedImagesVerificationAllowlist
+	var errs []error
+	if !gate {
+		if policy != "" {
+			errs = append(errs, errors.New("invalid configuration: `imagePullCredentialsVerificationPolicy` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		if len(allowlist) > 0 {
+			errs = append(errs, errors.New("invalid configuration: `preloadedImagesVerificationAllowlist` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		return errs
+	}
+	switch policy {
+	case "", kubeletv1beta1.NeverVerify, kubeletv1beta1.NeverVerifyPreloadedImages, kubeletv1beta1.NeverVerifyAllowlistedImages, kubeletv1beta1.AlwaysVerify:
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: option %q specified for imagePullCredentialsVerificationPolicy. Valid options are %q, %q, %q or %q",
+			policy, kubeletv1beta1.NeverVerify, kubeletv1beta1.NeverVerifyPreloadedImages, kubeletv1beta1.NeverVerifyAllowlistedImages, kubeletv1beta1.AlwaysVerify))
+	}
+	if len(allowlist) > 0 && policy != kubeletv1beta1.NeverVerifyAllowlistedImages {
+		errs = append(errs, errors.New("invalid configuration: can't set `preloadedImagesVerificationAllowlist` if `imagePullCredentialsVertificationPolicy` is not \"NeverVerifyAllowlistedImages\""))
+	} else if err := pullmanager.ValidateAllowlist(allowlist); err != nil {
+		errs = append(errs, fmt.Errorf("invalid configuration: invalid image pattern in `preloadedImagesVerificationAllowlist`: %w", err))
+	}
+	return errs
+}
+
+// ApplyGateDefaults sets the defaults that depend on feature gates, as
+// upstream's defaulting does: imagePullCredentialsVerificationPolicy is
+// NeverVerifyPreloadedImages with KubeletEnsureSecretPulledImages.
+func (c *Config) ApplyGateDefaults(fg featuregate.FeatureGate) {
+	if fg.Enabled(features.KubeletEnsureSecretPulledImages) && c.Kubelet.ImagePullCredentialsVerificationPolicy == "" {
+		c.Kubelet.ImagePullCredentialsVerificationPolicy = kubeletv1beta1.NeverVerifyPreloadedImages
+	}
 }
 
 // FeatureGate is the upstream kubelet's gate set with featureGates (and

@@ -56,6 +56,24 @@ func TestValidate(t *testing.T) {
 			"invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) 0-x, error: "},
 		{"reserved cpus with a reserved cgroup", func(c *Config) { c.Kubelet.ReservedSystemCPUs, c.Kubelet.KubeReservedCgroup = "0", "/kube.slice" },
 			"invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"},
+		// KubeletEnsureSecretPulledImages' settings, with upstream's messages.
+		{"verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "AlwaysVerify" }, ""},
+		{"unknown verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "Sometimes" },
+			`invalid configuration: option "Sometimes" specified for imagePullCredentialsVerificationPolicy. Valid options are "NeverVerify", "NeverVerifyPreloadedImages", "NeverVerifyAllowlistedImages" or "AlwaysVerify"`},
+		{"allowlist", func(c *Config) {
+			c.Kubelet.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
+			c.Kubelet.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/*", "docker.io/library/busybox"}
+		}, ""},
+		{"allowlist with another policy", func(c *Config) { c.Kubelet.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/*"} },
+			"invalid configuration: can't set `preloadedImagesVerificationAllowlist` if `imagePullCredentialsVertificationPolicy` is not \"NeverVerifyAllowlistedImages\""},
+		{"allowlist with a tag", func(c *Config) {
+			c.Kubelet.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
+			c.Kubelet.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/pause:3.10"}
+		}, "invalid configuration: invalid image pattern in `preloadedImagesVerificationAllowlist`: neither tag nor digest is accepted in an image reference: registry.k8s.io/pause:3.10"},
+		{"verification policy without the gate", func(c *Config) {
+			c.Kubelet.FeatureGates = map[string]bool{"KubeletEnsureSecretPulledImages": false}
+			c.Kubelet.ImagePullCredentialsVerificationPolicy = "AlwaysVerify"
+		}, "invalid configuration: `imagePullCredentialsVerificationPolicy` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()

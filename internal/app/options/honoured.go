@@ -16,7 +16,6 @@ import (
 // /configz under NotHonoredKey. Every other field is acted on; a test keeps
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
-	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"kubeletCgroups", "systemCgroups",
 	"singleProcessOOMKill",
 	"cpuManagerPolicyOptions",
@@ -57,6 +56,7 @@ var honouredFields = []string{
 	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
 	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "podsPerCore",
 	"enableControllerAttachDetach", "featureGates", "failSwapOn", "failCgroupV1", "tracing",
+	"imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers", "containerLogMonitorInterval",
 	"systemReserved", "kubeReserved", "reservedSystemCPUs", "systemReservedCgroup", "kubeReservedCgroup",
 	"enforceNodeAllocatable", "allowedUnsafeSysctls", "providerID", "kernelMemcgNotification", "protectKernelDefaults",

@@ -62,6 +62,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, beganGC time.Time) error {
 	if err != nil {
 		return err
 	}
+	m.runPostGCHooks(ctx, freeTime)
 	if freed < amountToFree {
 		msg := fmt.Sprintf("Insufficient free disk space on the node's image filesystem (%d%% of %s used). "+
 			"Failed to free sufficient space by deleting unused images (freed %d bytes). "+
@@ -138,7 +139,25 @@ func (m *Manager) freeOldImages(ctx context.Context, candidates []candidate, fre
 		return left, fmt.Errorf("wanted to free images older than %v, encountered errors in image deletion: %w",
 			m.policy.MaxAge, utilerrors.NewAggregate(errs))
 	}
+	m.runPostGCHooks(ctx, freeTime)
 	return left, nil
+}
+
+// runPostGCHooks gives the hooks the images left (every image known, in use
+// or not, less those removed).
+func (m *Manager) runPostGCHooks(ctx context.Context, gcStart time.Time) {
+	if len(m.hooks) == 0 {
+		return
+	}
+	m.recordsMu.Lock()
+	remaining := make([]string, 0, len(m.records))
+	for id := range m.records {
+		remaining = append(remaining, id)
+	}
+	m.recordsMu.Unlock()
+	for _, h := range m.hooks {
+		h(ctx, remaining, gcStart)
+	}
 }
 
 // freeSpace removes candidates in order until bytesToFree bytes are freed,

@@ -62,7 +62,15 @@ type Options struct {
 	// Tracer makes upstream's Images/GarbageCollect span (the kubelet's
 	// tracing, scope TracerName); nil = none.
 	Tracer trace.Tracer
+	// PostGCHooks run after a collection removed images by age or for
+	// space, with the IDs of the images left and the collection's start
+	// (upstream's PostImageGCHook: the pull records prune theirs).
+	PostGCHooks []PostGCHook
 }
+
+// PostGCHook reacts to a collection: remaining are the IDs of the images
+// still on the node, gcStart when the collection began.
+type PostGCHook func(ctx context.Context, remaining []string, gcStart time.Time)
 
 // TracerName is the instrumentation scope of the image GC spans, upstream's.
 const TracerName = "k8s.io/kubernetes/pkg/kubelet/images"
@@ -72,6 +80,7 @@ const TracerName = "k8s.io/kubernetes/pkg/kubelet/images"
 // the periodic detection) run one at a time.
 type Manager struct {
 	tracer     trace.Tracer
+	hooks      []PostGCHook
 	images     ImageService
 	containers ContainerLister
 	fs         FsStats
@@ -121,6 +130,7 @@ func New(opts Options) (*Manager, error) {
 		gcSem:      make(chan struct{}, 1),
 		records:    make(map[string]*imageRecord),
 		tracer:     opts.Tracer,
+		hooks:      opts.PostGCHooks,
 	}
 	if m.tracer == nil {
 		m.tracer = noop.NewTracerProvider().Tracer(TracerName)
