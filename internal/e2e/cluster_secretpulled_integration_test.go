@@ -35,6 +35,8 @@ func testEnsureSecretPulledImages(t *testing.T, c *controlplane.Cluster) {
 	n.createNamespace()
 	other := n.ns + "-b"
 	n.deleteAtEnd("namespace/" + other)
+	// The node removes the containers of n.ns's pods; these are the others'.
+	n.teardown = append(n.teardown, func() { n.s.removeContainers(t, "io.kubernetes.pod.namespace="+other) })
 	reg := registry.Start(t, user, pass)
 	image := pushPrivateBusybox(t, n.node, reg, user, pass)
 	name := strings.TrimSuffix(image, ":1")
@@ -121,6 +123,21 @@ func testEnsureSecretPulledImages(t *testing.T, c *controlplane.Cluster) {
 	if entries, _ := os.ReadDir(filepath.Join(n.rootDir, "image_manager", "pulling")); len(entries) != 0 {
 		t.Errorf("pull intents left after the pulls ended: %v", entries)
 	}
+	body, code, err := n.get("/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	for _, want := range []string{
+		`kubelet_imagemanager_image_mustpull_checks_total{result="credentialRecordFound"}`,
+		`kubelet_imagemanager_image_mustpull_checks_total{result="mustAuthenticate"}`,
+		`kubelet_image_manager_ensure_image_requests_total{present_locally="true",pull_policy="never",pull_required="true"}`,
+		"kubelet_imagemanager_ondisk_pullintents 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	checkUpstreamMetrics(t, body, true)
 }
 
 // pulledRecord returns the one pull record on the node whose credential

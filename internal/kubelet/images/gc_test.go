@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -168,16 +169,20 @@ func TestGarbageCollectMaxAge(t *testing.T) {
 		wantRemoved []string
 		wantAge     float64
 		wantSpace   float64
+		// The post-GC hooks (the pull records' pruning) run after each step
+		// that ran, with the images left.
+		wantHooks [][]string
 	}{{
 		desc: "disabled", maxAge: 0, uptime: 100 * time.Hour, available: 1000,
 	}, {
 		desc: "not before the kubelet ran for MaxAge", maxAge: 3 * time.Hour, uptime: 3 * time.Hour, available: 1000,
 	}, {
 		desc: "images unused for longer than MaxAge", maxAge: 3 * time.Hour, uptime: 4 * time.Hour, available: 1000,
-		wantRemoved: []string{"never-used", "used-4h-ago"}, wantAge: 2,
+		wantRemoved: []string{"never-used", "used-4h-ago"}, wantAge: 2, wantHooks: [][]string{{"used-1h-ago"}},
 	}, {
 		desc: "then the space path over the rest", maxAge: 3 * time.Hour, uptime: 4 * time.Hour, available: 0,
 		wantRemoved: []string{"never-used", "used-4h-ago", "used-1h-ago"}, wantAge: 2, wantSpace: 1,
+		wantHooks: [][]string{{"used-1h-ago"}, {}},
 	}} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -188,8 +193,19 @@ func TestGarbageCollectMaxAge(t *testing.T) {
 				seed{img: image("used-4h-ago", 100), firstDetectedAgo: 5 * time.Hour, lastUsedAgo: 4 * time.Hour},
 				seed{img: image("used-1h-ago", 500), firstDetectedAgo: 5 * time.Hour, lastUsedAgo: time.Hour},
 			)
+			var hooks [][]string
+			e.m.hooks = []PostGCHook{func(_ context.Context, remaining []string, gcStart time.Time) {
+				if !gcStart.Equal(e.clock.Now()) {
+					t.Errorf("hook gcStart = %v, want the collection's start %v", gcStart, e.clock.Now())
+				}
+				slices.Sort(remaining)
+				hooks = append(hooks, append([]string{}, remaining...))
+			}}
 			if err := e.m.GarbageCollect(context.Background(), e.clock.Now().Add(-tc.uptime)); err != nil {
 				t.Fatalf("GarbageCollect: %v", err)
+			}
+			if !reflect.DeepEqual(hooks, tc.wantHooks) {
+				t.Errorf("post-GC hooks got %q, want %q", hooks, tc.wantHooks)
 			}
 			if got := e.images.removedIDs(); !slices.Equal(got, tc.wantRemoved) {
 				t.Errorf("removed %v, want %v", got, tc.wantRemoved)
