@@ -17,6 +17,9 @@ PACKAGES=(
 	docker.io containernetworking-plugins busybox-static docker-registry
 	apache2-utils openssl iptables conntrack containerd iproute2
 	ca-certificates git e2fsprogs mount util-linux dbus-daemon debootstrap
+	# xfs_growfs: the CSI expansion test grows a mounted XFS (online ext4
+	# growth needs CAP_SYS_RESOURCE, which root lacks on some hosts).
+	xfsprogs
 	# systemd-socket-activate and systemd-socket-proxyd: cluster.sh's relay
 	# from the nodes to the API server (systemd need not run as PID 1).
 	systemd

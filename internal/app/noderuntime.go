@@ -238,7 +238,8 @@ func newPodAPIReaders(cfg *Config, n *node, logger *zap.Logger) error {
 func newVolumes(cfg *Config, n *node, logger *zap.Logger) (*volumes.Manager, error) {
 	opts := volumes.Options{PodsDir: podsDir(cfg), Allocatable: n.resources, Registerer: n.reg, Logger: logger.Named("volumes")}
 	if n.conn != nil {
-		opts.Objects, opts.Claims, opts.TrustBundles = n.conn.objects, n.conn.objects, n.conn.objects
+		opts.Objects, opts.Claims, opts.TrustBundles, opts.ClaimStatus = n.conn.objects, n.conn.objects, n.conn.objects, n.conn.objects
+		opts.Recorder = n.recorder
 	}
 	if n.podCerts != nil {
 		opts.PodCertificates = n.podCerts

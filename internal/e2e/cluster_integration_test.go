@@ -50,6 +50,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},
 		{desc: "CSI", run: testCSI},
+		{desc: "CSIBlockAndExpansion", run: testCSIBlockAndExpansion},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},

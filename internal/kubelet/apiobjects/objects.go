@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -184,6 +185,13 @@ func (o *Objects) GetPersistentVolumeClaim(ctx context.Context, namespace, name 
 // (not cached). Errors are the API's.
 func (o *Objects) GetPersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error) {
 	return o.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// PatchPersistentVolumeClaimStatus applies a strategic merge patch to the
+// claim's status (a node may change a claim's resize status and capacity
+// for the volumes of its pods). Errors are the API's.
+func (o *Objects) PatchPersistentVolumeClaimStatus(ctx context.Context, namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error) {
+	return o.client.CoreV1().PersistentVolumeClaims(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 }
 
 // normalizeErr turns NotFound into upstream's kubelet error for the object

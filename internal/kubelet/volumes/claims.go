@@ -41,6 +41,24 @@ type boundClaim struct {
 	pv       *v1.PersistentVolume
 	readOnly bool // the pod's claim reference says readOnly
 	err      error
+	// latest are the claim and PV read again at a later sync of a CSI
+	// claim (a resize shows there); nil: pvc and pv are the latest.
+	latestClaim *v1.PersistentVolumeClaim
+	latestVol   *v1.PersistentVolume
+}
+
+func (bc *boundClaim) latestPVC() *v1.PersistentVolumeClaim {
+	if bc.latestClaim != nil {
+		return bc.latestClaim
+	}
+	return bc.pvc
+}
+
+func (bc *boundClaim) latestPV() *v1.PersistentVolume {
+	if bc.latestVol != nil {
+		return bc.latestVol
+	}
+	return bc.pv
 }
 
 // ClaimVolume is a mounted volume of a pod backed by a persistent volume
@@ -86,7 +104,7 @@ func (m *Manager) collectClaims(ctx context.Context, pod *v1.Pod) map[string]*bo
 			out = map[string]*boundClaim{}
 		}
 		if bc := m.resolvedClaim(pod.UID, vol.Name); bc != nil {
-			out[vol.Name] = bc // bound once: a running pod's claim does not move
+			out[vol.Name] = m.refreshCSIClaim(ctx, bc) // bound once: a running pod's claim does not move
 			continue
 		}
 		bc := &boundClaim{readOnly: ref.ReadOnly}
@@ -110,6 +128,24 @@ func (m *Manager) collectClaims(ctx context.Context, pod *v1.Pod) map[string]*bo
 		m.rememberResolved(pod.UID, vol.Name, bc)
 	}
 	return out
+}
+
+// refreshCSIClaim reads a resolved CSI claim and its PV again, so that a
+// resize of the claim reaches the node (upstream re-reads them at each sync
+// of the pod); a read error keeps the last ones. Other claims are returned
+// as they are.
+func (m *Manager) refreshCSIClaim(ctx context.Context, bc *boundClaim) *boundClaim {
+	if m.claimStatus == nil || bc.pv == nil || bc.pv.Spec.CSI == nil {
+		return bc
+	}
+	cur := *bc
+	if pvc, err := m.claims.GetPersistentVolumeClaim(ctx, bc.pvc.Namespace, bc.pvc.Name); err == nil && pvc.UID == bc.pvc.UID {
+		cur.latestClaim = pvc
+	}
+	if pv, err := m.claims.GetPersistentVolume(ctx, bc.pv.Name); err == nil && pv.UID == bc.pv.UID {
+		cur.latestVol = pv
+	}
+	return &cur
 }
 
 // resolvedClaim is the claim and PV a pod volume was resolved to before.
@@ -190,7 +226,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 		info, err = m.setUpLocal(pod, pv, bc.readOnly)
 		cv.Path = info.HostPath
 	case src.CSI != nil && m.csi != nil:
-		info, err = m.setUpCSIPV(ctx, pod, pv, bc.readOnly)
+		info, err = m.setUpCSIPV(ctx, pod, bc)
 		cv.Path, cv.CSIDriver, cv.CSIHandle = info.HostPath, src.CSI.Driver, src.CSI.VolumeHandle
 	default:
 		return VolumeInfo{}, fmt.Errorf("persistent volume %s: %s volumes are not supported by this kubelet", pv.Name, sourceType(src))
@@ -203,8 +239,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 }
 
 // checkVolumeMode applies upstream's rule: a Filesystem volume may only be
-// in volumeMounts, a Block volume only in volumeDevices, which this kubelet
-// does not support.
+// in volumeMounts, a Block volume only in volumeDevices (local and CSI
+// volumes here).
 func checkVolumeMode(pod *v1.Pod, name string, pv *v1.PersistentVolume) error {
 	mode := v1.PersistentVolumeFilesystem
 	if pv.Spec.VolumeMode != nil {
@@ -220,8 +256,8 @@ func checkVolumeMode(pod *v1.Pod, name string, pv *v1.PersistentVolume) error {
 		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", name, mode)
 	case asDevice && mode != v1.PersistentVolumeBlock:
 		return fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", name, mode)
-	case mode == v1.PersistentVolumeBlock && pv.Spec.Local == nil:
-		return fmt.Errorf("volume %s: volumeMode Block is supported for local persistent volumes only by this kubelet", name)
+	case mode == v1.PersistentVolumeBlock && pv.Spec.Local == nil && pv.Spec.CSI == nil:
+		return fmt.Errorf("volume %s: volumeMode Block is supported for local and CSI persistent volumes only by this kubelet", name)
 	}
 	return nil
 }

@@ -18,8 +18,9 @@ import (
 // context ends or release is closed (an NFS-backed driver whose server is
 // gone).
 type hungCSI struct {
-	release chan struct{}
-	setUps  chan k8stypes.UID
+	CSIVolumes // block and expansion: not called by these tests
+	release    chan struct{}
+	setUps     chan k8stypes.UID
 }
 
 func (h *hungCSI) hang(ctx context.Context) error {

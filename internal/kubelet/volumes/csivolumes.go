@@ -17,6 +17,16 @@ import (
 type CSIVolumes interface {
 	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume, dir string, fsGroup *int64, own func(dir string, fsGroup *int64) error) (string, error)
 	TearDown(ctx context.Context, dir string, stillPublished func(driver, handle string) bool) error
+	// SetUpBlock and TearDownBlock map and unmap a volumeMode Block volume
+	// (link: <pod>/volumeDevices/kubernetes.io~csi/<spec name>).
+	SetUpBlock(ctx context.Context, pod *v1.Pod, vol csi.Volume, link string) (string, error)
+	TearDownBlock(ctx context.Context, podUID, link string) error
+	// NodeExpand grows a published volume; StagingPath, BlockStagingPath
+	// and BlockPublishPath name its paths.
+	NodeExpand(ctx context.Context, e csi.Expansion) error
+	StagingPath(vol csi.Volume) string
+	BlockStagingPath(specName string) string
+	BlockPublishPath(specName, podUID string) string
 }
 
 // ownWith is the fsGroup change of a writable CSI volume (upstream's, with the
@@ -27,23 +37,54 @@ func ownWith(pod *v1.Pod) func(string, *int64) error {
 	}
 }
 
-// setUpCSIPV publishes a PV's CSI volume for the pod under
-// <pod>/volumes/kubernetes.io~csi/<pv>/mount.
-func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, claimReadOnly bool) (VolumeInfo, error) {
+// csiPV is the CSI volume of a PV, with its secrets read.
+func (m *Manager) csiPV(ctx context.Context, pv *v1.PersistentVolume, claimReadOnly bool) (csi.Volume, error) {
 	src := pv.Spec.CSI
 	vol := csi.Volume{SpecName: pv.Name, Driver: src.Driver, VolumeHandle: src.VolumeHandle, FSType: src.FSType,
 		ReadOnly: src.ReadOnly || claimReadOnly, Attributes: src.VolumeAttributes, AccessModes: pv.Spec.AccessModes, MountOptions: pv.Spec.MountOptions}
 	if err := vol.Validate(); err != nil {
-		return VolumeInfo{}, err
+		return vol, err
 	}
 	var err error
 	if vol.StageSecrets, err = m.secretData(ctx, src.NodeStageSecretRef); err != nil {
-		return VolumeInfo{}, err
+		return vol, err
 	}
 	if vol.PublishSecrets, err = m.secretData(ctx, src.NodePublishSecretRef); err != nil {
+		return vol, err
+	}
+	return vol, nil
+}
+
+// setUpCSIPV publishes a PV's CSI volume for the pod: under
+// <pod>/volumes/kubernetes.io~csi/<pv>/mount, or with volumeMode Block as
+// the device <pod>/volumeDevices/kubernetes.io~csi/<pv>; then grows it when
+// its claim was resized (expandClaim).
+func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, bc *boundClaim) (VolumeInfo, error) {
+	pv := bc.latestPV()
+	vol, err := m.csiPV(ctx, pv, bc.readOnly)
+	if err != nil {
 		return VolumeInfo{}, err
 	}
-	return m.setUpCSI(ctx, pod, vol)
+	var info VolumeInfo
+	exp := csi.Expansion{Volume: vol}
+	if isBlock(pv) {
+		link := filepath.Join(m.podDir(pod.UID), "volumeDevices", csi.PodDeviceDir, vol.SpecName)
+		dev, err := m.csi.SetUpBlock(ctx, pod, vol, link)
+		if err != nil {
+			return VolumeInfo{}, err
+		}
+		info = VolumeInfo{Device: dev, ReadOnly: vol.ReadOnly}
+		exp.Block, exp.VolumePath, exp.StagingPath = true, m.csi.BlockPublishPath(vol.SpecName, string(pod.UID)), m.csi.BlockStagingPath(vol.SpecName)
+	} else {
+		if info, err = m.setUpCSI(ctx, pod, vol); err != nil {
+			return VolumeInfo{}, err
+		}
+		exp.VolumePath, exp.StagingPath = info.HostPath, m.csi.StagingPath(vol)
+	}
+	if bc.pvc != nil {
+		m.expandClaim(ctx, pod, bc.latestPVC(), pv, exp)
+	}
+	return info, nil
 }
 
 // setUpInlineCSI publishes a pod's inline (ephemeral) CSI volume.
@@ -116,6 +157,29 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid k8stypes.UID) error {
 		still := func(driver, handle string) bool { return m.csiPublishedElsewhere(uid, driver, handle) }
 		if err := m.csi.TearDown(ctx, vdir, still); err != nil {
 			errs = append(errs, fmt.Errorf("CSI volume %s: %w", e.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tearDownCSIBlock unmaps the pod's CSI block volumes (the links under
+// <pod>/volumeDevices/kubernetes.io~csi); the caller holds the pod.
+func (m *Manager) tearDownCSIBlock(ctx context.Context, uid k8stypes.UID) error {
+	dir := filepath.Join(m.podDir(uid), "volumeDevices", csi.PodDeviceDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.csi == nil {
+		return fmt.Errorf("pod %s has CSI block volumes and this kubelet has no CSI support", uid)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := m.csi.TearDownBlock(ctx, string(uid), filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("CSI block volume %s: %w", e.Name(), err))
 		}
 	}
 	return errors.Join(errs...)

@@ -39,6 +39,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/kubelet-dockershim/kubelet/internal/keylock"
@@ -83,6 +84,11 @@ type Options struct {
 	// CSI mounts CSI volumes through the registered drivers (csi.Registry);
 	// nil: CSI volumes are refused.
 	CSI CSIVolumes
+	// ClaimStatus writes the status of resized claims (node expansion of
+	// CSI volumes); nil (standalone): no expansion.
+	ClaimStatus ClaimStatus
+	// Recorder records the resize events on pods and claims; nil: none.
+	Recorder record.EventRecorder
 	// Clock times service account token refreshes; nil = the real clock.
 	Clock clock.PassiveClock
 	// Registerer receives upstream's volume_manager_total_volumes and
@@ -117,9 +123,12 @@ type Manager struct {
 	podCerts PodCertificates // nil: no podCertificate projections
 	claims   ClaimObjects    // nil: no claim volumes
 	csi      CSIVolumes      // nil: no CSI volumes
-	tokens   *tokenCache
-	metrics  *volumeMetrics
-	logger   *zap.Logger
+	// claimStatus and recorder serve node expansion; nil: none.
+	claimStatus ClaimStatus
+	recorder    record.EventRecorder
+	tokens      *tokenCache
+	metrics     *volumeMetrics
+	logger      *zap.Logger
 
 	// pods serialises the mounts, unmounts and removals of one pod; one pod's
 	// stuck volume (a hung CSI driver) never blocks another pod.
@@ -157,16 +166,18 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		podsDir:  filepath.Clean(opts.PodsDir),
-		node:     opts.Allocatable,
-		objects:  opts.Objects,
-		bundles:  opts.TrustBundles,
-		podCerts: opts.PodCertificates,
-		claims:   opts.Claims,
-		csi:      opts.CSI,
-		tokens:   newTokenCache(opts.Objects, clk, logger),
-		metrics:  met,
-		logger:   logger,
+		podsDir:     filepath.Clean(opts.PodsDir),
+		node:        opts.Allocatable,
+		objects:     opts.Objects,
+		bundles:     opts.TrustBundles,
+		podCerts:    opts.PodCertificates,
+		claims:      opts.Claims,
+		csi:         opts.CSI,
+		claimStatus: opts.ClaimStatus,
+		recorder:    opts.Recorder,
+		tokens:      newTokenCache(opts.Objects, clk, logger),
+		metrics:     met,
+		logger:      logger,
 	}, nil
 }
 
@@ -283,6 +294,9 @@ func (m *Manager) UnmountVolumes(ctx context.Context, podUID k8stypes.UID) error
 	if err != nil {
 		err = fmt.Errorf("clean up subPath mounts: %w", err)
 	} else if err = m.tearDownCSI(ctx, podUID); err == nil {
+		err = m.tearDownCSIBlock(ctx, podUID)
+	}
+	if err == nil {
 		err = m.removeTree(ctx, m.volumesDir(podUID))
 	}
 	m.metrics.unmounted(podUID, start, err)
@@ -364,6 +378,9 @@ func (m *Manager) removeOrphan(ctx context.Context, uid k8stypes.UID) error {
 	err := m.removeTree(ctx, m.subPathsDir(uid))
 	if err == nil {
 		err = m.tearDownCSI(ctx, uid)
+	}
+	if err == nil {
+		err = m.tearDownCSIBlock(ctx, uid)
 	}
 	if err == nil {
 		err = m.removeTree(ctx, m.podDir(uid))

@@ -150,19 +150,7 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 		AttachmentID: attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName), VolumeLifecycleMode: string(mode)}); err != nil {
 		return "", err
 	}
-	volCtx := map[string]string{}
-	for k, v := range vol.Attributes {
-		volCtx[k] = v
-	}
-	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
-		volCtx["csi.storage.k8s.io/pod.name"] = pod.Name
-		volCtx["csi.storage.k8s.io/pod.namespace"] = pod.Namespace
-		volCtx["csi.storage.k8s.io/pod.uid"] = string(pod.UID)
-		volCtx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
-		volCtx[ephemeralKey] = fmt.Sprint(vol.Ephemeral)
-	} else if vol.Ephemeral {
-		volCtx[ephemeralKey] = "true"
-	}
+	volCtx := podInfoContext(drv, pod, vol)
 	driverGroup := fsGroup != nil && caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP]
 	if driverGroup {
 		if m := capability.GetMount(); m != nil {

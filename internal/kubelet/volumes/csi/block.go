@@ -1,0 +1,236 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Directories of upstream's CSI block volumes (volumeMode Block):
+//
+//	<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<spec name>         NodeStageVolume's staging path
+//	<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<spec name>/<pod>   NodePublishVolume's target (a file the driver puts the device on)
+//	<root>/plugins/kubernetes.io/csi/volumeDevices/<spec name>/data/vol_data.json
+//	<pod>/volumeDevices/kubernetes.io~csi/<spec name>                          a symlink to the pod's publish path
+const (
+	volumeDevicesDir = "volumeDevices"
+	// PodDeviceDir holds a pod's CSI block volumes under <pod>/volumeDevices.
+	PodDeviceDir = PodPluginDir
+)
+
+func (r *Registry) blockDir() string {
+	return filepath.Join(r.rootDir, "plugins", PluginName, volumeDevicesDir)
+}
+
+// BlockStagingPath and BlockPublishPath are a block volume's staging
+// directory and the pod's publish file.
+func (r *Registry) BlockStagingPath(specName string) string {
+	return filepath.Join(r.blockDir(), "staging", specName)
+}
+
+func (r *Registry) BlockPublishPath(specName, podUID string) string {
+	return filepath.Join(r.blockDir(), "publish", specName, podUID)
+}
+
+func (r *Registry) blockDataDir(specName string) string {
+	return filepath.Join(r.blockDir(), specName, "data")
+}
+
+// SetUpBlock makes a volumeMode Block CSI volume a device for the pod: the
+// volume is staged once per node on its staging directory (when the driver
+// stages), published on the pod's publish file (NodePublishVolume with a
+// block capability), and link (<pod>/volumeDevices/kubernetes.io~csi/<spec
+// name>) points at it. It returns link, which resolves to the device node
+// the driver put there. A volume already published is left alone.
+func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link string) (string, error) {
+	if vol.Ephemeral {
+		return "", errors.New("kubernetes.io/csi: inline CSI volumes cannot be block devices")
+	}
+	publish := r.BlockPublishPath(vol.SpecName, string(pod.UID))
+	if r.isDone(publish) && isLinkTo(link, publish) {
+		return link, nil
+	}
+	ctx, unlock, err := r.volumeOp(ctx, vol.Driver, vol.VolumeHandle)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	endpoint, ok := r.Endpoint(vol.Driver)
+	if !ok {
+		return "", fmt.Errorf("kubernetes.io/csi: blockMapper.SetUpDevice failed to get CSI client: driver name %s not found in the list of registered CSI drivers", vol.Driver)
+	}
+	drv, err := r.csiDriver(ctx, vol.Driver)
+	if err != nil {
+		return "", err
+	}
+	if err := checkLifecycle(drv, vol); err != nil {
+		return "", err
+	}
+	publishCtx, err := r.publishContext(ctx, drv, vol)
+	if err != nil {
+		return "", err
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	node := csipb.NewNodeClient(conn)
+	caps, err := nodeCapabilities(ctx, node)
+	if err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities: %w", err)
+	}
+	capability := blockCapability(vol)
+	if err := writeVolData(r.blockDataDir(vol.SpecName), volData{SpecVolID: vol.SpecName, VolumeHandle: vol.VolumeHandle, DriverName: vol.Driver,
+		NodeName: r.nodeName, AttachmentID: attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName),
+		VolumeLifecycleMode: string(storagev1.VolumeLifecyclePersistent)}); err != nil {
+		return "", err
+	}
+	staging := ""
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		staging = r.BlockStagingPath(vol.SpecName)
+		if !r.isDone(staging) {
+			if err := os.MkdirAll(staging, 0o750); err != nil {
+				return "", err
+			}
+			if _, err := node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: vol.VolumeHandle, PublishContext: publishCtx,
+				StagingTargetPath: staging, VolumeCapability: capability, Secrets: vol.StageSecrets, VolumeContext: vol.Attributes}); err != nil {
+				return "", fmt.Errorf("kubernetes.io/csi: blockMapper.stageVolumeForBlock failed: %w", err)
+			}
+			r.markDone(staging, true)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(publish), 0o750); err != nil {
+		return "", err
+	}
+	if !r.isDone(publish) {
+		if _, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: vol.VolumeHandle, PublishContext: publishCtx,
+			StagingTargetPath: staging, TargetPath: publish, VolumeCapability: capability, Readonly: vol.ReadOnly,
+			Secrets: vol.PublishSecrets, VolumeContext: podInfoContext(drv, pod, vol)}); err != nil {
+			return "", fmt.Errorf("kubernetes.io/csi: blockMapper.publishVolumeForBlock failed: %w", err)
+		}
+		r.markDone(publish, true)
+	}
+	fi, err := os.Stat(publish)
+	if err != nil || fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
+		return "", fmt.Errorf("kubernetes.io/csi: the driver published no block device at %s (%v)", publish, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
+		return "", err
+	}
+	if !isLinkTo(link, publish) {
+		_ = os.Remove(link)
+		if err := os.Symlink(publish, link); err != nil {
+			return "", fmt.Errorf("kubernetes.io/csi: map block volume: %w", err)
+		}
+	}
+	return link, nil
+}
+
+// TearDownBlock unpublishes the pod's block volume whose link is given
+// (NodeUnpublishVolume on its publish file), removes the link, and
+// unstages the volume once no pod publishes it.
+func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error {
+	specName := filepath.Base(link)
+	data, err := readVolData(r.blockDataDir(specName))
+	if err != nil {
+		return err
+	}
+	ctx, unlock, err := r.volumeOp(ctx, data.DriverName, data.VolumeHandle)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	endpoint, ok := r.Endpoint(data.DriverName)
+	if !ok {
+		return fmt.Errorf("kubernetes.io/csi: blockMapper.UnmapPodDevice failed: driver name %s not found in the list of registered CSI drivers", data.DriverName)
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	node := csipb.NewNodeClient(conn)
+	publish := r.BlockPublishPath(specName, podUID)
+	if _, err := os.Lstat(publish); err == nil {
+		if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
+			return fmt.Errorf("kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: %w", err)
+		}
+		r.markDone(publish, false)
+		if published(publish) {
+			return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", publish)
+		}
+		if err := os.Remove(publish); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	publishDir := filepath.Dir(publish)
+	if others, _ := os.ReadDir(publishDir); len(others) > 0 {
+		return nil // another pod publishes it
+	}
+	_ = os.Remove(publishDir)
+	staging := r.BlockStagingPath(specName)
+	if _, err := os.Stat(staging); err == nil {
+		caps, err := nodeCapabilities(ctx, node)
+		if err != nil {
+			return err
+		}
+		if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+			if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
+				return fmt.Errorf("kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: %w", err)
+			}
+		}
+		r.markDone(staging, false)
+		if published(staging) {
+			return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
+		}
+		if err := os.RemoveAll(staging); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(filepath.Dir(r.blockDataDir(specName)))
+}
+
+// isLinkTo says whether link is a symlink to target.
+func isLinkTo(link, target string) bool {
+	got, err := os.Readlink(link)
+	return err == nil && got == target
+}
+
+// blockCapability is the block access type with the access mode of the
+// volume's access modes.
+func blockCapability(vol Volume) *csipb.VolumeCapability {
+	c := volumeCapability(vol)
+	c.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+	return c
+}
+
+// podInfoContext is the volume context of a publish: the volume's
+// attributes, with the pod's name, namespace, UID and service account when
+// the CSIDriver asks for pod info (podInfoOnMount), and the ephemeral key.
+func podInfoContext(drv *storagev1.CSIDriver, pod *v1.Pod, vol Volume) map[string]string {
+	volCtx := map[string]string{}
+	for k, v := range vol.Attributes {
+		volCtx[k] = v
+	}
+	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
+		volCtx["csi.storage.k8s.io/pod.name"] = pod.Name
+		volCtx["csi.storage.k8s.io/pod.namespace"] = pod.Namespace
+		volCtx["csi.storage.k8s.io/pod.uid"] = string(pod.UID)
+		volCtx["csi.storage.k8s.io/serviceAccount.name"] = pod.Spec.ServiceAccountName
+		volCtx[ephemeralKey] = fmt.Sprint(vol.Ephemeral)
+	} else if vol.Ephemeral {
+		volCtx[ephemeralKey] = "true"
+	}
+	return volCtx
+}

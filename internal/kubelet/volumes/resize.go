@@ -1,0 +1,203 @@
+package volumes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
+)
+
+// ClaimStatus writes claims' status: the resize status and capacity a node
+// expansion changes (internal/kubelet/apiobjects).
+type ClaimStatus interface {
+	PatchPersistentVolumeClaimStatus(ctx context.Context, namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error)
+}
+
+// Event reasons of a node expansion (upstream's).
+const (
+	eventResizeSuccess = "FileSystemResizeSuccess"
+	eventResizeFailed  = "VolumeResizeFailed"
+)
+
+// resizeConditions are the claim conditions of a resize, which a finished
+// node expansion clears (upstream's knownResizeConditions).
+var resizeConditions = map[v1.PersistentVolumeClaimConditionType]bool{
+	v1.PersistentVolumeClaimFileSystemResizePending: true,
+	v1.PersistentVolumeClaimResizing:                true,
+	v1.PersistentVolumeClaimControllerResizeError:   true,
+	v1.PersistentVolumeClaimNodeResizeError:         true,
+}
+
+// expandClaim grows a published CSI volume when its claim was resized, as
+// upstream's node expander does for a mounted volume (at its mount and at
+// each later sync of the pod):
+//  1. the PV's capacity is the new size; the claim's status capacity the
+//     size the node last reached;
+//  2. only a claim whose storage resize status is NodeResizePending (or
+//     NodeResizeInProgress: a kubelet stopped midway) is expanded; it is
+//     marked NodeResizeInProgress first;
+//  3. NodeExpandVolume on the pod's mount (filesystem) or publish file
+//     (block) with the staging path;
+//  4. on success the claim's status capacity becomes the new size, its
+//     resize status and resize conditions are cleared, and the pod and the
+//     claim get a FileSystemResizeSuccess event; a size the driver calls
+//     infeasible marks the claim NodeResizeInfeasible with a NodeResizeError
+//     condition; other failures are a VolumeResizeFailed event on the pod,
+//     and the next sync tries again.
+//
+// pvc and pv are the latest read; the volume stays in use whatever happens.
+func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, e csi.Expansion) {
+	if m.claimStatus == nil || pv.Spec.CSI == nil {
+		return
+	}
+	newSize, ok := pv.Spec.Capacity[v1.ResourceStorage]
+	if !ok {
+		return
+	}
+	statusCap := pvc.Status.Capacity[v1.ResourceStorage]
+	resizeStatus := pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]
+	if statusCap.Cmp(newSize) >= 0 && resizeStatus == "" {
+		return // nothing to do (upstream's pvcAlreadyUpdated)
+	}
+	if resizeStatus != v1.PersistentVolumeClaimNodeResizePending && resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
+		return // the controller has not finished (or the node gave up)
+	}
+	if e.Volume.ReadOnly {
+		m.resizeEvent(pod, pvc, v1.EventTypeWarning, "FileSystemResizeFailed",
+			fmt.Sprintf("MountVolume.NodeExpandVolume failed for volume %q requested read-only file system", pv.Name))
+		return
+	}
+	logger := m.logger.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("pv", pv.Name),
+		zap.String("claim", pvc.Namespace+"/"+pvc.Name), zap.String("newSize", newSize.String()))
+	var err error
+	if resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
+		next := pvc.DeepCopy()
+		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInProgress)
+		if pvc, err = m.patchClaimStatus(ctx, pvc, next); err != nil {
+			logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion in progress", zap.Error(err))
+			return
+		}
+	}
+	e.NewSize = newSize.Value()
+	if ref := pv.Spec.CSI.NodeExpandSecretRef; ref != nil {
+		if e.Secrets, err = m.secretData(ctx, ref); err != nil {
+			m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+			return
+		}
+	}
+	err = m.csi.NodeExpand(ctx, e)
+	switch {
+	case errors.Is(err, csi.ErrExpandInfeasible):
+		next := pvc.DeepCopy()
+		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInfeasible)
+		setResizeError(next, err)
+		if _, perr := m.patchClaimStatus(ctx, pvc, next); perr != nil {
+			logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion as failed", zap.Error(perr))
+		}
+		fallthrough
+	case err != nil:
+		logger.Error("NodeExpandVolume failed", zap.Error(err))
+		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+		return
+	}
+	msg := fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", pv.Name, pod.Spec.NodeName)
+	m.resizeEvent(pod, pvc, v1.EventTypeNormal, eventResizeSuccess, msg)
+	logger.Info("NodeExpandVolume succeeded")
+	next := pvc.DeepCopy()
+	if next.Status.Capacity == nil {
+		next.Status.Capacity = v1.ResourceList{}
+	}
+	next.Status.Capacity[v1.ResourceStorage] = newSize
+	delete(next.Status.AllocatedResourceStatuses, v1.ResourceStorage)
+	if len(next.Status.AllocatedResourceStatuses) == 0 {
+		next.Status.AllocatedResourceStatuses = nil
+	}
+	var kept []v1.PersistentVolumeClaimCondition
+	for _, c := range next.Status.Conditions {
+		if !resizeConditions[c.Type] {
+			kept = append(kept, c)
+		}
+	}
+	next.Status.Conditions = kept
+	if _, err := m.patchClaimStatus(ctx, pvc, next); err != nil {
+		logger.Error("MountVolume.NodeExpandVolume update pvc status failed", zap.Error(err))
+	}
+}
+
+func expandFailedMessage(pv string, err error) string {
+	return fmt.Sprintf("NodeExpandVolume.NodeExpandVolume failed for volume %q : %v", pv, err)
+}
+
+func setResizeStatus(pvc *v1.PersistentVolumeClaim, s v1.ClaimResourceStatus) {
+	if pvc.Status.AllocatedResourceStatuses == nil {
+		pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{}
+	}
+	pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage] = s
+}
+
+// setResizeError puts upstream's NodeResizeError condition on the claim,
+// the other resize conditions dropped.
+func setResizeError(pvc *v1.PersistentVolumeClaim, err error) {
+	var kept []v1.PersistentVolumeClaimCondition
+	for _, c := range pvc.Status.Conditions {
+		if !resizeConditions[c.Type] {
+			kept = append(kept, c)
+		}
+	}
+	pvc.Status.Conditions = append(kept, v1.PersistentVolumeClaimCondition{Type: v1.PersistentVolumeClaimNodeResizeError,
+		Status: v1.ConditionTrue, LastTransitionTime: metav1.Now(), Message: fmt.Sprintf("failed to expand pvc with %v", err)})
+}
+
+// patchClaimStatus sends the difference between old and next as a strategic
+// merge patch of the claim's status, with old's resourceVersion (a claim
+// changed meanwhile is a conflict), as upstream's PatchPVCStatus.
+func (m *Manager) patchClaimStatus(ctx context.Context, old, next *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+	oldData, err := json.Marshal(old)
+	if err != nil {
+		return old, err
+	}
+	newData, err := json.Marshal(next)
+	if err != nil {
+		return old, err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, old)
+	if err != nil {
+		return old, fmt.Errorf("failed to create 2 way merge patch: %w", err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(patch, &obj); err != nil {
+		return old, err
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["resourceVersion"] = old.ResourceVersion
+	obj["metadata"] = meta
+	if patch, err = json.Marshal(obj); err != nil {
+		return old, err
+	}
+	updated, err := m.claimStatus.PatchPersistentVolumeClaimStatus(ctx, old.Namespace, old.Name, patch)
+	if err != nil {
+		return old, fmt.Errorf("patchPVCStatus failed to patch PVC %q: %w", old.Name, err)
+	}
+	return updated, nil
+}
+
+// resizeEvent records an event on the pod and, when given, the claim.
+func (m *Manager) resizeEvent(pod *v1.Pod, pvc *v1.PersistentVolumeClaim, typ, reason, msg string) {
+	if m.recorder == nil {
+		return
+	}
+	m.recorder.Eventf(pod, typ, reason, "%s", msg)
+	if pvc != nil {
+		m.recorder.Eventf(pvc, typ, reason, "%s", msg)
+	}
+}
