@@ -1,0 +1,172 @@
+package volumes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
+)
+
+// fakeExpander is the CSI side of an expansion: it records NodeExpand and
+// answers err.
+type fakeExpander struct {
+	CSIVolumes
+	err     error
+	expands []csi.Expansion
+}
+
+func (f *fakeExpander) NodeExpand(_ context.Context, e csi.Expansion) error {
+	f.expands = append(f.expands, e)
+	return f.err
+}
+
+// fakeClaimStatus applies the status patches to a claim kept as JSON and
+// records them.
+type fakeClaimStatus struct {
+	mu      sync.Mutex
+	pvc     *v1.PersistentVolumeClaim
+	patches []string
+}
+
+func (f *fakeClaimStatus) PatchPersistentVolumeClaimStatus(_ context.Context, ns, name string, patch []byte) (*v1.PersistentVolumeClaim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.patches = append(f.patches, string(patch))
+	var p struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	if p.Metadata.ResourceVersion != f.pvc.ResourceVersion {
+		return nil, fmt.Errorf("conflict: %s != %s", p.Metadata.ResourceVersion, f.pvc.ResourceVersion)
+	}
+	// Applied as the API server does: a strategic merge patch.
+	orig, err := json.Marshal(f.pvc)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := strategicpatch.StrategicMergePatch(orig, patch, &v1.PersistentVolumeClaim{})
+	if err != nil {
+		return nil, err
+	}
+	next := &v1.PersistentVolumeClaim{}
+	if err := json.Unmarshal(merged, next); err != nil {
+		return nil, err
+	}
+	next.ResourceVersion = f.pvc.ResourceVersion
+	next.ResourceVersion += "+"
+	f.pvc = next
+	return next.DeepCopy(), nil
+}
+
+func resizeClaim(status v1.ClaimResourceStatus) (*v1.PersistentVolumeClaim, *v1.PersistentVolume) {
+	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data", ResourceVersion: "7"},
+		Status: v1.PersistentVolumeClaimStatus{Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+			Conditions: []v1.PersistentVolumeClaimCondition{
+				{Type: v1.PersistentVolumeClaimFileSystemResizePending, Status: v1.ConditionTrue},
+				{Type: "Other", Status: v1.ConditionTrue},
+			}}}
+	if status != "" {
+		pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: status}
+	}
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-data"}, Spec: v1.PersistentVolumeSpec{
+		Capacity:               v1.ResourceList{v1.ResourceStorage: resource.MustParse("2Gi")},
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}}}
+	return pvc, pv
+}
+
+// expandClaim follows upstream's node expander: only a claim waiting for the
+// node is expanded, marked NodeResizeInProgress first, then given the new
+// capacity with its resize status and conditions cleared; an infeasible
+// size marks it NodeResizeInfeasible with a NodeResizeError condition.
+func TestExpandClaim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc        string
+		status      v1.ClaimResourceStatus
+		driverErr   error
+		wantExpand  bool
+		wantCap     string
+		wantStatus  v1.ClaimResourceStatus
+		wantConds   []v1.PersistentVolumeClaimConditionType
+		wantEvent   string
+		wantPatches int
+	}{
+		{desc: "controller not done", status: "", wantCap: "1Gi", wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other"}},
+		{desc: "controller resizing", status: v1.PersistentVolumeClaimControllerResizeInProgress, wantCap: "1Gi",
+			wantStatus: v1.PersistentVolumeClaimControllerResizeInProgress, wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other"}},
+		{desc: "node resize pending", status: v1.PersistentVolumeClaimNodeResizePending, wantExpand: true, wantCap: "2Gi",
+			wantConds: []v1.PersistentVolumeClaimConditionType{"Other"}, wantPatches: 2,
+			wantEvent: `Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-1`},
+		{desc: "in progress after a restart", status: v1.PersistentVolumeClaimNodeResizeInProgress, wantExpand: true, wantCap: "2Gi",
+			wantConds: []v1.PersistentVolumeClaimConditionType{"Other"}, wantPatches: 1,
+			wantEvent: `Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-1`},
+		{desc: "infeasible", status: v1.PersistentVolumeClaimNodeResizePending, driverErr: fmt.Errorf("x: %w", csi.ErrExpandInfeasible),
+			wantExpand: true, wantCap: "1Gi", wantStatus: v1.PersistentVolumeClaimNodeResizeInfeasible,
+			wantConds: []v1.PersistentVolumeClaimConditionType{"Other", "NodeResizeError"}, wantPatches: 2,
+			wantEvent: `Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : x: kubernetes.io/csi: expansion infeasible`},
+		{desc: "other failure: tried again", status: v1.PersistentVolumeClaimNodeResizePending, driverErr: errors.New("busy"),
+			wantExpand: true, wantCap: "1Gi", wantStatus: v1.PersistentVolumeClaimNodeResizeInProgress,
+			wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other"}, wantPatches: 1,
+			wantEvent: `Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pvc, pv := resizeClaim(tc.status)
+			exp := &fakeExpander{err: tc.driverErr}
+			st := &fakeClaimStatus{pvc: pvc.DeepCopy()}
+			rec := record.NewFakeRecorder(10)
+			m := &Manager{csi: exp, claimStatus: st, recorder: rec, logger: zaptest.NewLogger(t)}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{NodeName: "node-1"}}
+			m.expandClaim(context.Background(), pod, pvc, pv, csi.Expansion{VolumePath: "/target", StagingPath: "/staging"})
+			if got := len(exp.expands) > 0; got != tc.wantExpand {
+				t.Fatalf("NodeExpand called %v, want %v", got, tc.wantExpand)
+			}
+			if tc.wantExpand && (exp.expands[0].NewSize != 2<<30 || exp.expands[0].VolumePath != "/target") {
+				t.Errorf("expansion %+v", exp.expands[0])
+			}
+			if got := st.pvc.Status.Capacity[v1.ResourceStorage]; got.String() != tc.wantCap {
+				t.Errorf("capacity %s, want %s", got.String(), tc.wantCap)
+			}
+			if got := st.pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]; got != tc.wantStatus {
+				t.Errorf("resize status %q, want %q (patches %q)", got, tc.wantStatus, st.patches)
+			}
+			var conds []v1.PersistentVolumeClaimConditionType
+			for _, c := range st.pvc.Status.Conditions {
+				conds = append(conds, c.Type)
+			}
+			if fmt.Sprint(conds) != fmt.Sprint(tc.wantConds) {
+				t.Errorf("conditions %v, want %v", conds, tc.wantConds)
+			}
+			if len(st.patches) != tc.wantPatches {
+				t.Errorf("patches %q, want %d", st.patches, tc.wantPatches)
+			}
+			close(rec.Events)
+			var events []string
+			for e := range rec.Events {
+				events = append(events, e)
+			}
+			if tc.wantEvent != "" && (len(events) == 0 || !strings.HasPrefix(events[0], tc.wantEvent)) {
+				t.Errorf("events %q, want %q", events, tc.wantEvent)
+			}
+			if tc.wantEvent == "" && len(events) > 0 {
+				t.Errorf("events %q, want none", events)
+			}
+		})
+	}
+}
