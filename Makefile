@@ -22,10 +22,10 @@ images: ## Build the local pause and busybox images (scripts/build-images.sh)
 node-image: ## Build the node container image, systemd + dockerd on Debian 12 (root; scripts/node-image.sh)
 	./scripts/node-image.sh
 
-vm-test: ## Build or reuse the Debian 13 cgroup v2 VM image; run its smoke test and a node joined to a control plane in it on each Docker cgroup driver, about 15 min (root; scripts/vm.sh)
+vm-test: ## Build or reuse the Debian 13 cgroup v2 VM image; run its smoke test, a node joined to a control plane in it on each Docker cgroup driver and the NFS volume test, about 20 min (root; scripts/vm.sh)
 	./scripts/vm.sh image
 	$(GO) test -tags vm -count=1 -v -run TestIntegrationVM ./internal/testutil/vm/
-	$(GO) test -tags vm -count=1 -v -timeout 30m -run TestIntegrationVMNode ./internal/e2e/
+	$(GO) test -tags vm -count=1 -v -timeout 40m -run 'TestIntegrationVMNode|TestIntegrationVMNFS' ./internal/e2e/
 
 check: ## gofmt, go vet and go build, without touching the machine
 	./scripts/check.sh

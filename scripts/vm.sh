@@ -65,12 +65,15 @@ BOOT_TIMEOUT=${VM_BOOT_TIMEOUT:-900}
 # What minbase lacks for a node: systemd as PID 1 with udev and D-Bus (the
 # systemd cgroup driver talks to systemd over D-Bus), a way in, Docker 26 with
 # its containerd and runc, a kernel, and what a kubelet in docker mode runs
-# (iptables, CNI plugins, conntrack, nsenter).
+# (iptables, CNI plugins, conntrack, nsenter), and NFS.
 PACKAGES=(
 	systemd systemd-sysv dbus udev kmod procps util-linux mount e2fsprogs
 	openssh-server ca-certificates iproute2 iptables conntrack
 	docker.io docker-cli containerd runc containernetworking-plugins
 	linux-image-amd64
+	# The in-tree nfs volume test: a kernel NFS server and mount.nfs (this
+	# host's kernel has no NFS).
+	nfs-kernel-server nfs-common
 )
 
 usage() {

@@ -225,6 +225,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 	case src.Local != nil:
 		info, err = m.setUpLocal(pod, pv, bc.readOnly)
 		cv.Path = info.HostPath
+	case src.NFS != nil:
+		info, err = m.setUpNFS(ctx, pod, pv.Name, src.NFS, bc.readOnly, pv.Spec.MountOptions)
+		cv.Path = info.HostPath
 	case src.CSI != nil && m.csi != nil:
 		info, err = m.setUpCSIPV(ctx, pod, bc)
 		cv.Path, cv.CSIDriver, cv.CSIHandle = info.HostPath, src.CSI.Driver, src.CSI.VolumeHandle

@@ -178,13 +178,13 @@ func TestMountVolumesClaimErrors(t *testing.T) {
 		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}, Spec: v1.PersistentVolumeClaimSpec{VolumeName: "x"}}
 	f.bind("shop", "stolen", "pv-stolen", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/"}}, nil)
 	f.pvs["pv-stolen"].Spec.ClaimRef.UID = "someone-else"
-	f.bind("shop", "nfs", "pv-nfs", v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}, nil)
+	f.bind("shop", "iscsi", "pv-iscsi", v1.PersistentVolumeSource{ISCSI: &v1.ISCSIPersistentVolumeSource{TargetPortal: "p", IQN: "iqn.2001-04.com.example:t"}}, nil)
 	f.bind("shop", "web-scratch", "pv-eph", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/"}}, nil)
 	f.bind("shop", "block", "pv-block", v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/"}}, nil)
 	f.pvs["pv-block"].Spec.VolumeMode = ptr.To(v1.PersistentVolumeBlock)
 	m := newClaimsManager(t, f)
 	pod := newPod("uid-bad", claimVolume("missing", "missing", false), claimVolume("pending", "pending", false),
-		claimVolume("deleted", "deleted", false), claimVolume("stolen", "stolen", false), claimVolume("nfs", "nfs", false),
+		claimVolume("deleted", "deleted", false), claimVolume("stolen", "stolen", false), claimVolume("iscsi", "iscsi", false),
 		claimVolume("block", "block", false),
 		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}})
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "block", MountPath: "/b"}}
@@ -197,7 +197,7 @@ func TestMountVolumesClaimErrors(t *testing.T) {
 		`volume "pending": error processing PVC shop/pending: PVC is not bound`,
 		`volume "deleted": error processing PVC shop/deleted: PVC is being deleted`,
 		`volume "stolen": error processing PVC shop/stolen: found PV object pv-stolen but its pv.Spec.ClaimRef.UID someone-else does not point to claim.UID pvc-uid-stolen`,
-		`volume "nfs": persistent volume pv-nfs: nfs volumes are not supported by this kubelet`,
+		`volume "iscsi": persistent volume pv-iscsi: iscsi volumes are not supported by this kubelet`,
 		`volume "block": volume block has volumeMode Block, but is specified in volumeMounts`,
 		`volume "scratch": PVC shop/web-scratch was not created for pod shop/web (pod is not owner)`,
 	} {

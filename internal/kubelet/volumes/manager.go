@@ -263,6 +263,8 @@ func (m *Manager) mountVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume, 
 		return m.setUpClaim(ctx, pod, vol, bc)
 	case src.CSI != nil && m.csi != nil:
 		return m.setUpInlineCSI(ctx, pod, vol.Name, src.CSI)
+	case src.NFS != nil:
+		return m.setUpNFS(ctx, pod, vol.Name, src.NFS, src.NFS.ReadOnly, nil)
 	}
 	typ := sourceType(src)
 	if typ == "" {

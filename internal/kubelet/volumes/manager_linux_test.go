@@ -226,7 +226,7 @@ func TestMountVolumesUnsupported(t *testing.T) {
 		v1.Volume{Name: "sec", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}},
 		v1.Volume{Name: "proj", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
 		v1.Volume{Name: "claim", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
-		v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}},
+		v1.Volume{Name: "share", VolumeSource: v1.VolumeSource{ISCSI: &v1.ISCSIVolumeSource{TargetPortal: "p", IQN: "iqn.2001-04.com.example:t"}}},
 		v1.Volume{Name: "Bad_Name", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		v1.Volume{Name: "huge", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumHugePages}}},
 	)
@@ -246,7 +246,7 @@ func TestMountVolumesUnsupported(t *testing.T) {
 		`volume "sec": secret volumes need an API server (not available in standalone mode)`,
 		`volume "proj": projected volumes need an API server (not available in standalone mode)`,
 		`volume "claim": persistentVolumeClaim volumes need an API server (not available in standalone mode)`,
-		`volume "share": nfs volumes are not supported by this kubelet`,
+		`volume "share": iscsi volumes are not supported by this kubelet`,
 		`volume "Bad_Name": invalid volume name`,
 		`volume "huge": emptyDir medium "HugePages" is not supported`,
 	} {

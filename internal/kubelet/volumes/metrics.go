@@ -20,6 +20,7 @@ const (
 	pluginDownwardAPI = "kubernetes.io/downward-api"
 	pluginLocal       = "kubernetes.io/local-volume"
 	pluginCSI         = "kubernetes.io/csi"
+	pluginNFS         = "kubernetes.io/nfs"
 	pluginUnknown     = "N/A"
 )
 
@@ -40,6 +41,8 @@ func pluginName(src *v1.VolumeSource) string {
 		return pluginDownwardAPI
 	case src.CSI != nil:
 		return pluginCSI
+	case src.NFS != nil:
+		return pluginNFS
 	case sourceType(src) == "":
 		return pluginEmptyDir // a volume without a source is an emptyDir
 	}
@@ -61,6 +64,8 @@ func volumePluginName(vol *v1.Volume, bc *boundClaim) string {
 		return pluginLocal
 	case bc.pv.Spec.CSI != nil:
 		return pluginCSI
+	case bc.pv.Spec.NFS != nil:
+		return pluginNFS
 	}
 	return pluginUnknown
 }

@@ -1,8 +1,10 @@
 package volumes
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -132,4 +134,11 @@ func mountFSType(dir string) (string, error) {
 		}
 	}
 	return fsType, nil
+}
+
+// runMount runs mount(8) with args (a file system its helper mounts, such as
+// nfs) and returns its output.
+func runMount(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "mount", args...).CombinedOutput()
+	return string(out), err
 }

@@ -2,7 +2,10 @@
 
 package volumes
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 var errNotLinux = errors.New("volume mounts are only supported on Linux")
 
@@ -16,3 +19,5 @@ func bindMount(string, string, bool, []string) ([]string, error) { return nil, e
 func mountPointsUnder(string) ([]string, error) { return nil, nil }
 
 func mountFSType(string) (string, error) { return "", nil }
+
+func runMount(context.Context, ...string) (string, error) { return "", errNotLinux }
