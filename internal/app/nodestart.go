@@ -123,7 +123,7 @@ func (n *node) startServers(ctx context.Context, cfg *Config, lc *lifecycle, reg
 	return lc.start("kubelet API", func() error {
 		var err error
 		stopAPI, err = startAPIServers(ctx, cfg, apiServerDeps{host: n.kubelet, health: n.kubelet, gatherer: reg, registerer: n.reg,
-			stats: n.stats, probeMetrics: n.probes.Metrics(), nodeName: n.name, nodeIPs: n.ips, conn: n.conn, logger: logger})
+			stats: n.stats, probeMetrics: n.probes.Metrics(), nodeName: n.name, nodeIPs: n.ips, conn: n.conn, tracing: n.tracing, logger: logger})
 		if err != nil {
 			stopAPI()
 		}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -33,6 +34,7 @@ type apiServerDeps struct {
 	nodeName     string
 	nodeIPs      []net.IP
 	conn         *apiConn
+	tracing      trace.TracerProvider // nil: no request spans
 	logger       *zap.Logger
 }
 
@@ -59,7 +61,7 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 		Configz: func() any {
 			return map[string]any{"kubeletconfig": cfg.Kubelet, options.NotHonoredKey: cfg.NotHonoured()}
 		},
-		LogDir: "/var/log", Logger: d.logger.Named("server"),
+		LogDir: "/var/log", Logger: d.logger.Named("server"), TracerProvider: d.tracing,
 		DisableDebugging:  !*cfg.Kubelet.EnableDebuggingHandlers,
 		DisableSystemLogs: !*cfg.Kubelet.EnableSystemLogHandler,
 		DisableProfiling:  !*cfg.Kubelet.EnableProfilingHandler,

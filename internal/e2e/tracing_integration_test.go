@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,7 +90,8 @@ func TestIntegrationTracing(t *testing.T) {
 		"kind: KubeletConfiguration\ntracing:\n  endpoint: 127.0.0.1:"+port+"\n  samplingRatePerMillion: 1000000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n.extra = append(n.extra, "--config-dir="+dropins)
+	roPort := freePort(t)
+	n.extra = append(n.extra, "--config-dir="+dropins, "--read-only-port="+strconv.Itoa(roPort))
 	n.start()
 	n.writeManifest("traced.yaml", manifest("traced", `  containers:
   - name: app
@@ -97,10 +101,27 @@ func TestIntegrationTracing(t *testing.T) {
 `))
 	p := n.waitPod("traced", podStartTimeout, "running and ready", runningAndReady)
 
+	// A request of the read-only API with a caller's trace context: a span
+	// named by upstream's route, in a new trace linked to the caller's.
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(roPort)+"/pods", nil)
+	req.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+
 	var problems []string
 	deadline := time.Now().Add(30 * time.Second) // the batch exporter sends every 5 s
 	for {
 		problems = traceProblems(recv.received(), p.Name, p.Namespace, string(p.UID), n.name)
+		if !slices.ContainsFunc(recv.received(), func(s receivedSpan) bool {
+			links := s.span.GetLinks()
+			return s.span.GetName() == "/pods" && len(links) == 1 && fmt.Sprintf("%x", links[0].GetTraceId()) == callerTrace
+		}) {
+			problems = append(problems, "no span /pods of the read-only API linked to the caller's trace")
+		}
 		if len(problems) == 0 {
 			return
 		}

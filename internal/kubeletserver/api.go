@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,9 @@ type HostInterface interface {
 // unserved (404).
 type APIOptions struct {
 	Addr string // host:port, e.g. 0.0.0.0:10250
+	// TracerProvider makes a span of each request of a route upstream serves
+	// through go-restful (the kubelet's tracing); nil: none.
+	TracerProvider trace.TracerProvider
 	// TLSConfig serves HTTPS (StartAPI); it must carry a certificate
 	// (Certificates, GetCertificate or GetConfigForClient).
 	TLSConfig *tls.Config
@@ -166,7 +170,7 @@ func NewAPIHandler(opts APIOptions) (http.Handler, error) {
 	a.installAuthRequired(mux)
 	// Dot segments are refused before the filter: it authorizes (and serves)
 	// the cleaned path, so behind it they would go unseen.
-	var h http.Handler = mux
+	h := traceRequests(opts.TracerProvider, mux, false, mux)
 	if opts.Filter != nil {
 		h = opts.Filter(h)
 	}
@@ -181,7 +185,7 @@ func NewReadOnlyHandler(opts APIOptions) (http.Handler, error) {
 	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts)}
 	mux := http.NewServeMux()
 	a.installReadOnly(mux)
-	return refuseDotSegments(mux), nil
+	return refuseDotSegments(traceRequests(opts.TracerProvider, mux, true, mux)), nil
 }
 
 // api holds the handlers.
