@@ -17,6 +17,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
@@ -79,6 +80,7 @@ type node struct {
 	// runtimeClasses resolves runtimeClassName to handlers; nil standalone.
 	runtimeClasses *runtimeclass.Manager
 	devices        *devicemanager.Manager
+	topology       *topologymanager.Manager
 	// podResources serves the PodResources API.
 	podResources *podresources.Server
 	// features are the node features it declares.
@@ -174,6 +176,9 @@ func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved 
 		return err
 	}
 	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
+		return err
+	}
+	if n.topology, err = newTopologyManager(cfg, n, logger); err != nil {
 		return err
 	}
 	if n.csi, n.plugins, err = newPluginWatcher(cfg, n, logger); err != nil {

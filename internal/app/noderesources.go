@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +26,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/images"
@@ -219,7 +223,7 @@ func newCPUManager(cfg *Config, clients *criClients, n *node, reserved nodeReser
 	}
 	milli := reserved.system.Cpu().MilliValue() + reserved.kube.Cpu().MilliValue()
 	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
-		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger,
+		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger, SysfsRoot: sysfsRoot(),
 		ActivePods: n.pods.ActivePods, SourcesReady: n.sources.SeenAllSources, ReconcilePeriod: k.CPUManagerReconcilePeriod.Duration,
 		Statuses: n.cache, Containers: clients.runtime})
 	if err != nil {
@@ -283,6 +287,7 @@ func cgroupConfig(rl v1.ResourceList, compressibleOnly bool) *cgroups.Resources 
 func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.Manager, *podresources.Server, error) {
 	active := n.pods.ActivePods
 	dm, err := devicemanager.New(devicemanager.Options{Dir: filepath.Join(cfg.RootDirectory, "device-plugins"), Resources: n.resources,
+		NUMANodes:  n.cpus.Topology().CPUDetails.NUMANodes().List(),
 		ActivePods: active, SourcesReady: n.sources.SeenAllSources, Registerer: n.reg, Logger: logger.Named("devicemanager")})
 	if err != nil {
 		return nil, nil, err
@@ -290,6 +295,62 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
 		Devices: dm, CPUs: n.cpus, Registerer: n.reg, Logger: logger.Named("podresources")})
 	return dm, pr, err
+}
+
+// newTopologyManager builds the topology manager (topologyManagerPolicy,
+// topologyManagerScope, topologyManagerPolicyOptions) over the device and
+// CPU managers, with the NUMA nodes of the CPU topology and their distances
+// from sysfs.
+func newTopologyManager(cfg *Config, n *node, logger *zap.Logger) (*topologymanager.Manager, error) {
+	k := &cfg.Kubelet
+	nodes := n.cpus.Topology().CPUDetails.NUMANodes().List()
+	tm, err := topologymanager.New(topologymanager.Options{Policy: k.TopologyManagerPolicy, Scope: k.TopologyManagerScope,
+		PolicyOptions: k.TopologyManagerPolicyOptions, NUMANodes: nodes, Distances: numaDistances(sysfsRoot(), nodes),
+		Providers: []topologymanager.HintProvider{n.devices, n.cpus}, ActivePods: n.pods.ActivePods,
+		Registerer: n.reg, Logger: logger.Named("topologymanager")})
+	if err != nil {
+		return nil, fmt.Errorf("failed to initialize topology manager: %w", err)
+	}
+	return tm, nil
+}
+
+// sysfsTestEnv names the environment variable that moves /sys for the CPU
+// and NUMA topology: test support only, so that tests can give a kubelet
+// the topology of a multi-NUMA machine (a fake tree) on this one.
+const sysfsTestEnv = "KUBELET_DOCKERSHIM_TEST_SYSFS"
+
+// sysfsRoot is /sys, or the test tree sysfsTestEnv names.
+func sysfsRoot() string {
+	if d := os.Getenv(sysfsTestEnv); d != "" {
+		return d
+	}
+	return "/sys"
+}
+
+// numaDistances reads each NUMA node's distance row
+// (devices/system/node/node<N>/distance, as cAdvisor); a node whose file is
+// missing or unreadable has none.
+func numaDistances(root string, nodes []int) map[int][]uint64 {
+	out := map[int][]uint64{}
+	for _, node := range nodes {
+		b, err := os.ReadFile(filepath.Join(root, "devices", "system", "node", "node"+strconv.Itoa(node), "distance"))
+		if err != nil {
+			continue
+		}
+		var row []uint64
+		for _, f := range strings.Fields(string(b)) {
+			d, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				row = nil
+				break
+			}
+			row = append(row, d)
+		}
+		if row != nil {
+			out[node] = row
+		}
+	}
+	return out
 }
 
 // newPluginWatcher builds the CSI driver registry and the plugin watcher of

@@ -179,7 +179,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 		Pods: n.pods, Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
 		Cache: n.cache, Prober: n.probes, Volumes: n.volumes, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
-		Features: n.features,
+		Topology: n.topology, Features: n.features,
 	}
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "GracefulDeletion", run: testGracefulDeletion},
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},
+		{desc: "TopologyManager", run: testTopologyManager},
 		{desc: "CSI", run: testCSI},
 		{desc: "CSIBlockAndExpansion", run: testCSIBlockAndExpansion},
 		{desc: "MirrorPod", run: testMirrorPod},

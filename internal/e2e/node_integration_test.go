@@ -51,6 +51,7 @@ type node struct {
 	endpoint   string   // the CRI endpoint the kubelet uses
 	runtime    []string // --container-runtime flags
 	extra      []string // more flags, appended after every other one
+	env        []string // more environment variables of the kubelet (KEY=value)
 	rt         runtimeView
 	local      *http.Transport // to the local socket; see get
 	kubelet    *proc
@@ -232,7 +233,7 @@ func (n *node) start() {
 	if n.kubelet != nil && !n.kubelet.exited() {
 		n.t.Fatal("kubelet already running")
 	}
-	p, err := startProc("kubelet", filepath.Join(n.dir, "kubelet.log"), n.s.bin, n.args()...)
+	p, err := startProcEnv("kubelet", filepath.Join(n.dir, "kubelet.log"), n.s.bin, n.env, n.args()...)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -245,6 +245,11 @@ type proc struct {
 
 // startProc starts bin with args, its stdout and stderr appended to logPath.
 func startProc(name, logPath, bin string, args ...string) (*proc, error) {
+	return startProcEnv(name, logPath, bin, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the test's environment.
+func startProcEnv(name, logPath, bin string, env []string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -252,6 +257,9 @@ func startProc(name, logPath, bin string, args ...string) (*proc, error) {
 	defer f.Close()
 	fmt.Fprintf(f, "=== e2e: %s started at %s: %s %s\n", name, time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// If the test binary dies, do not leave the daemon running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -110,7 +110,7 @@ echo '/srv/nfs 127.0.0.1(rw,sync,no_subtree_check,no_root_squash,insecure)' > /e
 	if !strings.HasPrefix(rw, "rw,") || !strings.HasPrefix(ro, "ro,") {
 		t.Errorf("NFS mounts of the pod (rw %q, ro %q):\n%s", rw, ro, mounts)
 	}
-	if log := exec("journalctl", "-u", "kubelet", "--no-pager"); !strings.Contains(log, `"Mounted NFS volume"`) {
+	if log := exec("journalctl", "-u", "kubelet", "--no-pager"); !strings.Contains(log, "Mounted NFS volume") {
 		t.Errorf("no mount in the kubelet's log:\n%s", log)
 	}
 

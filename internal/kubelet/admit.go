@@ -53,7 +53,7 @@ func newAdmitChain(d deps, predicates PodAdmitter, logger *zap.Logger) *admitCha
 	}
 	add("eviction", d.pressure)
 	add("sysctl", d.sysctls)
-	add("resourceAllocation", resourceAllocator{cpus: d.cpus, devices: d.devices})
+	add("resourceAllocation", resourceAllocator{cpus: d.cpus, devices: d.devices, topology: d.topology})
 	add("predicates", predicates)
 	add("nodeDeclaredFeatures", d.features)
 	add("nodeShutdown", d.shutdown)
@@ -117,16 +117,21 @@ type admitFunc func(pod *v1.Pod) (reason, message string, ok bool)
 
 func (f admitFunc) Admit(pod *v1.Pod) (string, string, bool) { return f(pod) }
 
-// resourceAllocator is upstream's resource allocation admit handler (the
-// topology manager's container scope with its hint providers): container by
-// container, init containers first, the device plugins' devices and then the
-// CPUs; a failure is upstream's UnexpectedAdmissionError.
+// resourceAllocator is upstream's resource allocation admit handler: the
+// topology manager when there is one; else (topology manager policy none)
+// container by container, init containers first, the device plugins'
+// devices and then the CPUs, a failure being upstream's
+// UnexpectedAdmissionError.
 type resourceAllocator struct {
-	cpus    CPUManager
-	devices DeviceAllocator // nil: none
+	cpus     CPUManager
+	devices  DeviceAllocator // nil: none
+	topology ResourceAligner // nil: allocation without alignment
 }
 
 func (a resourceAllocator) Admit(p *v1.Pod) (reason, message string, ok bool) {
+	if a.topology != nil {
+		return a.topology.Admit(p)
+	}
 	for _, list := range []struct {
 		containers []v1.Container
 		init       bool
@@ -161,8 +166,12 @@ func (a resourceAllocator) Holds(p *v1.Pod) bool {
 	return false
 }
 
-// Release gives back the pod's CPUs, then its devices.
+// Release gives back the pod's CPUs, then its devices, and drops its
+// topology hints.
 func (a resourceAllocator) Release(p *v1.Pod) error {
+	if a.topology != nil {
+		a.topology.RemovePod(string(p.UID))
+	}
 	err := a.cpus.RemovePod(string(p.UID))
 	if a.devices != nil {
 		err = errors.Join(err, a.devices.RemovePod(string(p.UID)))

@@ -99,6 +99,14 @@ type DeviceAllocator interface {
 	RemovePod(podUID string) error
 }
 
+// ResourceAligner allocates a pod's resources (devices, CPUs) at admission
+// aligned on NUMA nodes (topologymanager.Manager); a refusal carries its
+// reason (TopologyAffinityError, UnexpectedAdmissionError, ...).
+type ResourceAligner interface {
+	Admit(pod *v1.Pod) (reason, message string, ok bool)
+	RemovePod(podUID string)
+}
+
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 

@@ -45,6 +45,7 @@ type deps struct {
 	cgroups   PodCgroups
 	cpus      CPUManager
 	devices   DeviceAllocator      // nil: none
+	topology  ResourceAligner      // nil: allocation without alignment
 	pressure  PressureAdmitter     // nil: none
 	features  NodeFeatures         // nil: none
 	sysctls   PodAdmitter          // nil: none
@@ -108,7 +109,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, features: p.Features, sysctls: p.Sysctls, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, devices: p.Devices, topology: p.Topology, features: p.Features, sysctls: p.Sysctls, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,

@@ -94,6 +94,11 @@ type Parts struct {
 	// Devices gives containers the device plugins' devices at admission (a
 	// pod that cannot get them is rejected). Optional: nil gives none.
 	Devices DeviceAllocator
+	// Topology is the topology manager: at admission it has the devices
+	// and CPUs allocated, aligned on NUMA nodes as its policy wants
+	// (topologymanager.Manager). Optional: nil allocates them unaligned
+	// (policy none).
+	Topology ResourceAligner
 	// Resources gives the node's allocatable that pods are admitted against
 	// while no node object is known (resources.Node). Optional: nil admits
 	// requests unchecked then.

@@ -186,6 +186,16 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
 	}
+	switch c.TopologyManagerPolicy {
+	case "none", "best-effort", "restricted", "single-numa-node":
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: topologyManagerPolicy (--topology-manager-policy) %q must be one of: %q",
+			c.TopologyManagerPolicy, []string{"none", "best-effort", "restricted", "single-numa-node"}))
+	}
+	if c.TopologyManagerScope != "container" && c.TopologyManagerScope != "pod" {
+		errs = append(errs, fmt.Errorf("invalid configuration: topologyManagerScope (--topology-manager-scope) %q must be one of: \"container\", or \"pod\"",
+			c.TopologyManagerScope))
+	}
 	if c.MaxPods <= 0 {
 		add("maxPods", "must be positive, got %d", c.MaxPods)
 	}

@@ -56,6 +56,12 @@ func TestValidate(t *testing.T) {
 			"invalid configuration: unable to parse reservedSystemCPUs (--reserved-cpus) 0-x, error: "},
 		{"reserved cpus with a reserved cgroup", func(c *Config) { c.Kubelet.ReservedSystemCPUs, c.Kubelet.KubeReservedCgroup = "0", "/kube.slice" },
 			"invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"},
+		// The topology manager's settings, with upstream's messages.
+		{"topology policy", func(c *Config) { c.Kubelet.TopologyManagerPolicy, c.Kubelet.TopologyManagerScope = "single-numa-node", "pod" }, ""},
+		{"unknown topology policy", func(c *Config) { c.Kubelet.TopologyManagerPolicy = "strict" },
+			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
+		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },
+			`invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
 		// KubeletEnsureSecretPulledImages' settings, with upstream's messages.
 		{"verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "AlwaysVerify" }, ""},
 		{"unknown verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "Sometimes" },

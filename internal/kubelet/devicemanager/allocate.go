@@ -3,6 +3,7 @@ package devicemanager
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager/checkpoint"
 )
 
@@ -124,6 +126,11 @@ func (m *Manager) freeInactive(keep string) bool {
 // records them in the checkpoint. The pod's earlier init containers' devices
 // are reused first, as upstream does. Errors are upstream's.
 func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
+	return m.allocate(pod, c, isInit, 0)
+}
+
+// allocate is Allocate with a NUMA affinity (0: none).
+func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, isInit bool, affinity topologymanager.Mask) error {
 	uid := string(pod.UID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -154,7 +161,7 @@ func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
 		if needed == 0 {
 			continue
 		}
-		ids, err := m.pick(pod, c, isInit, res, needed)
+		ids, err := m.pick(pod, c, isInit, res, needed, affinity)
 		if err != nil {
 			return err
 		}
@@ -172,8 +179,13 @@ func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
 	return nil
 }
 
-// pick chooses needed devices of res for the container; caller holds mu.
-func (m *Manager) pick(pod *v1.Pod, c *v1.Container, isInit bool, res string, needed int) ([]string, error) {
+// pick chooses needed devices of res for the container (caller holds mu),
+// as upstream: the pod's reusable devices first; then, with a NUMA
+// affinity, the devices on those nodes (the plugin's preferred ones among
+// them when there are more than needed); then the plugin's preferred
+// allocation; then by ID (devices on other nodes before devices without
+// topology).
+func (m *Manager) pick(pod *v1.Pod, c *v1.Container, isInit bool, res string, needed int, affinity topologymanager.Mask) ([]string, error) {
 	p := m.plugins[res]
 	if p == nil {
 		return nil, fmt.Errorf("cannot allocate unregistered device %s", res)
@@ -188,34 +200,67 @@ func (m *Manager) pick(pod *v1.Pod, c *v1.Container, isInit bool, res string, ne
 	if available.Len() < needed {
 		return nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed, available.Len())
 	}
-	must := sets.List(reusable)
-	if len(must) >= needed {
-		return must[:needed], nil
+	out := sets.List(reusable)
+	if len(out) >= needed {
+		return out[:needed], nil
 	}
-	if p.opts.GetGetPreferredAllocationAvailable() {
-		ctx, cancel := context.WithTimeout(context.Background(), allocateTimeout)
-		defer cancel()
-		resp, err := p.client.GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
-			AvailableDeviceIDs: sets.List(available), MustIncludeDeviceIDs: must, AllocationSize: int32(needed)}}})
-		if err != nil {
-			return nil, fmt.Errorf("device plugin GetPreferredAllocation rpc failed with err: %w", err)
-		}
-		if rs := resp.GetContainerResponses(); len(rs) == 1 {
-			pref := sets.New(rs[0].DeviceIDs...)
-			if pref.Len() == needed && pref.IsSuperset(sets.New(must...)) && available.IsSuperset(pref) {
-				return sets.List(pref), nil
+	rest := available.Difference(reusable)
+	aligned, unaligned, none := byAffinity(p, rest, affinity)
+	if affinity == 0 || !p.hasTopology() {
+		aligned, unaligned, none = nil, nil, sets.List(rest)
+	}
+	take := func(ids []string) {
+		for _, id := range ids {
+			if len(out) == needed {
+				return
+			}
+			if !slices.Contains(out, id) {
+				out = append(out, id)
 			}
 		}
-		m.logger.Warn("Device plugin's preferred allocation is not usable; choosing by ID", zap.String("resourceName", res))
 	}
-	out := append([]string(nil), must...)
-	for _, id := range sets.List(available.Difference(sets.New(must...))) {
-		if len(out) == needed {
-			break
+	if len(aligned) > needed-len(out) {
+		pref, err := m.preferred(p, res, sets.New(aligned...).Union(reusable), out, needed)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, id)
+		take(sets.List(sets.New(pref...).Intersection(sets.New(aligned...))))
+		take(aligned)
+		return out, nil
 	}
+	take(aligned)
+	pref, err := m.preferred(p, res, available, out, needed)
+	if err != nil {
+		return nil, err
+	}
+	take(sets.List(sets.New(pref...).Intersection(rest)))
+	take(unaligned)
+	take(none)
 	return out, nil
+}
+
+// preferred asks the plugin's GetPreferredAllocation (when it offers it)
+// for size devices of available that include must; a usable answer only
+// (the right size, within available, holding must), else nothing.
+func (m *Manager) preferred(p *plugin, res string, available sets.Set[string], must []string, size int) ([]string, error) {
+	if !p.opts.GetGetPreferredAllocationAvailable() {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), allocateTimeout)
+	defer cancel()
+	resp, err := p.client.GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: sets.List(available), MustIncludeDeviceIDs: must, AllocationSize: int32(size)}}})
+	if err != nil {
+		return nil, fmt.Errorf("device plugin GetPreferredAllocation rpc failed with err: %w", err)
+	}
+	if rs := resp.GetContainerResponses(); len(rs) == 1 {
+		pref := sets.New(rs[0].DeviceIDs...)
+		if pref.Len() == size && pref.IsSuperset(sets.New(must...)) && available.IsSuperset(pref) {
+			return sets.List(pref), nil
+		}
+	}
+	m.logger.Warn("Device plugin's preferred allocation is not usable; choosing by ID", zap.String("resourceName", res))
+	return nil, nil
 }
 
 // reusable lists the devices of res that the pod's init containers before c

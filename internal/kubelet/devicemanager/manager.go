@@ -73,6 +73,9 @@ type Options struct {
 	// then no allocation is freed (pods restored from the checkpoint may not
 	// be admitted again yet). nil: always ready.
 	SourcesReady func() bool
+	// NUMANodes are the machine's NUMA nodes (the topology hints' range
+	// when devices name unknown nodes); nil: the devices' own.
+	NUMANodes []int
 	// Registerer receives upstream's kubelet_device_plugin_* families; nil:
 	// not registered.
 	Registerer prometheus.Registerer
@@ -90,6 +93,7 @@ type Manager struct {
 	logger     *zap.Logger
 	metrics    *metrics
 	now        func() time.Time
+	numaNodes  []int
 
 	mu        sync.Mutex
 	plugins   map[string]*plugin // by resource
@@ -150,7 +154,7 @@ func New(opts Options) (*Manager, error) {
 		ready = func() bool { return true }
 	}
 	return &Manager{dir: filepath.Clean(opts.Dir), resources: opts.Resources, activePods: opts.ActivePods, ready: ready, logger: logger, metrics: met,
-		now: time.Now, plugins: map[string]*plugin{}, known: map[string]bool{}, allocated: podAllocations{}}, nil
+		now: time.Now, plugins: map[string]*plugin{}, known: map[string]bool{}, allocated: podAllocations{}, numaNodes: opts.NUMANodes}, nil
 }
 
 // Start reads the checkpoint, removes stale sockets (so that plugins see the

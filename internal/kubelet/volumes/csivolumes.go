@@ -137,35 +137,26 @@ func (m *Manager) secretData(ctx context.Context, ref *v1.SecretReference) (map[
 // tearDownCSI unpublishes the pod's CSI volumes (and unstages those no
 // other pod publishes); the caller holds the pod.
 func (m *Manager) tearDownCSI(ctx context.Context, uid k8stypes.UID) error {
-	dir := filepath.Join(m.volumesDir(uid), csi.PodPluginDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if m.csi == nil {
-		return fmt.Errorf("pod %s has CSI volumes and this kubelet has no CSI support", uid)
-	}
-	var errs []error
-	for _, e := range entries {
-		vdir := filepath.Join(dir, e.Name())
+	return m.eachCSIVolume(uid, filepath.Join(m.volumesDir(uid), csi.PodPluginDir), "CSI volume", func(vdir string) error {
 		if _, err := os.Stat(filepath.Join(vdir, "vol_data.json")); err != nil {
-			continue // nothing published (removeTree takes the rest)
+			return nil // nothing published (removeTree takes the rest)
 		}
 		still := func(driver, handle string) bool { return m.csiPublishedElsewhere(uid, driver, handle) }
-		if err := m.csi.TearDown(ctx, vdir, still); err != nil {
-			errs = append(errs, fmt.Errorf("CSI volume %s: %w", e.Name(), err))
-		}
-	}
-	return errors.Join(errs...)
+		return m.csi.TearDown(ctx, vdir, still)
+	})
 }
 
 // tearDownCSIBlock unmaps the pod's CSI block volumes (the links under
 // <pod>/volumeDevices/kubernetes.io~csi); the caller holds the pod.
 func (m *Manager) tearDownCSIBlock(ctx context.Context, uid k8stypes.UID) error {
-	dir := filepath.Join(m.podDir(uid), "volumeDevices", csi.PodDeviceDir)
+	return m.eachCSIVolume(uid, filepath.Join(m.podDir(uid), "volumeDevices", csi.PodDeviceDir), "CSI block volume", func(link string) error {
+		return m.csi.TearDownBlock(ctx, string(uid), link)
+	})
+}
+
+// eachCSIVolume runs tearDown on each entry of the pod's CSI directory dir
+// (none: nothing to do), each failure named by kind and entry.
+func (m *Manager) eachCSIVolume(uid k8stypes.UID, dir, kind string, tearDown func(path string) error) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -174,12 +165,12 @@ func (m *Manager) tearDownCSIBlock(ctx context.Context, uid k8stypes.UID) error 
 		return err
 	}
 	if m.csi == nil {
-		return fmt.Errorf("pod %s has CSI block volumes and this kubelet has no CSI support", uid)
+		return fmt.Errorf("pod %s has %ss and this kubelet has no CSI support", uid, kind)
 	}
 	var errs []error
 	for _, e := range entries {
-		if err := m.csi.TearDownBlock(ctx, string(uid), filepath.Join(dir, e.Name())); err != nil {
-			errs = append(errs, fmt.Errorf("CSI block volume %s: %w", e.Name(), err))
+		if err := tearDown(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", kind, e.Name(), err))
 		}
 	}
 	return errors.Join(errs...)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/cpuset"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
@@ -221,15 +222,20 @@ func (m *Manager) start(activePods func() []*v1.Pod, sourcesReady func() bool) e
 // e.g. "Pod was rejected: Allocate failed due to not enough cpus available
 // to satisfy request: requested=4, available=1, which is unexpected".
 func (m *Manager) Allocate(pod *v1.Pod, container *v1.Container) error {
+	return m.allocate(pod, container, 0)
+}
+
+// allocate is Allocate with a NUMA affinity (0: none).
+func (m *Manager) allocate(pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st == nil {
-		return errors.New("cpumanager: Allocate before Start")
+		return errNotStarted
 	}
 	changed := m.removeStaleLocked()
 	before := m.st.defaultSet
 	_, had := m.st.assignments.get(string(pod.UID), container.Name)
-	err := m.policy.allocate(m.st, pod, container)
+	err := m.policy.allocate(m.st, pod, container, affinity)
 	_, has := m.st.assignments.get(string(pod.UID), container.Name)
 	if changed || had != has || !before.Equals(m.st.defaultSet) {
 		m.persistLocked()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 )
@@ -30,7 +31,9 @@ type policy interface {
 	name() string
 	// start validates (and for static initialises) a loaded or fresh state.
 	start(st *state) error
-	allocate(st *state, pod *v1.Pod, container *v1.Container) error
+	// allocate gives the container its CPUs, on the NUMA nodes of affinity
+	// first (0: anywhere).
+	allocate(st *state, pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) error
 	removeContainer(st *state, podUID, containerName string)
 	// affinity is the cpuset a container's cpuset_cpus gets (empty: none).
 	affinity(st *state, podUID, containerName string) cpuset.CPUSet

@@ -3,6 +3,7 @@ package cpumanager
 import (
 	"fmt"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 )
@@ -18,8 +19,10 @@ func newNonePolicy(opts map[string]string) (*nonePolicy, error) {
 	return &nonePolicy{}, nil
 }
 
-func (nonePolicy) name() string                                  { return PolicyNone }
-func (nonePolicy) start(*state) error                            { return nil }
-func (nonePolicy) allocate(*state, *v1.Pod, *v1.Container) error { return nil }
+func (nonePolicy) name() string       { return PolicyNone }
+func (nonePolicy) start(*state) error { return nil }
+func (nonePolicy) allocate(*state, *v1.Pod, *v1.Container, topologymanager.Mask) error {
+	return nil
+}
 func (nonePolicy) removeContainer(*state, string, string)        {}
 func (nonePolicy) affinity(*state, string, string) cpuset.CPUSet { return cpuset.New() }

@@ -9,6 +9,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/cpuset"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -96,7 +97,7 @@ func (p *staticPolicy) available(st *state) cpuset.CPUSet {
 	return st.defaultSet.Difference(p.reserved)
 }
 
-func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container) error {
+func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) error {
 	numCPUs := guaranteedCPUs(pod, container)
 	if numCPUs == 0 {
 		return nil
@@ -116,7 +117,7 @@ func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container)
 		return nil
 	}
 	pool := p.available(st).Union(p.cpusToReuse[uid])
-	set, err := takeByTopology(p.topo, pool, numCPUs)
+	set, err := p.takeAligned(pool, numCPUs, affinity)
 	if err != nil {
 		log.Error("Unable to allocate CPUs", zap.Int("numCPUs", numCPUs), zap.Error(err))
 		return err

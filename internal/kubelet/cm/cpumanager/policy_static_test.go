@@ -190,7 +190,7 @@ func TestStaticAllocate(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, a := range test.allocs {
-				err = p.allocate(st, a.pod, podContainer(a.pod, a.container))
+				err = p.allocate(st, a.pod, podContainer(a.pod, a.container), 0)
 				if err != nil && i < len(test.allocs)-1 {
 					t.Fatalf("allocation %d: %v", i, err)
 				}
@@ -239,7 +239,7 @@ func TestStaticRemoveContainer(t *testing.T) {
 	}
 	pod := makePod("init", []v1.Container{ctr("init", "2")}, ctr("app", "2"))
 	for _, name := range []string{"init", "app"} {
-		if err := p.allocate(st, pod, podContainer(pod, name)); err != nil {
+		if err := p.allocate(st, pod, podContainer(pod, name), 0); err != nil {
 			t.Fatal(err)
 		}
 	}

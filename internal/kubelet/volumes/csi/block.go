@@ -62,31 +62,16 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 		return "", err
 	}
 	defer unlock()
-	endpoint, ok := r.Endpoint(vol.Driver)
-	if !ok {
-		return "", fmt.Errorf("kubernetes.io/csi: blockMapper.SetUpDevice failed to get CSI client: driver name %s not found in the list of registered CSI drivers", vol.Driver)
-	}
-	drv, err := r.csiDriver(ctx, vol.Driver)
+	nc, err := r.connect(ctx, vol.Driver, "blockMapper.SetUpDevice failed to get CSI client")
 	if err != nil {
 		return "", err
 	}
-	if err := checkLifecycle(drv, vol); err != nil {
-		return "", err
-	}
-	publishCtx, err := r.publishContext(ctx, drv, vol)
+	defer nc.close()
+	drv, publishCtx, err := r.admit(ctx, vol)
 	if err != nil {
 		return "", err
 	}
-	conn, err := dial(endpoint)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
-	caps, err := nodeCapabilities(ctx, node)
-	if err != nil {
-		return "", fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities: %w", err)
-	}
+	node, caps := nc.node, nc.caps
 	capability := blockCapability(vol)
 	if err := writeVolData(r.blockDataDir(vol.SpecName), volData{SpecVolID: vol.SpecName, VolumeHandle: vol.VolumeHandle, DriverName: vol.Driver,
 		NodeName: r.nodeName, AttachmentID: attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName),
@@ -148,16 +133,12 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 		return err
 	}
 	defer unlock()
-	endpoint, ok := r.Endpoint(data.DriverName)
-	if !ok {
-		return fmt.Errorf("kubernetes.io/csi: blockMapper.UnmapPodDevice failed: driver name %s not found in the list of registered CSI drivers", data.DriverName)
-	}
-	conn, err := dial(endpoint)
+	nc, err := r.connect(ctx, data.DriverName, "blockMapper.UnmapPodDevice failed")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
+	defer nc.close()
+	node := nc.node
 	publish := r.BlockPublishPath(specName, podUID)
 	if _, err := os.Lstat(publish); err == nil {
 		if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
@@ -181,11 +162,7 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 	_ = os.Remove(publishDir)
 	staging := r.BlockStagingPath(specName)
 	if _, err := os.Stat(staging); err == nil {
-		caps, err := nodeCapabilities(ctx, node)
-		if err != nil {
-			return err
-		}
-		if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		if nc.caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
 			if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
 				return fmt.Errorf("kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: %w", err)
 			}

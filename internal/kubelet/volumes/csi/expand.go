@@ -57,28 +57,19 @@ func (r *Registry) NodeExpand(ctx context.Context, e Expansion) error {
 		return err
 	}
 	defer unlock()
-	endpoint, ok := r.Endpoint(vol.Driver)
-	if !ok {
-		return fmt.Errorf("kubernetes.io/csi: Expander.NodeExpand failed: driver name %s not found in the list of registered CSI drivers", vol.Driver)
-	}
-	conn, err := dial(endpoint)
+	nc, err := r.connect(ctx, vol.Driver, "Expander.NodeExpand failed")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
-	caps, err := nodeCapabilities(ctx, node)
-	if err != nil {
-		return fmt.Errorf("Expander.NodeExpand failed to check if node supports expansion : %w", err)
-	}
-	if !caps[csipb.NodeServiceCapability_RPC_EXPAND_VOLUME] {
+	defer nc.close()
+	if !nc.caps[csipb.NodeServiceCapability_RPC_EXPAND_VOLUME] {
 		return fmt.Errorf("%w %s", ErrExpandUnsupported, vol.Driver)
 	}
 	capability := volumeCapability(vol)
 	if e.Block {
 		capability = blockCapability(vol)
 	}
-	_, err = node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: vol.VolumeHandle, VolumePath: e.VolumePath,
+	_, err = nc.node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: vol.VolumeHandle, VolumePath: e.VolumePath,
 		StagingTargetPath: e.StagingPath, CapacityRange: &csipb.CapacityRange{RequiredBytes: e.NewSize},
 		VolumeCapability: capability, Secrets: e.Secrets})
 	if err == nil {

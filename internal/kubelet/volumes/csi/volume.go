@@ -95,31 +95,16 @@ func (r *Registry) SetUp(ctx context.Context, pod *v1.Pod, vol Volume, dir strin
 	if r.isDone(target) { // another pod's operation on the volume did it
 		return target, nil
 	}
-	endpoint, ok := r.Endpoint(vol.Driver)
-	if !ok {
-		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", vol.Driver)
-	}
-	drv, err := r.csiDriver(ctx, vol.Driver)
+	nc, err := r.connect(ctx, vol.Driver, "mounter.SetUpAt failed to get CSI client")
 	if err != nil {
 		return "", err
 	}
-	if err := checkLifecycle(drv, vol); err != nil {
-		return "", err
-	}
-	publishCtx, err := r.publishContext(ctx, drv, vol)
+	defer nc.close()
+	drv, publishCtx, err := r.admit(ctx, vol)
 	if err != nil {
 		return "", err
 	}
-	conn, err := dial(endpoint)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
-	caps, err := nodeCapabilities(ctx, node)
-	if err != nil {
-		return "", fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities: %w", err)
-	}
+	node, caps := nc.node, nc.caps
 	capability := volumeCapability(vol)
 	staging := ""
 	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] && !vol.Ephemeral {
@@ -184,16 +169,12 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 		return err
 	}
 	defer unlock()
-	endpoint, ok := r.Endpoint(data.DriverName)
-	if !ok {
-		return fmt.Errorf("kubernetes.io/csi: unmounter failed: driver name %s not found in the list of registered CSI drivers", data.DriverName)
-	}
-	conn, err := dial(endpoint)
+	nc, err := r.connect(ctx, data.DriverName, "unmounter failed")
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
+	defer nc.close()
+	node := nc.node
 	target := filepath.Join(dir, mountDirName)
 	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
 		return fmt.Errorf("kubernetes.io/csi: Unmounter.TearDownAt failed: %w", err)
@@ -213,11 +194,7 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 	if _, err := os.Stat(staging); err != nil {
 		return nil // never staged
 	}
-	caps, err := nodeCapabilities(ctx, node)
-	if err != nil {
-		return err
-	}
-	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+	if nc.caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
 		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
 			return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed: %w", err)
 		}
@@ -227,6 +204,56 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
 	}
 	return os.RemoveAll(sd)
+}
+
+// nodeConn is one operation's connection to a driver's node service, with
+// the capabilities it reported.
+type nodeConn struct {
+	node  csipb.NodeClient
+	caps  map[csipb.NodeServiceCapability_RPC_Type]bool
+	close func()
+}
+
+// connect dials the registered driver's node service and asks its
+// capabilities; op prefixes the error of a driver not registered
+// (upstream's message of that operation).
+func (r *Registry) connect(ctx context.Context, driver, op string) (*nodeConn, error) {
+	endpoint, ok := r.Endpoint(driver)
+	if !ok {
+		if op != "" {
+			op += ": "
+		}
+		return nil, fmt.Errorf("kubernetes.io/csi: %sdriver name %s not found in the list of registered CSI drivers", op, driver)
+	}
+	conn, err := dial(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	node := csipb.NewNodeClient(conn)
+	caps, err := nodeCapabilities(ctx, node)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("kubernetes.io/csi: NodeGetCapabilities: %w", err)
+	}
+	return &nodeConn{node: node, caps: caps, close: func() { _ = conn.Close() }}, nil
+}
+
+// admit applies the driver's CSIDriver object to the volume (its lifecycle
+// modes) and returns it with the publish context (the VolumeAttachment's,
+// for a driver that attaches).
+func (r *Registry) admit(ctx context.Context, vol Volume) (*storagev1.CSIDriver, map[string]string, error) {
+	drv, err := r.csiDriver(ctx, vol.Driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkLifecycle(drv, vol); err != nil {
+		return nil, nil, err
+	}
+	publishCtx, err := r.publishContext(ctx, drv, vol)
+	if err != nil {
+		return nil, nil, err
+	}
+	return drv, publishCtx, nil
 }
 
 // volumeOp starts an operation on one volume: it waits for the volume's
@@ -525,20 +552,12 @@ func (r *Registry) forgetStaleUsageLocked() {
 }
 
 func (r *Registry) volumeStats(ctx context.Context, driver, handle, path string) (Usage, error) {
-	endpoint, ok := r.Endpoint(driver)
-	if !ok {
-		return Usage{}, fmt.Errorf("kubernetes.io/csi: driver name %s not found in the list of registered CSI drivers", driver)
-	}
-	conn, err := dial(endpoint)
+	nc, err := r.connect(ctx, driver, "")
 	if err != nil {
 		return Usage{}, err
 	}
-	defer conn.Close()
-	node := csipb.NewNodeClient(conn)
-	caps, err := nodeCapabilities(ctx, node)
-	if err != nil {
-		return Usage{}, err
-	}
+	defer nc.close()
+	node, caps := nc.node, nc.caps
 	if !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
 		return Usage{}, ErrStatsUnsupported
 	}

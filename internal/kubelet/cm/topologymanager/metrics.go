@@ -1,0 +1,61 @@
+package topologymanager
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are upstream's topology manager series (pkg/kubelet/metrics).
+type metrics struct {
+	requests, errors prometheus.Counter
+	duration         prometheus.Histogram
+	alignedOK        *prometheus.CounterVec
+	alignedFailed    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubelet", Name: "topology_manager_admission_requests_total",
+			Help: "[ALPHA] The number of admission requests where resources have to be aligned."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "kubelet", Name: "topology_manager_admission_errors_total",
+			Help: "[ALPHA] The number of admission request failures where resources could not be aligned."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubelet", Name: "topology_manager_admission_duration_ms",
+			Help: "[ALPHA] Duration in milliseconds to serve a pod admission request.", Buckets: prometheus.ExponentialBuckets(.05, 2, 15)}),
+		alignedOK: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_count",
+			Help: "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type."}, []string{"boundary", "scope"}),
+		alignedFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_failure_count",
+			Help: "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type."}, []string{"boundary", "scope"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.errors, m.duration, m.alignedOK, m.alignedFailed} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("topologymanager: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// initAligned shows the NUMA alignment series at 0 (upstream's
+// initializeMetrics), for both scopes.
+func (m *metrics) initAligned(string) {
+	for _, scope := range []string{ScopeContainer, ScopePod} {
+		m.alignedOK.WithLabelValues("numa_node", scope).Add(0)
+		m.alignedFailed.WithLabelValues("numa_node", scope).Add(0)
+	}
+}
+
+// aligned counts a NUMA alignment (single-numa-node only: the one policy
+// that guarantees it).
+func (m *metrics) aligned(scope, policy string, ok bool) {
+	if policy != PolicySingleNUMANode {
+		return
+	}
+	if ok {
+		m.alignedOK.WithLabelValues("numa_node", scope).Inc()
+	} else {
+		m.alignedFailed.WithLabelValues("numa_node", scope).Inc()
+	}
+}
