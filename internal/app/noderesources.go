@@ -303,13 +303,13 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 // from sysfs.
 func newTopologyManager(cfg *Config, n *node, logger *zap.Logger) (*topologymanager.Manager, error) {
 	k := &cfg.Kubelet
-	nodes := n.cpus.Topology().CPUDetails.NUMANodes().List()
+	nodes := numaNodes(sysfsRoot(), n.cpus)
 	tm, err := topologymanager.New(topologymanager.Options{Policy: k.TopologyManagerPolicy, Scope: k.TopologyManagerScope,
 		PolicyOptions: k.TopologyManagerPolicyOptions, NUMANodes: nodes, Distances: numaDistances(sysfsRoot(), nodes),
 		Providers: []topologymanager.HintProvider{n.devices, n.cpus}, ActivePods: n.pods.ActivePods,
 		Registerer: n.reg, Logger: logger.Named("topologymanager")})
 	if err != nil {
-		return nil, fmt.Errorf("failed to initialize topology manager: %w", err)
+		return nil, err // upstream's message, unwrapped
 	}
 	return tm, nil
 }
@@ -325,6 +325,26 @@ func sysfsRoot() string {
 		return d
 	}
 	return "/sys"
+}
+
+// numaNodes lists the machine's NUMA nodes as cAdvisor does: every
+// devices/system/node/node<N> (memory-only nodes too); without that
+// directory, those of the CPU topology (its socket IDs).
+func numaNodes(root string, cpus *cpumanager.Manager) []int {
+	entries, err := os.ReadDir(filepath.Join(root, "devices", "system", "node"))
+	var out []int
+	for _, e := range entries {
+		if id, ok := strings.CutPrefix(e.Name(), "node"); ok && e.IsDir() {
+			if n, err := strconv.Atoi(id); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	if err != nil || len(out) == 0 {
+		return cpus.Topology().CPUDetails.NUMANodes().List()
+	}
+	slices.Sort(out)
+	return out
 }
 
 // numaDistances reads each NUMA node's distance row

@@ -170,7 +170,7 @@ func NewAPIHandler(opts APIOptions) (http.Handler, error) {
 	a.installAuthRequired(mux)
 	// Dot segments are refused before the filter: it authorizes (and serves)
 	// the cleaned path, so behind it they would go unseen.
-	h := traceRequests(opts.TracerProvider, mux, false, mux)
+	h := traceRequests(opts.TracerProvider, mux, mux)
 	if opts.Filter != nil {
 		h = opts.Filter(h)
 	}
@@ -185,7 +185,7 @@ func NewReadOnlyHandler(opts APIOptions) (http.Handler, error) {
 	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts)}
 	mux := http.NewServeMux()
 	a.installReadOnly(mux)
-	return refuseDotSegments(traceRequests(opts.TracerProvider, mux, true, mux)), nil
+	return refuseDotSegments(traceRequests(opts.TracerProvider, mux, mux)), nil
 }
 
 // api holds the handlers.

@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -52,35 +51,30 @@ var restfulRoutes = map[string]string{
 }
 
 // traceRequests gives each request of a go-restful route of upstream a
-// server span named by that route, as upstream's OTel filter does: the
-// trace context of the request's traceparent header is its parent (public:
-// a new root linked to it, the read-only server's choice), with the request's
-// method, route, path, scheme, host and user agent, and the response status
-// (5xx: an error). mux finds the route without serving.
-func traceRequests(tp trace.TracerProvider, mux *http.ServeMux, public bool, next http.Handler) http.Handler {
+// server span named by that route, as upstream's OTel filter does: a root
+// span (upstream's kubelet sets no text map propagator, so a caller's
+// traceparent is not followed), with the request's method, route, path,
+// scheme, server and user agent, and the response status (5xx: an error).
+// mux finds the route without serving.
+func traceRequests(tp trace.TracerProvider, mux *http.ServeMux, next http.Handler) http.Handler {
 	if tp == nil {
 		return next
 	}
 	tracer := tp.Tracer(TracerName)
-	prop := propagation.TraceContext{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, pattern := mux.Handler(r)
 		route, ok := restfulRoutes[pattern]
+		if pattern == "/stats/" && r.URL.Path != "/stats/summary" {
+			ok = false // upstream's stats service serves only /stats/summary
+		}
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		ctx, span := tracer.Start(r.Context(), route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 			attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
 			attribute.String("url.path", r.URL.Path), attribute.String("url.scheme", scheme(r)),
-			attribute.String("server.address", r.Host), attribute.String("user_agent.original", r.UserAgent()))}
-		if public {
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-				opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: sc}))
-			}
-		}
-		ctx, span := tracer.Start(ctx, route, opts...)
+			attribute.String("server.address", "kubelet"), attribute.String("user_agent.original", r.UserAgent())))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r.WithContext(ctx))

@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// The API's requests get upstream's go-restful span names, under the
-// caller's trace; plain handlers (/healthz, /metrics) get none, and the
-// read-only server starts a new trace linked to the caller's.
+// The API's requests get upstream's go-restful span names, each a root (a
+// caller's traceparent is not followed: upstream's kubelet has no
+// propagator); plain handlers (/healthz, /metrics) get none.
 func TestRequestSpans(t *testing.T) {
 	t.Parallel()
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -60,12 +60,8 @@ func TestRequestSpans(t *testing.T) {
 		if attrs["http.route"].AsString() != "/pods" || attrs["http.request.method"].AsString() != "GET" || attrs["http.response.status_code"].AsInt64() != 200 {
 			t.Errorf("attributes %v", s.Attributes())
 		}
-		callerTrace := "4bf92f3577b34da6a3ce929d0e0e4736"
-		switch {
-		case !readOnly && (s.SpanContext().TraceID().String() != callerTrace || s.Parent().SpanID().String() != "00f067aa0ba902b7"):
-			t.Errorf("span %s not under the caller's span (trace %s, parent %s)", s.Name(), s.SpanContext().TraceID(), s.Parent().SpanID())
-		case readOnly && (s.SpanContext().TraceID().String() == callerTrace || len(s.Links()) != 1 || s.Links()[0].SpanContext.TraceID().String() != callerTrace):
-			t.Errorf("read-only span %s: trace %s, links %v; want a new trace linked to the caller's", s.Name(), s.SpanContext().TraceID(), s.Links())
+		if s.Parent().IsValid() || s.SpanContext().TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" || len(s.Links()) != 0 {
+			t.Errorf("span %s follows the caller's traceparent (parent %v, links %v)", s.Name(), s.Parent(), s.Links())
 		}
 	}
 }

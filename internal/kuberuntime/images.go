@@ -97,7 +97,11 @@ func (m *Manager) ensureImageExists(ctx context.Context, pod *v1.Pod, container 
 			return present, msg, nil
 		}
 	}
-	pullRequired = ptr.To(true)
+	if policy == v1.PullNever && present == "" {
+		pullRequired = nil // upstream's precheck ends before deciding
+	} else {
+		pullRequired = ptr.To(true)
+	}
 	if policy == v1.PullNever {
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		m.imageEvent(pod, v1.EventTypeWarning, imageEventNeverPull, msg)

@@ -57,7 +57,9 @@ func TestValidate(t *testing.T) {
 		{"reserved cpus with a reserved cgroup", func(c *Config) { c.Kubelet.ReservedSystemCPUs, c.Kubelet.KubeReservedCgroup = "0", "/kube.slice" },
 			"invalid configuration: can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)"},
 		// The topology manager's settings, with upstream's messages.
-		{"topology policy", func(c *Config) { c.Kubelet.TopologyManagerPolicy, c.Kubelet.TopologyManagerScope = "single-numa-node", "pod" }, ""},
+		{"topology policy", func(c *Config) {
+			c.Kubelet.TopologyManagerPolicy, c.Kubelet.TopologyManagerScope = "single-numa-node", "pod"
+		}, ""},
 		{"unknown topology policy", func(c *Config) { c.Kubelet.TopologyManagerPolicy = "strict" },
 			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
 		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -25,7 +26,7 @@ var _ topologymanager.HintProvider = (*Manager)(nil)
 func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.Hint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.freeInactive(string(pod.UID))
+	m.freeInactiveAndSave(string(pod.UID))
 	uid, isInit := string(pod.UID), isInitContainer(pod, c)
 	hints := map[string][]topologymanager.Hint{}
 	for _, res := range m.deviceResources(c.Resources.Limits) {
@@ -61,7 +62,7 @@ func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topol
 func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.freeInactive(string(pod.UID))
+	m.freeInactiveAndSave(string(pod.UID))
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true})
 	hints := map[string][]topologymanager.Hint{}
 	for _, res := range m.deviceResources(limits) {
@@ -100,6 +101,16 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 // devices on those nodes are taken first.
 func (m *Manager) AllocateAligned(pod *v1.Pod, c *v1.Container, affinity topologymanager.Mask) error {
 	return m.allocate(pod, c, isInitContainer(pod, c), affinity)
+}
+
+// freeInactiveAndSave is freeInactive, the checkpoint written when it freed
+// anything (caller holds mu).
+func (m *Manager) freeInactiveAndSave(keep string) {
+	if m.freeInactive(keep) {
+		if err := m.writeCheckpoint(); err != nil {
+			m.logger.Error("Write the device checkpoint", zap.Error(err))
+		}
+	}
 }
 
 // deviceResources lists the device plugin resources of limits, sorted.

@@ -88,8 +88,11 @@ func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.freeSpace(ctx, math.MaxInt64, freeTime, candidates)
-	return err
+	if _, err = m.freeSpace(ctx, math.MaxInt64, freeTime, candidates); err != nil {
+		return err
+	}
+	m.runPostGCHooks(ctx, freeTime)
+	return nil
 }
 
 // imageFsUsage returns the image filesystem's capacity and available bytes,
@@ -139,7 +142,6 @@ func (m *Manager) freeOldImages(ctx context.Context, candidates []candidate, fre
 		return left, fmt.Errorf("wanted to free images older than %v, encountered errors in image deletion: %w",
 			m.policy.MaxAge, utilerrors.NewAggregate(errs))
 	}
-	m.runPostGCHooks(ctx, freeTime)
 	return left, nil
 }
 

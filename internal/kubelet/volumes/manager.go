@@ -137,6 +137,9 @@ type Manager struct {
 	claimMu   sync.Mutex
 	claimVols map[k8stypes.UID]map[string]ClaimVolume // mounted claim volumes by pod and volume name
 	resolved  map[k8stypes.UID]map[string]*boundClaim // claims resolved to their PV, by pod and volume name
+	// expandSkip is the size of each PV whose node expansion was given up
+	// on (read-only, or in use), until another size is asked.
+	expandSkip map[string]string
 }
 
 // NodeAllocatable gives the node's current allocatable (resources.Node).

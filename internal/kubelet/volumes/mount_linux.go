@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
@@ -66,9 +68,36 @@ func bindMount(src, dir string, readOnly bool, options []string) ([]string, erro
 	return ignored, nil
 }
 
-// unmount unmounts dir; a busy mount is detached lazily so teardown completes.
+// nfsUnmountTimeout is how long an NFS unmount may take before it is
+// forced (upstream's nfs plugin: a minute, then umount -f).
+const nfsUnmountTimeout = time.Minute
+
+// unmount unmounts dir; a busy mount is detached lazily so teardown
+// completes. An NFS mount whose server is gone can hang its unmount: after
+// nfsUnmountTimeout it is forced (MNT_FORCE), then detached.
 func unmount(dir string) error {
-	err := unix.Unmount(dir, 0)
+	if fsType, err := mountFSType(dir); err == nil && strings.HasPrefix(fsType, "nfs") {
+		done := make(chan error, 1)
+		go func() {
+			defer logging.HandleCrash(nil, "nfs unmount")
+			done <- unix.Unmount(dir, 0)
+		}()
+		select {
+		case err := <-done:
+			return unmountResult(dir, err)
+		case <-time.After(nfsUnmountTimeout):
+		}
+		err := unix.Unmount(dir, unix.MNT_FORCE)
+		if err != nil {
+			err = unix.Unmount(dir, unix.MNT_DETACH)
+		}
+		return unmountResult(dir, err)
+	}
+	return unmountResult(dir, unix.Unmount(dir, 0))
+}
+
+// unmountResult detaches a busy mount lazily and ignores "not mounted".
+func unmountResult(dir string, err error) error {
 	if errors.Is(err, unix.EBUSY) {
 		err = unix.Unmount(dir, unix.MNT_DETACH)
 	}

@@ -69,7 +69,11 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	if resizeStatus != v1.PersistentVolumeClaimNodeResizePending && resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
 		return // the controller has not finished (or the node gave up)
 	}
+	if m.expansionSkipped(pv.Name, newSize.String()) {
+		return // given up on at this size: read-only, or in use
+	}
 	if e.Volume.ReadOnly {
+		m.skipExpansion(pv.Name, newSize.String())
 		m.resizeEvent(pod, pvc, v1.EventTypeWarning, "FileSystemResizeFailed",
 			fmt.Sprintf("MountVolume.NodeExpandVolume failed for volume %q requested read-only file system", pv.Name))
 		return
@@ -80,7 +84,7 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	if resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
 		next := pvc.DeepCopy()
 		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInProgress)
-		if pvc, err = m.patchClaimStatus(ctx, pvc, next); err != nil {
+		if pvc, err = m.patchClaimStatus(ctx, pvc, next, true); err != nil {
 			logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion in progress", zap.Error(err))
 			return
 		}
@@ -92,18 +96,24 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 			return
 		}
 	}
-	err = m.csi.NodeExpand(ctx, e)
-	switch {
-	case errors.Is(err, csi.ErrExpandInfeasible):
+	if err = m.csi.NodeExpand(ctx, e); err != nil {
+		// As upstream's node expander: the claim gets a NodeResizeError
+		// condition (and NodeResizeInfeasible for a size the driver can
+		// never reach); a volume in use is not tried again at this size
+		// and makes no event; other failures are tried at the next sync.
 		next := pvc.DeepCopy()
-		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInfeasible)
+		if errors.Is(err, csi.ErrExpandInfeasible) {
+			setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInfeasible)
+		}
 		setResizeError(next, err)
-		if _, perr := m.patchClaimStatus(ctx, pvc, next); perr != nil {
+		if _, perr := m.patchClaimStatus(ctx, pvc, next, false); perr != nil {
 			logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion as failed", zap.Error(perr))
 		}
-		fallthrough
-	case err != nil:
 		logger.Error("NodeExpandVolume failed", zap.Error(err))
+		if errors.Is(err, csi.ErrExpandInUse) {
+			m.skipExpansion(pv.Name, newSize.String())
+			return
+		}
 		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
 		return
 	}
@@ -126,9 +136,26 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 		}
 	}
 	next.Status.Conditions = kept
-	if _, err := m.patchClaimStatus(ctx, pvc, next); err != nil {
+	if _, err := m.patchClaimStatus(ctx, pvc, next, true); err != nil {
 		logger.Error("MountVolume.NodeExpandVolume update pvc status failed", zap.Error(err))
 	}
+}
+
+// expansionSkipped says whether the expansion of pv to size was given up
+// on; skipExpansion records that (until another size is asked).
+func (m *Manager) expansionSkipped(pv, size string) bool {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	return m.expandSkip[pv] == size
+}
+
+func (m *Manager) skipExpansion(pv, size string) {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if m.expandSkip == nil {
+		m.expandSkip = map[string]string{}
+	}
+	m.expandSkip[pv] = size
 }
 
 func expandFailedMessage(pv string, err error) string {
@@ -142,12 +169,12 @@ func setResizeStatus(pvc *v1.PersistentVolumeClaim, s v1.ClaimResourceStatus) {
 	pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage] = s
 }
 
-// setResizeError puts upstream's NodeResizeError condition on the claim,
-// the other resize conditions dropped.
+// setResizeError puts upstream's NodeResizeError condition on the claim
+// (replacing an older one; the other conditions are kept).
 func setResizeError(pvc *v1.PersistentVolumeClaim, err error) {
 	var kept []v1.PersistentVolumeClaimCondition
 	for _, c := range pvc.Status.Conditions {
-		if !resizeConditions[c.Type] {
+		if c.Type != v1.PersistentVolumeClaimNodeResizeError {
 			kept = append(kept, c)
 		}
 	}
@@ -156,9 +183,10 @@ func setResizeError(pvc *v1.PersistentVolumeClaim, err error) {
 }
 
 // patchClaimStatus sends the difference between old and next as a strategic
-// merge patch of the claim's status, with old's resourceVersion (a claim
-// changed meanwhile is a conflict), as upstream's PatchPVCStatus.
-func (m *Manager) patchClaimStatus(ctx context.Context, old, next *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+// merge patch of the claim's status, with old's resourceVersion when
+// checkVersion (a claim changed meanwhile is a conflict), as upstream's
+// PatchPVCStatus (its failure markers send none).
+func (m *Manager) patchClaimStatus(ctx context.Context, old, next *v1.PersistentVolumeClaim, checkVersion bool) (*v1.PersistentVolumeClaim, error) {
 	oldData, err := json.Marshal(old)
 	if err != nil {
 		return old, err
@@ -179,8 +207,10 @@ func (m *Manager) patchClaimStatus(ctx context.Context, old, next *v1.Persistent
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	meta["resourceVersion"] = old.ResourceVersion
-	obj["metadata"] = meta
+	if checkVersion {
+		meta["resourceVersion"] = old.ResourceVersion
+		obj["metadata"] = meta
+	}
 	if patch, err = json.Marshal(obj); err != nil {
 		return old, err
 	}

@@ -52,7 +52,7 @@ func (f *fakeClaimStatus) PatchPersistentVolumeClaimStatus(_ context.Context, ns
 	if err := json.Unmarshal(patch, &p); err != nil {
 		return nil, err
 	}
-	if p.Metadata.ResourceVersion != f.pvc.ResourceVersion {
+	if p.Metadata.ResourceVersion != "" && p.Metadata.ResourceVersion != f.pvc.ResourceVersion {
 		return nil, fmt.Errorf("conflict: %s != %s", p.Metadata.ResourceVersion, f.pvc.ResourceVersion)
 	}
 	// Applied as the API server does: a strategic merge patch.
@@ -106,6 +106,7 @@ func TestExpandClaim(t *testing.T) {
 		wantConds   []v1.PersistentVolumeClaimConditionType
 		wantEvent   string
 		wantPatches int
+		again       int // NodeExpand calls of a second expandClaim (-1: as many as the first)
 	}{
 		{desc: "controller not done", status: "", wantCap: "1Gi", wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other"}},
 		{desc: "controller resizing", status: v1.PersistentVolumeClaimControllerResizeInProgress, wantCap: "1Gi",
@@ -118,12 +119,15 @@ func TestExpandClaim(t *testing.T) {
 			wantEvent: `Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-1`},
 		{desc: "infeasible", status: v1.PersistentVolumeClaimNodeResizePending, driverErr: fmt.Errorf("x: %w", csi.ErrExpandInfeasible),
 			wantExpand: true, wantCap: "1Gi", wantStatus: v1.PersistentVolumeClaimNodeResizeInfeasible,
-			wantConds: []v1.PersistentVolumeClaimConditionType{"Other", "NodeResizeError"}, wantPatches: 2,
+			wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other", "NodeResizeError"}, wantPatches: 2,
 			wantEvent: `Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : x: kubernetes.io/csi: expansion infeasible`},
 		{desc: "other failure: tried again", status: v1.PersistentVolumeClaimNodeResizePending, driverErr: errors.New("busy"),
 			wantExpand: true, wantCap: "1Gi", wantStatus: v1.PersistentVolumeClaimNodeResizeInProgress,
-			wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other"}, wantPatches: 1,
+			wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other", "NodeResizeError"}, wantPatches: 2,
 			wantEvent: `Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`},
+		{desc: "in use: no event, not tried again at this size", status: v1.PersistentVolumeClaimNodeResizePending,
+			driverErr: fmt.Errorf("x: %w", csi.ErrExpandInUse), wantExpand: true, wantCap: "1Gi", wantStatus: v1.PersistentVolumeClaimNodeResizeInProgress,
+			wantConds: []v1.PersistentVolumeClaimConditionType{"FileSystemResizePending", "Other", "NodeResizeError"}, wantPatches: 2, again: 1},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -136,6 +140,12 @@ func TestExpandClaim(t *testing.T) {
 			m.expandClaim(context.Background(), pod, pvc, pv, csi.Expansion{VolumePath: "/target", StagingPath: "/staging"})
 			if got := len(exp.expands) > 0; got != tc.wantExpand {
 				t.Fatalf("NodeExpand called %v, want %v", got, tc.wantExpand)
+			}
+			if tc.again > 0 {
+				m.expandClaim(context.Background(), pod, st.pvc.DeepCopy(), pv, csi.Expansion{VolumePath: "/target"})
+				if len(exp.expands) != tc.again {
+					t.Errorf("NodeExpand calls after a second sync: %d, want %d", len(exp.expands), tc.again)
+				}
 			}
 			if tc.wantExpand && (exp.expands[0].NewSize != 2<<30 || exp.expands[0].VolumePath != "/target") {
 				t.Errorf("expansion %+v", exp.expands[0])

@@ -59,11 +59,18 @@ type Manager struct {
 	metrics *Metrics
 	logger  *zap.Logger
 
-	mu         sync.Mutex
-	inFlight   map[string]int     // image -> pulls in flight (intents written)
-	cache      map[string]*Record // imageRef -> record, at most cacheSize
-	cacheSize  int
-	intentSize int // the intents gauge's 100 %
+	// Only this process writes the files, so what it knows of them in
+	// memory is authoritative: a container start with a present image reads
+	// no file once its record (or the lack of one) is known.
+	mu          sync.Mutex
+	inFlight    map[string]int     // image -> pulls in flight (intents written)
+	leftIntents map[string]bool    // intents a previous kubelet left, image absent
+	cache       map[string]*Record // imageRef -> record, at most cacheSize
+	absent      map[string]bool    // imageRefs without a record, at most cacheSize
+	cacheSize   int
+	intentSize  int // the intents gauge's 100 %
+	nIntents    int // files in pulling/
+	nRecords    int // files in pulled/
 }
 
 // New opens the records under opts.RootDirectory (v1alpha1 files rewritten
@@ -84,12 +91,14 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{store: s, policy: opts.Policy, metrics: opts.Metrics, logger: opts.Logger,
-		inFlight: map[string]int{}, cache: map[string]*Record{},
+		inFlight: map[string]int{}, leftIntents: map[string]bool{}, cache: map[string]*Record{}, absent: map[string]bool{},
 		cacheSize: 5 * opts.MaxPods, intentSize: max(2*opts.MaxPods, 2*opts.MaxParallelPulls)}
 	if err := s.migrate(); err != nil {
 		m.logger.Error("Error migrating image pull records", zap.Error(err))
 	}
 	m.recover(ctx, opts.Images)
+	m.nIntents, _ = count(s.pullingDir)
+	m.nRecords, _ = count(s.pulledDir)
 	m.updateDiskGauges()
 	return m, nil
 }
@@ -101,6 +110,9 @@ func (m *Manager) recover(ctx context.Context, lister ImageLister) {
 	intents, err := m.store.intents()
 	if err != nil {
 		m.logger.Error("There were errors listing ImagePullIntents, continuing with an incomplete records list", zap.Error(err))
+	}
+	for _, i := range intents {
+		m.leftIntents[i] = true
 	}
 	if len(intents) == 0 || lister == nil {
 		return
@@ -125,6 +137,8 @@ func (m *Manager) recover(ctx context.Context, lister ImageLister) {
 			}
 			if err := m.store.deleteIntent(name); err != nil {
 				m.logger.Debug("Failed to remove image pull intent file", zap.String("image", name), zap.Error(err))
+			} else {
+				delete(m.leftIntents, name)
 			}
 			delete(pending, name)
 		}
@@ -139,6 +153,10 @@ func (m *Manager) RecordPullIntent(image string) error {
 	if err := m.store.writeIntent(image); err != nil {
 		return fmt.Errorf("failed to record image pull intent: %w", err)
 	}
+	if m.inFlight[image] == 0 && !m.leftIntents[image] {
+		m.nIntents++
+	}
+	delete(m.leftIntents, image)
 	m.inFlight[image]++
 	m.updateGaugesLocked()
 	return nil
@@ -170,6 +188,9 @@ func (m *Manager) endIntent(image string) {
 			m.logger.Error("Failed to remove image pull intent", zap.String("image", image), zap.Error(err))
 			return
 		}
+		if m.inFlight[image] > 0 {
+			m.nIntents--
+		}
 		delete(m.inFlight, image)
 		m.updateGaugesLocked()
 		return
@@ -200,10 +221,7 @@ func (m *Manager) MustAttemptImagePull(image, imageRef string, creds PodCredenti
 
 	m.mu.Lock()
 	record, err := m.recordLocked(imageRef)
-	pulledByKubelet := record != nil || m.inFlight[image] > 0
-	if err == nil && !pulledByKubelet {
-		pulledByKubelet, err = m.store.intentExists(image)
-	}
+	pulledByKubelet := record != nil || m.inFlight[image] > 0 || m.leftIntents[image]
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.Error("Unable to access cache records about image pulls", zap.Error(err))
@@ -242,10 +260,13 @@ func (m *Manager) MustAttemptImagePull(image, imageRef string, creds PodCredenti
 		for _, theirs := range cached.KubernetesSecrets {
 			sameHash := theirs.CredentialHash != "" && mine.CredentialHash == theirs.CredentialHash
 			sameSecret := mine.UID == theirs.UID && mine.Namespace == theirs.Namespace && mine.Name == theirs.Name
-			if !sameHash && !sameSecret {
+			underLimit := len(cached.KubernetesSecrets) < writeWhileMatchingLimit
+			// The same secret with other credentials (rotated) counts only
+			// while the record may still learn it, as upstream.
+			if !sameHash && (!sameSecret || !underLimit) {
 				continue
 			}
-			if !(sameHash && sameSecret) && len(cached.KubernetesSecrets) < writeWhileMatchingLimit {
+			if !(sameHash && sameSecret) && underLimit {
 				if err := m.writeIfChanged(image, imageRef, &Credentials{KubernetesSecrets: []Secret{mine}}); err != nil {
 					m.logger.Error("Failed to write an image pulled record", zap.String("image", image), zap.String("imageRef", imageRef), zap.Error(err))
 				}
@@ -281,7 +302,9 @@ func (m *Manager) PruneUnknownRecords(inUse []string, until time.Time) {
 			continue
 		}
 		delete(m.cache, r.ImageRef)
+		m.absent[r.ImageRef] = true
 	}
+	m.nRecords, _ = count(m.store.pulledDir)
 	m.updateGaugesLocked()
 }
 
@@ -305,21 +328,36 @@ func (m *Manager) writeIfChanged(image, imageRef string, creds *Credentials) err
 	}
 	if err := m.store.writeRecord(next); err != nil {
 		delete(m.cache, imageRef)
+		delete(m.absent, imageRef)
 		return err
+	}
+	if record == nil {
+		m.nRecords++
 	}
 	m.remember(next)
 	m.updateGaugesLocked()
 	return nil
 }
 
-// recordLocked reads imageRef's record through the cache.
+// recordLocked reads imageRef's record through the cache (of records and
+// of their absence).
 func (m *Manager) recordLocked(imageRef string) (*Record, error) {
 	if r, ok := m.cache[imageRef]; ok {
 		return r, nil
 	}
+	if m.absent[imageRef] {
+		return nil, nil
+	}
 	r, err := m.store.record(imageRef)
-	if err == nil && r != nil {
+	switch {
+	case err != nil:
+	case r != nil:
 		m.remember(r)
+	default:
+		if len(m.absent) >= m.cacheSize {
+			clear(m.absent)
+		}
+		m.absent[imageRef] = true
 	}
 	return r, err
 }
@@ -333,6 +371,7 @@ func (m *Manager) remember(r *Record) {
 		}
 	}
 	m.cache[r.ImageRef] = r
+	delete(m.absent, r.ImageRef)
 }
 
 // merge returns the record with creds added for name (a new record when
@@ -455,10 +494,6 @@ func (m *Manager) updateDiskGaugesLocked() {
 	if m.metrics == nil {
 		return
 	}
-	if n, err := count(m.store.pullingDir); err == nil {
-		m.metrics.diskIntents.Set(float64(n))
-	}
-	if n, err := count(m.store.pulledDir); err == nil {
-		m.metrics.diskRecords.Set(float64(n))
-	}
+	m.metrics.diskIntents.Set(float64(m.nIntents))
+	m.metrics.diskRecords.Set(float64(m.nRecords))
 }

@@ -84,17 +84,22 @@ func TestMustAttemptImagePull(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			m, _ := newTestManager(t, tc.policy, tc.allowlist, nil, "")
+			root := t.TempDir()
+			if tc.intent { // left by an earlier kubelet
+				s, err := newStore(root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.writeIntent(image); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, _ := newTestManager(t, tc.policy, tc.allowlist, nil, root)
 			if tc.pulled != nil {
 				if err := m.RecordPullIntent(image); err != nil {
 					t.Fatal(err)
 				}
 				m.RecordImagePulled(image, ref, tc.pulled)
-			}
-			if tc.intent {
-				if err := m.store.writeIntent(image); err != nil {
-					t.Fatal(err)
-				}
 			}
 			got, err := m.MustAttemptImagePull(image, ref, podCreds(tc.secrets, tc.account))
 			if err != nil || got != tc.want {

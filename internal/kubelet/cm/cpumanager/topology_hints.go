@@ -27,7 +27,9 @@ func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topol
 	if !ok || m.st == nil {
 		return nil
 	}
-	m.removeStaleLocked()
+	if m.removeStaleLocked() {
+		m.persistLocked()
+	}
 	requested := guaranteedCPUs(pod, c)
 	if requested == 0 || resourcehelper.IsPodLevelResourcesSet(pod) {
 		return nil
@@ -50,7 +52,9 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 	if !ok || m.st == nil {
 		return nil
 	}
-	m.removeStaleLocked()
+	if m.removeStaleLocked() {
+		m.persistLocked()
+	}
 	requested := podGuaranteedCPUs(pod)
 	if requested == 0 || resourcehelper.IsPodLevelResourcesSet(pod) {
 		return nil

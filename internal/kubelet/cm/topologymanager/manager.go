@@ -48,8 +48,8 @@ type Manager struct {
 	scope      string
 	providers  []HintProvider
 	activePods func() []*v1.Pod
-	logger    *zap.Logger
-	metrics   *metrics
+	logger     *zap.Logger
+	metrics    *metrics
 
 	mu    sync.Mutex
 	hints map[string]map[string]Hint // pod UID -> container -> merged hint

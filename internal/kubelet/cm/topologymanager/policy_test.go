@@ -12,7 +12,9 @@ func mask(nodes ...int) Mask {
 	return m
 }
 
-func hint(preferred bool, nodes ...int) Hint { return Hint{Affinity: mask(nodes...), Preferred: preferred} }
+func hint(preferred bool, nodes ...int) Hint {
+	return Hint{Affinity: mask(nodes...), Preferred: preferred}
+}
 
 // The merge of upstream's policies on two NUMA nodes: its test vectors.
 func TestMerge(t *testing.T) {

@@ -73,6 +73,17 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 	}
 	node, caps := nc.node, nc.caps
 	capability := blockCapability(vol)
+	// The pod's link comes first: teardown finds the volume by it, also when
+	// staging or publishing fails midway (the link may dangle till then).
+	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
+		return "", err
+	}
+	if !isLinkTo(link, publish) {
+		_ = os.Remove(link)
+		if err := os.Symlink(publish, link); err != nil {
+			return "", fmt.Errorf("kubernetes.io/csi: map block volume: %w", err)
+		}
+	}
 	if err := writeVolData(r.blockDataDir(vol.SpecName), volData{SpecVolID: vol.SpecName, VolumeHandle: vol.VolumeHandle, DriverName: vol.Driver,
 		NodeName: r.nodeName, AttachmentID: attachmentName(vol.VolumeHandle, vol.Driver, r.nodeName),
 		VolumeLifecycleMode: string(storagev1.VolumeLifecyclePersistent)}); err != nil {
@@ -103,18 +114,12 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 		}
 		r.markDone(publish, true)
 	}
-	fi, err := os.Stat(publish)
-	if err != nil || fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
-		return "", fmt.Errorf("kubernetes.io/csi: the driver published no block device at %s (%v)", publish, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
-		return "", err
-	}
-	if !isLinkTo(link, publish) {
-		_ = os.Remove(link)
-		if err := os.Symlink(publish, link); err != nil {
-			return "", fmt.Errorf("kubernetes.io/csi: map block volume: %w", err)
+	if fi, err := os.Stat(publish); err != nil || fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
+		// Undone now; the link stays for the pod's teardown otherwise.
+		if _, uerr := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: vol.VolumeHandle, TargetPath: publish}); uerr == nil {
+			r.markDone(publish, false)
 		}
+		return "", fmt.Errorf("kubernetes.io/csi: the driver published no block device at %s (%v)", publish, err)
 	}
 	return link, nil
 }
@@ -125,6 +130,13 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error {
 	specName := filepath.Base(link)
 	data, err := readVolData(r.blockDataDir(specName))
+	if errors.Is(err, fs.ErrNotExist) {
+		// SetUpBlock stopped before anything reached the driver.
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -140,23 +152,27 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 	defer nc.close()
 	node := nc.node
 	publish := r.BlockPublishPath(specName, podUID)
-	if _, err := os.Lstat(publish); err == nil {
-		if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
-			return fmt.Errorf("kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: %w", err)
-		}
-		r.markDone(publish, false)
-		if published(publish) {
-			return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", publish)
-		}
-		if err := os.Remove(publish); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	// Always unpublished, as upstream: an earlier NodePublishVolume may have
+	// timed out and left something behind without the file.
+	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: %w", err)
+	}
+	r.markDone(publish, false)
+	if published(publish) {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", publish)
+	}
+	if err := os.Remove(publish); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	publishDir := filepath.Dir(publish)
-	if others, _ := os.ReadDir(publishDir); len(others) > 0 {
+	others, err := os.ReadDir(publishDir)
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("kubernetes.io/csi: list the publishers of %s: %w", specName, err)
+	case len(others) > 0:
 		return nil // another pod publishes it
 	}
 	_ = os.Remove(publishDir)
