@@ -23,12 +23,9 @@ var _ topologymanager.HintProvider = (*Manager)(nil)
 func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.Hint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.policy.(*staticPolicy)
-	if !ok || m.st == nil {
+	p := m.staticForHintsLocked()
+	if p == nil {
 		return nil
-	}
-	if m.removeStaleLocked() {
-		m.persistLocked()
 	}
 	requested := guaranteedCPUs(pod, c)
 	if requested == 0 || resourcehelper.IsPodLevelResourcesSet(pod) {
@@ -48,12 +45,9 @@ func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topol
 func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hint {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p, ok := m.policy.(*staticPolicy)
-	if !ok || m.st == nil {
+	p := m.staticForHintsLocked()
+	if p == nil {
 		return nil
-	}
-	if m.removeStaleLocked() {
-		m.persistLocked()
 	}
 	requested := podGuaranteedCPUs(pod)
 	if requested == 0 || resourcehelper.IsPodLevelResourcesSet(pod) {
@@ -73,6 +67,20 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 	}
 	reusable := p.cpusToReuse[string(pod.UID)].Union(assigned)
 	return map[string][]topologymanager.Hint{string(v1.ResourceCPU): p.hints(p.available(m.st), reusable, requested)}
+}
+
+// staticForHintsLocked is the static policy once started (nil otherwise),
+// after the stale assignments are dropped (and the state saved), as
+// upstream's hint providers do first.
+func (m *Manager) staticForHintsLocked() *staticPolicy {
+	p, ok := m.policy.(*staticPolicy)
+	if !ok || m.st == nil {
+		return nil
+	}
+	if m.removeStaleLocked() {
+		m.persistLocked()
+	}
+	return p
 }
 
 // AllocateAligned is Allocate with the topology manager's NUMA affinity:

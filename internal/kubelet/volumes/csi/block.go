@@ -150,16 +150,11 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 		return err
 	}
 	defer nc.close()
-	node := nc.node
 	publish := r.BlockPublishPath(specName, podUID)
 	// Always unpublished, as upstream: an earlier NodePublishVolume may have
 	// timed out and left something behind without the file.
-	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
-		return fmt.Errorf("kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: %w", err)
-	}
-	r.markDone(publish, false)
-	if published(publish) {
-		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", publish)
+	if err := r.unpublish(ctx, nc, data.VolumeHandle, publish, "blockMapper.unpublishVolumeForBlock failed"); err != nil {
+		return err
 	}
 	if err := os.Remove(publish); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -178,14 +173,8 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 	_ = os.Remove(publishDir)
 	staging := r.BlockStagingPath(specName)
 	if _, err := os.Stat(staging); err == nil {
-		if nc.caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
-			if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
-				return fmt.Errorf("kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: %w", err)
-			}
-		}
-		r.markDone(staging, false)
-		if published(staging) {
-			return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
+		if err := r.unstage(ctx, nc, data.VolumeHandle, staging, "blockMapper.unstageVolumeForBlock failed"); err != nil {
+			return err
 		}
 		if err := os.RemoveAll(staging); err != nil {
 			return err

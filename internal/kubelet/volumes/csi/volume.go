@@ -174,14 +174,9 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 		return err
 	}
 	defer nc.close()
-	node := nc.node
 	target := filepath.Join(dir, mountDirName)
-	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
-		return fmt.Errorf("kubernetes.io/csi: Unmounter.TearDownAt failed: %w", err)
-	}
-	r.markDone(target, false)
-	if published(target) {
-		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
+	if err := r.unpublish(ctx, nc, data.VolumeHandle, target, "Unmounter.TearDownAt failed"); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -194,16 +189,38 @@ func (r *Registry) TearDown(ctx context.Context, dir string, stillPublished func
 	if _, err := os.Stat(staging); err != nil {
 		return nil // never staged
 	}
+	if err := r.unstage(ctx, nc, data.VolumeHandle, staging, "attacher.UnmountDevice failed"); err != nil {
+		return err
+	}
+	return os.RemoveAll(sd)
+}
+
+// unpublish is NodeUnpublishVolume of target; nothing may stay mounted
+// there. op prefixes the driver's error (upstream's message).
+func (r *Registry) unpublish(ctx context.Context, nc *nodeConn, handle, target, op string) error {
+	if _, err := nc.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: %s: %w", op, err)
+	}
+	r.markDone(target, false)
+	if published(target) {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
+	}
+	return nil
+}
+
+// unstage is NodeUnstageVolume of staging (when the driver stages);
+// nothing may stay mounted there.
+func (r *Registry) unstage(ctx context.Context, nc *nodeConn, handle, staging, op string) error {
 	if nc.caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
-		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
-			return fmt.Errorf("kubernetes.io/csi: attacher.UnmountDevice failed: %w", err)
+		if _, err := nc.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
+			return fmt.Errorf("kubernetes.io/csi: %s: %w", op, err)
 		}
 	}
 	r.markDone(staging, false)
 	if published(staging) {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
 	}
-	return os.RemoveAll(sd)
+	return nil
 }
 
 // nodeConn is one operation's connection to a driver's node service, with
