@@ -81,6 +81,7 @@ type node struct {
 	runtimeClasses *runtimeclass.Manager
 	devices        *devicemanager.Manager
 	topology       *topologymanager.Manager
+	numaNodes      []int // the machine's NUMA nodes (sysfs), read once
 	// podResources serves the PodResources API.
 	podResources *podresources.Server
 	// features are the node features it declares.
@@ -175,6 +176,7 @@ func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved 
 	if n.cpus, err = newCPUManager(cfg, clients, n, reserved, logger); err != nil {
 		return err
 	}
+	n.numaNodes = numaNodes(sysfsRoot(), n.cpus)
 	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
 		return err
 	}

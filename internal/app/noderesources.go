@@ -303,10 +303,10 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 // from sysfs.
 func newTopologyManager(cfg *Config, n *node, logger *zap.Logger) (*topologymanager.Manager, error) {
 	k := &cfg.Kubelet
-	nodes := numaNodes(sysfsRoot(), n.cpus)
+	nodes := n.numaNodes
 	tm, err := topologymanager.New(topologymanager.Options{Policy: k.TopologyManagerPolicy, Scope: k.TopologyManagerScope,
 		PolicyOptions: k.TopologyManagerPolicyOptions, NUMANodes: nodes, Distances: numaDistances(sysfsRoot(), nodes),
-		Providers: []topologymanager.HintProvider{n.devices, n.cpus}, ActivePods: n.pods.ActivePods,
+		Providers:  []topologymanager.HintProvider{n.devices, n.cpus},
 		Registerer: n.reg, Logger: logger.Named("topologymanager")})
 	if err != nil {
 		return nil, err // upstream's message, unwrapped

@@ -143,6 +143,26 @@ func (r *testRegistrar) NotifyRegistrationStatus(_ context.Context, s *registera
 	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
+// registerCSIDriver plays node-driver-registrar for the CSI driver at
+// endpoint (a registration socket in plugins_registry) and waits until the
+// kubelet says it registered it; the registrar gets later statuses.
+func registerCSIDriver(t testing.TB, n *clusterNode, driver, endpoint string) *testRegistrar {
+	t.Helper()
+	reg := &testRegistrar{name: driver, endpoint: endpoint, versions: []string{"1.0.0"}, status: make(chan *registerapi.RegistrationStatus, 1)}
+	regSrv := grpc.NewServer()
+	registerapi.RegisterRegistrationServer(regSrv, reg)
+	serveUnix(t, filepath.Join(n.rootDir, "plugins_registry", driver+"-reg.sock"), regSrv)
+	select {
+	case s := <-reg.status:
+		if !s.PluginRegistered {
+			t.Fatalf("registration of %s: %+v", driver, s)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the CSI driver %s was not registered within 60s", driver)
+	}
+	return reg
+}
+
 // serveUnix serves srv on a new unix socket at path until the test ends.
 func serveUnix(t testing.TB, path string, srv *grpc.Server) {
 	t.Helper()
@@ -456,18 +476,7 @@ func checkMockCSIDriver(n *clusterNode) {
 		_, err := os.Stat(sock)
 		return err == nil, fmt.Sprint(err)
 	})
-	reg := &testRegistrar{name: driver, endpoint: sock, versions: []string{"1.0.0"}, status: make(chan *registerapi.RegistrationStatus, 1)}
-	regSrv := grpc.NewServer()
-	registerapi.RegisterRegistrationServer(regSrv, reg)
-	serveUnix(t, filepath.Join(n.rootDir, "plugins_registry", driver+"-reg.sock"), regSrv)
-	select {
-	case s := <-reg.status:
-		if !s.PluginRegistered {
-			t.Fatalf("mock driver registration: %+v", s)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the mock CSI driver was not registered within 60s")
-	}
+	reg := registerCSIDriver(t, n, driver, sock)
 	n.deleteAtEnd("csidriver/"+driver, "pv/mock-"+n.ns)
 	// Volume "1" is the mock driver's first pre-provisioned volume.
 	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1

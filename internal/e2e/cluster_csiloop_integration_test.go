@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
@@ -222,18 +221,7 @@ func testCSIBlockAndExpansion(t *testing.T, c *controlplane.Cluster) {
 	drv := grpc.NewServer()
 	csipb.RegisterNodeServer(drv, d)
 	serveUnix(t, drvSock, drv)
-	reg := &testRegistrar{name: driver, endpoint: drvSock, versions: []string{"1.0.0"}, status: make(chan *registerapi.RegistrationStatus, 1)}
-	regSrv := grpc.NewServer()
-	registerapi.RegisterRegistrationServer(regSrv, reg)
-	serveUnix(t, filepath.Join(n.rootDir, "plugins_registry", driver+"-reg.sock"), regSrv)
-	select {
-	case s := <-reg.status:
-		if !s.PluginRegistered {
-			t.Fatalf("registration status %+v", s)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the CSI driver was not registered within 60s")
-	}
+	registerCSIDriver(t, n, driver, drvSock)
 
 	n.deleteAtEnd("csidriver/"+driver, "pv/"+blkID, "pv/"+fsID)
 	n.applyYAML(fmt.Sprintf(`apiVersion: storage.k8s.io/v1

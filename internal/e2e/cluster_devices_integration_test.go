@@ -75,25 +75,17 @@ func (f *fakeDevicePlugin) PreStartContainer(_ context.Context, req *pluginapi.P
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// testDevicePlugins (issue 16 item 4): a device plugin of the test registers
-// two devices with the node's device manager; the node advertises them; a
-// pod asking for one is scheduled, admitted, gets the device node, the
-// plugin's environment and a PreStartContainer call, and is recorded in the
-// checkpoint and the PodResources API; a device turning unhealthy lowers the
-// allocatable; a pod bound to the node asking for more than is free is
-// rejected with upstream's UnexpectedAdmissionError.
-func testDevicePlugins(t *testing.T, c *controlplane.Cluster) {
-	n := newClusterNode(t, c)
-	n.createNamespace()
-	n.start()
-	n.waitNodeReady(90 * time.Second)
-	ctx := context.Background()
-
+// serveFakeDevicePlugin makes the fake devices ids (the numbers of
+// /dev/null) in a directory of the node and serves a fakeDevicePlugin on
+// fake.sock in the node's device plugin directory (returned) until the test
+// ends; registering it is the caller's.
+func serveFakeDevicePlugin(t *testing.T, n *clusterNode, ids ...string) (*fakeDevicePlugin, string) {
+	t.Helper()
 	devDir := filepath.Join(n.dir, "fake-devices")
 	if err := os.Mkdir(devDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"dev-0", "dev-1"} {
+	for _, id := range ids {
 		if err := unix.Mknod(filepath.Join(devDir, id), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 			t.Fatalf("make the fake device %s: %v", id, err)
 		}
@@ -108,6 +100,24 @@ func testDevicePlugins(t *testing.T, c *controlplane.Cluster) {
 	pluginapi.RegisterDevicePluginServer(srv, plugin)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
+	return plugin, pluginDir
+}
+
+// testDevicePlugins (issue 16 item 4): a device plugin of the test registers
+// two devices with the node's device manager; the node advertises them; a
+// pod asking for one is scheduled, admitted, gets the device node, the
+// plugin's environment and a PreStartContainer call, and is recorded in the
+// checkpoint and the PodResources API; a device turning unhealthy lowers the
+// allocatable; a pod bound to the node asking for more than is free is
+// rejected with upstream's UnexpectedAdmissionError.
+func testDevicePlugins(t *testing.T, c *controlplane.Cluster) {
+	n := newClusterNode(t, c)
+	n.createNamespace()
+	n.start()
+	n.waitNodeReady(90 * time.Second)
+	ctx := context.Background()
+
+	plugin, pluginDir := serveFakeDevicePlugin(t, n, "dev-0", "dev-1")
 	healthy := func(ids ...string) []*pluginapi.Device {
 		var out []*pluginapi.Device
 		for _, id := range []string{"dev-0", "dev-1"} {

@@ -4,14 +4,12 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
@@ -71,25 +69,7 @@ func testTopologyManager(t *testing.T, c *controlplane.Cluster) {
 	n.start()
 	n.waitNodeReady(90 * time.Second)
 
-	devDir := filepath.Join(n.dir, "fake-devices")
-	if err := os.Mkdir(devDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"dev-0", "dev-1"} {
-		if err := unix.Mknod(filepath.Join(devDir, id), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-			t.Fatalf("make the fake device %s: %v", id, err)
-		}
-	}
-	plugin := &fakeDevicePlugin{dir: devDir, updates: make(chan []*pluginapi.Device, 4)}
-	pluginDir := filepath.Join(n.rootDir, "device-plugins")
-	l, err := net.Listen("unix", filepath.Join(pluginDir, "fake.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(srv, plugin)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
+	plugin, pluginDir := serveFakeDevicePlugin(t, n, "dev-0", "dev-1")
 	onNode := func(id string, node int64) *pluginapi.Device {
 		return &pluginapi.Device{ID: id, Health: pluginapi.Healthy, Topology: &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: node}}}}
 	}

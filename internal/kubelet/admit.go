@@ -166,12 +166,8 @@ func (a resourceAllocator) Holds(p *v1.Pod) bool {
 	return false
 }
 
-// Release gives back the pod's CPUs, then its devices, and drops its
-// topology hints.
+// Release gives back the pod's CPUs, then its devices.
 func (a resourceAllocator) Release(p *v1.Pod) error {
-	if a.topology != nil {
-		a.topology.RemovePod(string(p.UID))
-	}
 	err := a.cpus.RemovePod(string(p.UID))
 	if a.devices != nil {
 		err = errors.Join(err, a.devices.RemovePod(string(p.UID)))

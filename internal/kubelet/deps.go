@@ -104,7 +104,6 @@ type DeviceAllocator interface {
 // reason (TopologyAffinityError, UnexpectedAdmissionError, ...).
 type ResourceAligner interface {
 	Admit(pod *v1.Pod) (reason, message string, ok bool)
-	RemovePod(podUID string)
 }
 
 // noCPUs assigns nothing (CPU manager policy none).

@@ -142,14 +142,7 @@ func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, isInit bool, affinity t
 			}
 		}
 	}()
-	names := make([]string, 0, len(c.Resources.Limits))
-	for name := range c.Resources.Limits {
-		if m.known[string(name)] {
-			names = append(names, string(name))
-		}
-	}
-	sort.Strings(names)
-	for _, res := range names {
+	for _, res := range m.deviceResources(c.Resources.Limits) {
 		q := c.Resources.Limits[v1.ResourceName(res)]
 		needed := int(q.Value())
 		if al := m.allocated.get(uid, c.Name, res); al != nil {

@@ -113,11 +113,12 @@ func (m *Manager) freeInactiveAndSave(keep string) {
 	}
 }
 
-// deviceResources lists the device plugin resources of limits, sorted.
+// deviceResources lists the device plugin resources of limits, sorted
+// (caller holds mu).
 func (m *Manager) deviceResources(limits v1.ResourceList) []string {
 	var out []string
-	for name, q := range limits {
-		if m.known[string(name)] && !q.IsZero() {
+	for name := range limits {
+		if m.known[string(name)] {
 			out = append(out, string(name))
 		}
 	}

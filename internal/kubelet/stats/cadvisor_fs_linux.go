@@ -258,8 +258,11 @@ func (f *cadvisorFs) partitionOf(dir string) *partition {
 	if p, ok := f.byMount[dir]; ok {
 		return p
 	}
+	if dir == "" {
+		return nil
+	}
 	dev, err := deviceOf(dir)
-	if dir == "" || err != nil {
+	if err != nil {
 		return nil // not kept: the directory may appear
 	}
 	var found *partition

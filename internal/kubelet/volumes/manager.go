@@ -404,20 +404,20 @@ func (m *Manager) removeTree(ctx context.Context, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	mounts, err := mountPointsUnder(dir)
+	mounts, err := mountsUnder(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, mp := range mounts {
+	for _, mt := range mounts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := unmount(mp); err != nil {
+		if err := unmountFS(mt.MountPoint, mt.FSType); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		m.logger.Debug("Unmounted", zap.String("path", mp))
+		m.logger.Debug("Unmounted", zap.String("path", mt.MountPoint))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -76,7 +76,13 @@ const nfsUnmountTimeout = time.Minute
 // completes. An NFS mount whose server is gone can hang its unmount: after
 // nfsUnmountTimeout it is forced (MNT_FORCE), then detached.
 func unmount(dir string) error {
-	if fsType, err := mountFSType(dir); err == nil && strings.HasPrefix(fsType, "nfs") {
+	fsType, _ := mountFSType(dir)
+	return unmountFS(dir, fsType)
+}
+
+// unmountFS is unmount of a mount of fsType (as mountinfo shows it).
+func unmountFS(dir, fsType string) error {
+	if strings.HasPrefix(fsType, "nfs") {
 		done := make(chan error, 1)
 		go func() {
 			defer logging.HandleCrash(nil, "nfs unmount")
@@ -120,6 +126,17 @@ func resolve(path string) (string, error) {
 
 // mountPointsUnder lists the mount points at or below dir, deepest first.
 func mountPointsUnder(dir string) ([]string, error) {
+	mounts, err := mountsUnder(dir)
+	out := make([]string, 0, len(mounts))
+	for _, mt := range mounts {
+		out = append(out, mt.MountPoint)
+	}
+	return out, err
+}
+
+// mountsUnder is mountPointsUnder with each mount's entry (the first one of
+// a mount point) for its file system type.
+func mountsUnder(dir string) ([]procfs.Mount, error) {
 	real, err := resolve(dir)
 	if err != nil {
 		return nil, err
@@ -129,18 +146,19 @@ func mountPointsUnder(dir string) ([]string, error) {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	var out []string
+	var out []procfs.Mount
 	for _, e := range entries {
 		if (e.MountPoint == real || strings.HasPrefix(e.MountPoint, real+"/")) && !seen[e.MountPoint] {
 			seen[e.MountPoint] = true
-			out = append(out, e.MountPoint)
+			out = append(out, e)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if di, dj := strings.Count(out[i], "/"), strings.Count(out[j], "/"); di != dj {
+		a, b := out[i].MountPoint, out[j].MountPoint
+		if di, dj := strings.Count(a, "/"), strings.Count(b, "/"); di != dj {
 			return di > dj
 		}
-		return out[i] > out[j]
+		return a > b
 	})
 	return out, nil
 }

@@ -5,6 +5,8 @@ package volumes
 import (
 	"context"
 	"errors"
+
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 var errNotLinux = errors.New("volume mounts are only supported on Linux")
@@ -17,6 +19,10 @@ func bindMount(string, string, bool, []string) ([]string, error) { return nil, e
 
 // mountPointsUnder reports no mounts: nothing can have been mounted.
 func mountPointsUnder(string) ([]string, error) { return nil, nil }
+
+func mountsUnder(string) ([]procfs.Mount, error) { return nil, nil }
+
+func unmountFS(string, string) error { return errNotLinux }
 
 func mountFSType(string) (string, error) { return "", nil }
 

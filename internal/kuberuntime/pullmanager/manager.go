@@ -99,7 +99,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	m.recover(ctx, opts.Images)
 	m.nIntents, _ = count(s.pullingDir)
 	m.nRecords, _ = count(s.pulledDir)
-	m.updateDiskGauges()
+	m.updateGaugesLocked() // not shared yet
 	return m, nil
 }
 
@@ -481,19 +481,6 @@ func (m *Manager) updateGaugesLocked() {
 	}
 	m.metrics.inMemRecords.Set(100 * float64(len(m.cache)) / float64(m.cacheSize))
 	m.metrics.inMemIntents.Set(100 * float64(len(m.inFlight)) / float64(m.intentSize))
-	m.updateDiskGaugesLocked()
-}
-
-func (m *Manager) updateDiskGauges() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.updateGaugesLocked()
-}
-
-func (m *Manager) updateDiskGaugesLocked() {
-	if m.metrics == nil {
-		return
-	}
 	m.metrics.diskIntents.Set(float64(m.nIntents))
 	m.metrics.diskRecords.Set(float64(m.nRecords))
 }

@@ -99,20 +99,6 @@ func (s *store) writeIntent(image string) error {
 	return s.write(s.pullingDir, image, &kubeletv1beta1.ImagePullIntent{Image: image}, intentKind)
 }
 
-func (s *store) intentExists(image string) (bool, error) {
-	data, err := os.ReadFile(filepath.Join(s.pullingDir, fileName(image)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	var intent kubeletv1beta1.ImagePullIntent
-	if _, err := decode(data, intentKind, &intent); err != nil {
-		return false, err
-	}
-	return intent.Image == image, nil
-}
-
 func (s *store) deleteIntent(image string) error {
 	return remove(filepath.Join(s.pullingDir, fileName(image)))
 }

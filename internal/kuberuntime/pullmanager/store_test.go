@@ -2,7 +2,9 @@ package pullmanager
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // The files are upstream's: the name is sha256-<hex of the key>, the content
@@ -111,4 +114,19 @@ func TestStoreMigrationAndStrictDecoding(t *testing.T) {
 	if n, err := count(pulled); err != nil || n != 3 {
 		t.Errorf("count(pulled) = %d, %v; want 3 (no .tmp, no foreign file)", n, err)
 	}
+}
+
+// intentExists says whether image has an intent file.
+func (s *store) intentExists(image string) (bool, error) {
+	data, err := os.ReadFile(filepath.Join(s.pullingDir, fileName(image)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	var intent kubeletv1beta1.ImagePullIntent
+	if _, err := decode(data, intentKind, &intent); err != nil {
+		return false, err
+	}
+	return intent.Image == image, nil
 }

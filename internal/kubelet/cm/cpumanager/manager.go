@@ -225,6 +225,9 @@ func (m *Manager) Allocate(pod *v1.Pod, container *v1.Container) error {
 	return m.allocate(pod, container, 0)
 }
 
+// errNotStarted is Allocate's error before Start.
+var errNotStarted = errors.New("cpumanager: Allocate before Start")
+
 // allocate is Allocate with a NUMA affinity (0: none).
 func (m *Manager) allocate(pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) error {
 	m.mu.Lock()

@@ -1,8 +1,6 @@
 package cpumanager
 
 import (
-	"errors"
-
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/cpuset"
@@ -170,5 +168,3 @@ func podContainers(pod *v1.Pod) []*v1.Container {
 	}
 	return out
 }
-
-var errNotStarted = errors.New("cpumanager: Allocate before Start")

@@ -3,7 +3,6 @@ package topologymanager
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,25 +33,20 @@ type Options struct {
 	NUMANodes []int
 	Distances map[int][]uint64
 	// Providers in upstream's order: devices, then CPUs.
-	Providers []HintProvider
-	// ActivePods lists the pods whose hints are kept (the others' are
-	// dropped at the next admission); nil: all are kept until RemovePod.
-	ActivePods func() []*v1.Pod
+	Providers  []HintProvider
 	Registerer prometheus.Registerer // nil: no metrics
 	Logger     *zap.Logger
 }
 
-// Manager is the topology manager.
+// Manager is the topology manager. The merged hint goes to the providers'
+// allocation directly (upstream's providers read it back from a store), so
+// it keeps no per-pod state.
 type Manager struct {
-	policy     *policy
-	scope      string
-	providers  []HintProvider
-	activePods func() []*v1.Pod
-	logger     *zap.Logger
-	metrics    *metrics
-
-	mu    sync.Mutex
-	hints map[string]map[string]Hint // pod UID -> container -> merged hint
+	policy    *policy
+	scope     string
+	providers []HintProvider
+	logger    *zap.Logger
+	metrics   *metrics
 }
 
 // New checks the policy, scope and options as upstream's NewManager does
@@ -62,7 +56,7 @@ func New(opts Options) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	m := &Manager{providers: opts.Providers, activePods: opts.ActivePods, logger: logger, hints: map[string]map[string]Hint{}}
+	m := &Manager{providers: opts.Providers, logger: logger}
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -102,7 +96,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("unknown scope: %q", opts.Scope)
 	}
 	m.policy, m.scope = &policy{name: opts.Policy, opts: o, numa: numa}, opts.Scope
-	m.metrics.initAligned(m.scope)
+	m.metrics.initAligned()
 	return m, nil
 }
 
@@ -123,7 +117,6 @@ const (
 // kubelet releases a refused pod's allocations).
 func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 	m.metrics.requests.Inc()
-	m.forgetInactive()
 	start := time.Now()
 	defer func() { m.metrics.duration.Observe(float64(time.Since(start).Milliseconds())) }()
 	containers := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
@@ -151,7 +144,6 @@ func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 			return m.refuse()
 		}
 		for _, c := range containers {
-			m.setHint(pod, c, best)
 			if err := m.allocate(pod, c, best.Affinity); err != nil {
 				m.metrics.errors.Inc()
 				return admissionError(err)
@@ -171,7 +163,6 @@ func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 		if !admit {
 			return m.refuse()
 		}
-		m.setHint(pod, c, best)
 		if err := m.allocate(pod, c, best.Affinity); err != nil {
 			m.metrics.errors.Inc()
 			return admissionError(err)
@@ -194,48 +185,6 @@ func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, affinity Mask) error {
 		}
 	}
 	return nil
-}
-
-func (m *Manager) setHint(pod *v1.Pod, c *v1.Container, h Hint) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	uid := string(pod.UID)
-	if m.hints[uid] == nil {
-		m.hints[uid] = map[string]Hint{}
-	}
-	m.hints[uid][c.Name] = h
-}
-
-// Affinity is the merged hint of a container (the zero Hint when none).
-func (m *Manager) Affinity(podUID, containerName string) Hint {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.hints[podUID][containerName]
-}
-
-// forgetInactive drops the hints of pods no longer active.
-func (m *Manager) forgetInactive() {
-	if m.activePods == nil {
-		return
-	}
-	active := map[string]bool{}
-	for _, p := range m.activePods() {
-		active[string(p.UID)] = true
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for uid := range m.hints {
-		if !active[uid] {
-			delete(m.hints, uid)
-		}
-	}
-}
-
-// RemovePod forgets a pod's hints (the pod is gone, or was refused).
-func (m *Manager) RemovePod(podUID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.hints, podUID)
 }
 
 // Policy and Scope are the manager's policy and scope ("none" scope with

@@ -3,7 +3,6 @@ package topologymanager
 import (
 	"fmt"
 	"math/bits"
-	"strings"
 )
 
 // Mask is a set of NUMA nodes (bit n: node n, 0..63), upstream's BitMask.
@@ -58,14 +57,13 @@ func (m Mask) String() string {
 			break
 		}
 	}
-	s := fmt.Sprintf("%0*b", width, uint64(m))
-	return strings.TrimSpace(s)
+	return fmt.Sprintf("%0*b", width, uint64(m))
 }
 
-// eachMask calls fn with every non-empty combination of nodes, by size
+// EachMask calls fn with every non-empty combination of nodes, by size
 // (1 node first) and, within a size, in the order of nodes (upstream's
 // IterateBitMasks).
-func eachMask(nodes []int, fn func(Mask)) {
+func EachMask(nodes []int, fn func(Mask)) {
 	var rec func(start, left int, m Mask)
 	rec = func(start, left int, m Mask) {
 		if left == 0 {
@@ -80,6 +78,3 @@ func eachMask(nodes []int, fn func(Mask)) {
 		rec(0, size, 0)
 	}
 }
-
-// EachMask is eachMask for the hint providers.
-func EachMask(nodes []int, fn func(Mask)) { eachMask(nodes, fn) }

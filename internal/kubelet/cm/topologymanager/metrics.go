@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // initAligned shows the NUMA alignment series at 0 (upstream's
 // initializeMetrics), for both scopes.
-func (m *metrics) initAligned(string) {
+func (m *metrics) initAligned() {
 	for _, scope := range []string{ScopeContainer, ScopePod} {
 		m.alignedOK.WithLabelValues("numa_node", scope).Add(0)
 		m.alignedFailed.WithLabelValues("numa_node", scope).Add(0)
