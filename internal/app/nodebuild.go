@@ -17,6 +17,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
@@ -58,6 +59,7 @@ type node struct {
 	resources *resources.Node
 	cgroups   *cm.Manager
 	cpus      *cpumanager.Manager
+	memory    *memorymanager.Manager
 	runtime   *kuberuntime.Manager
 	state     *runtimestate.State
 	sources   *podsource.Source
@@ -166,8 +168,8 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	return n, n.buildNodeManagers(cfg, clients, logger)
 }
 
-// buildResourceManagers builds the container, CPU and device managers, the
-// plugin watcher and the image manager.
+// buildResourceManagers builds the container, CPU, memory, device and
+// topology managers, the plugin watcher and the image manager.
 func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved nodeReservations, logger *zap.Logger) error {
 	var err error
 	if n.cgroups, err = newContainerManager(cfg, n, reserved, logger); err != nil {
@@ -177,6 +179,9 @@ func (n *node) buildResourceManagers(cfg *Config, clients *criClients, reserved 
 		return err
 	}
 	n.numaNodes = numaNodes(sysfsRoot(), n.cpus)
+	if n.memory, err = newMemoryManager(cfg, n, logger); err != nil {
+		return err
+	}
 	if n.devices, n.podResources, err = newDeviceManager(cfg, n, logger); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/devicemanager"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/eviction"
@@ -232,6 +233,20 @@ func newCPUManager(cfg *Config, clients *criClients, n *node, reserved nodeReser
 	return m, nil
 }
 
+// newMemoryManager builds the memory manager (memoryManagerPolicy,
+// reservedMemory checked against the node allocatable reservation) over the
+// NUMA nodes' memory read from sysfs, with its state in the root directory.
+func newMemoryManager(cfg *Config, n *node, logger *zap.Logger) (*memorymanager.Manager, error) {
+	k := &cfg.Kubelet
+	nodes, err := memorymanager.ReadNUMANodes(sysfsRoot())
+	if err != nil && k.MemoryManagerPolicy == memorymanager.PolicyStatic {
+		return nil, fmt.Errorf("read the NUMA nodes' memory: %w", err)
+	}
+	return memorymanager.New(memorymanager.Options{Policy: k.MemoryManagerPolicy, Nodes: nodes, NodeReservation: n.resources.Reservation(),
+		ReservedMemory: k.ReservedMemory, StateDir: cfg.RootDirectory, ActivePods: n.pods.ActivePods, SourcesReady: n.sources.SeenAllSources,
+		Registerer: n.reg, Logger: logger}) // upstream's errors, unwrapped
+}
+
 // reservedCgroups lists the reservations enforceNodeAllocatable enforces on
 // their existing cgroups, in upstream's order, with upstream's values: cpu
 // shares, memory and pids, or cpu shares alone for the -compressible forms.
@@ -299,14 +314,14 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 
 // newTopologyManager builds the topology manager (topologyManagerPolicy,
 // topologyManagerScope, topologyManagerPolicyOptions) over the device and
-// CPU managers, with the NUMA nodes of the CPU topology and their distances
-// from sysfs.
+// CPU and memory managers (upstream's order), with the NUMA nodes of sysfs
+// and their distances.
 func newTopologyManager(cfg *Config, n *node, logger *zap.Logger) (*topologymanager.Manager, error) {
 	k := &cfg.Kubelet
 	nodes := n.numaNodes
 	tm, err := topologymanager.New(topologymanager.Options{Policy: k.TopologyManagerPolicy, Scope: k.TopologyManagerScope,
 		PolicyOptions: k.TopologyManagerPolicyOptions, NUMANodes: nodes, Distances: numaDistances(sysfsRoot(), nodes),
-		Providers:  []topologymanager.HintProvider{n.devices, n.cpus},
+		Providers:  []topologymanager.HintProvider{n.devices, n.cpus, n.memory},
 		Registerer: n.reg, Logger: logger.Named("topologymanager")})
 	if err != nil {
 		return nil, err // upstream's message, unwrapped

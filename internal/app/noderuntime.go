@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"k8s.io/client-go/tools/record"
@@ -127,9 +128,27 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		ContainerLogMonitorInterval: cfg.Kubelet.ContainerLogMonitorInterval.Duration, SeccompDefault: *cfg.Kubelet.SeccompDefault,
 		NodeKeyring: keyring, PullRecords: pulls, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
-		RuntimeName: clients.runtimeName, Lifecycle: n.cpus, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
+		RuntimeName: clients.runtimeName, Lifecycle: containerLifecycles{n.cpus, n.memory}, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
 		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),
 	})
+}
+
+// containerLifecycles are the managers that adjust a container before it is
+// created and learn that it started, called in order (upstream's internal
+// container lifecycle: the CPU manager's cpuset, then the memory manager's
+// NUMA nodes).
+type containerLifecycles []kuberuntime.ContainerLifecycle
+
+func (l containerLifecycles) PreCreateContainer(pod *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) {
+	for _, lc := range l {
+		lc.PreCreateContainer(pod, c, cfg)
+	}
+}
+
+func (l containerLifecycles) PreStartContainer(pod *v1.Pod, c *v1.Container, id string) {
+	for _, lc := range l {
+		lc.PreStartContainer(pod, c, id)
+	}
 }
 
 // memoryQoS is the containers' MemoryQoS: on a cgroup v2 host (upstream's
@@ -178,7 +197,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	parts := kubelet.Parts{
 		Pods: n.pods, Runtime: n.runtime, Streaming: n.runtime, Helper: helper, State: n.state, Sources: n.sources,
 		PLEG:  relist,
-		Cache: n.cache, Prober: n.probes, Volumes: n.volumes, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Devices: n.devices,
+		Cache: n.cache, Prober: n.probes, Volumes: n.volumes, Status: st, Resources: n.resources, Cgroups: n.cgroups, CPUs: n.cpus, Memory: n.memory, Devices: n.devices,
 		Topology: n.topology, Features: n.features,
 	}
 	if parts.Sysctls, err = newSysctlAllowlist(cfg, logger); err != nil {

@@ -70,6 +70,7 @@ func (n *node) components() []namedComponent {
 	list := []namedComponent{
 		{"container manager", n.cgroups},
 		{"CPU manager", n.cpus},
+		{"memory manager", n.memory},
 		{"device manager", n.devices},
 		{"pod resources API", n.podResources},
 		{"plugin watcher", n.plugins},

@@ -167,10 +167,10 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
-			name:      "internal/kubelet/cm (and its subpackages) may import only internal/cgroups, internal/lifecycle, kubelet/cm/..., kubelet/container and kubelet/resources of this module",
+			name:      "internal/kubelet/cm (and its subpackages) may import only internal/atomicfile, internal/cgroups, internal/lifecycle, kubelet/cm/..., kubelet/container and kubelet/resources of this module",
 			appliesTo: anyUnder(module + "/internal/kubelet/cm"),
 			forbidden: func(imp string) bool {
-				return under(imp, module) && !under(imp, module+"/internal/cgroups") && !under(imp, module+"/internal/lifecycle") &&
+				return under(imp, module) && !under(imp, module+"/internal/atomicfile") && !under(imp, module+"/internal/cgroups") && !under(imp, module+"/internal/lifecycle") &&
 					!under(imp, module+"/internal/kubelet/cm") &&
 					!under(imp, module+"/internal/kubelet/container") && !under(imp, module+"/internal/kubelet/resources")
 			},

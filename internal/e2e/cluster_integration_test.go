@@ -50,6 +50,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "PersistentVolumes", run: testPersistentVolumes},
 		{desc: "DevicePlugins", run: testDevicePlugins},
 		{desc: "TopologyManager", run: testTopologyManager},
+		{desc: "MemoryManager", run: testMemoryManager},
 		{desc: "CSI", run: testCSI},
 		{desc: "CSIBlockAndExpansion", run: testCSIBlockAndExpansion},
 		{desc: "MirrorPod", run: testMirrorPod},

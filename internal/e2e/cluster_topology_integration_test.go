@@ -22,7 +22,8 @@ import (
 // two sockets and two NUMA nodes (node0: CPU 0, node1: CPU 1), with the
 // nodes' distances: the topology of a 2-NUMA machine for a kubelet given
 // it through KUBELET_DOCKERSHIM_TEST_SYSFS (its cpusets are real CPUs).
-func writeNUMASysfs(t *testing.T, dir string) string {
+// extra adds files (a path under the tree: content).
+func writeNUMASysfs(t *testing.T, dir string, extra ...map[string]string) string {
 	t.Helper()
 	root := filepath.Join(dir, "sysfs")
 	files := map[string]string{
@@ -35,6 +36,11 @@ func writeNUMASysfs(t *testing.T, dir string) string {
 		"devices/system/node/node1/cpulist":                    "1",
 		"devices/system/node/node0/distance":                   "10 21",
 		"devices/system/node/node1/distance":                   "21 10",
+	}
+	for _, more := range extra {
+		for rel, content := range more {
+			files[rel] = content
+		}
 	}
 	for rel, content := range files {
 		p := filepath.Join(root, rel)
@@ -64,7 +70,7 @@ func writeNUMASysfs(t *testing.T, dir string) string {
 func testTopologyManager(t *testing.T, c *controlplane.Cluster) {
 	n := newClusterNode(t, c)
 	n.createNamespace()
-	n.env = append(n.env, "KUBELET_DOCKERSHIM_TEST_SYSFS="+writeNUMASysfs(t, n.dir))
+	n.env = append(n.env, "KUBELET_DOCKERSHIM_TEST_SYSFS="+writeNUMASysfs(t, n.dir, numaMeminfo))
 	n.extra = append(n.extra, "--cpu-manager-policy=static", "--reserved-cpus=0", "--topology-manager-policy=single-numa-node")
 	n.start()
 	n.waitNodeReady(90 * time.Second)

@@ -9,7 +9,7 @@ import (
 )
 
 // PodAllocator is an admit handler that allocates to the pods it admits
-// (CPUs and devices; a memory manager would be one more). When admission
+// (CPUs, memory and devices). When admission
 // rejects the pod, by this handler or a later one, Release gives back what
 // Admit allocated to it, but only if the pod held nothing of the allocator's
 // before (Holds): a pod that finds its CPUs or devices again after a kubelet
@@ -53,7 +53,7 @@ func newAdmitChain(d deps, predicates PodAdmitter, logger *zap.Logger) *admitCha
 	}
 	add("eviction", d.pressure)
 	add("sysctl", d.sysctls)
-	add("resourceAllocation", resourceAllocator{cpus: d.cpus, devices: d.devices, topology: d.topology})
+	add("resourceAllocation", resourceAllocator{cpus: d.cpus, memory: d.memory, devices: d.devices, topology: d.topology})
 	add("predicates", predicates)
 	add("nodeDeclaredFeatures", d.features)
 	add("nodeShutdown", d.shutdown)
@@ -124,6 +124,7 @@ func (f admitFunc) Admit(pod *v1.Pod) (string, string, bool) { return f(pod) }
 // UnexpectedAdmissionError.
 type resourceAllocator struct {
 	cpus     CPUManager
+	memory   MemoryManager   // allocates through the topology manager only
 	devices  DeviceAllocator // nil: none
 	topology ResourceAligner // nil: allocation without alignment
 }
@@ -151,9 +152,9 @@ func (a resourceAllocator) Admit(p *v1.Pod) (reason, message string, ok bool) {
 	return "", "", true
 }
 
-// Holds reports whether the pod holds CPUs or devices already.
+// Holds reports whether the pod holds CPUs, memory or devices already.
 func (a resourceAllocator) Holds(p *v1.Pod) bool {
-	if a.devices != nil && len(a.devices.PodDevices(p.UID)) > 0 {
+	if a.devices != nil && len(a.devices.PodDevices(p.UID)) > 0 || a.memory != nil && a.memory.HoldsPod(string(p.UID)) {
 		return true
 	}
 	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
@@ -166,9 +167,12 @@ func (a resourceAllocator) Holds(p *v1.Pod) bool {
 	return false
 }
 
-// Release gives back the pod's CPUs, then its devices.
+// Release gives back the pod's CPUs, its memory, then its devices.
 func (a resourceAllocator) Release(p *v1.Pod) error {
 	err := a.cpus.RemovePod(string(p.UID))
+	if a.memory != nil {
+		err = errors.Join(err, a.memory.RemovePod(string(p.UID)))
+	}
 	if a.devices != nil {
 		err = errors.Join(err, a.devices.RemovePod(string(p.UID)))
 	}

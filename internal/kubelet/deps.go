@@ -89,6 +89,14 @@ type CPUManager interface {
 	RemovePod(podUID string) error
 }
 
+// MemoryManager pins the memory of Guaranteed pods to NUMA nodes
+// (memorymanager.Manager): allocated at admission through the topology
+// manager, released once the pod terminated.
+type MemoryManager interface {
+	HoldsPod(podUID string) bool
+	RemovePod(podUID string) error
+}
+
 // DeviceAllocator gives containers the devices of device plugins
 // (devicemanager.Manager) at admission, and takes them back from a pod
 // admission then rejects.
@@ -112,6 +120,12 @@ type noCPUs struct{}
 func (noCPUs) Allocate(*v1.Pod, *v1.Container) error       { return nil }
 func (noCPUs) CPUSet(string, string) (cpuset.CPUSet, bool) { return cpuset.CPUSet{}, false }
 func (noCPUs) RemovePod(string) error                      { return nil }
+
+// noMemory pins nothing (memory manager policy None).
+type noMemory struct{}
+
+func (noMemory) HoldsPod(string) bool   { return false }
+func (noMemory) RemovePod(string) error { return nil }
 
 // noCgroups manages no pod cgroup.
 type noCgroups struct{}

@@ -91,6 +91,11 @@ type Parts struct {
 	// that cannot get them is rejected), released when the pod terminated.
 	// Optional: nil assigns none.
 	CPUs CPUManager
+	// Memory is the memory manager: a Guaranteed pod's memory is pinned to
+	// NUMA nodes at admission (by the topology manager, which allocates
+	// through it), released when the pod terminated. Optional: nil pins
+	// none.
+	Memory MemoryManager
 	// Devices gives containers the device plugins' devices at admission (a
 	// pod that cannot get them is rejected). Optional: nil gives none.
 	Devices DeviceAllocator
@@ -195,6 +200,9 @@ func (opts Options) withDefaults() Options {
 	}
 	if opts.Parts.CPUs == nil {
 		opts.Parts.CPUs = noCPUs{}
+	}
+	if opts.Parts.Memory == nil {
+		opts.Parts.Memory = noMemory{}
 	}
 	if opts.Parts.Status == nil {
 		opts.Parts.Status = status.NewManager(status.Options{Logger: opts.Logger.Named("status")})

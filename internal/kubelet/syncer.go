@@ -56,6 +56,7 @@ type podSyncer struct {
 	secrets  SecretGetter
 	cgroups  PodCgroups
 	cpus     CPUManager
+	memory   MemoryManager
 	resize   *resizer // nil: no in-place resize
 	pleg     PLEG
 	// activePods are the pods the QoS cgroups are sized for.
@@ -275,6 +276,9 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	s.runtime.ForgetPod(pod)
 	if err := s.cpus.RemovePod(string(pod.UID)); err != nil {
 		s.logger.Error("release the CPUs of the pod", zap.String("pod", podRef(pod)), zap.Error(err))
+	}
+	if err := s.memory.RemovePod(string(pod.UID)); err != nil {
+		s.logger.Error("release the memory of the pod", zap.String("pod", podRef(pod)), zap.Error(err))
 	}
 	s.helper.ForgetVolumes(pod.UID)
 	if !orphan {

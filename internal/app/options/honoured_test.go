@@ -53,12 +53,13 @@ func TestNotHonoured(t *testing.T) {
 	if got := notHonoured(&k, &def); len(got) != 0 {
 		t.Fatalf("Cache and no iptables chains, what this kubelet does: %v", got)
 	}
-	k.MemoryManagerPolicy = "Static"
+	k.MemoryManagerPolicy = "Static" // honoured
+	k.MemoryReservationPolicy = "TieredReservation"
 	k.MaxPods = 20 // honoured
 	k.HairpinMode = "hairpin-veth"
 	k.Logging.VModule = []logsapi.VModuleItem{{FilePattern: "x", Verbosity: 2}}
 	k.Tracing = &tracingapi.TracingConfiguration{} // honoured: spans exported over OTLP
-	want := []string{"hairpinMode", "logging.vmodule", "memoryManagerPolicy"}
+	want := []string{"hairpinMode", "logging.vmodule", "memoryReservationPolicy"}
 	if got := notHonoured(&k, &def); !slices.Equal(got, want) {
 		t.Fatalf("notHonoured = %v, want %v", got, want)
 	}

@@ -99,8 +99,8 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 
 // AllocateAligned is Allocate with the topology manager's NUMA affinity:
 // devices on those nodes are taken first.
-func (m *Manager) AllocateAligned(pod *v1.Pod, c *v1.Container, affinity topologymanager.Mask) error {
-	return m.allocate(pod, c, isInitContainer(pod, c), affinity)
+func (m *Manager) AllocateAligned(pod *v1.Pod, c *v1.Container, hint topologymanager.Hint) error {
+	return m.allocate(pod, c, isInitContainer(pod, c), hint.Affinity)
 }
 
 // freeInactiveAndSave is freeInactive, the checkpoint written when it freed

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubelet-dockershim/kubelet/internal/atomicfile"
 )
 
 // stateFileName is the file under the kubelet root dir that records the
@@ -38,35 +39,13 @@ func loadState(path string) (shutdownState, error) {
 	return st, nil
 }
 
-// storeState replaces the state file atomically (temp file, fsync, rename).
-func storeState(path string, st shutdownState) (retErr error) {
+// storeState replaces the state file atomically.
+func storeState(path string, st shutdownState) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if retErr != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // unixSeconds is t in whole seconds since the epoch, 0 for the zero time.

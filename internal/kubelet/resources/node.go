@@ -103,6 +103,11 @@ func (n *Node) Machine() Machine { return n.machine }
 // by signal. The slice must not be modified.
 func (n *Node) HardEvictionThresholds() []Threshold { return n.thresholds }
 
+// Reservation is the node allocatable reservation of the current capacity:
+// systemReserved + kubeReserved + the hard eviction thresholds, by resource
+// (upstream's GetNodeAllocatableReservation).
+func (n *Node) Reservation() v1.ResourceList { return n.reservation(n.cur.Load().capacity) }
+
 // Capacity returns a copy of the node's current capacity.
 func (n *Node) Capacity() v1.ResourceList { return n.cur.Load().capacity.DeepCopy() }
 

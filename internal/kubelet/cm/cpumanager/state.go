@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/kubelet-dockershim/kubelet/internal/atomicfile"
 )
 
 // assignments maps pod UID -> container name -> exclusive CPUs.
@@ -102,10 +104,8 @@ func (f stateFile) parse(blob []byte) (*state, error) {
 	return st, nil
 }
 
-// save writes the checkpoint atomically: a temporary file in the same
-// directory (mode 0600, as upstream's), fsynced, then renamed over the old
-// one, and the directory synced. The directory is created (0755) when
-// missing.
+// save writes the checkpoint atomically (mode 0600, as upstream's),
+// creating the directory (0755) when missing.
 func (f stateFile) save(st *state) error {
 	blob, err := encodeCheckpoint(f.policy, st.defaultSet, st.assignments)
 	if err != nil {
@@ -114,35 +114,5 @@ func (f stateFile) save(st *state) error {
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return fmt.Errorf("create cpu manager state dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(f.dir, ".")
-	if err != nil {
-		return fmt.Errorf("write cpu manager state: %w", err)
-	}
-	tmpPath := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = tmp.Close()
-			_ = os.Remove(tmpPath)
-		}
-	}()
-	if _, err := tmp.Write(blob); err != nil {
-		return fmt.Errorf("write cpu manager state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync cpu manager state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close cpu manager state: %w", err)
-	}
-	if err := os.Rename(tmpPath, f.path()); err != nil {
-		return fmt.Errorf("rename cpu manager state: %w", err)
-	}
-	ok = true
-	// Persist the rename itself; upstream stops at the rename.
-	if d, err := os.Open(f.dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(f.path(), blob, 0o600)
 }

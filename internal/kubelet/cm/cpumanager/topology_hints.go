@@ -83,8 +83,8 @@ func (m *Manager) staticForHintsLocked() *staticPolicy {
 
 // AllocateAligned is Allocate with the topology manager's NUMA affinity:
 // the CPUs are taken from those NUMA nodes first.
-func (m *Manager) AllocateAligned(pod *v1.Pod, c *v1.Container, affinity topologymanager.Mask) error {
-	return m.allocate(pod, c, affinity)
+func (m *Manager) AllocateAligned(pod *v1.Pod, c *v1.Container, hint topologymanager.Hint) error {
+	return m.allocate(pod, c, hint.Affinity)
 }
 
 // hints lists, for every set of NUMA nodes, a hint when its CPUs of

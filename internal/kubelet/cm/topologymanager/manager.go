@@ -19,8 +19,9 @@ type HintProvider interface {
 	// PodTopologyHints are the hints of the pod's resources as a whole.
 	PodTopologyHints(pod *v1.Pod) map[string][]Hint
 	// AllocateAligned allocates the container's resources, on the NUMA
-	// nodes of affinity first (0: anywhere).
-	AllocateAligned(pod *v1.Pod, c *v1.Container, affinity Mask) error
+	// nodes of the merged hint first (affinity 0: anywhere; Preferred as
+	// the policy found it).
+	AllocateAligned(pod *v1.Pod, c *v1.Container, hint Hint) error
 }
 
 // Options builds a Manager.
@@ -129,7 +130,7 @@ func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 	switch m.scope {
 	case PolicyNone:
 		for _, c := range containers {
-			if err := m.allocate(pod, c, 0); err != nil {
+			if err := m.allocate(pod, c, Hint{}); err != nil {
 				return admissionError(err)
 			}
 		}
@@ -144,7 +145,7 @@ func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 			return m.refuse()
 		}
 		for _, c := range containers {
-			if err := m.allocate(pod, c, best.Affinity); err != nil {
+			if err := m.allocate(pod, c, best); err != nil {
 				m.metrics.errors.Inc()
 				return admissionError(err)
 			}
@@ -163,7 +164,7 @@ func (m *Manager) Admit(pod *v1.Pod) (reason, message string, ok bool) {
 		if !admit {
 			return m.refuse()
 		}
-		if err := m.allocate(pod, c, best.Affinity); err != nil {
+		if err := m.allocate(pod, c, best); err != nil {
 			m.metrics.errors.Inc()
 			return admissionError(err)
 		}
@@ -178,9 +179,9 @@ func (m *Manager) refuse() (string, string, bool) {
 	return ReasonTopologyAffinity, messageTopologyAffinity, false
 }
 
-func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, affinity Mask) error {
+func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, hint Hint) error {
 	for _, p := range m.providers {
-		if err := p.AllocateAligned(pod, c, affinity); err != nil {
+		if err := p.AllocateAligned(pod, c, hint); err != nil {
 			return err
 		}
 	}

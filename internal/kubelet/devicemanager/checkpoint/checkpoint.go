@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/utils/dump"
+
+	"github.com/kubelet-dockershim/kubelet/internal/atomicfile"
 )
 
 // FileName is the checkpoint's name in the device plugin directory.
@@ -62,17 +64,7 @@ func Write(dir string, entries []PodDevicesEntry, registered map[string][]string
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+FileName+"-")
-	if err != nil {
-		return fmt.Errorf("write device checkpoint: %w", err)
-	}
-	_, werr := tmp.Write(b)
-	if err := errors.Join(werr, tmp.Sync(), tmp.Close()); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write device checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, FileName)); err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(filepath.Join(dir, FileName), b, 0o600); err != nil {
 		return fmt.Errorf("write device checkpoint: %w", err)
 	}
 	return nil
