@@ -24,7 +24,9 @@ import (
 // every series of testdata/cadvisor_metrics.txt with its type, help and label
 // names; the root row; the pod row with pod and namespace; the app container's
 // row with its Docker name, image and CPU usage; the sandbox row
-// (container="POD") with the pod's eth0 counters; gzip when asked for.
+// (container="POD") with the pod's eth0 counters; the filesystem series (the
+// diskstats ones of the root's partitions, zeros on the container's); gzip
+// when asked for.
 func TestIntegrationCadvisor(t *testing.T) {
 	n := newNode(t)
 	ro := freePort(t)
@@ -228,7 +230,35 @@ func cadvisorFsProblems(fams map[string]*dto.MetricFamily, pod string) []string 
 			}
 		}
 	}
+	return append(out, diskstatsProblems(fams, usage)...)
+}
+
+// diskstatsProblems checks the diskstats series: one per filesystem of the
+// root row, and a zero on the container's filesystem (usage's id and device).
+func diskstatsProblems(fams map[string]*dto.MetricFamily, usage *dto.Metric) []string {
+	var out []string
+	for _, m := range fams["container_fs_limit_bytes"].GetMetric() {
+		if dev := labelValue(m, "device"); labelValue(m, "id") == "/" && deviceSeries(fams["container_fs_io_time_weighted_seconds_total"], "/", dev) == nil {
+			out = append(out, fmt.Sprintf("no container_fs_io_time_weighted_seconds_total of the root row's %q", dev))
+		}
+	}
+	id, dev := labelValue(usage, "id"), labelValue(usage, "device")
+	for _, name := range []string{"container_fs_sector_reads_total", "container_fs_reads_merged_total", "container_fs_io_time_seconds_total"} {
+		if m := deviceSeries(fams[name], id, dev); m == nil || m.GetCounter().GetValue() != 0 {
+			out = append(out, fmt.Sprintf("busy container %s on %q: %v, want 0", name, dev, m))
+		}
+	}
 	return out
+}
+
+// deviceSeries is a family's series of row id and device dev, nil if none.
+func deviceSeries(mf *dto.MetricFamily, id, dev string) *dto.Metric {
+	for _, m := range mf.GetMetric() {
+		if labelValue(m, "id") == id && labelValue(m, "device") == dev {
+			return m
+		}
+	}
+	return nil
 }
 
 func labelValue(m *dto.Metric, name string) string {

@@ -45,7 +45,9 @@ import (
 //     handler. The inode series are not served for them: the runtime does not
 //     count a writable layer's inodes (cAdvisor reported the layer's inode
 //     usage as inodes_total and 0 free). Sandbox rows have none: the CRI reports
-//     no writable layer for a sandbox.
+//     no writable layer for a sandbox;
+//   - the diskstats series ride on the same filesystems
+//     (cadvisor_diskstats_linux.go).
 
 const (
 	// cadvisorFsPeriod is how long a container's filesystem usage is reused
@@ -62,7 +64,8 @@ type partition struct {
 	mountPoint   string
 	major, minor uint64
 	fs           fsInfo
-	ok           bool // fs read by the last statfs
+	ok           bool      // fs read by the last statfs
+	disk         diskStats // its device's /proc/diskstats counters (cadvisor_diskstats_linux.go)
 	at           time.Time
 	// pending is set while a statfs runs (one at a time: a hung filesystem
 	// holds one goroutine, not one per scrape).
@@ -183,7 +186,7 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 			for _, p := range f.parts {
 				if p.ok {
 					r.fs = append(r.fs, rowFs{dev: p.key, limit: p.fs.capacity, usage: p.fs.used,
-						inodes: p.fs.inodes, inodesFree: p.fs.inodesFree, hasInodes: true})
+						inodes: p.fs.inodes, inodesFree: p.fs.inodesFree, hasInodes: true, disk: p.disk})
 				}
 			}
 		case r.kind == rowContainer && !r.sandbox:
@@ -203,7 +206,7 @@ func (c *cadvisor) sampleFs(ctx context.Context, now time.Time) error {
 // statPartitions reads the partitions due (every cadvisorSpecPeriod), each
 // on its own goroutine, and waits at most statfsTimeout for them: a
 // partition that does not answer keeps its last figures (and is not asked
-// again while its statfs hangs).
+// again while its statfs hangs). /proc/diskstats is read with them, once.
 func (c *cadvisor) statPartitions(now time.Time) {
 	var wg sync.WaitGroup
 	started := false
@@ -225,6 +228,7 @@ func (c *cadvisor) statPartitions(now time.Time) {
 		}()
 	}
 	if started { // most scrapes fall between two readings: nothing to wait for
+		c.readDiskstats() // while the statfs run
 		c.waitStatfs(&wg)
 	}
 	for _, p := range c.fs.parts {

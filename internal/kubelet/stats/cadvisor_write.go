@@ -57,6 +57,38 @@ type rowFs struct {
 	limit, usage       uint64
 	inodes, inodesFree uint64
 	hasInodes          bool
+	disk               diskStats // zeros but on the root row
+}
+
+// diskStats are the first eleven counters of a /proc/diskstats line, in the
+// kernel's order (indexes diskReads...); the times are in milliseconds.
+type diskStats [11]uint64
+
+// diskStats indexes.
+const (
+	diskReads = iota
+	diskReadsMerged
+	diskSectorsRead
+	diskReadMs
+	diskWrites
+	diskWritesMerged
+	diskSectorsWritten
+	diskWriteMs
+	diskIOInProgress
+	diskIOMs
+	diskWeightedIOMs
+)
+
+// diskCount is a filesystem's diskstats counter i.
+func diskCount(i int) func(f *rowFs) (float64, bool) {
+	return func(f *rowFs) (float64, bool) { return float64(f.disk[i]), true }
+}
+
+// diskSeconds is a filesystem's diskstats time i as cAdvisor serves it: the
+// milliseconds divided by 1e9 (its FsStats times are milliseconds, its
+// metrics divide them by time.Second), so 1e6 times less than the seconds.
+func diskSeconds(i int) func(f *rowFs) (float64, bool) {
+	return func(f *rowFs) (float64, bool) { return float64(f.disk[i]) / nsPerSecond, true }
 }
 
 // familyKind is how a family's series are made from a row.
@@ -71,6 +103,10 @@ const (
 	famLastSeen                    // scrape time, with the scrape time as timestamp
 	famFs                          // one series per filesystem of a row with stats, sample timestamp
 	famBlkioOp                     // one series per blkio device and operation listed, sample timestamp
+	// famDeviceFs: famDevice's series (when dev is set), then famFs's of the
+	// filesystems whose device label no blkio series of the row took
+	// (cAdvisor's ioValues; client_golang's Gather drops the later duplicate).
+	famDeviceFs
 )
 
 // cadFamily is one metric family of cAdvisor's collector.
@@ -84,6 +120,22 @@ type cadFamily struct {
 	iface int // index into netIface.v
 	// fs gives a filesystem's value; ok false: no series for it.
 	fs func(f *rowFs) (float64, bool)
+}
+
+// devServed reports whether a famDeviceFs family has a blkio series of row r
+// labelled dev.
+func (f *cadFamily) devServed(r *cadRow, dev string) bool {
+	if f.dev == nil {
+		return false
+	}
+	for i := range r.stats.IO {
+		if r.devs[i] == dev {
+			if _, ok := f.dev(&r.stats.IO[i]); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 const nsPerSecond = float64(time.Second)
@@ -155,18 +207,38 @@ var cadvisorFamilies = []cadFamily{
 		fs: func(f *rowFs) (float64, bool) { return float64(f.inodesFree), f.hasInodes }},
 	{name: "container_fs_inodes_total", help: "Number of Inodes", typ: "gauge", kind: famFs,
 		fs: func(f *rowFs) (float64, bool) { return float64(f.inodes), f.hasInodes }},
+	{name: "container_fs_io_current", help: "Number of I/Os currently in progress", typ: "gauge", kind: famDeviceFs,
+		fs: diskCount(diskIOInProgress)},
+	{name: "container_fs_io_time_seconds_total", help: "Cumulative count of seconds spent doing I/Os", typ: "counter", kind: famDeviceFs,
+		fs: diskSeconds(diskIOMs)},
+	{name: "container_fs_io_time_weighted_seconds_total", help: "Cumulative weighted I/O time in seconds", typ: "counter", kind: famFs,
+		fs: diskSeconds(diskWeightedIOMs)},
 	{name: "container_fs_limit_bytes", help: "Number of bytes that can be consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
 		fs: func(f *rowFs) (float64, bool) { return float64(f.limit), true }},
+	{name: "container_fs_read_seconds_total", help: "Cumulative count of seconds spent reading", typ: "counter", kind: famDeviceFs,
+		fs: diskSeconds(diskReadMs)},
 	{name: "container_fs_reads_bytes_total", help: "Cumulative count of bytes read", typ: "counter", kind: famDevice,
 		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Read), true }},
-	{name: "container_fs_reads_total", help: "Cumulative count of reads completed", typ: "counter", kind: famDevice,
-		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Reads), d.HasServiced }},
+	{name: "container_fs_reads_merged_total", help: "Cumulative count of reads merged", typ: "counter", kind: famDeviceFs,
+		fs: diskCount(diskReadsMerged)},
+	{name: "container_fs_reads_total", help: "Cumulative count of reads completed", typ: "counter", kind: famDeviceFs,
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Reads), d.HasServiced },
+		fs:  diskCount(diskReads)},
+	{name: "container_fs_sector_reads_total", help: "Cumulative count of sector reads completed", typ: "counter", kind: famDeviceFs,
+		fs: diskCount(diskSectorsRead)},
+	{name: "container_fs_sector_writes_total", help: "Cumulative count of sector writes completed", typ: "counter", kind: famDeviceFs,
+		fs: diskCount(diskSectorsWritten)},
 	{name: "container_fs_usage_bytes", help: "Number of bytes that are consumed by the container on this filesystem.", typ: "gauge", kind: famFs,
 		fs: func(f *rowFs) (float64, bool) { return float64(f.usage), true }},
+	{name: "container_fs_write_seconds_total", help: "Cumulative count of seconds spent writing", typ: "counter", kind: famDeviceFs,
+		fs: diskSeconds(diskWriteMs)},
 	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", typ: "counter", kind: famDevice,
 		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Write), true }},
-	{name: "container_fs_writes_total", help: "Cumulative count of writes completed", typ: "counter", kind: famDevice,
-		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Writes), d.HasServiced }},
+	{name: "container_fs_writes_merged_total", help: "Cumulative count of writes merged", typ: "counter", kind: famDeviceFs,
+		fs: diskCount(diskWritesMerged)},
+	{name: "container_fs_writes_total", help: "Cumulative count of writes completed", typ: "counter", kind: famDeviceFs,
+		dev: func(d *cgroups.DeviceIO) (float64, bool) { return float64(d.Writes), d.HasServiced },
+		fs:  diskCount(diskWrites)},
 	{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", kind: famLastSeen},
 	{name: "container_memory_cache", help: "Number of bytes of page cache memory.", typ: "gauge",
 		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.Cache) }, hasMemory)},
@@ -230,14 +302,7 @@ func writeCadvisor(buf []byte, rows []*cadRow, m *machineInfo, scrapeErr bool, n
 }
 
 func writeFamily(buf []byte, f *cadFamily, rows []*cadRow, now time.Time, nowMs int64) []byte {
-	header := false
-	line := func() {
-		if !header {
-			buf = appendHeader(buf, f.name, f.help, f.typ)
-			header = true
-		}
-		buf = append(append(buf, f.name...), '{')
-	}
+	w := famWriter{buf: buf, f: f}
 	for _, r := range rows {
 		switch f.kind {
 		case famStat, famCPU:
@@ -248,78 +313,116 @@ func writeFamily(buf []byte, f *cadFamily, rows []*cadRow, now time.Time, nowMs 
 			if !ok {
 				continue
 			}
-			line()
+			w.line()
 			if f.kind == famCPU {
-				buf = append(buf, r.lbl.cpu...)
+				w.buf = append(w.buf, r.lbl.cpu...)
 			} else {
-				buf = append(buf, r.lbl.full...)
+				w.buf = append(w.buf, r.lbl.full...)
 			}
-			buf = appendValue(buf, v, r.at)
+			w.buf = appendValue(w.buf, v, r.at)
 		case famSpec:
 			v, ok := f.value(r)
 			if !ok {
 				continue
 			}
-			line()
-			buf = appendValue(append(buf, r.lbl.full...), v, -1)
+			w.line()
+			w.buf = appendValue(append(w.buf, r.lbl.full...), v, -1)
 		case famLastSeen:
-			line()
-			buf = appendValue(append(buf, r.lbl.full...), float64(now.Unix()), nowMs)
+			w.line()
+			w.buf = appendValue(append(w.buf, r.lbl.full...), float64(now.Unix()), nowMs)
 		case famDevice:
-			if !r.ok {
-				continue
-			}
-			for i := range r.stats.IO {
-				v, ok := f.dev(&r.stats.IO[i])
-				if !ok {
-					continue
-				}
-				line()
-				buf = append(append(append(buf, r.lbl.devPre...), r.devs[i]...), r.lbl.devSuf...)
-				buf = appendValue(buf, v, r.at)
-			}
-		case famBlkioOp:
-			if !r.ok {
-				continue
-			}
-			for i := range r.stats.IO {
-				d := &r.stats.IO[i]
-				for op, name := range cgroups.BlkioOps {
-					if d.OpsSeen&(1<<op) == 0 {
-						continue
-					}
-					line()
-					buf = append(append(append(append(buf, r.lbl.devPre...), r.devs[i]...), `",`...), r.lbl.mid...)
-					buf = strconv.AppendUint(append(buf, `,major="`...), d.Major, 10)
-					buf = strconv.AppendUint(append(buf, `",minor="`...), d.Minor, 10)
-					buf = append(append(append(buf, `",`...), r.lbl.nameNs...), `,operation="`...)
-					buf = append(append(append(buf, name...), `",`...), r.lbl.pod...)
-					buf = appendValue(buf, float64(d.Bytes[op]), r.at)
-				}
-			}
+			w.devices(r)
+		case famDeviceFs:
+			w.devices(r)
+			w.filesystems(r, true)
 		case famFs:
-			if !r.ok {
-				continue
-			}
-			for i := range r.fs {
-				v, ok := f.fs(&r.fs[i])
-				if !ok {
-					continue
-				}
-				line()
-				buf = append(append(append(buf, r.lbl.devPre...), r.fs[i].dev...), r.lbl.devSuf...)
-				buf = appendValue(buf, v, r.at)
-			}
+			w.filesystems(r, false)
+		case famBlkioOp:
+			w.blkioOps(r)
 		case famInterface:
 			for i := range r.net {
 				n := &r.net[i]
-				line()
-				buf = append(append(append(buf, r.lbl.ifacePre...), escapeLabel(n.name)...), r.lbl.ifaceSuf...)
-				buf = appendValue(buf, float64(n.v[f.iface]), r.at)
+				w.line()
+				w.buf = append(append(append(w.buf, r.lbl.ifacePre...), escapeLabel(n.name)...), r.lbl.ifaceSuf...)
+				w.buf = appendValue(w.buf, float64(n.v[f.iface]), r.at)
 			}
 		}
 	}
-	return buf
+	return w.buf
+}
+
+// famWriter appends one family's series to buf, its HELP and TYPE before the
+// first.
+type famWriter struct {
+	buf    []byte
+	f      *cadFamily
+	header bool
+}
+
+// line starts a series: the header when first, the name and the brace.
+func (w *famWriter) line() {
+	if !w.header {
+		w.buf = appendHeader(w.buf, w.f.name, w.f.help, w.f.typ)
+		w.header = true
+	}
+	w.buf = append(append(w.buf, w.f.name...), '{')
+}
+
+// devices appends a row's blkio device series (none when the family has no
+// blkio value).
+func (w *famWriter) devices(r *cadRow) {
+	if !r.ok || w.f.dev == nil {
+		return
+	}
+	for i := range r.stats.IO {
+		v, ok := w.f.dev(&r.stats.IO[i])
+		if !ok {
+			continue
+		}
+		w.line()
+		w.buf = append(append(append(w.buf, r.lbl.devPre...), r.devs[i]...), r.lbl.devSuf...)
+		w.buf = appendValue(w.buf, v, r.at)
+	}
+}
+
+// filesystems appends a row's filesystem series; with afterDevices, not
+// those whose device label a blkio series of the family took.
+func (w *famWriter) filesystems(r *cadRow, afterDevices bool) {
+	if !r.ok {
+		return
+	}
+	for i := range r.fs {
+		v, ok := w.f.fs(&r.fs[i])
+		if !ok || afterDevices && w.f.devServed(r, r.fs[i].dev) {
+			continue
+		}
+		w.line()
+		w.buf = append(append(append(w.buf, r.lbl.devPre...), r.fs[i].dev...), r.lbl.devSuf...)
+		w.buf = appendValue(w.buf, v, r.at)
+	}
+}
+
+// blkioOps appends a row's container_blkio_device_usage_total series: one per
+// device and operation its io_service_bytes listed.
+func (w *famWriter) blkioOps(r *cadRow) {
+	if !r.ok {
+		return
+	}
+	for i := range r.stats.IO {
+		d := &r.stats.IO[i]
+		for op, name := range cgroups.BlkioOps {
+			if d.OpsSeen&(1<<op) == 0 {
+				continue
+			}
+			w.line()
+			buf := append(append(append(append(w.buf, r.lbl.devPre...), r.devs[i]...), `",`...), r.lbl.mid...)
+			buf = strconv.AppendUint(append(buf, `,major="`...), d.Major, 10)
+			buf = strconv.AppendUint(append(buf, `",minor="`...), d.Minor, 10)
+			buf = append(append(append(buf, `",`...), r.lbl.nameNs...), `,operation="`...)
+			buf = append(append(append(buf, name...), `",`...), r.lbl.pod...)
+			w.buf = appendValue(buf, float64(d.Bytes[op]), r.at)
+		}
+	}
 }
 
 // appendHeader appends a family's HELP and TYPE lines (help texts hold no
