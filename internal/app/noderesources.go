@@ -308,7 +308,7 @@ func newDeviceManager(cfg *Config, n *node, logger *zap.Logger) (*devicemanager.
 		return nil, nil, err
 	}
 	pr, err := podresources.New(podresources.Options{Dir: filepath.Join(cfg.RootDirectory, "pod-resources"), ActivePods: active,
-		Devices: dm, CPUs: n.cpus, Registerer: n.reg, Logger: logger.Named("podresources")})
+		Devices: dm, CPUs: n.cpus, Memory: n.memory, Registerer: n.reg, Logger: logger.Named("podresources")})
 	return dm, pr, err
 }
 

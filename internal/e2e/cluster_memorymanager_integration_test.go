@@ -4,14 +4,19 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager/state"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
@@ -31,6 +36,8 @@ var numaMeminfo = map[string]string{
 //   - A Guaranteed pod of 1 GiB is pinned to node 0 (the narrowest node
 //     that holds it): Docker gets CpusetMems "0", and memory_manager_state
 //     records the block in upstream's format (its checksums verified).
+//   - The PodResources API reports the block (memory, 1Gi, node 0) for the
+//     container and the allocatable memory of each node.
 //   - A second one fits on no single node, and node 0 may not join a group
 //     while used alone: it is rejected with UnexpectedAdmissionError and
 //     upstream's message.
@@ -77,6 +84,34 @@ func testMemoryManager(t *testing.T, c *controlplane.Cluster) {
 	}
 	if got := st.Machine[0].MemoryMap["memory"].Free; got != (2048-612-1024)*mi {
 		t.Errorf("node 0 free %d after 1Gi pinned", got)
+	}
+
+	prConn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prConn.Close()
+	pr := podresourcesapi.NewPodResourcesListerClient(prConn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := pr.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: "pinned", PodNamespace: n.ns})
+	if err != nil || len(got.PodResources.GetContainers()) != 1 {
+		t.Fatalf("PodResources Get: %v %v", got, err)
+	}
+	if mem := got.PodResources.Containers[0].Memory; len(mem) != 1 || mem[0].MemoryType != "memory" || mem[0].Size != 1<<30 ||
+		len(mem[0].Topology.GetNodes()) != 1 || mem[0].Topology.Nodes[0].ID != 0 {
+		t.Errorf("PodResources memory of the pinned container: %v", mem)
+	}
+	alloc, err := pr.GetAllocatableResources(ctx, &podresourcesapi.AllocatableResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allocatable []string
+	for _, m := range alloc.Memory {
+		allocatable = append(allocatable, fmt.Sprintf("%s:%d@%d", m.MemoryType, m.Size, m.Topology.Nodes[0].ID))
+	}
+	if want := []string{fmt.Sprintf("memory:%d@0", (2048-612)*mi), fmt.Sprintf("memory:%d@1", 512*mi)}; !slices.Equal(allocatable, want) {
+		t.Errorf("PodResources allocatable memory %v, want %v", allocatable, want)
 	}
 
 	n.applyYAML(pod("refused", "{limits: {cpu: 100m, memory: 1Gi}}"))

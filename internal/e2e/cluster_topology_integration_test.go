@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
 )
@@ -109,6 +111,20 @@ func testTopologyManager(t *testing.T, c *controlplane.Cluster) {
 	log := n.waitLog(p, "main", "FAKE=", 30*time.Second)
 	if !strings.Contains(log, "FAKE=dev-1\n1\n") {
 		t.Errorf("the aligned pod did not get dev-1 and CPU 1 (both on NUMA node 1):\n%s", log)
+	}
+
+	prConn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prConn.Close()
+	pr := podresourcesapi.NewPodResourcesListerClient(prConn)
+	if got, err := pr.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: "aligned", PodNamespace: n.ns}); err != nil ||
+		len(got.PodResources.GetContainers()) != 1 || !slices.Equal(got.PodResources.Containers[0].CpuIds, []int64{1}) {
+		t.Errorf("PodResources of the aligned pod (exclusive CPU 1): %v %v", got, err)
+	}
+	if alloc, err := pr.GetAllocatableResources(ctx, &podresourcesapi.AllocatableResourcesRequest{}); err != nil || !slices.Equal(alloc.CpuIds, []int64{1}) {
+		t.Errorf("PodResources allocatable CPUs (all but the reserved CPU 0): %v %v", alloc, err)
 	}
 
 	n.applyYAML(pod("refused"))

@@ -159,7 +159,7 @@ func (a resourceAllocator) Holds(p *v1.Pod) bool {
 	}
 	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range list {
-			if _, ok := a.cpus.CPUSet(string(p.UID), list[i].Name); ok {
+			if _, ok := a.cpus.ExclusiveCPUs(string(p.UID), list[i].Name); ok {
 				return true
 			}
 		}

@@ -58,7 +58,7 @@ type fakeCPUs struct{ heldAllocations }
 
 func (f *fakeCPUs) Allocate(pod *v1.Pod, c *v1.Container) error { return f.allocate(pod, c) }
 func (f *fakeCPUs) RemovePod(uid string) error                  { return f.removePod(uid) }
-func (f *fakeCPUs) CPUSet(uid, name string) (cpuset.CPUSet, bool) {
+func (f *fakeCPUs) ExclusiveCPUs(uid, name string) (cpuset.CPUSet, bool) {
 	if slices.Contains(f.of(k8stypes.UID(uid)), name) {
 		return cpuset.New(1), true
 	}

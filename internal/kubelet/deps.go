@@ -84,8 +84,9 @@ type PodCgroups interface {
 // released once the pod terminated.
 type CPUManager interface {
 	Allocate(pod *v1.Pod, container *v1.Container) error
-	// CPUSet is the container's exclusive CPUs; ok is false when it has none.
-	CPUSet(podUID, containerName string) (set cpuset.CPUSet, ok bool)
+	// ExclusiveCPUs is the container's exclusive CPUs; ok is false when it
+	// has none.
+	ExclusiveCPUs(podUID, containerName string) (set cpuset.CPUSet, ok bool)
 	RemovePod(podUID string) error
 }
 
@@ -117,9 +118,11 @@ type ResourceAligner interface {
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 
-func (noCPUs) Allocate(*v1.Pod, *v1.Container) error       { return nil }
-func (noCPUs) CPUSet(string, string) (cpuset.CPUSet, bool) { return cpuset.CPUSet{}, false }
-func (noCPUs) RemovePod(string) error                      { return nil }
+func (noCPUs) Allocate(*v1.Pod, *v1.Container) error { return nil }
+func (noCPUs) ExclusiveCPUs(string, string) (cpuset.CPUSet, bool) {
+	return cpuset.CPUSet{}, false
+}
+func (noCPUs) RemovePod(string) error { return nil }
 
 // noMemory pins nothing (memory manager policy None).
 type noMemory struct{}

@@ -1,9 +1,9 @@
 // Package podresources serves upstream's PodResources API (v1: List,
 // GetAllocatableResources, Get) on <root>/pod-resources/kubelet.sock, which
 // GPU and device exporters read: each active pod's containers with the
-// devices the device plugins gave them and their exclusive CPUs, and the
-// node's allocatable devices. Memory (no memory manager) and dynamic
-// resources (no DRA) are never reported.
+// devices the device plugins gave them, their exclusive CPUs and their
+// pinned memory, and the node's allocatable devices, CPUs and memory.
+// Dynamic resources (no DRA) are never reported.
 package podresources
 
 import (
@@ -25,6 +25,7 @@ import (
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager/state"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
@@ -42,7 +43,16 @@ type Devices interface {
 
 // CPUs are the CPU manager's exclusive assignments; nil: none.
 type CPUs interface {
-	CPUSet(podUID, containerName string) (cpuset.CPUSet, bool)
+	ExclusiveCPUs(podUID, containerName string) (cpuset.CPUSet, bool)
+	// AllocatableCPUs are those it may give exclusively.
+	AllocatableCPUs() cpuset.CPUSet
+}
+
+// Memory is the memory manager's pinned memory; nil: none.
+type Memory interface {
+	Blocks(podUID, containerName string) []state.Block
+	// AllocatableMemory is what it may pin, per NUMA node and resource.
+	AllocatableMemory() []state.Block
 }
 
 // Options configures a Server.
@@ -55,6 +65,8 @@ type Options struct {
 	Devices Devices
 	// CPUs answers the exclusive CPUs; nil: none.
 	CPUs CPUs
+	// Memory answers the pinned memory; nil: none.
+	Memory Memory
 	// Registerer receives upstream's kubelet_pod_resources_endpoint_*
 	// families; nil: not registered.
 	Registerer prometheus.Registerer
@@ -142,11 +154,40 @@ func (s *Server) Get(_ context.Context, req *podresourcesapi.GetPodResourcesRequ
 	return nil, status.Errorf(codes.NotFound, "pod %s in namespace %s not found", req.GetPodName(), req.GetPodNamespace())
 }
 
-// GetAllocatableResources reports the healthy devices.
+// GetAllocatableResources reports the healthy devices, the CPUs the CPU
+// manager may give exclusively and the memory the memory manager may pin.
 func (s *Server) GetAllocatableResources(context.Context, *podresourcesapi.AllocatableResourcesRequest) (*podresourcesapi.AllocatableResourcesResponse, error) {
 	s.metrics.total.WithLabelValues("v1").Inc()
 	s.metrics.getAllocatable.WithLabelValues("v1").Inc()
-	return &podresourcesapi.AllocatableResourcesResponse{Devices: devicesOf(s.opts.Devices.AllocatableDevices())}, nil
+	out := &podresourcesapi.AllocatableResourcesResponse{Devices: devicesOf(s.opts.Devices.AllocatableDevices())}
+	if s.opts.CPUs != nil {
+		out.CpuIds = cpuIDs(s.opts.CPUs.AllocatableCPUs())
+	}
+	if s.opts.Memory != nil {
+		out.Memory = memoryOf(s.opts.Memory.AllocatableMemory())
+	}
+	return out, nil
+}
+
+func cpuIDs(set cpuset.CPUSet) []int64 {
+	var out []int64
+	for _, id := range set.List() {
+		out = append(out, int64(id))
+	}
+	return out
+}
+
+// memoryOf renders memory blocks as upstream's containerMemoryFromBlock.
+func memoryOf(blocks []state.Block) []*podresourcesapi.ContainerMemory {
+	var out []*podresourcesapi.ContainerMemory
+	for _, b := range blocks {
+		m := &podresourcesapi.ContainerMemory{MemoryType: string(b.Type), Size: b.Size, Topology: &podresourcesapi.TopologyInfo{Nodes: []*podresourcesapi.NUMANode{}}}
+		for _, id := range b.NUMAAffinity {
+			m.Topology.Nodes = append(m.Topology.Nodes, &podresourcesapi.NUMANode{ID: int64(id)})
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // pod is one pod's resources: its restartable init containers (sidecars)
@@ -157,11 +198,12 @@ func (s *Server) pod(p *v1.Pod) *podresourcesapi.PodResources {
 	add := func(c *v1.Container) {
 		cr := &podresourcesapi.ContainerResources{Name: c.Name, Devices: devicesOf(devs[c.Name])}
 		if s.opts.CPUs != nil {
-			if set, ok := s.opts.CPUs.CPUSet(string(p.UID), c.Name); ok {
-				for _, id := range set.List() {
-					cr.CpuIds = append(cr.CpuIds, int64(id))
-				}
+			if set, ok := s.opts.CPUs.ExclusiveCPUs(string(p.UID), c.Name); ok {
+				cr.CpuIds = cpuIDs(set)
 			}
+		}
+		if s.opts.Memory != nil {
+			cr.Memory = memoryOf(s.opts.Memory.Blocks(string(p.UID), c.Name))
 		}
 		out.Containers = append(out.Containers, cr)
 	}

@@ -28,7 +28,8 @@ func (fakeDevices) AllocatableDevices() map[string][]string {
 // fakeCPUs gives every container CPUs 2-3.
 type fakeCPUs struct{}
 
-func (fakeCPUs) CPUSet(string, string) (cpuset.CPUSet, bool) { return cpuset.New(2, 3), true }
+func (fakeCPUs) ExclusiveCPUs(string, string) (cpuset.CPUSet, bool) { return cpuset.New(2, 3), true }
+func (fakeCPUs) AllocatableCPUs() cpuset.CPUSet                     { return cpuset.New(1, 2, 3) }
 
 func fuzzPods() []*v1.Pod {
 	always := v1.ContainerRestartPolicyAlways

@@ -263,6 +263,18 @@ func (m *Manager) CPUSet(podUID, containerName string) (cpuset.CPUSet, bool) {
 	return set, !set.IsEmpty()
 }
 
+// ExclusiveCPUs are the container's exclusive CPUs; ok is false when it
+// has none (upstream's GetExclusiveCPUs: what the PodResources API reports
+// and what admission checks a pod holds; not the shared pool).
+func (m *Manager) ExclusiveCPUs(podUID, containerName string) (cpuset.CPUSet, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return cpuset.New(), false
+	}
+	return m.st.assignments.get(podUID, containerName)
+}
+
 // AddContainer records that a container was created with its exclusive
 // CPUs, so that Reconcile does not push them again (upstream's AddContainer).
 func (m *Manager) AddContainer(podUID, containerName string) {

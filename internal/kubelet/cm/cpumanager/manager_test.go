@@ -289,6 +289,17 @@ func TestManagerReleaseOnRemoval(t *testing.T) {
 	if got, ok := m.CPUSet("a", "app"); !ok || got.String() != "0-1,3-5,7" {
 		t.Errorf("removed container now gets %q, %v; want the pool", got, ok)
 	}
+	// Exclusive CPUs (the PodResources API's, admission's Holds): b/app's,
+	// none for a container in the shared pool.
+	if got, ok := m.ExclusiveCPUs("b", "app"); !ok || got.String() != "2,6" {
+		t.Errorf("ExclusiveCPUs(b/app) = %q, %v; want 2,6", got, ok)
+	}
+	if got, ok := m.ExclusiveCPUs("a", "app"); ok {
+		t.Errorf("ExclusiveCPUs of a container in the shared pool = %q, true", got)
+	}
+	if got := m.AllocatableCPUs().String(); got != "1-7" {
+		t.Errorf("AllocatableCPUs = %q, want all but the reserved CPU 0", got)
+	}
 }
 
 func TestManagerAllocateNotEnoughCPUs(t *testing.T) {
@@ -319,6 +330,9 @@ func TestManagerNonePolicy(t *testing.T) {
 	}
 	if set, ok := m.CPUSet("g1", "app"); ok {
 		t.Errorf("CPUSet = %q, true; want nothing for policy none", set)
+	}
+	if set := m.AllocatableCPUs(); !set.IsEmpty() {
+		t.Errorf("AllocatableCPUs = %q; want none for policy none", set)
 	}
 	if len(m.Assignments()) != 0 || !m.SharedPool().IsEmpty() {
 		t.Errorf("none policy has state: %v %q", m.Assignments(), m.SharedPool())

@@ -148,5 +148,15 @@ func (m *Manager) Assignments() map[string]map[string]cpuset.CPUSet {
 // Topology is the CPU topology the manager works with.
 func (m *Manager) Topology() *Topology { return m.topo }
 
+// AllocatableCPUs are the CPUs the policy may give exclusively: with static,
+// every CPU but the reserved ones; with none, none (upstream's
+// GetAllocatableCPUs, the PodResources API's allocatable cpu_ids).
+func (m *Manager) AllocatableCPUs() cpuset.CPUSet {
+	if p, ok := m.policy.(*staticPolicy); ok {
+		return m.topo.CPUDetails.CPUs().Difference(p.reserved)
+	}
+	return cpuset.New()
+}
+
 // Policy is the name of the active policy.
 func (m *Manager) Policy() string { return m.policy.name() }

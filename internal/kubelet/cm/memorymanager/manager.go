@@ -69,8 +69,9 @@ type Manager struct {
 	metrics      *metrics
 	log          *zap.Logger
 
-	mu sync.Mutex
-	st *state.State // nil until Start
+	mu          sync.Mutex
+	st          *state.State  // nil until Start
+	allocatable []state.Block // set by Start
 }
 
 // The memory manager is a topology manager hint provider.
@@ -154,6 +155,20 @@ func (m *Manager) start() error {
 		changed = changed || initialized
 	}
 	m.st = &st
+	if m.static != nil {
+		for _, id := range st.Machine.NUMANodes() {
+			names := make([]string, 0, len(st.Machine[id].MemoryMap))
+			for name := range st.Machine[id].MemoryMap {
+				names = append(names, string(name))
+			}
+			slices.Sort(names)
+			for _, name := range names {
+				if size := st.Machine[id].MemoryMap[v1.ResourceName(name)].Allocatable; size != 0 {
+					m.allocatable = append(m.allocatable, state.Block{NUMAAffinity: []int{id}, Type: v1.ResourceName(name), Size: size})
+				}
+			}
+		}
+	}
 	if changed {
 		if err := m.file.Save(m.policy, st); err != nil {
 			m.log.Error("Could not save checkpoint", zap.Error(err))
@@ -339,6 +354,25 @@ func (m *Manager) RemovePod(podUID string) error {
 	}
 	m.static.forgetPod(podUID)
 	return m.file.Save(m.policy, *m.st)
+}
+
+// Blocks are a copy of the container's blocks (nil: not pinned).
+func (m *Manager) Blocks(podUID, containerName string) []state.Block {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st == nil {
+		return nil
+	}
+	return state.State{Assignments: m.st.Assignments}.Clone().Blocks(podUID, containerName)
+}
+
+// AllocatableMemory is what Static may pin: per NUMA node, each resource
+// with allocatable memory, as of Start (upstream's GetAllocatableMemory, the
+// PodResources API's allocatable memory); nothing with None.
+func (m *Manager) AllocatableMemory() []state.Block {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.allocatable)
 }
 
 // State is a copy of the state (machine state and blocks).
