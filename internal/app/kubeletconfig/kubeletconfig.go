@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 
@@ -245,10 +247,37 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	errs = append(errs, validateNodeAllocatableConfig(c)...)
 	errs = append(errs, validateGCConfig(c)...)
+	errs = append(errs, validateReservedMemory(c)...)
 	if c.CPUManagerReconcilePeriod.Duration <= 0 {
 		add("cpuManagerReconcilePeriod", "must be positive, got %s", c.CPUManagerReconcilePeriod.Duration)
 	}
 	return errors.Join(errs...)
+}
+
+// validateReservedMemory checks reservedMemory as upstream: memory and
+// hugepages-<size> only, no zero, no resource twice for a NUMA node.
+func validateReservedMemory(c *kubeletv1beta1.KubeletConfiguration) []error {
+	var errs []error
+	seen := map[int32]map[v1.ResourceName]bool{}
+	for _, r := range c.ReservedMemory {
+		node := r.NumaNode
+		if seen[node] == nil {
+			seen[node] = map[v1.ResourceName]bool{}
+		}
+		for name, q := range r.Limits {
+			if name != v1.ResourceMemory && !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+				errs = append(errs, fmt.Errorf("invalid configuration: the limit type %q for NUMA node %d is not supported, only [memory hugepages-<HugePageSize>] is accepted", name, node))
+			}
+			if q.IsZero() {
+				errs = append(errs, fmt.Errorf("invalid configuration: reserved memory may not be zero for NUMA node %d and resource %q", node, name))
+			}
+			if seen[node][name] {
+				errs = append(errs, fmt.Errorf("invalid configuration: the reserved memory has a duplicate value for NUMA node %d and resource %q", node, name))
+			}
+			seen[node][name] = true
+		}
+	}
+	return errs
 }
 
 // defaultEvictionHard is upstream's default evictionHard on Linux, applied to

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 )
@@ -64,6 +67,20 @@ func TestValidate(t *testing.T) {
 			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
 		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },
 			`invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
+		// reservedMemory, with upstream's messages.
+		{"reserved memory", func(c *Config) {
+			c.Kubelet.ReservedMemory = []kubeletv1beta1.MemoryReservation{{NumaNode: 0, Limits: v1.ResourceList{"memory": resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("2Mi")}}}
+		}, ""},
+		{"reserved cpu", func(c *Config) {
+			c.Kubelet.ReservedMemory = []kubeletv1beta1.MemoryReservation{{NumaNode: 1, Limits: v1.ResourceList{"cpu": resource.MustParse("1")}}}
+		}, `invalid configuration: the limit type "cpu" for NUMA node 1 is not supported, only [memory hugepages-<HugePageSize>] is accepted`},
+		{"reserved zero", func(c *Config) {
+			c.Kubelet.ReservedMemory = []kubeletv1beta1.MemoryReservation{{NumaNode: 0, Limits: v1.ResourceList{"memory": resource.MustParse("0")}}}
+		}, `invalid configuration: reserved memory may not be zero for NUMA node 0 and resource "memory"`},
+		{"reserved twice", func(c *Config) {
+			c.Kubelet.ReservedMemory = []kubeletv1beta1.MemoryReservation{{NumaNode: 0, Limits: v1.ResourceList{"memory": resource.MustParse("1Gi")}},
+				{NumaNode: 0, Limits: v1.ResourceList{"memory": resource.MustParse("1Gi")}}}
+		}, `invalid configuration: the reserved memory has a duplicate value for NUMA node 0 and resource "memory"`},
 		// KubeletEnsureSecretPulledImages' settings, with upstream's messages.
 		{"verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "AlwaysVerify" }, ""},
 		{"unknown verification policy", func(c *Config) { c.Kubelet.ImagePullCredentialsVerificationPolicy = "Sometimes" },
