@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"errors"
-	"fmt"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -39,11 +38,10 @@ type admitChain struct {
 
 // newAdmitChain builds the chain in the order upstream's kubelet adds its
 // handlers: node pressure (eviction), the sysctls allowlist, resource
-// allocation (devices then CPUs, container by container, init containers
-// first), the predicates (node resources, max pods, node selector, OS, ...),
+// allocation (the topology manager's), the predicates (node resources, max pods, node selector, OS, ...),
 // the node's declared features, then the node shutdown. Nil handlers are left
-// out (resource allocation is always there: without a static CPU policy or
-// device plugins it allocates nothing).
+// out (resource allocation is always there: without a static CPU or memory
+// policy or device plugins it allocates nothing).
 func newAdmitChain(d deps, predicates PodAdmitter, logger *zap.Logger) *admitChain {
 	c := &admitChain{logger: logger}
 	add := func(name string, a PodAdmitter) {
@@ -118,43 +116,28 @@ type admitFunc func(pod *v1.Pod) (reason, message string, ok bool)
 func (f admitFunc) Admit(pod *v1.Pod) (string, string, bool) { return f(pod) }
 
 // resourceAllocator is upstream's resource allocation admit handler: the
-// topology manager when there is one; else (topology manager policy none)
-// container by container, init containers first, the device plugins'
-// devices and then the CPUs, a failure being upstream's
-// UnexpectedAdmissionError.
+// topology manager allocates the pod's devices, CPUs and memory through
+// their managers (its hint providers), aligned on NUMA nodes as its policy
+// wants (policy none: container by container, init containers first,
+// devices then CPUs then memory, unaligned). Without a topology manager
+// nothing is allocated.
 type resourceAllocator struct {
 	cpus     CPUManager
-	memory   MemoryManager   // allocates through the topology manager only
+	memory   MemoryManager
 	devices  DeviceAllocator // nil: none
-	topology ResourceAligner // nil: allocation without alignment
+	topology ResourceAligner // nil: nothing allocated
 }
 
 func (a resourceAllocator) Admit(p *v1.Pod) (reason, message string, ok bool) {
-	if a.topology != nil {
-		return a.topology.Admit(p)
+	if a.topology == nil {
+		return "", "", true
 	}
-	for _, list := range []struct {
-		containers []v1.Container
-		init       bool
-	}{{p.Spec.InitContainers, true}, {p.Spec.Containers, false}} {
-		for i := range list.containers {
-			c := &list.containers[i]
-			if a.devices != nil {
-				if err := a.devices.Allocate(p, c, list.init); err != nil {
-					return unexpectedAdmission(err)
-				}
-			}
-			if err := a.cpus.Allocate(p, c); err != nil {
-				return unexpectedAdmission(err)
-			}
-		}
-	}
-	return "", "", true
+	return a.topology.Admit(p)
 }
 
 // Holds reports whether the pod holds CPUs, memory or devices already.
 func (a resourceAllocator) Holds(p *v1.Pod) bool {
-	if a.devices != nil && len(a.devices.PodDevices(p.UID)) > 0 || a.memory != nil && a.memory.HoldsPod(string(p.UID)) {
+	if a.devices != nil && len(a.devices.PodDevices(p.UID)) > 0 || a.memory.HoldsPod(string(p.UID)) {
 		return true
 	}
 	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
@@ -170,17 +153,9 @@ func (a resourceAllocator) Holds(p *v1.Pod) bool {
 // Release gives back the pod's CPUs, its memory, then its devices.
 func (a resourceAllocator) Release(p *v1.Pod) error {
 	err := a.cpus.RemovePod(string(p.UID))
-	if a.memory != nil {
-		err = errors.Join(err, a.memory.RemovePod(string(p.UID)))
-	}
+	err = errors.Join(err, a.memory.RemovePod(string(p.UID)))
 	if a.devices != nil {
 		err = errors.Join(err, a.devices.RemovePod(string(p.UID)))
 	}
 	return err
-}
-
-// unexpectedAdmission is upstream's rejection of a pod whose resources
-// (CPUs, devices) could not be allocated.
-func unexpectedAdmission(err error) (reason, message string, ok bool) {
-	return "UnexpectedAdmissionError", fmt.Sprintf("Allocate failed due to %v, which is unexpected", err), false
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/admission"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
@@ -54,10 +55,18 @@ func (h *heldAllocations) of(uid k8stypes.UID) []string {
 	return slices.Clone(h.held[uid])
 }
 
+// The fakes are topology manager hint providers without preferences.
+func (h *heldAllocations) TopologyHints(*v1.Pod, *v1.Container) map[string][]topologymanager.Hint {
+	return nil
+}
+func (h *heldAllocations) PodTopologyHints(*v1.Pod) map[string][]topologymanager.Hint { return nil }
+func (h *heldAllocations) AllocateAligned(pod *v1.Pod, c *v1.Container, _ topologymanager.Hint) error {
+	return h.allocate(pod, c)
+}
+
 type fakeCPUs struct{ heldAllocations }
 
-func (f *fakeCPUs) Allocate(pod *v1.Pod, c *v1.Container) error { return f.allocate(pod, c) }
-func (f *fakeCPUs) RemovePod(uid string) error                  { return f.removePod(uid) }
+func (f *fakeCPUs) RemovePod(uid string) error { return f.removePod(uid) }
 func (f *fakeCPUs) ExclusiveCPUs(uid, name string) (cpuset.CPUSet, bool) {
 	if slices.Contains(f.of(k8stypes.UID(uid)), name) {
 		return cpuset.New(1), true
@@ -67,8 +76,7 @@ func (f *fakeCPUs) ExclusiveCPUs(uid, name string) (cpuset.CPUSet, bool) {
 
 type fakeDevices struct{ heldAllocations }
 
-func (f *fakeDevices) Allocate(pod *v1.Pod, c *v1.Container, _ bool) error { return f.allocate(pod, c) }
-func (f *fakeDevices) RemovePod(uid string) error                          { return f.removePod(uid) }
+func (f *fakeDevices) RemovePod(uid string) error { return f.removePod(uid) }
 func (f *fakeDevices) PodDevices(uid k8stypes.UID) map[string]map[string][]string {
 	out := map[string]map[string][]string{}
 	for _, c := range f.of(uid) {
@@ -134,7 +142,12 @@ func TestAdmissionReleasesAllocations(t *testing.T) {
 			if len(tc.heldCPUs) > 0 {
 				cpus.held = map[k8stypes.UID][]string{p.UID: slices.Clone(tc.heldCPUs)}
 			}
-			e := newEnv(t, func(o *Options) { o.Parts.CPUs, o.Parts.Devices = cpus, devices })
+			tm, err := topologymanager.New(topologymanager.Options{Policy: topologymanager.PolicyNone,
+				Providers: []topologymanager.HintProvider{devices, cpus}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, func(o *Options) { o.Parts.CPUs, o.Parts.Devices, o.Parts.Topology = cpus, devices, tm })
 			e.k.SetNodeAdmitters(tc.node)
 			e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{p}})
 			created := strings.Join(describe(e.workers.take()), ",")

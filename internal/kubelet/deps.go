@@ -80,10 +80,9 @@ type PodCgroups interface {
 	PodCgroupResources(pod *v1.Pod) (kubecontainer.PodCgroupResources, error)
 }
 
-// CPUManager assigns CPUs to pods (cpumanager.Manager): at admission, and
-// released once the pod terminated.
+// CPUManager assigns CPUs to pods (cpumanager.Manager): at admission
+// (through the topology manager), released once the pod terminated.
 type CPUManager interface {
-	Allocate(pod *v1.Pod, container *v1.Container) error
 	// ExclusiveCPUs is the container's exclusive CPUs; ok is false when it
 	// has none.
 	ExclusiveCPUs(podUID, containerName string) (set cpuset.CPUSet, ok bool)
@@ -99,16 +98,15 @@ type MemoryManager interface {
 }
 
 // DeviceAllocator gives containers the devices of device plugins
-// (devicemanager.Manager) at admission, and takes them back from a pod
-// admission then rejects.
+// (devicemanager.Manager) at admission (through the topology manager), and
+// takes them back from a pod admission then rejects.
 type DeviceAllocator interface {
-	Allocate(pod *v1.Pod, container *v1.Container, isInit bool) error
 	// PodDevices lists the devices of each container of the pod.
 	PodDevices(uid k8stypes.UID) map[string]map[string][]string
 	RemovePod(podUID string) error
 }
 
-// ResourceAligner allocates a pod's resources (devices, CPUs) at admission
+// ResourceAligner allocates a pod's resources (devices, CPUs, memory) at admission
 // aligned on NUMA nodes (topologymanager.Manager); a refusal carries its
 // reason (TopologyAffinityError, UnexpectedAdmissionError, ...).
 type ResourceAligner interface {
@@ -118,7 +116,6 @@ type ResourceAligner interface {
 // noCPUs assigns nothing (CPU manager policy none).
 type noCPUs struct{}
 
-func (noCPUs) Allocate(*v1.Pod, *v1.Container) error { return nil }
 func (noCPUs) ExclusiveCPUs(string, string) (cpuset.CPUSet, bool) {
 	return cpuset.CPUSet{}, false
 }

@@ -87,22 +87,23 @@ type Parts struct {
 	// off (the pods' resize status fields are not reported, so the API server
 	// refuses resizes of this node's pods).
 	Allocated *kubecontainer.ResourceState
-	// CPUs is the CPU manager: containers get their CPUs at admission (a pod
-	// that cannot get them is rejected), released when the pod terminated.
-	// Optional: nil assigns none.
+	// CPUs is the CPU manager: containers get their CPUs at admission
+	// (through Topology; a pod that cannot get them is rejected), released
+	// when the pod terminated. Optional: nil assigns none.
 	CPUs CPUManager
 	// Memory is the memory manager: a Guaranteed pod's memory is pinned to
 	// NUMA nodes at admission (by the topology manager, which allocates
 	// through it), released when the pod terminated. Optional: nil pins
 	// none.
 	Memory MemoryManager
-	// Devices gives containers the device plugins' devices at admission (a
-	// pod that cannot get them is rejected). Optional: nil gives none.
+	// Devices gives containers the device plugins' devices at admission
+	// (through Topology; a pod that cannot get them is rejected). Optional:
+	// nil gives none.
 	Devices DeviceAllocator
-	// Topology is the topology manager: at admission it has the devices
-	// and CPUs allocated, aligned on NUMA nodes as its policy wants
-	// (topologymanager.Manager). Optional: nil allocates them unaligned
-	// (policy none).
+	// Topology is the topology manager: at admission it has the devices,
+	// CPUs and memory allocated through their managers (its hint
+	// providers), aligned on NUMA nodes as its policy wants
+	// (topologymanager.Manager). Optional: nil allocates nothing.
 	Topology ResourceAligner
 	// Resources gives the node's allocatable that pods are admitted against
 	// while no node object is known (resources.Node). Optional: nil admits
