@@ -132,6 +132,8 @@ func (m *Manager) Allocate(pod *v1.Pod, c *v1.Container, isInit bool) error {
 // allocate is Allocate with a NUMA affinity (0: none).
 func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, isInit bool, affinity topologymanager.Mask) error {
 	uid := string(pod.UID)
+	m.allocMu.Lock()
+	defer m.allocMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := m.freeInactive(uid)
@@ -159,7 +161,9 @@ func (m *Manager) allocate(pod *v1.Pod, c *v1.Container, isInit bool, affinity t
 			return err
 		}
 		start := time.Now()
-		resp, err := m.allocateRPC(m.plugins[res], ids)
+		var resp *pluginapi.ContainerAllocateResponse
+		p := m.plugins[res]
+		m.withoutLock(func() { resp, err = m.allocateRPC(p, ids) })
 		m.metrics.allocDuration.WithLabelValues(res).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
@@ -239,10 +243,15 @@ func (m *Manager) preferred(p *plugin, res string, available sets.Set[string], m
 	if !p.opts.GetGetPreferredAllocationAvailable() {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), allocateTimeout)
-	defer cancel()
-	resp, err := p.client.GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
-		AvailableDeviceIDs: sets.List(available), MustIncludeDeviceIDs: must, AllocationSize: int32(size)}}})
+	req := &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: sets.List(available), MustIncludeDeviceIDs: must, AllocationSize: int32(size)}}}
+	var resp *pluginapi.PreferredAllocationResponse
+	var err error
+	m.withoutLock(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), allocateTimeout)
+		defer cancel()
+		resp, err = p.client.GetPreferredAllocation(ctx, req)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("device plugin GetPreferredAllocation rpc failed with err: %w", err)
 	}
@@ -293,6 +302,16 @@ func isRegularInit(pod *v1.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+// withoutLock runs a plugin RPC of an allocation with mu released (the
+// caller holds allocMu and mu): other allocations wait on allocMu; health
+// updates, registrations and readers go on. The allocation goes on with
+// what it read before (upstream's manager releases its mutex the same way).
+func (m *Manager) withoutLock(rpc func()) {
+	m.mu.Unlock()
+	defer m.mu.Lock()
+	rpc()
 }
 
 // allocateRPC asks the plugin for a container's devices.

@@ -95,6 +95,10 @@ type Manager struct {
 	now        func() time.Time
 	numaNodes  []int
 
+	// allocMu serializes allocations, so that their plugin RPCs
+	// (GetPreferredAllocation, Allocate) run without mu: a slow plugin does
+	// not hold up container starts, health updates or the PodResources API.
+	allocMu   sync.Mutex
 	mu        sync.Mutex
 	plugins   map[string]*plugin // by resource
 	known     map[string]bool    // every resource seen (reported as 0 once gone)

@@ -52,6 +52,9 @@ type testPlugin struct {
 	preferred []string
 	mu        sync.Mutex
 	allocated [][]string
+	// block, when set, holds Allocate until it is closed (entered is
+	// signalled first).
+	block, entered chan struct{}
 }
 
 func (p *testPlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
@@ -76,6 +79,10 @@ func (p *testPlugin) GetPreferredAllocation(context.Context, *pluginapi.Preferre
 }
 
 func (p *testPlugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	if p.block != nil {
+		p.entered <- struct{}{}
+		<-p.block
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ids := req.ContainerRequests[0].DevicesIds
@@ -309,6 +316,59 @@ func TestRemovePod(t *testing.T) {
 	}
 	if err := m.RemovePod("uid-none"); err != nil {
 		t.Errorf("RemovePod of a pod without devices: %v", err)
+	}
+}
+
+// TestSlowPluginDoesNotBlockReaders: while a plugin's Allocate hangs, the
+// manager still answers what containers hold (container starts, the
+// PodResources API) and takes health updates; the allocation then ends.
+func TestSlowPluginDoesNotBlockReaders(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	first, slow := devPod("first", 1), devPod("slow", 1)
+	pods := []*v1.Pod{first, slow}
+	m, res, stop := startTest(t, dir, &pods)
+	defer stop()
+	plugin := &testPlugin{updates: make(chan []*pluginapi.Device, 4)}
+	servePlugin(t, dir, plugin)
+	plugin.updates <- devices("a", "b", "c")
+	if err := register(t, dir, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "test.sock", ResourceName: "example.com/dev"}); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, res, 3, 3)
+	if err := m.Allocate(first, &first.Spec.Containers[0], false); err != nil {
+		t.Fatal(err)
+	}
+	plugin.block, plugin.entered = make(chan struct{}), make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- m.Allocate(slow, &slow.Spec.Containers[0], false) }()
+	<-plugin.entered
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		if got := m.PodDevices(first.UID); len(got["main"]["example.com/dev"]) != 1 {
+			t.Errorf("PodDevices(first) = %v", got)
+		}
+		if _, err := m.ContainerOptions(first, &first.Spec.Containers[0]); err != nil {
+			t.Errorf("ContainerOptions(first): %v", err)
+		}
+	}()
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("readers blocked by a plugin's hanging Allocate")
+	}
+	plugin.updates <- devices("a", "b")
+	waitCounts(t, res, 3, 2)
+	close(plugin.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := m.PodDevices(slow.UID); len(got["main"]["example.com/dev"]) != 1 {
+		t.Errorf("PodDevices(slow) = %v", got)
 	}
 }
 
