@@ -19,6 +19,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager"
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/dns"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
@@ -212,9 +213,10 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	return kubelet.New(kubelet.Options{
 		Parts: parts, Tracer: n.tracer(kubelet.TracerName),
 		Config: kubelet.Config{NodeIP: n.ips[0], ResyncInterval: cfg.Kubelet.SyncFrequency.Duration, MaxPods: podsCapacity(&cfg.Kubelet, n.resources.Machine().NumCPU),
-			CPUManagerStatic: cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
-			NoPodLevelResize: !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),
-			CrashLoopBackOff: crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
+			CPUManagerStatic:    cfg.Kubelet.CPUManagerPolicy == cpumanager.PolicyStatic,
+			MemoryManagerStatic: cfg.Kubelet.MemoryManagerPolicy == memorymanager.PolicyStatic,
+			NoPodLevelResize:    !cfg.enabled(features.InPlacePodLevelResourcesVerticalScaling),
+			CrashLoopBackOff:    crashLoopBackOff(cfg), RestartRules: cfg.restartRules(),
 			GCPolicy: kubecontainer.GCPolicy{MinAge: cfg.MinimumGCAge, MaxPerPodContainer: int(cfg.MaxPerPodContainerCount),
 				MaxContainers: int(cfg.MaxContainerCount)}},
 		Recorder: recorder, Registerer: n.reg, Logger: logger.Named("kubelet"),

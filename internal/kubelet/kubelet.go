@@ -92,7 +92,7 @@ func New(opts Options) (*Kubelet, error) {
 	genOpts := apistatus.Options{NodeIP: c.NodeIP, Status: p.Status, Probes: p.Prober, Reasons: reasons, Evict: []apistatus.EvictHandler{deadline},
 		RestartRules: c.RestartRules}
 	if p.Allocated != nil {
-		rs = newResizer(p.Allocated, c.CPUManagerStatic, c.NoPodLevelResize)
+		rs = newResizer(p.Allocated, c.CPUManagerStatic, c.MemoryManagerStatic, c.NoPodLevelResize)
 		genOpts.Resize = rs
 		if !c.NoPodLevelResize {
 			genOpts.PodCgroups = p.Cgroups

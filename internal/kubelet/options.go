@@ -156,6 +156,9 @@ type Config struct {
 	// CPUManagerStatic says the CPU manager's policy is static: resizing the
 	// cpu of a Guaranteed pod is then infeasible.
 	CPUManagerStatic bool
+	// MemoryManagerStatic says the memory manager's policy is Static:
+	// resizing the memory of a Guaranteed pod is infeasible, as upstream.
+	MemoryManagerStatic bool
 	// NoPodLevelResize is InPlacePodLevelResourcesVerticalScaling off: a
 	// resize of the pod-level resources is infeasible, and the pod status
 	// reports no pod-level allocatedResources and resources.

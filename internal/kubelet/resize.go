@@ -59,6 +59,7 @@ type resizeConds struct {
 type resizer struct {
 	allocated *kubecontainer.ResourceState
 	cpuStatic bool // CPU manager policy static: Guaranteed cpu resizes are infeasible
+	memStatic bool // memory manager policy Static: Guaranteed memory resizes are infeasible
 	// podLevelOff: InPlacePodLevelResourcesVerticalScaling is off, resizes of
 	// the pod-level resources are infeasible.
 	podLevelOff bool
@@ -69,8 +70,8 @@ type resizer struct {
 	lastRetry time.Time
 }
 
-func newResizer(allocated *kubecontainer.ResourceState, cpuStatic, podLevelOff bool) *resizer {
-	return &resizer{allocated: allocated, cpuStatic: cpuStatic, podLevelOff: podLevelOff, conds: map[k8stypes.UID]*resizeConds{},
+func newResizer(allocated *kubecontainer.ResourceState, cpuStatic, memStatic, podLevelOff bool) *resizer {
+	return &resizer{allocated: allocated, cpuStatic: cpuStatic, memStatic: memStatic, podLevelOff: podLevelOff, conds: map[k8stypes.UID]*resizeConds{},
 		pending: map[k8stypes.UID]bool{}, lastRetry: time.Now()}
 }
 
@@ -212,19 +213,32 @@ func (r *resizer) condsOf(uid k8stypes.UID) *resizeConds {
 // infeasible says why a resize can never be admitted on this node ("" if it
 // can), with upstream's messages: a resize of the pod-level resources while
 // InPlacePodLevelResourcesVerticalScaling is off; with the static CPU
-// manager, one of a Guaranteed pod's cpu requests.
+// manager, one of a Guaranteed pod's cpu requests; with the Static memory
+// manager, one of its memory requests (CPU first, as upstream).
 func (r *resizer) infeasible(pod *v1.Pod, info kubecontainer.PodResourceInfo) string {
 	if r.podLevelOff && !podLevelEqual(info.PodLevelResources, pod.Spec.Resources) {
 		return "InPlacePodLevelResourcesVerticalScaling is disabled"
 	}
-	if !r.cpuStatic || kubecontainer.GetPodQOS(pod) != v1.PodQOSGuaranteed {
+	if kubecontainer.GetPodQOS(pod) != v1.PodQOSGuaranteed {
 		return ""
 	}
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range list {
-			old := info.ContainerResources[c.Name]
-			if !c.Resources.Requests.Cpu().Equal(*old.Requests.Cpu()) {
-				return `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+	for _, check := range []struct {
+		on   bool
+		name v1.ResourceName
+		msg  string
+	}{
+		{r.cpuStatic, v1.ResourceCPU, `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`},
+		{r.memStatic, v1.ResourceMemory, `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`},
+	} {
+		if !check.on {
+			continue
+		}
+		for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for _, c := range list {
+				old := info.ContainerResources[c.Name].Requests[check.name]
+				if !c.Resources.Requests[check.name].Equal(old) {
+					return check.msg
+				}
 			}
 		}
 	}

@@ -27,14 +27,16 @@ func resizePod(cpuMem resList, podLevel resList) *v1.Pod {
 // The resize decisions on the allocation: a change of the container's or the
 // pod-level resources is a resize; the allocated pod carries both; a
 // pod-level resize is infeasible with InPlacePodLevelResourcesVerticalScaling
-// off, a Guaranteed pod's cpu one with the static CPU manager.
+// off, a Guaranteed pod's cpu one with the static CPU manager, its memory
+// one with the Static memory manager.
 func TestResizerDecisions(t *testing.T) {
 	t.Parallel()
 	small := resList{v1.ResourceCPU: "100m", v1.ResourceMemory: "64Mi"}
 	big := resList{v1.ResourceCPU: "200m", v1.ResourceMemory: "64Mi"}
+	bigMem := resList{v1.ResourceCPU: "100m", v1.ResourceMemory: "128Mi"}
 	for _, tc := range []struct {
-		desc                   string
-		cpuStatic, podLevelOff bool
+		desc                              string
+		cpuStatic, memStatic, podLevelOff bool
 		allocated, desired     *v1.Pod
 		wantResize             bool
 		wantInfeasible         string
@@ -51,6 +53,13 @@ func TestResizerDecisions(t *testing.T) {
 		{desc: "Guaranteed cpu resize, static CPU manager", cpuStatic: true,
 			allocated: resizePod(small, nil), desired: resizePod(big, nil), wantResize: true,
 			wantInfeasible: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`},
+		{desc: "Guaranteed memory resize, Static memory manager", memStatic: true,
+			allocated: resizePod(small, nil), desired: resizePod(bigMem, nil), wantResize: true,
+			wantInfeasible: `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`},
+		{desc: "Guaranteed cpu resize, Static memory manager", memStatic: true,
+			allocated: resizePod(small, nil), desired: resizePod(big, nil), wantResize: true},
+		{desc: "Guaranteed memory resize, static CPU manager", cpuStatic: true,
+			allocated: resizePod(small, nil), desired: resizePod(bigMem, nil), wantResize: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -58,7 +67,7 @@ func TestResizerDecisions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := newResizer(state, tc.cpuStatic, tc.podLevelOff)
+			r := newResizer(state, tc.cpuStatic, tc.memStatic, tc.podLevelOff)
 			if err := r.allocate(tc.allocated); err != nil {
 				t.Fatal(err)
 			}
