@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -284,5 +285,38 @@ func TestReadNUMANodes(t *testing.T) {
 	}
 	if nodes, err := ReadNUMANodes(t.TempDir()); nodes != nil || err != nil {
 		t.Fatalf("no node directory: %v, %v", nodes, err)
+	}
+}
+
+// TestReadNUMANodesOfThisMachine reads the real /sys: every node directory
+// is a node with some memory, none more than the machine's (a node may hold
+// less than its share: on some virtual machines the nodes' MemTotal does not
+// add up to /proc/meminfo's).
+func TestReadNUMANodesOfThisMachine(t *testing.T) {
+	dirs, err := filepath.Glob("/sys/devices/system/node/node[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := ReadNUMANodes("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != len(dirs) || len(nodes) == 0 {
+		t.Fatalf("nodes %+v for directories %v", nodes, dirs)
+	}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var totalKB uint64
+	for _, line := range strings.Split(string(meminfo), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			totalKB, _ = strconv.ParseUint(f[1], 10, 64)
+		}
+	}
+	for _, n := range nodes {
+		if n.MemoryBytes == 0 || n.MemoryBytes > totalKB*1024 {
+			t.Errorf("node %d: %d bytes of memory, machine %d kB", n.ID, n.MemoryBytes, totalKB)
+		}
 	}
 }
