@@ -17,8 +17,9 @@
 #      BURST_IDLE    the kubelet's idle window after the burst (default 60s)
 #      BURST_V       the kubelet's -v in BenchmarkBurst (default 0, the kubelet's
 #                 default; the tests run it at 4)
-#      BURST_PROFILE_DIR  a directory for the kubelet's heap profile at the end
-#                 of each round's idle window (go tool pprof -sample_index=inuse_space)
+#      BURST_PROFILE_DIR  a directory for the kubelet's profiles of each round:
+#                 CPU over the burst's first 20 s and over the idle window, heap
+#                 at the end of the idle window (go tool pprof -sample_index=inuse_space)
 #                 BENCH=Burst BURST_PODS=100 BURST_ROUNDS=3 PKGS=./internal/e2e ./scripts/bench.sh -v
 #                 (-v: go test keeps only 10 lines of a benchmark's log
 #                 otherwise, and BenchmarkBurst logs a table per round)

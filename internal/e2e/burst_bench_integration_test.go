@@ -49,8 +49,8 @@ type burstConfig struct {
 	// BURST_V says otherwise; the test harness's -v=4 logs every relist and
 	// sync and costs idle CPU that a node does not pay.
 	verbosity string
-	// profileDir, when set (BURST_PROFILE_DIR), gets each round's CPU profile of the kubelet over the burst's first 20 s and its heap
-	// profile of the kubelet at the end of the idle window.
+	// profileDir, when set (BURST_PROFILE_DIR), gets each round's CPU profile of the kubelet over the burst's first 20 s, its CPU
+	// profile over the idle window and its heap profile at the end of the idle window.
 	profileDir string
 }
 
@@ -227,7 +227,15 @@ func runBurstKubelet(b *testing.B, dc *libdocker.Client, cfg burstConfig, round 
 	profiled.Wait()
 
 	time.Sleep(burstSettle)
+	var idleProf sync.WaitGroup
+	if cfg.profileDir != "" {
+		// The idle CPU profile covers the idle window but its last 5 s.
+		path := filepath.Join(cfg.profileDir, fmt.Sprintf("cpu-idle-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405")))
+		secs := max(1, int((cfg.idle-5*time.Second)/time.Second))
+		idleProf.Go(func() { n.saveProfile(fmt.Sprintf("profile?seconds=%d", secs), path) })
+	}
 	round.idleCPU, round.rssMiB = idleUsage(b, n.kubelet.pid(), cfg.idle)
+	idleProf.Wait()
 	if cfg.profileDir != "" {
 		n.saveProfile("heap", filepath.Join(cfg.profileDir, fmt.Sprintf("heap-%dpods-%s.pb.gz", cfg.pods, time.Now().Format("150405"))))
 	}
