@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // CadvisorDirs are one cgroup's directories /metrics/cadvisor reads: its
@@ -415,19 +417,9 @@ func atou(b []byte) uint64 {
 }
 
 func parseUintBytes(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 20 {
+	v, ok := procfs.ParseUint(b)
+	if !ok || len(b) > 20 {
 		return 0, errNotNumber
-	}
-	var v uint64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, errNotNumber
-		}
-		d := uint64(ch - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, errNotNumber
-		}
-		v = v*10 + d
 	}
 	return v, nil
 }

@@ -191,12 +191,7 @@ spec:
 		t.Errorf("checkpoint: %s %v", b, err)
 	}
 
-	prConn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prConn.Close()
-	pr := podresourcesapi.NewPodResourcesListerClient(prConn)
+	pr := n.podResources()
 	list, err := pr.List(rctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		t.Fatalf("PodResources List: %v", err)
@@ -252,4 +247,16 @@ spec:
 	if greedy.Status.Reason != "UnexpectedAdmissionError" || !strings.Contains(greedy.Status.Message, want) {
 		t.Errorf("greedy pod: reason %q message %q, want UnexpectedAdmissionError and %q", greedy.Status.Reason, greedy.Status.Message, want)
 	}
+}
+
+// podResources is a client of the node's PodResources API, closed at the
+// end of the test.
+func (n *clusterNode) podResources() podresourcesapi.PodResourcesListerClient {
+	n.t.Helper()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { _ = conn.Close() })
+	return podresourcesapi.NewPodResourcesListerClient(conn)
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -86,12 +84,7 @@ func testMemoryManager(t *testing.T, c *controlplane.Cluster) {
 		t.Errorf("node 0 free %d after 1Gi pinned", got)
 	}
 
-	prConn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prConn.Close()
-	pr := podresourcesapi.NewPodResourcesListerClient(prConn)
+	pr := n.podResources()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got, err := pr.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: "pinned", PodNamespace: n.ns})

@@ -113,12 +113,7 @@ func testTopologyManager(t *testing.T, c *controlplane.Cluster) {
 		t.Errorf("the aligned pod did not get dev-1 and CPU 1 (both on NUMA node 1):\n%s", log)
 	}
 
-	prConn, err := grpc.NewClient("unix://"+filepath.Join(n.rootDir, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prConn.Close()
-	pr := podresourcesapi.NewPodResourcesListerClient(prConn)
+	pr := n.podResources()
 	if got, err := pr.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: "aligned", PodNamespace: n.ns}); err != nil ||
 		len(got.PodResources.GetContainers()) != 1 || !slices.Equal(got.PodResources.Containers[0].CpuIds, []int64{1}) {
 		t.Errorf("PodResources of the aligned pod (exclusive CPU 1): %v %v", got, err)

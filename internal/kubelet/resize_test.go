@@ -37,9 +37,9 @@ func TestResizerDecisions(t *testing.T) {
 	for _, tc := range []struct {
 		desc                              string
 		cpuStatic, memStatic, podLevelOff bool
-		allocated, desired     *v1.Pod
-		wantResize             bool
-		wantInfeasible         string
+		allocated, desired                *v1.Pod
+		wantResize                        bool
+		wantInfeasible                    string
 	}{
 		{desc: "no change", allocated: resizePod(small, small), desired: resizePod(small, small)},
 		{desc: "container resize", allocated: resizePod(small, nil), desired: resizePod(big, nil), wantResize: true},

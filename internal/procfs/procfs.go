@@ -41,6 +41,27 @@ func ParseKeyed(b []byte) map[string]uint64 {
 	return out
 }
 
+// ParseUint reads an unsigned decimal without allocating (the hot readers of
+// cgroup and diskstats files); false when empty, not a number or above
+// 2^64-1.
+func ParseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
 // UnescapeMountinfo undoes the kernel's octal escapes of /proc/*/mountinfo paths
 // (\040 space, \011 tab, \012 newline, \134 backslash).
 func UnescapeMountinfo(s string) string {

@@ -87,3 +87,18 @@ func TestParseMountinfo(t *testing.T) {
 		t.Error("malformed line accepted")
 	}
 }
+
+func TestParseUint(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0", 0, true}, {"42", 42, true}, {"18446744073709551615", 1<<64 - 1, true},
+		{"18446744073709551616", 0, false}, {"", 0, false}, {"-1", 0, false}, {"1 ", 0, false}, {"0x1", 0, false},
+	} {
+		if got, ok := ParseUint([]byte(tc.in)); got != tc.want || ok != tc.ok {
+			t.Errorf("ParseUint(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -134,6 +134,19 @@ func MatchingRestartRule(c *v1.Container, exitCode int32) (v1.ContainerRestartRu
 	return v1.ContainerRestartRule{}, false
 }
 
+// PodContainers lists the pod's init containers, then its app containers
+// (not the ephemeral ones).
+func PodContainers(pod *v1.Pod) []*v1.Container {
+	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
 // IsSidecar reports whether an init container is a sidecar (a restartable init
 // container: restartPolicy Always).
 func IsSidecar(c *v1.Container) bool {

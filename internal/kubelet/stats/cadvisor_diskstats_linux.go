@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
+	"github.com/kubelet-dockershim/kubelet/internal/procfs"
 )
 
 // The diskstats-based filesystem series of /metrics/cadvisor
@@ -69,8 +70,8 @@ func setDiskstats(b []byte, parts []*partition) error {
 		if !diskstatsCounted(name) {
 			continue
 		}
-		major, okMaj := parseDecimal(majF)
-		minor, okMin := parseDecimal(minF)
+		major, okMaj := procfs.ParseUint(majF)
+		minor, okMin := procfs.ParseUint(minF)
 		d, okVals := parseDiskCounters(rest)
 		if !okMaj || !okMin || !okVals {
 			bad = fmt.Errorf("malformed /proc/diskstats line %q", line)
@@ -96,7 +97,7 @@ func parseDiskCounters(b []byte) (diskStats, bool) {
 	for i := range d {
 		var f []byte
 		f, b = nextField(b)
-		v, ok := parseDecimal(f)
+		v, ok := procfs.ParseUint(f)
 		if !ok {
 			return diskStats{}, false
 		}
@@ -134,26 +135,6 @@ func allDigits(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// parseDecimal reads an unsigned decimal; false when empty, not a number or
-// above 2^64-1.
-func parseDecimal(b []byte) (uint64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
 }
 
 // nextField returns the first field of b (space or tab separated) and what

@@ -144,7 +144,7 @@ func (p *staticPolicy) updateCPUsToReuse(pod *v1.Pod, container *v1.Container, s
 		if ic.Name != container.Name {
 			continue
 		}
-		if !isRestartableInitContainer(ic) {
+		if !kubecontainer.IsSidecar(ic) {
 			p.cpusToReuse[uid] = reuse.Union(set)
 			return
 		}
@@ -190,8 +190,4 @@ func guaranteedCPUs(pod *v1.Pod, container *v1.Container) int {
 
 func isIntegralCPUAmount(q resource.Quantity) bool {
 	return q.Value()*1000 == q.MilliValue()
-}
-
-func isRestartableInitContainer(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // The CPU manager is a topology manager hint provider (static policy only:
@@ -52,7 +53,7 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 		return nil
 	}
 	assigned := cpuset.New()
-	for _, c := range podContainers(pod) {
+	for _, c := range kubecontainer.PodContainers(pod) {
 		if set, ok := m.st.assignments.get(string(pod.UID), c.Name); ok {
 			if set.Size() != guaranteedCPUs(pod, c) {
 				return map[string][]topologymanager.Hint{string(v1.ResourceCPU): {}}
@@ -145,7 +146,7 @@ func podGuaranteedCPUs(pod *v1.Pod) int {
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
 		r := guaranteedCPUs(pod, ic)
-		if isRestartableInitContainer(ic) {
+		if kubecontainer.IsSidecar(ic) {
 			sidecars += r
 		} else if sidecars+r > initMax {
 			initMax = sidecars + r
@@ -156,15 +157,4 @@ func podGuaranteedCPUs(pod *v1.Pod) int {
 		app += guaranteedCPUs(pod, &pod.Spec.Containers[i])
 	}
 	return max(initMax, app+sidecars)
-}
-
-func podContainers(pod *v1.Pod) []*v1.Container {
-	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for i := range pod.Spec.InitContainers {
-		out = append(out, &pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/memorymanager/state"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
+	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
 
 // The policies (memoryManagerPolicy), upstream's names.
@@ -217,7 +218,7 @@ func (m *Manager) PodTopologyHints(pod *v1.Pod) map[string][]topologymanager.Hin
 	if len(req) == 0 {
 		return nil
 	}
-	for _, c := range podContainers(pod) {
+	for _, c := range kubecontainer.PodContainers(pod) {
 		if blocks := m.st.Blocks(string(pod.UID), c.Name); blocks != nil {
 			return regenerateHints(blocks, req)
 		}
@@ -324,7 +325,7 @@ func (m *Manager) PreStartContainer(pod *v1.Pod, c *v1.Container, _ string) {
 		if init.Name == c.Name {
 			break
 		}
-		if isRestartable(init) {
+		if kubecontainer.IsSidecar(init) {
 			continue
 		}
 		changed = m.static.release(*m.st, string(pod.UID), init.Name) || changed
@@ -395,7 +396,7 @@ func (m *Manager) removeStaleLocked() {
 	active := map[string]map[string]bool{}
 	for _, pod := range m.activePods() {
 		names := map[string]bool{}
-		for _, c := range podContainers(pod) {
+		for _, c := range kubecontainer.PodContainers(pod) {
 			names[c.Name] = true
 		}
 		active[string(pod.UID)] = names

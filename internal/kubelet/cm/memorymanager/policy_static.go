@@ -390,7 +390,7 @@ func (p *staticPolicy) noteReusable(pod *v1.Pod, c *v1.Container, blocks []state
 	regularInit := false
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == c.Name {
-			regularInit = !isRestartable(&pod.Spec.InitContainers[i])
+			regularInit = !kubecontainer.IsSidecar(&pod.Spec.InitContainers[i])
 			break
 		}
 	}
@@ -424,7 +424,7 @@ func (p *staticPolicy) reuseInitBlocks(st state.State, pod *v1.Pod, c *v1.Contai
 			if init.Name == c.Name || size == 0 {
 				break
 			}
-			if isRestartable(init) {
+			if kubecontainer.IsSidecar(init) {
 				continue
 			}
 			initBlocks := st.Blocks(uid, init.Name)
@@ -476,7 +476,7 @@ func podRequests(pod *v1.Pod) (map[v1.ResourceName]uint64, error) {
 			return nil, err
 		}
 		for name, size := range req {
-			if isRestartable(c) {
+			if kubecontainer.IsSidecar(c) {
 				sidecars[name] += size
 			} else {
 				initMax[name] = max(initMax[name], sidecars[name]+size)
@@ -498,20 +498,4 @@ func podRequests(pod *v1.Pod) (map[v1.ResourceName]uint64, error) {
 		out[name] = max(size+sidecars[name], initMax[name])
 	}
 	return out, nil
-}
-
-func isRestartable(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
-// podContainers are the pod's init and app containers.
-func podContainers(pod *v1.Pod) []*v1.Container {
-	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
-	for i := range pod.Spec.InitContainers {
-		out = append(out, &pod.Spec.InitContainers[i])
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
 }
