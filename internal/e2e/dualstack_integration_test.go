@@ -42,7 +42,14 @@ func TestIntegrationDualStack(t *testing.T) {
 	for _, ip := range p.Status.PodIPs {
 		ips = append(ips, ip.IP)
 	}
-	if len(ips) != 2 || !strings.HasPrefix(ips[0], n.subnet+".") || !strings.HasPrefix(ips[1], strings.TrimSuffix(v6, ":")) ||
+	// Compared as addresses, not text: the pod's IPv6 address is printed
+	// without the leading zeros the subnet may have been written with.
+	_, v4net, err4 := net.ParseCIDR(n.subnet + ".0/24")
+	_, v6net, err6 := net.ParseCIDR(v6 + "/64")
+	if err4 != nil || err6 != nil {
+		t.Fatalf("test subnets: %v %v", err4, err6)
+	}
+	if len(ips) != 2 || !v4net.Contains(net.ParseIP(ips[0])) || !v6net.Contains(net.ParseIP(ips[1])) || net.ParseIP(ips[1]).To4() != nil ||
 		p.Status.PodIP != ips[0] {
 		t.Fatalf("podIP %q podIPs %v, want the IPv4 address of %s.0/24 first, then one of %s/64", p.Status.PodIP, ips, n.subnet, v6)
 	}
