@@ -147,7 +147,9 @@ func TestPerCallTimeout(t *testing.T) {
 	if got := counter(t, reg, operationsErrorsName, op("status")); got != 1 {
 		t.Errorf("errors{status} = %v, want 1", got)
 	}
-	if n, sum := histogram(t, reg, "status"); n != 1 || sum < timeout.Seconds() || sum > (timeout+time.Second).Seconds() {
+	// The RPC's span starts a moment after its deadline was set: its
+	// duration may fall short of the timeout by that moment.
+	if n, sum := histogram(t, reg, "status"); n != 1 || sum < 0.9*timeout.Seconds() || sum > (timeout+time.Second).Seconds() {
 		t.Errorf("status duration count %d sum %v, want 1 and about %v", n, sum, timeout.Seconds())
 	}
 
