@@ -235,12 +235,16 @@ func newCPUManager(cfg *Config, clients *criClients, n *node, reserved nodeReser
 
 // newMemoryManager builds the memory manager (memoryManagerPolicy,
 // reservedMemory checked against the node allocatable reservation) over the
-// NUMA nodes' memory read from sysfs, with its state in the root directory.
+// NUMA nodes' memory read from sysfs (with Static only), with its state in
+// the root directory.
 func newMemoryManager(cfg *Config, n *node, logger *zap.Logger) (*memorymanager.Manager, error) {
 	k := &cfg.Kubelet
-	nodes, err := memorymanager.ReadNUMANodes(sysfsRoot())
-	if err != nil && k.MemoryManagerPolicy == memorymanager.PolicyStatic {
-		return nil, fmt.Errorf("read the NUMA nodes' memory: %w", err)
+	var nodes []memorymanager.NUMANode
+	if k.MemoryManagerPolicy == memorymanager.PolicyStatic { // None uses none
+		var err error
+		if nodes, err = memorymanager.ReadNUMANodes(sysfsRoot()); err != nil {
+			return nil, fmt.Errorf("read the NUMA nodes' memory: %w", err)
+		}
 	}
 	return memorymanager.New(memorymanager.Options{Policy: k.MemoryManagerPolicy, Nodes: nodes, NodeReservation: n.resources.Reservation(),
 		ReservedMemory: k.ReservedMemory, StateDir: cfg.RootDirectory, ActivePods: n.pods.ActivePods, SourcesReady: n.sources.SeenAllSources,

@@ -364,7 +364,7 @@ func (m *Manager) Blocks(podUID, containerName string) []state.Block {
 	if m.st == nil {
 		return nil
 	}
-	return state.State{Assignments: m.st.Assignments}.Clone().Blocks(podUID, containerName)
+	return state.CloneBlocks(m.st.Blocks(podUID, containerName))
 }
 
 // AllocatableMemory is what Static may pin: per NUMA node, each resource

@@ -72,13 +72,17 @@ func (as ContainerMemoryAssignments) Clone() ContainerMemoryAssignments {
 	for pod, containers := range as {
 		out[pod] = make(map[string][]Block, len(containers))
 		for name, blocks := range containers {
-			out[pod][name] = cloneBlocks(blocks)
+			out[pod][name] = CloneBlocks(blocks)
 		}
 	}
 	return out
 }
 
-func cloneBlocks(blocks []Block) []Block {
+// CloneBlocks returns a deep copy (nil for nil).
+func CloneBlocks(blocks []Block) []Block {
+	if blocks == nil {
+		return nil
+	}
 	out := make([]Block, len(blocks))
 	for i, b := range blocks {
 		out[i] = Block{NUMAAffinity: slices.Clone(b.NUMAAffinity), Type: b.Type, Size: b.Size}
