@@ -17,6 +17,7 @@ import (
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodepatch"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
@@ -163,7 +164,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	} else {
 		c.reportDelay = 0
 	}
-	updated, err := patchNodeStatus(ctx, c.opts.Client.CoreV1().Nodes(), original, node)
+	updated, err := nodepatch.Status(ctx, c.opts.Client.CoreV1().Nodes(), original, node)
 	if err != nil {
 		return err
 	}

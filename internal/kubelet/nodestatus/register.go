@@ -6,6 +6,7 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodepatch"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,7 +144,7 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 	update = reconcileDefaultLabels(node, existing) || update
 	update = reconcileResources(node, existing) || update
 	if update {
-		if existing, err = patchNodeStatus(ctx, nodes, original, existing); err != nil {
+		if existing, err = nodepatch.Status(ctx, nodes, original, existing); err != nil {
 			return fmt.Errorf("reconcile existing node: %w", err)
 		}
 	}

@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kubelet-dockershim/kubelet/internal/keylock"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodepatch"
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
@@ -331,17 +332,22 @@ func nodeIDs(node *v1.Node) (map[string]string, error) {
 	return ids, nil
 }
 
-// updateNode applies change to the Node and updates it, retrying conflicts.
+// updateNode applies change to the Node and sends the difference as a patch
+// of its status subresource, as upstream's nodeinfomanager does: an Update
+// would send back taints read before a controller changed them, which the
+// NodeRestriction admission plugin refuses ("not allowed to modify taints").
 func (r *Registry) updateNode(ctx context.Context, change func(*v1.Node) error) error {
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node, err := r.client.CoreV1().Nodes().Get(ctx, r.nodeName, metav1.GetOptions{})
+		nodes := r.client.CoreV1().Nodes()
+		node, err := nodes.Get(ctx, r.nodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if err := change(node); err != nil {
+		updated := node.DeepCopy()
+		if err := change(updated); err != nil {
 			return err
 		}
-		_, err = r.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		_, err = nodepatch.Status(ctx, nodes, node, updated)
 		return err
 	})
 }
