@@ -390,4 +390,27 @@ func (m *Manager) forgetClaims(uid k8stypes.UID) {
 	defer m.claimMu.Unlock()
 	delete(m.claimVols, uid)
 	delete(m.resolved, uid)
+	// The expansion records of PVs no pod of this node mounts any more.
+	for pv := range m.expandSkip {
+		if !m.mountedLocked(pv) {
+			delete(m.expandSkip, pv)
+		}
+	}
+	for pv := range m.nodeSize {
+		if !m.mountedLocked(pv) {
+			delete(m.nodeSize, pv)
+		}
+	}
+}
+
+// mountedLocked says whether a pod of this node has pv mounted (claimMu held).
+func (m *Manager) mountedLocked(pv string) bool {
+	for _, vols := range m.claimVols {
+		for _, cv := range vols {
+			if cv.PV == pv {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -37,6 +37,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
@@ -140,6 +141,11 @@ type Manager struct {
 	// expandSkip is the size of each PV whose node expansion was given up
 	// on (read-only, or in use), until another size is asked.
 	expandSkip map[string]string
+	// nodeSize is the size each CSI PV has on this node: its capacity when
+	// first mounted here, then the size of the last node expansion here
+	// (upstream's actual state of world persistentVolumeSize). A ReadWriteMany
+	// volume another node already expanded is expanded here too from it.
+	nodeSize map[string]resource.Quantity
 }
 
 // NodeAllocatable gives the node's current allocatable (resources.Node).

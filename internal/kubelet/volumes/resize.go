@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
@@ -19,6 +21,10 @@ import (
 type ClaimStatus interface {
 	PatchPersistentVolumeClaimStatus(ctx context.Context, namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error)
 }
+
+// annotationNodeExpansionNotRequired on a claim says its ReadWriteMany
+// volume needs no expansion on each node (upstream's).
+const annotationNodeExpansionNotRequired = "volume.kubernetes.io/node-expansion-not-required"
 
 // Event reasons of a node expansion (upstream's).
 const (
@@ -63,8 +69,22 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	}
 	statusCap := pvc.Status.Capacity[v1.ResourceStorage]
 	resizeStatus := pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]
+	// Mounted while the claim still waits for a node expansion, the volume
+	// has the claim's size here, not yet the PV's.
+	mountSize := newSize
+	if !statusCap.IsZero() && statusCap.Cmp(newSize) < 0 {
+		mountSize = statusCap
+	}
+	nodeSize, mountedBefore := m.recordNodeSize(pv.Name, mountSize)
 	if statusCap.Cmp(newSize) >= 0 && resizeStatus == "" {
-		return // nothing to do (upstream's pvcAlreadyUpdated)
+		// The claim is done (upstream's pvcAlreadyUpdated). A ReadWriteMany
+		// volume another node expanded is expanded on this node too, unless
+		// the claim says no node needs it.
+		if mountedBefore && nodeSize.Cmp(newSize) < 0 && slices.Contains(pvc.Spec.AccessModes, v1.ReadWriteMany) &&
+			!metav1.HasAnnotation(pvc.ObjectMeta, annotationNodeExpansionNotRequired) {
+			m.expandOnNode(ctx, pod, pvc, pv, newSize, e)
+		}
+		return
 	}
 	if resizeStatus != v1.PersistentVolumeClaimNodeResizePending && resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
 		return // the controller has not finished (or the node gave up)
@@ -117,8 +137,7 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
 		return
 	}
-	msg := fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", pv.Name, pod.Spec.NodeName)
-	m.resizeEvent(pod, pvc, v1.EventTypeNormal, eventResizeSuccess, msg)
+	m.expanded(pod, pvc, pv.Name, newSize)
 	logger.Info("NodeExpandVolume succeeded")
 	next := pvc.DeepCopy()
 	if next.Status.Capacity == nil {
@@ -139,6 +158,79 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	if _, err := m.patchClaimStatus(ctx, pvc, next, true); err != nil {
 		logger.Error("MountVolume.NodeExpandVolume update pvc status failed", zap.Error(err))
 	}
+}
+
+// expandOnNode expands on this node a ReadWriteMany volume whose claim
+// another node's expansion already finished: NodeExpandVolume only, the
+// claim is not written (upstream's node expander with pvcAlreadyUpdated). A
+// driver without node expansion needs none here; a volume in use is not
+// tried again at this size; other failures are an event and tried again at
+// the next sync.
+func (m *Manager) expandOnNode(ctx context.Context, pod *v1.Pod, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, newSize resource.Quantity, e csi.Expansion) {
+	if m.expansionSkipped(pv.Name, newSize.String()) {
+		return
+	}
+	if e.Volume.ReadOnly {
+		m.skipExpansion(pv.Name, newSize.String())
+		return
+	}
+	logger := m.logger.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("pv", pv.Name),
+		zap.String("claim", pvc.Namespace+"/"+pvc.Name), zap.String("newSize", newSize.String()))
+	e.NewSize = newSize.Value()
+	if ref := pv.Spec.CSI.NodeExpandSecretRef; ref != nil {
+		var err error
+		if e.Secrets, err = m.secretData(ctx, ref); err != nil {
+			m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+			return
+		}
+	}
+	err := m.csi.NodeExpand(ctx, e)
+	switch {
+	case err == nil:
+		m.expanded(pod, pvc, pv.Name, newSize)
+		logger.Info("NodeExpandVolume of a ReadWriteMany volume succeeded on this node")
+	case errors.Is(err, csi.ErrExpandUnsupported):
+		m.setNodeSize(pv.Name, newSize) // nothing to do on this node
+	case errors.Is(err, csi.ErrExpandInUse):
+		logger.Error("MountVolume.NodeExpandVolume failed", zap.Error(err))
+		m.skipExpansion(pv.Name, newSize.String())
+	default:
+		logger.Error("NodeExpandVolume failed", zap.Error(err))
+		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+	}
+}
+
+// expanded records a node expansion that succeeded: the volume's size on
+// this node, and upstream's FileSystemResizeSuccess event on the pod and the
+// claim.
+func (m *Manager) expanded(pod *v1.Pod, pvc *v1.PersistentVolumeClaim, pv string, size resource.Quantity) {
+	m.setNodeSize(pv, size)
+	msg := fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", pv, pod.Spec.NodeName)
+	m.resizeEvent(pod, pvc, v1.EventTypeNormal, eventResizeSuccess, msg)
+}
+
+// recordNodeSize returns the size pv has on this node and whether it was
+// mounted here before; the first time, mountSize is recorded.
+func (m *Manager) recordNodeSize(pv string, mountSize resource.Quantity) (resource.Quantity, bool) {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if size, ok := m.nodeSize[pv]; ok {
+		return size, true
+	}
+	if m.nodeSize == nil {
+		m.nodeSize = map[string]resource.Quantity{}
+	}
+	m.nodeSize[pv] = mountSize
+	return mountSize, false
+}
+
+func (m *Manager) setNodeSize(pv string, size resource.Quantity) {
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if m.nodeSize == nil {
+		m.nodeSize = map[string]resource.Quantity{}
+	}
+	m.nodeSize[pv] = size
 }
 
 // expansionSkipped says whether the expansion of pv to size was given up

@@ -180,3 +180,82 @@ func TestExpandClaim(t *testing.T) {
 		})
 	}
 }
+
+// A ReadWriteMany volume is expanded on every node that has it mounted:
+// when another node's expansion already finished the claim, this node
+// calls NodeExpandVolume once at the new size and writes nothing to the
+// claim (upstream's node expander with pvcAlreadyUpdated).
+func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc       string
+		modes      []v1.PersistentVolumeAccessMode
+		annotation bool
+		driverErr  error
+		wantCalls  int // NodeExpand calls over two syncs after the resize
+		wantEvents []string
+	}{
+		{desc: "expanded once", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, wantCalls: 1, wantEvents: []string{
+			`Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-2`,
+			`Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-2`}},
+		{desc: "not ReadWriteMany", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}},
+		{desc: "claim says not required", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, annotation: true},
+		{desc: "driver without node expansion", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			driverErr: fmt.Errorf("x: %w", csi.ErrExpandUnsupported), wantCalls: 1},
+		{desc: "in use: not tried again", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+			driverErr: fmt.Errorf("x: %w", csi.ErrExpandInUse), wantCalls: 1},
+		{desc: "failure: tried again", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, driverErr: errors.New("busy"), wantCalls: 2,
+			wantEvents: []string{`Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`,
+				`Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			pvc, pv := resizeClaim("")
+			pvc.Spec.AccessModes = tc.modes
+			pvc.Status.Conditions = nil
+			if tc.annotation {
+				pvc.Annotations = map[string]string{"volume.kubernetes.io/node-expansion-not-required": "true"}
+			}
+			pv.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("1Gi")
+			exp := &fakeExpander{}
+			st := &fakeClaimStatus{pvc: pvc.DeepCopy()}
+			rec := record.NewFakeRecorder(10)
+			m := &Manager{csi: exp, claimStatus: st, recorder: rec, logger: zaptest.NewLogger(t)}
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"}, Spec: v1.PodSpec{NodeName: "node-2"}}
+			m.rememberClaim(pod.UID, ClaimVolume{Name: "data", PV: pv.Name})
+			e := csi.Expansion{VolumePath: "/target"}
+			m.expandClaim(context.Background(), pod, pvc, pv, e) // mounted at 1Gi
+			if len(exp.expands) != 0 {
+				t.Fatalf("NodeExpand at mount: %+v", exp.expands)
+			}
+			// Another node expanded the volume and finished the claim.
+			pv.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
+			pvc.Status.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
+			exp.err = tc.driverErr
+			m.expandClaim(context.Background(), pod, pvc, pv, e)
+			m.expandClaim(context.Background(), pod, pvc, pv, e)
+			if len(exp.expands) != tc.wantCalls {
+				t.Fatalf("NodeExpand calls %d, want %d", len(exp.expands), tc.wantCalls)
+			}
+			if tc.wantCalls > 0 && exp.expands[0].NewSize != 2<<30 {
+				t.Errorf("expansion %+v, want 2Gi", exp.expands[0])
+			}
+			if len(st.patches) != 0 {
+				t.Errorf("claim patched: %q", st.patches)
+			}
+			close(rec.Events)
+			var events []string
+			for e := range rec.Events {
+				events = append(events, e)
+			}
+			if fmt.Sprint(events) != fmt.Sprint(tc.wantEvents) {
+				t.Errorf("events %q, want %q", events, tc.wantEvents)
+			}
+			// The pod goes: the node forgets the volume's size.
+			m.forgetClaims(pod.UID)
+			if len(m.nodeSize) != 0 || len(m.expandSkip) != 0 {
+				t.Errorf("records left after the last pod: %v %v", m.nodeSize, m.expandSkip)
+			}
+		})
+	}
+}
