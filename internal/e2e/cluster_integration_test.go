@@ -53,6 +53,7 @@ func TestIntegrationCluster(t *testing.T) {
 		{desc: "MemoryManager", run: testMemoryManager},
 		{desc: "CSI", run: testCSI},
 		{desc: "CSIBlockAndExpansion", run: testCSIBlockAndExpansion},
+		{desc: "CSIReadWriteManyExpansion", run: testCSIReadWriteManyExpansion},
 		{desc: "MirrorPod", run: testMirrorPod},
 		{desc: "APIServerOutage", run: testAPIServerOutage},
 		{desc: "NodeAllocatable", run: testNodeAllocatable},
