@@ -18,6 +18,7 @@ import (
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<spec name>         NodeStageVolume's staging path
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<spec name>/<pod>   NodePublishVolume's target (a file the driver puts the device on)
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/<spec name>/data/vol_data.json
+//	<root>/plugins/kubernetes.io/csi/volumeDevices/<spec name>/dev/<pod>      the device bind-mounted, a loop device on it (the global map path)
 //	<pod>/volumeDevices/kubernetes.io~csi/<spec name>                          a symlink to the pod's publish path
 const (
 	volumeDevicesDir = "volumeDevices"
@@ -43,18 +44,26 @@ func (r *Registry) blockDataDir(specName string) string {
 	return filepath.Join(r.blockDir(), specName, "data")
 }
 
+// blockMapFile is the pod's file under the volume's global map path.
+func (r *Registry) blockMapFile(specName, podUID string) string {
+	return filepath.Join(r.blockDir(), specName, "dev", podUID)
+}
+
 // SetUpBlock makes a volumeMode Block CSI volume a device for the pod: the
 // volume is staged once per node on its staging directory (when the driver
 // stages), published on the pod's publish file (NodePublishVolume with a
 // block capability), and link (<pod>/volumeDevices/kubernetes.io~csi/<spec
-// name>) points at it. It returns link, which resolves to the device node
-// the driver put there. A volume already published is left alone.
+// name>) points at it; the device is then bind-mounted on the pod's file of
+// the global map path and held open by a loop device (lockBlockDevice). It
+// returns link, which resolves to the device node the driver put there. A
+// volume already published and mapped is left alone.
 func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link string) (string, error) {
 	if vol.Ephemeral {
 		return "", errors.New("kubernetes.io/csi: inline CSI volumes cannot be block devices")
 	}
 	publish := r.BlockPublishPath(vol.SpecName, string(pod.UID))
-	if r.isDone(publish) && isLinkTo(link, publish) {
+	mapFile := r.blockMapFile(vol.SpecName, string(pod.UID))
+	if r.isDone(publish) && r.isDone(mapFile) && isLinkTo(link, publish) {
 		return link, nil
 	}
 	ctx, unlock, err := r.volumeOp(ctx, vol.Driver, vol.VolumeHandle)
@@ -121,6 +130,10 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 		}
 		return "", fmt.Errorf("kubernetes.io/csi: the driver published no block device at %s (%v)", publish, err)
 	}
+	if err := lockBlockDevice(publish, mapFile); err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: map block volume: %w", err)
+	}
+	r.markDone(mapFile, true)
 	return link, nil
 }
 
@@ -151,6 +164,13 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 	}
 	defer nc.close()
 	publish := r.BlockPublishPath(specName, podUID)
+	// The loop device and the bind mount first, as upstream's
+	// UnmapBlockVolume: they hold the published device.
+	mapFile := r.blockMapFile(specName, podUID)
+	if err := unlockBlockDevice(mapFile); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: unmap block volume: %w", err)
+	}
+	r.markDone(mapFile, false)
 	// Always unpublished, as upstream: an earlier NodePublishVolume may have
 	// timed out and left something behind without the file.
 	if err := r.unpublish(ctx, nc, data.VolumeHandle, publish, "blockMapper.unpublishVolumeForBlock failed"); err != nil {
