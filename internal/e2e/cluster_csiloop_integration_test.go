@@ -279,7 +279,7 @@ spec:
   - name: main
     image: @IMAGE@
     imagePullPolicy: Never
-    command: [sh, -c, "echo hello-block | dd of=/dev/xvda conv=notrunc 2>/dev/null && echo fs > /data/hello && sleep 3600"]
+    command: [sh, -c, "echo hello-block | dd of=/dev/xvda conv=notrunc,fsync 2>/dev/null && echo fs > /data/hello && sleep 3600"]
     volumeDevices: [{name: blk, devicePath: /dev/xvda}]
     volumeMounts: [{name: fs, mountPath: /data}]
   volumes:
@@ -305,6 +305,23 @@ spec:
 	if got, err := os.Readlink(link); err != nil || got != publish {
 		t.Errorf("pod device link %s -> %q (%v), want %s", link, got, err, publish)
 	}
+	// Upstream's global map path: the device bind-mounted on the pod's file,
+	// a loop device on that file (the descriptor lock).
+	mapFile := filepath.Join(devDir, blkID, "dev", string(pod.UID))
+	t.Cleanup(func() { // the kubelet's loop device, if a failed test left it
+		for _, l := range loopsBackedBy(mapFile) {
+			_, _ = loopRun("losetup", "-d", "/dev/"+l)
+		}
+	})
+	if fi, err := os.Stat(mapFile); err != nil || fi.Mode()&os.ModeDevice == 0 {
+		t.Errorf("global map file %s: %v %v, want the block device", mapFile, fi, err)
+	}
+	if l := loopsBackedBy(mapFile); len(l) != 1 {
+		t.Errorf("loop devices on %s: %q, want one", mapFile, l)
+	}
+	// The pod syncs its write (dd conv=fsync): the kubelet's loop device
+	// holds the device open, so the pod's close is not the last one, which
+	// would flush it (as with upstream's kubelet).
 	n.poll(30*time.Second, "the pod's write to /dev/xvda in the block volume's file", func() (bool, string) {
 		b := make([]byte, 11)
 		f, err := os.Open(filepath.Join(d.dataDir, blkID+".img"))
@@ -391,11 +408,25 @@ spec:
 			slices.Contains(calls, "unstage "+fsID)
 		return ok, strings.Join(calls, "\n")
 	})
-	n.poll(30*time.Second, "the publish file and the pod's link removed", func() (bool, string) {
+	n.poll(30*time.Second, "the publish file, the pod's link, the map file and its loop device removed", func() (bool, string) {
 		_, e1 := os.Lstat(publish)
 		_, e2 := os.Lstat(link)
-		return os.IsNotExist(e1) && os.IsNotExist(e2), fmt.Sprintf("%v %v", e1, e2)
+		_, e3 := os.Lstat(mapFile)
+		loops := loopsBackedBy(mapFile)
+		return os.IsNotExist(e1) && os.IsNotExist(e2) && os.IsNotExist(e3) && len(loops) == 0, fmt.Sprintf("%v %v %v %q", e1, e2, e3, loops)
 	})
+}
+
+// loopsBackedBy lists the loop devices whose backing file is path.
+func loopsBackedBy(path string) []string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var loops []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == path {
+			loops = append(loops, filepath.Base(filepath.Dir(filepath.Dir(f))))
+		}
+	}
+	return loops
 }
 
 func atoi(s string) int {

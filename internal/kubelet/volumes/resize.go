@@ -69,11 +69,11 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	}
 	statusCap := pvc.Status.Capacity[v1.ResourceStorage]
 	resizeStatus := pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]
-	// Mounted while the claim still waits for a node expansion, the volume
-	// has the claim's size here, not yet the PV's.
-	mountSize := newSize
-	if !statusCap.IsZero() && statusCap.Cmp(newSize) < 0 {
-		mountSize = statusCap
+	// The volume has the claim's status capacity when first seen here
+	// (upstream's InitializeClaimSize), the PV's for a claim without one.
+	mountSize := statusCap
+	if mountSize.IsZero() {
+		mountSize = newSize
 	}
 	nodeSize, mountedBefore := m.recordNodeSize(pv.Name, mountSize)
 	if statusCap.Cmp(newSize) >= 0 && resizeStatus == "" {
