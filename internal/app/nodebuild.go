@@ -39,6 +39,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/runtimestate"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/status"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/utilchains"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime"
@@ -90,6 +91,9 @@ type node struct {
 	features *nodefeatures.Declared
 	csi      *csi.Registry          // registered CSI drivers
 	plugins  *pluginwatcher.Watcher // plugins_registry
+	// utilChains keeps upstream's iptables util chains; nil with
+	// makeIPTablesUtilChains false.
+	utilChains *utilchains.Manager
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -123,6 +127,9 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	}
 	if n.resources, err = newResources(cfg, reserved, logger); err != nil {
 		return nil, err
+	}
+	if k := cfg.Kubelet.MakeIPTablesUtilChains; k == nil || *k {
+		n.utilChains = utilchains.New(utilchains.Options{Logger: logger.Named("iptables")})
 	}
 	if n.startup, err = podstartup.New(podstartup.Options{Registerer: reg, Logger: logger.Named("podstartup")}); err != nil {
 		return nil, err

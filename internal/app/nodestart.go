@@ -67,7 +67,11 @@ type namedComponent struct {
 
 // components are the components run starts after the servers, in order.
 func (n *node) components() []namedComponent {
-	list := []namedComponent{
+	var list []namedComponent
+	if n.utilChains != nil {
+		list = append(list, namedComponent{"iptables util chains", n.utilChains})
+	}
+	list = append(list, []namedComponent{
 		{"container manager", n.cgroups},
 		{"CPU manager", n.cpus},
 		{"memory manager", n.memory},
@@ -78,7 +82,7 @@ func (n *node) components() []namedComponent {
 		{"runtime manager", n.runtime},
 		{"image manager", n.images},
 		{"eviction manager", n.eviction},
-	}
+	}...)
 	if n.conn != nil {
 		list = append(list, namedComponent{"API objects", n.conn.objects}, namedComponent{"node status", n.nodeStatus},
 			namedComponent{"pod status sync", n.statusSync})

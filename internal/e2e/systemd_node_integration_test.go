@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,6 +109,30 @@ spec:
 	if out, _ := n.Exec(t, "journalctl", "-u", "kubelet", "--no-pager"); !strings.Contains(out, `Using cgroup driver setting received from the CRI runtime`) ||
 		!strings.Contains(out, `"cgroupDriver": "systemd"`) && !strings.Contains(out, `cgroupDriver=systemd`) && !strings.Contains(out, `"cgroupDriver":"systemd"`) {
 		t.Errorf("the kubelet did not take Docker's systemd driver; its log:\n%s", cmdtest.LastLines(out, 30))
+	}
+	// Upstream's iptables util chains (makeIPTablesUtilChains defaults to
+	// true), in the node's network namespace.
+	for _, want := range []struct{ table, chain, rule string }{
+		{"mangle", "KUBE-IPTABLES-HINT", "-N KUBE-IPTABLES-HINT"},
+		{"filter", "KUBE-FIREWALL", `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`},
+		{"filter", "INPUT", "-A INPUT -j KUBE-FIREWALL"},
+		{"filter", "OUTPUT", "-A OUTPUT -j KUBE-FIREWALL"},
+		{"nat", "KUBE-KUBELET-CANARY", "-N KUBE-KUBELET-CANARY"},
+	} {
+		var out string
+		var err error
+		// The canary chains come from the loop that watches them.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			out, err = n.Exec(t, "iptables", "-w", "5", "-t", want.table, "-S", want.chain)
+			if err == nil && slices.Contains(strings.Split(strings.TrimSpace(out), "\n"), want.rule) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil || !slices.Contains(strings.Split(strings.TrimSpace(out), "\n"), want.rule) {
+			t.Errorf("iptables -t %s -S %s in the node: %v\n%s\nwant the line %s", want.table, want.chain, err, out, want.rule)
+		}
 	}
 
 	pods := func() map[string]v1.Pod {

@@ -188,6 +188,13 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
 	}
+	// Upstream only checks these two (kube-proxy owns the marks now).
+	if b := c.IPTablesDropBit; b != nil && (*b < 0 || *b > 31) {
+		errs = append(errs, fmt.Errorf("invalid configuration: iptablesDropBit (--iptables-drop-bit) %v must be between 0 and 31, inclusive", *b))
+	}
+	if b := c.IPTablesMasqueradeBit; b != nil && (*b < 0 || *b > 31) {
+		errs = append(errs, fmt.Errorf("invalid configuration: iptablesMasqueradeBit (--iptables-masquerade-bit) %v must be between 0 and 31, inclusive", *b))
+	}
 	switch c.TopologyManagerPolicy {
 	case "none", "best-effort", "restricted", "single-numa-node":
 	default:

@@ -67,6 +67,12 @@ func TestValidate(t *testing.T) {
 			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
 		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },
 			`invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
+		// The iptables bits: only range-checked, as upstream.
+		{"iptables bits", func(c *Config) { *c.Kubelet.IPTablesDropBit, *c.Kubelet.IPTablesMasqueradeBit = 0, 31 }, ""},
+		{"iptables drop bit", func(c *Config) { *c.Kubelet.IPTablesDropBit = 32 },
+			"invalid configuration: iptablesDropBit (--iptables-drop-bit) 32 must be between 0 and 31, inclusive"},
+		{"iptables masquerade bit", func(c *Config) { *c.Kubelet.IPTablesMasqueradeBit = -1 },
+			"invalid configuration: iptablesMasqueradeBit (--iptables-masquerade-bit) -1 must be between 0 and 31, inclusive"},
 		// reservedMemory, with upstream's messages.
 		{"reserved memory", func(c *Config) {
 			c.Kubelet.ReservedMemory = []kubeletv1beta1.MemoryReservation{{NumaNode: 0, Limits: v1.ResourceList{"memory": resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("2Mi")}}}

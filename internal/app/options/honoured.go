@@ -22,7 +22,6 @@ var notHonouredFields = []string{
 	"memoryReservationPolicy",
 	"qosReserved",
 	"hairpinMode",
-	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit",
 	"memorySwap",
 	"configMapAndSecretChangeDetectionStrategy",
 	"showHiddenMetricsForVersion",
@@ -63,18 +62,15 @@ var honouredFields = []string{
 	"logging.format", "logging.flushFrequency", "logging.verbosity",
 	"crashLoopBackOff", "seccompDefault", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "registerWithTaints", "registerNode",
 	"localStorageCapacityIsolation", "containerRuntimeEndpoint", "imageServiceEndpoint",
+	// Upstream's chains (internal/kubelet/utilchains); the two bits are only
+	// range-checked by upstream's kubelet, and here.
+	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit",
 }
 
 // honouredOnlyAt are not-honoured fields whose default this kubelet does
 // not meet either, with the value at which what it does is what the field
 // says: they are named whatever their value, except that one.
 var honouredOnlyAt = map[string]func(k *kubeletv1beta1.KubeletConfiguration) bool{
-	// Upstream's default (true) creates KUBE-IPTABLES-HINT, the canary
-	// chains and KUBE-FIREWALL's localnet rule; this kubelet creates no
-	// iptables rule of its own.
-	"makeIPTablesUtilChains": func(k *kubeletv1beta1.KubeletConfiguration) bool {
-		return k.MakeIPTablesUtilChains != nil && !*k.MakeIPTablesUtilChains
-	},
 	// Upstream's default (Watch) watches each referenced object; this
 	// kubelet reads them through a cache with a time-to-live, which is the
 	// Cache strategy.

@@ -44,14 +44,15 @@ func TestNotHonoured(t *testing.T) {
 	t.Parallel()
 	def := DefaultConfig().Kubelet
 	k := DefaultConfig().Kubelet
-	// Upstream's defaults of these two are not what this kubelet does.
-	if got, want := notHonoured(&k, &def), []string{"configMapAndSecretChangeDetectionStrategy", "makeIPTablesUtilChains"}; !slices.Equal(got, want) {
+	// Upstream's default of this one is not what this kubelet does.
+	if got, want := notHonoured(&k, &def), []string{"configMapAndSecretChangeDetectionStrategy"}; !slices.Equal(got, want) {
 		t.Fatalf("defaults: %v, want %v", got, want)
 	}
 	k.ConfigMapAndSecretChangeDetectionStrategy = kubeletv1beta1.TTLCacheChangeDetectionStrategy
-	*k.MakeIPTablesUtilChains = false
+	*k.MakeIPTablesUtilChains = false // honoured both ways
+	*k.IPTablesDropBit = 16           // upstream only range-checks it
 	if got := notHonoured(&k, &def); len(got) != 0 {
-		t.Fatalf("Cache and no iptables chains, what this kubelet does: %v", got)
+		t.Fatalf("Cache, no iptables chains: what this kubelet does: %v", got)
 	}
 	k.MemoryManagerPolicy = "Static" // honoured
 	k.MemoryReservationPolicy = "TieredReservation"
