@@ -34,14 +34,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/kubelet-dockershim/kubelet/internal/keylock"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodepatch"
@@ -95,6 +96,9 @@ type Registry struct {
 	// volumes serialises the operations on one volume (driver and handle):
 	// one volume's stuck driver call never blocks another volume.
 	volumes keylock.Locks
+
+	// nodeMu makes each read, change and patch of the Node one step.
+	nodeMu sync.Mutex
 
 	mu      sync.Mutex
 	drivers map[string]driver
@@ -332,24 +336,50 @@ func nodeIDs(node *v1.Node) (map[string]string, error) {
 	return ids, nil
 }
 
+// nodeUpdateBackoff is upstream's updateBackoff for the Node's CSI
+// annotation and labels.
+var nodeUpdateBackoff = wait.Backoff{Steps: 4, Duration: 10 * time.Millisecond, Factor: 5.0, Jitter: 0.1}
+
 // updateNode applies change to the Node and sends the difference as a patch
 // of its status subresource, as upstream's nodeinfomanager does: an Update
 // would send back taints read before a controller changed them, which the
 // NodeRestriction admission plugin refuses ("not allowed to modify taints").
+// The node ID annotation is one JSON value for every driver: the read, the
+// change and the patch are one step under nodeMu, so that two drivers
+// registering at once keep each other's ID. Any failure is tried again with
+// upstream's back-off; nothing is sent when nothing changed.
 func (r *Registry) updateNode(ctx context.Context, change func(*v1.Node) error) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		nodes := r.client.CoreV1().Nodes()
-		node, err := nodes.Get(ctx, r.nodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
+	var errs []error
+	err := wait.ExponentialBackoffWithContext(ctx, nodeUpdateBackoff, func(ctx context.Context) (bool, error) {
+		if err := r.tryUpdateNode(ctx, change); err != nil {
+			errs = append(errs, err)
+			return false, nil
 		}
-		updated := node.DeepCopy()
-		if err := change(updated); err != nil {
-			return err
-		}
-		_, err = nodepatch.Status(ctx, nodes, node, updated)
-		return err
+		return true, nil
 	})
+	if err != nil {
+		return fmt.Errorf("error updating node: %v; caused by: %v", err, utilerrors.NewAggregate(errs))
+	}
+	return nil
+}
+
+func (r *Registry) tryUpdateNode(ctx context.Context, change func(*v1.Node) error) error {
+	r.nodeMu.Lock()
+	defer r.nodeMu.Unlock()
+	nodes := r.client.CoreV1().Nodes()
+	node, err := nodes.Get(ctx, r.nodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	updated := node.DeepCopy()
+	if err := change(updated); err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(node, updated) {
+		return nil
+	}
+	_, err = nodepatch.Status(ctx, nodes, node, updated)
+	return err
 }
 
 // updateCSINode applies change to the node's CSINode (created, owned by

@@ -3,7 +3,9 @@ package csi
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,3 +89,43 @@ func TestInstallKeepsTaintsChangedMeanwhile(t *testing.T) {
 }
 
 var errNotAllowedTaints = errors.New(`node "n1" is not allowed to modify taints`)
+
+// TestConcurrentInstallsKeepEachOthersID: the node ID annotation is one
+// JSON value for all drivers; drivers registering at the same time (the
+// plugin watcher registers each socket in its own goroutine) all end up in
+// it, also when reads are slow enough for the two to overlap.
+func TestConcurrentInstallsKeepEachOthersID(t *testing.T) {
+	t.Parallel()
+	nodesGVR := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	tracker := client.Tracker()
+	client.PrependReactor("get", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := tracker.Get(nodesGVR, "", "n1")
+		time.Sleep(20 * time.Millisecond) // the other install reads meanwhile
+		return true, obj, err
+	})
+	r, err := NewRegistry(Options{NodeName: "n1", RootDir: t.TempDir(), Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a.example.com", "b.example.com", "c.example.com"}
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.install(context.Background(), name, &csipb.NodeGetInfoResponse{NodeId: "id-" + name}); err != nil {
+				t.Errorf("install %s: %v", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := tracker.Get(nodesGVR, "", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a.example.com":"id-a.example.com","b.example.com":"id-b.example.com","c.example.com":"id-c.example.com"}`
+	if a := got.(*v1.Node).Annotations[annotationNodeID]; a != want {
+		t.Errorf("node ID annotation %s, want %s", a, want)
+	}
+}
