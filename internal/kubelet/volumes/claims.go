@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/volumes/csi"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -216,6 +217,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 	cv := ClaimVolume{Name: vol.Name, Claim: k8stypes.NamespacedName{Namespace: bc.pvc.Namespace, Name: bc.pvc.Name}, PV: pv.Name}
 	var info VolumeInfo
 	var err error
+	var expansion csi.Expansion
+	expand := false
 	switch src := &pv.Spec.PersistentVolumeSource; {
 	case src.HostPath != nil:
 		info, err = m.setUpHostPath(src.HostPath)
@@ -229,7 +232,8 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 		info, err = m.setUpNFS(ctx, pod, pv.Name, src.NFS, bc.readOnly, pv.Spec.MountOptions)
 		cv.Path = info.HostPath
 	case src.CSI != nil && m.csi != nil:
-		info, err = m.setUpCSIPV(ctx, pod, bc)
+		info, expansion, err = m.setUpCSIPV(ctx, pod, bc)
+		expand = err == nil && bc.pvc != nil
 		cv.Path, cv.CSIDriver, cv.CSIHandle = info.HostPath, src.CSI.Driver, src.CSI.VolumeHandle
 	default:
 		return VolumeInfo{}, fmt.Errorf("persistent volume %s: %s volumes are not supported by this kubelet", pv.Name, sourceType(src))
@@ -238,6 +242,11 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, b
 		return VolumeInfo{}, fmt.Errorf("persistent volume %s: %w", pv.Name, err)
 	}
 	m.rememberClaim(pod.UID, cv)
+	if expand {
+		// Remembered first: the node's record of the volume's size stays
+		// while a pod of this node has it (forgetClaims).
+		m.expandClaim(ctx, pod, bc.latestPVC(), bc.latestPV(), expansion)
+	}
 	return info, nil
 }
 

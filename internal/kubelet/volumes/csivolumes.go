@@ -57,13 +57,14 @@ func (m *Manager) csiPV(ctx context.Context, pv *v1.PersistentVolume, claimReadO
 
 // setUpCSIPV publishes a PV's CSI volume for the pod: under
 // <pod>/volumes/kubernetes.io~csi/<pv>/mount, or with volumeMode Block as
-// the device <pod>/volumeDevices/kubernetes.io~csi/<pv>; then grows it when
-// its claim was resized (expandClaim).
-func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, bc *boundClaim) (VolumeInfo, error) {
+// the device <pod>/volumeDevices/kubernetes.io~csi/<pv>. It returns the
+// expansion that grows it when its claim was resized (expandClaim, once the
+// claim volume is remembered).
+func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, bc *boundClaim) (VolumeInfo, csi.Expansion, error) {
 	pv := bc.latestPV()
 	vol, err := m.csiPV(ctx, pv, bc.readOnly)
 	if err != nil {
-		return VolumeInfo{}, err
+		return VolumeInfo{}, csi.Expansion{}, err
 	}
 	var info VolumeInfo
 	exp := csi.Expansion{Volume: vol}
@@ -71,20 +72,17 @@ func (m *Manager) setUpCSIPV(ctx context.Context, pod *v1.Pod, bc *boundClaim) (
 		link := filepath.Join(m.podDir(pod.UID), "volumeDevices", csi.PodDeviceDir, vol.SpecName)
 		dev, err := m.csi.SetUpBlock(ctx, pod, vol, link)
 		if err != nil {
-			return VolumeInfo{}, err
+			return VolumeInfo{}, exp, err
 		}
 		info = VolumeInfo{Device: dev, ReadOnly: vol.ReadOnly}
 		exp.Block, exp.VolumePath, exp.StagingPath = true, m.csi.BlockPublishPath(vol.SpecName, string(pod.UID)), m.csi.BlockStagingPath(vol.SpecName)
 	} else {
 		if info, err = m.setUpCSI(ctx, pod, vol); err != nil {
-			return VolumeInfo{}, err
+			return VolumeInfo{}, exp, err
 		}
 		exp.VolumePath, exp.StagingPath = info.HostPath, m.csi.StagingPath(vol)
 	}
-	if bc.pvc != nil {
-		m.expandClaim(ctx, pod, bc.latestPVC(), pv, exp)
-	}
-	return info, nil
+	return info, exp, nil
 }
 
 // setUpInlineCSI publishes a pod's inline (ephemeral) CSI volume.

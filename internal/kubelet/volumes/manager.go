@@ -146,6 +146,8 @@ type Manager struct {
 	// (upstream's actual state of world persistentVolumeSize). A ReadWriteMany
 	// volume another node already expanded is expanded here too from it.
 	nodeSize map[string]resource.Quantity
+	// expansions serialises the node expansions of one PV.
+	expansions keylock.Locks
 }
 
 // NodeAllocatable gives the node's current allocatable (resources.Node).

@@ -67,6 +67,14 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	if !ok {
 		return
 	}
+	// One expansion of a volume at a time on this node (upstream's
+	// operation executor runs one operation per volume): of two pods of the
+	// volume syncing at once, the second finds it done.
+	unlock, err := m.expansions.Lock(ctx, pv.Name)
+	if err != nil {
+		return
+	}
+	defer unlock()
 	statusCap := pvc.Status.Capacity[v1.ResourceStorage]
 	resizeStatus := pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]
 	// The volume has the claim's status capacity when first seen here
@@ -76,6 +84,9 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 		mountSize = newSize
 	}
 	nodeSize, mountedBefore := m.recordNodeSize(pv.Name, mountSize)
+	if mountedBefore && nodeSize.Cmp(newSize) >= 0 {
+		return // expanded to this size on this node already
+	}
 	if statusCap.Cmp(newSize) >= 0 && resizeStatus == "" {
 		// The claim is done (upstream's pvcAlreadyUpdated). A ReadWriteMany
 		// volume another node expanded is expanded on this node too, unless
@@ -100,7 +111,6 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 	}
 	logger := m.logger.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("pv", pv.Name),
 		zap.String("claim", pvc.Namespace+"/"+pvc.Name), zap.String("newSize", newSize.String()))
-	var err error
 	if resizeStatus != v1.PersistentVolumeClaimNodeResizeInProgress {
 		next := pvc.DeepCopy()
 		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInProgress)
@@ -121,14 +131,7 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 		// condition (and NodeResizeInfeasible for a size the driver can
 		// never reach); a volume in use is not tried again at this size
 		// and makes no event; other failures are tried at the next sync.
-		next := pvc.DeepCopy()
-		if errors.Is(err, csi.ErrExpandInfeasible) {
-			setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInfeasible)
-		}
-		setResizeError(next, err)
-		if _, perr := m.patchClaimStatus(ctx, pvc, next, false); perr != nil {
-			logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion as failed", zap.Error(perr))
-		}
+		m.markExpansionFailed(ctx, logger, pvc, err)
 		logger.Error("NodeExpandVolume failed", zap.Error(err))
 		if errors.Is(err, csi.ErrExpandInUse) {
 			m.skipExpansion(pv.Name, newSize.String())
@@ -162,10 +165,11 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 
 // expandOnNode expands on this node a ReadWriteMany volume whose claim
 // another node's expansion already finished: NodeExpandVolume only, the
-// claim is not written (upstream's node expander with pvcAlreadyUpdated). A
-// driver without node expansion needs none here; a volume in use is not
-// tried again at this size; other failures are an event and tried again at
-// the next sync.
+// claim is only written on failure (upstream's node expander with
+// pvcAlreadyUpdated). A driver without node expansion needs none here; a
+// failure marks the claim as the claim's own expansion does; a volume in
+// use is not tried again at this size; other failures are an event and tried
+// again at the next sync.
 func (m *Manager) expandOnNode(ctx context.Context, pod *v1.Pod, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, newSize resource.Quantity, e csi.Expansion) {
 	if m.expansionSkipped(pv.Name, newSize.String()) {
 		return
@@ -189,14 +193,33 @@ func (m *Manager) expandOnNode(ctx context.Context, pod *v1.Pod, pvc *v1.Persist
 	case err == nil:
 		m.expanded(pod, pvc, pv.Name, newSize)
 		logger.Info("NodeExpandVolume of a ReadWriteMany volume succeeded on this node")
+		return
 	case errors.Is(err, csi.ErrExpandUnsupported):
 		m.setNodeSize(pv.Name, newSize) // nothing to do on this node
-	case errors.Is(err, csi.ErrExpandInUse):
-		logger.Error("MountVolume.NodeExpandVolume failed", zap.Error(err))
+		return
+	}
+	// As the claim's own expansion: the claim tells of the failure.
+	m.markExpansionFailed(ctx, logger, pvc, err)
+	logger.Error("NodeExpandVolume failed", zap.Error(err))
+	if errors.Is(err, csi.ErrExpandInUse) {
 		m.skipExpansion(pv.Name, newSize.String())
-	default:
-		logger.Error("NodeExpandVolume failed", zap.Error(err))
-		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+		return
+	}
+	m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+}
+
+// markExpansionFailed writes a node expansion's failure on the claim, as
+// upstream's MarkNodeExpansionInfeasible (a size the driver can never reach:
+// NodeResizeInfeasible) and MarkNodeExpansionFailedCondition do: a
+// NodeResizeError condition, no resourceVersion check.
+func (m *Manager) markExpansionFailed(ctx context.Context, logger *zap.Logger, pvc *v1.PersistentVolumeClaim, err error) {
+	next := pvc.DeepCopy()
+	if errors.Is(err, csi.ErrExpandInfeasible) {
+		setResizeStatus(next, v1.PersistentVolumeClaimNodeResizeInfeasible)
+	}
+	setResizeError(next, err)
+	if _, perr := m.patchClaimStatus(ctx, pvc, next, false); perr != nil {
+		logger.Error("MountVolume.NodeExpandVolume failed to mark node expansion as failed", zap.Error(perr))
 	}
 }
 

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/tools/record"
 
@@ -183,10 +187,14 @@ func TestExpandClaim(t *testing.T) {
 
 // A ReadWriteMany volume is expanded on every node that has it mounted:
 // when another node's expansion already finished the claim, this node
-// calls NodeExpandVolume once at the new size and writes nothing to the
-// claim (upstream's node expander with pvcAlreadyUpdated).
+// calls NodeExpandVolume once at the new size and writes the claim only to
+// tell of a failure (upstream's node expander with pvcAlreadyUpdated).
 func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
 	t.Parallel()
+	rwx := []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}
+	failed := func(msg string) []string {
+		return []string{`Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : ` + msg}
+	}
 	for _, tc := range []struct {
 		desc       string
 		modes      []v1.PersistentVolumeAccessMode
@@ -194,19 +202,20 @@ func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
 		driverErr  error
 		wantCalls  int // NodeExpand calls over two syncs after the resize
 		wantEvents []string
+		wantStatus v1.ClaimResourceStatus
+		wantCond   bool // a NodeResizeError condition
 	}{
-		{desc: "expanded once", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, wantCalls: 1, wantEvents: []string{
+		{desc: "expanded once", modes: rwx, wantCalls: 1, wantEvents: []string{
 			`Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-2`,
 			`Normal FileSystemResizeSuccess MountVolume.NodeExpandVolume succeeded for volume "pv-data" node-2`}},
 		{desc: "not ReadWriteMany", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}},
-		{desc: "claim says not required", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, annotation: true},
-		{desc: "driver without node expansion", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
-			driverErr: fmt.Errorf("x: %w", csi.ErrExpandUnsupported), wantCalls: 1},
-		{desc: "in use: not tried again", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
-			driverErr: fmt.Errorf("x: %w", csi.ErrExpandInUse), wantCalls: 1},
-		{desc: "failure: tried again", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, driverErr: errors.New("busy"), wantCalls: 2,
-			wantEvents: []string{`Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`,
-				`Warning VolumeResizeFailed NodeExpandVolume.NodeExpandVolume failed for volume "pv-data" : busy`}},
+		{desc: "claim says not required", modes: rwx, annotation: true},
+		{desc: "driver without node expansion", modes: rwx, driverErr: fmt.Errorf("x: %w", csi.ErrExpandUnsupported), wantCalls: 1},
+		{desc: "in use: not tried again", modes: rwx, driverErr: fmt.Errorf("x: %w", csi.ErrExpandInUse), wantCalls: 1, wantCond: true},
+		{desc: "infeasible: the claim says so", modes: rwx, driverErr: fmt.Errorf("x: %w", csi.ErrExpandInfeasible), wantCalls: 1,
+			wantEvents: failed("x: kubernetes.io/csi: expansion infeasible"), wantStatus: v1.PersistentVolumeClaimNodeResizeInfeasible, wantCond: true},
+		{desc: "failure: tried again", modes: rwx, driverErr: errors.New("busy"), wantCalls: 2,
+			wantEvents: append(failed("busy"), failed("busy")...), wantCond: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -230,18 +239,28 @@ func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
 			}
 			// Another node expanded the volume and finished the claim.
 			pv.Spec.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
-			pvc.Status.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
+			st.pvc.Status.Capacity[v1.ResourceStorage] = resource.MustParse("2Gi")
 			exp.err = tc.driverErr
-			m.expandClaim(context.Background(), pod, pvc, pv, e)
-			m.expandClaim(context.Background(), pod, pvc, pv, e)
+			for range 2 {
+				m.expandClaim(context.Background(), pod, st.pvc.DeepCopy(), pv, e)
+			}
 			if len(exp.expands) != tc.wantCalls {
 				t.Fatalf("NodeExpand calls %d, want %d", len(exp.expands), tc.wantCalls)
 			}
 			if tc.wantCalls > 0 && exp.expands[0].NewSize != 2<<30 {
 				t.Errorf("expansion %+v, want 2Gi", exp.expands[0])
 			}
-			if len(st.patches) != 0 {
-				t.Errorf("claim patched: %q", st.patches)
+			if got := st.pvc.Status.AllocatedResourceStatuses[v1.ResourceStorage]; got != tc.wantStatus {
+				t.Errorf("resize status %q, want %q", got, tc.wantStatus)
+			}
+			hasCond := slices.ContainsFunc(st.pvc.Status.Conditions, func(c v1.PersistentVolumeClaimCondition) bool {
+				return c.Type == v1.PersistentVolumeClaimNodeResizeError
+			})
+			if hasCond != tc.wantCond {
+				t.Errorf("NodeResizeError condition %v, want %v (patches %q)", hasCond, tc.wantCond, st.patches)
+			}
+			if c := st.pvc.Status.Capacity[v1.ResourceStorage]; c.String() != "2Gi" {
+				t.Errorf("claim capacity %s, want 2Gi as the other node left it", c.String())
 			}
 			close(rec.Events)
 			var events []string
@@ -258,4 +277,44 @@ func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two pods of one volume on a node sync at once: the volume is expanded
+// once, and the claim finished once.
+func TestExpandOncePerVolume(t *testing.T) {
+	t.Parallel()
+	pvc, pv := resizeClaim(v1.PersistentVolumeClaimNodeResizePending)
+	exp := &slowExpander{delay: 50 * time.Millisecond}
+	st := &fakeClaimStatus{pvc: pvc.DeepCopy()}
+	m := &Manager{csi: exp, claimStatus: st, recorder: record.NewFakeRecorder(10), logger: zaptest.NewLogger(t)}
+	var wg sync.WaitGroup
+	for _, uid := range []string{"u1", "u2"} {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid, Namespace: "ns", UID: k8stypes.UID(uid)}, Spec: v1.PodSpec{NodeName: "node-1"}}
+		m.rememberClaim(pod.UID, ClaimVolume{Name: "data", PV: pv.Name})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.expandClaim(context.Background(), pod, pvc.DeepCopy(), pv, csi.Expansion{VolumePath: "/target-" + uid})
+		}()
+	}
+	wg.Wait()
+	if n := exp.calls.Load(); n != 1 {
+		t.Errorf("NodeExpand calls %d, want 1", n)
+	}
+	if c := st.pvc.Status.Capacity[v1.ResourceStorage]; c.String() != "2Gi" || len(st.pvc.Status.AllocatedResourceStatuses) != 0 {
+		t.Errorf("claim capacity %s, resize statuses %v", c.String(), st.pvc.Status.AllocatedResourceStatuses)
+	}
+}
+
+// slowExpander answers NodeExpand after delay and counts the calls.
+type slowExpander struct {
+	CSIVolumes
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (f *slowExpander) NodeExpand(context.Context, csi.Expansion) error {
+	f.calls.Add(1)
+	time.Sleep(f.delay)
+	return nil
 }
