@@ -280,10 +280,12 @@ func TestExpandReadWriteManyOnEveryNode(t *testing.T) {
 }
 
 // Two pods of one volume on a node sync at once: the volume is expanded
-// once, and the claim finished once.
+// once, and the claim finished once. (NodeResizeInProgress, as a restarted
+// kubelet finds it: no resourceVersion-checked patch comes first to stop
+// the second pod's expansion.)
 func TestExpandOncePerVolume(t *testing.T) {
 	t.Parallel()
-	pvc, pv := resizeClaim(v1.PersistentVolumeClaimNodeResizePending)
+	pvc, pv := resizeClaim(v1.PersistentVolumeClaimNodeResizeInProgress)
 	exp := &slowExpander{delay: 50 * time.Millisecond}
 	st := &fakeClaimStatus{pvc: pvc.DeepCopy()}
 	m := &Manager{csi: exp, claimStatus: st, recorder: record.NewFakeRecorder(10), logger: zaptest.NewLogger(t)}
