@@ -44,9 +44,10 @@ func (r *Registry) blockDataDir(specName string) string {
 	return filepath.Join(r.blockDir(), specName, "data")
 }
 
-// blockMapFile is the pod's file under the volume's global map path.
-func (r *Registry) blockMapFile(specName, podUID string) string {
-	return filepath.Join(r.blockDir(), specName, "dev", podUID)
+// blockGlobalMapPath is the volume's global map path: each pod's device
+// is bind-mounted on a file named by its UID there.
+func (r *Registry) blockGlobalMapPath(specName string) string {
+	return filepath.Join(r.blockDir(), specName, "dev")
 }
 
 // SetUpBlock makes a volumeMode Block CSI volume a device for the pod: the
@@ -62,7 +63,8 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 		return "", errors.New("kubernetes.io/csi: inline CSI volumes cannot be block devices")
 	}
 	publish := r.BlockPublishPath(vol.SpecName, string(pod.UID))
-	mapFile := r.blockMapFile(vol.SpecName, string(pod.UID))
+	globalMap := r.blockGlobalMapPath(vol.SpecName)
+	mapFile := filepath.Join(globalMap, string(pod.UID))
 	if r.isDone(publish) && r.isDone(mapFile) && isLinkTo(link, publish) {
 		return link, nil
 	}
@@ -130,8 +132,8 @@ func (r *Registry) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume, link
 		}
 		return "", fmt.Errorf("kubernetes.io/csi: the driver published no block device at %s (%v)", publish, err)
 	}
-	if err := lockBlockDevice(publish, mapFile); err != nil {
-		return "", fmt.Errorf("kubernetes.io/csi: map block volume: %w", err)
+	if err := lockBlockDevice(publish, globalMap, string(pod.UID)); err != nil {
+		return "", err
 	}
 	r.markDone(mapFile, true)
 	return link, nil
@@ -166,11 +168,11 @@ func (r *Registry) TearDownBlock(ctx context.Context, podUID, link string) error
 	publish := r.BlockPublishPath(specName, podUID)
 	// The loop device and the bind mount first, as upstream's
 	// UnmapBlockVolume: they hold the published device.
-	mapFile := r.blockMapFile(specName, podUID)
-	if err := unlockBlockDevice(mapFile); err != nil {
-		return fmt.Errorf("kubernetes.io/csi: unmap block volume: %w", err)
+	globalMap := r.blockGlobalMapPath(specName)
+	if err := unlockBlockDevice(globalMap, podUID); err != nil {
+		return err
 	}
-	r.markDone(mapFile, false)
+	r.markDone(filepath.Join(globalMap, podUID), false)
 	// Always unpublished, as upstream: an earlier NodePublishVolume may have
 	// timed out and left something behind without the file.
 	if err := r.unpublish(ctx, nc, data.VolumeHandle, publish, "blockMapper.unpublishVolumeForBlock failed"); err != nil {

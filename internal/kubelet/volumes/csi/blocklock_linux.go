@@ -13,12 +13,27 @@ import (
 )
 
 // lockBlockDevice maps a pod's published block device as upstream's
-// MapBlockVolume does: the device bind-mounted on mapFile (the pod's file
-// under the volume's global map path), and a loop device attached to that
-// file (upstream's "descriptor lock": the device stays open, so it cannot be
-// removed and another device take its name while a container uses it).
-// Done again, it changes nothing.
-func lockBlockDevice(device, mapFile string) error {
+// MapBlockVolume does: the device bind-mounted on globalMapPath/<podUID>,
+// and a loop device attached to that file (upstream's "descriptor lock":
+// the device stays open, so it cannot be removed and another device take its
+// name while a container uses it). Done again, it changes nothing. The
+// errors are upstream's.
+func lockBlockDevice(device, globalMapPath, podUID string) error {
+	mapFile := filepath.Join(globalMapPath, podUID)
+	if err := bindMountDevice(device, mapFile); err != nil {
+		return fmt.Errorf("blkUtil.MapDevice failed. devicePath: %s, globalMapPath:%s, podUID: %s, bindMount: %v: %w",
+			device, globalMapPath, podUID, true, err)
+	}
+	if err := attachFileDevice(mapFile); err != nil {
+		return fmt.Errorf("blkUtil.AttachFileDevice failed. globalMapPath:%s, podUID: %s: %w", globalMapPath, podUID, err)
+	}
+	return nil
+}
+
+// bindMountDevice bind-mounts device on mapFile, made as an empty file if
+// missing; a mapFile that is a device already is left (upstream's
+// mapBindMountDevice).
+func bindMountDevice(device, mapFile string) error {
 	if err := os.MkdirAll(filepath.Dir(mapFile), 0o750); err != nil {
 		return fmt.Errorf("failed to mkdir %s: %w", filepath.Dir(mapFile), err)
 	}
@@ -34,25 +49,36 @@ func lockBlockDevice(device, mapFile string) error {
 		}
 	case err != nil:
 		return fmt.Errorf("failed to stat file %s: %w", mapFile, err)
+	case fi.Mode()&fs.ModeDevice != 0:
+		return nil // mapped already
 	}
-	if err != nil || fi.Mode()&fs.ModeDevice == 0 {
-		if err := unix.Mount(device, mapFile, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("failed to bind mount devicePath: %s to linkPath %s: %w", device, mapFile, err)
-		}
-	}
-	loop, err := loopDeviceOf(mapFile)
-	if err != nil || loop != "" {
-		return err
-	}
-	if out, err := exec.Command("losetup", "-f", mapFile).CombinedOutput(); err != nil {
-		return fmt.Errorf("blkUtil.AttachFileDevice failed: losetup -f %s failed: %w (%s)", mapFile, err, strings.TrimSpace(string(out)))
+	if err := unix.Mount(device, mapFile, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("failed to bind mount devicePath: %s to linkPath %s: %w", device, mapFile, err)
 	}
 	return nil
 }
 
-// unlockBlockDevice undoes lockBlockDevice: the loop device detached, the
-// bind mount unmounted, mapFile removed. Parts already undone are skipped.
-func unlockBlockDevice(mapFile string) error {
+// attachFileDevice attaches a loop device to path unless one is (upstream's
+// AttachFileDevice).
+func attachFileDevice(path string) error {
+	loop, err := loopDeviceOf(path)
+	if err != nil {
+		return fmt.Errorf("GetLoopDevice failed for path %s: %w", path, err)
+	}
+	if loop != "" {
+		return nil
+	}
+	if out, err := exec.Command("losetup", "-f", path).CombinedOutput(); err != nil {
+		return fmt.Errorf("makeLoopDevice failed for path %s: losetup -f %s failed: %w (%s)", path, path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// unlockBlockDevice undoes lockBlockDevice, as upstream's UnmapBlockVolume
+// (its errors too): the loop device detached, the bind mount unmounted,
+// mapFile removed. Parts already undone are skipped.
+func unlockBlockDevice(globalMapPath, podUID string) error {
+	mapFile := filepath.Join(globalMapPath, podUID)
 	fi, err := os.Stat(mapFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -62,18 +88,20 @@ func unlockBlockDevice(mapFile string) error {
 	}
 	loop, err := loopDeviceOf(mapFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("blkUtil.DetachFileDevice failed. globalUnmapPath:%s, podUID: %s: GetLoopDevice failed for path %s: %w", globalMapPath, podUID, mapFile, err)
 	}
 	if loop != "" {
 		if out, err := exec.Command("losetup", "-d", loop).CombinedOutput(); err != nil {
 			if _, serr := os.Stat(loop); !errors.Is(serr, fs.ErrNotExist) {
-				return fmt.Errorf("blkUtil.DetachFileDevice failed: losetup -d %s failed: %w (%s)", loop, err, strings.TrimSpace(string(out)))
+				return fmt.Errorf("blkUtil.DetachFileDevice failed. globalUnmapPath:%s, podUID: %s: removeLoopDevice failed for path %s: losetup -d %s failed: %w (%s)",
+					globalMapPath, podUID, mapFile, loop, err, strings.TrimSpace(string(out)))
 			}
 		}
 	}
 	if fi.Mode()&fs.ModeDevice != 0 {
 		if err := unix.Unmount(mapFile, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("failed to unmount linkPath %s: %w", mapFile, err)
+			return fmt.Errorf("blkUtil.DetachFileDevice failed. globalUnmapPath:%s, podUID: %s, bindMount: %v: failed to unmount linkPath %s: %w",
+				globalMapPath, podUID, true, mapFile, err)
 		}
 	}
 	if err := os.Remove(mapFile); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -16,6 +16,9 @@ import (
 // it; mapping again adds nothing; unmapping detaches the loop device and
 // removes the file.
 func TestBlockDeviceLock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (loop devices, mounts); CI runs as root")
+	}
 	dir := t.TempDir()
 	img := filepath.Join(dir, "disk.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
@@ -31,13 +34,14 @@ func TestBlockDeviceLock(t *testing.T) {
 	device := strings.TrimSpace(string(out))
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", device).Run() })
 
-	mapFile := filepath.Join(dir, "volumeDevices", "pv-1", "dev", "pod-uid")
+	globalMap := filepath.Join(dir, "volumeDevices", "pv-1", "dev")
+	mapFile := filepath.Join(globalMap, "pod-uid")
 	for range 2 {
-		if err := lockBlockDevice(device, mapFile); err != nil {
+		if err := lockBlockDevice(device, globalMap, "pod-uid"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = unlockBlockDevice(mapFile) })
+	t.Cleanup(func() { _ = unlockBlockDevice(globalMap, "pod-uid") })
 	var dst, mst unix.Stat_t
 	if err := unix.Stat(device, &dst); err != nil {
 		t.Fatal(err)
@@ -55,7 +59,7 @@ func TestBlockDeviceLock(t *testing.T) {
 	if n := countBacking(t, mapFile); n != 1 {
 		t.Errorf("%d loop devices on the map file after two maps, want 1", n)
 	}
-	if err := unlockBlockDevice(mapFile); err != nil {
+	if err := unlockBlockDevice(globalMap, "pod-uid"); err != nil {
 		t.Fatal(err)
 	}
 	if n := countBacking(t, mapFile); n != 0 {
@@ -64,9 +68,16 @@ func TestBlockDeviceLock(t *testing.T) {
 	if _, err := os.Lstat(mapFile); !os.IsNotExist(err) {
 		t.Errorf("map file left: %v", err)
 	}
-	if err := unlockBlockDevice(mapFile); err != nil {
+	if err := unlockBlockDevice(globalMap, "pod-uid"); err != nil {
 		t.Errorf("unmap again: %v", err)
 	}
+	// Upstream's words when the device is gone.
+	err = lockBlockDevice(filepath.Join(dir, "gone"), globalMap, "pod-2")
+	want := "blkUtil.MapDevice failed. devicePath: " + filepath.Join(dir, "gone") + ", globalMapPath:" + globalMap + ", podUID: pod-2, bindMount: true: failed to bind mount devicePath: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("map of a missing device: %v, want %q...", err, want)
+	}
+	_ = os.Remove(filepath.Join(globalMap, "pod-2"))
 }
 
 // countBacking counts the loop devices whose backing file is path.

@@ -6,6 +6,6 @@ import "errors"
 
 var errBlockUnsupported = errors.New("kubernetes.io/csi: block volumes need Linux")
 
-func lockBlockDevice(device, mapFile string) error { return errBlockUnsupported }
+func lockBlockDevice(device, globalMapPath, podUID string) error { return errBlockUnsupported }
 
-func unlockBlockDevice(mapFile string) error { return nil }
+func unlockBlockDevice(globalMapPath, podUID string) error { return nil }
