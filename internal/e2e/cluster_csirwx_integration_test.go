@@ -181,11 +181,16 @@ spec:
 		}
 		return ok, strings.Join(seen, "\n")
 	})
-	// More syncs of both pods expand nothing more.
+	// More syncs of both pods expand nothing more. A spec change (a
+	// deadline far off) makes each kubelet sync its pod, which it shows by
+	// reporting the new generation as observed.
 	for _, p := range pods {
-		n1.kubectl("", "annotate", "pod", p.Name, "-n", n1.ns, "--overwrite", "e2e.example.com/resized=again")
+		n1.kubectl("", "patch", "pod", p.Name, "-n", n1.ns, "--type=merge", "-p", `{"spec":{"activeDeadlineSeconds":360000}}`)
+		n1.waitAPIPod(p.Name, 30*time.Second, "synced after the spec change", func(p *v1.Pod) bool {
+			return p.Generation > 1 && p.Status.ObservedGeneration == p.Generation
+		})
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(time.Second) // the sync's volume step follows its status
 	for i, d := range drivers {
 		if got := d.expansions(); !slices.Equal(got, want(i)) {
 			t.Errorf("node %d's expansions after more syncs %q, want %q", i+1, got, want(i))
