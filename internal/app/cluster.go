@@ -87,7 +87,8 @@ func connectAPIServer(ctx context.Context, cfg *Config, nodeName string, reg pro
 	b.StartStructuredLogging(3)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.Events("")})
 	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
-	objs, err := apiobjects.New(apiobjects.Options{Client: client, Logger: logger.Named("apiobjects")})
+	objs, err := apiobjects.New(apiobjects.Options{Client: client, Strategy: string(cfg.Kubelet.ConfigMapAndSecretChangeDetectionStrategy),
+		SyncFrequency: cfg.Kubelet.SyncFrequency.Duration, Logger: logger.Named("apiobjects")})
 	if err != nil {
 		b.Shutdown()
 		return nil, err

@@ -117,6 +117,14 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 		n.known.SetFetch(func(ctx context.Context) (*v1.Node, error) {
 			return conn.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		})
+		// The Cache strategy's time-to-live is the Node's annotation.
+		conn.objects.SetNodeAnnotations(func() (map[string]string, bool) {
+			node, ok := n.known.Node()
+			if !ok {
+				return nil, false
+			}
+			return node.Annotations, true
+		})
 	}
 	reserved, err := parseReservations(&cfg.Kubelet)
 	if err != nil {

@@ -206,6 +206,7 @@ func newKubelet(cfg *Config, n *node, helper *runtimehelper.RuntimeHelper, st *s
 	}
 	if n.conn != nil {
 		parts.Node, parts.Mirrors, parts.Secrets = n.known, status.NewMirrorClient(n.conn.client, n.name), n.conn.objects
+		parts.Objects = n.conn.objects
 	}
 	if parts.Allocated, err = kubecontainer.OpenResourceState(cfg.RootDirectory, kubecontainer.AllocatedPodsStateFile); err != nil {
 		return nil, err

@@ -200,6 +200,14 @@ type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
+// PodObjects keeps the configMaps and secrets the pods reference, as
+// upstream's pod manager registers pods with its secret and configMap
+// managers (apiobjects.Objects).
+type PodObjects interface {
+	RegisterPod(pod *v1.Pod)
+	UnregisterPod(pod *v1.Pod)
+}
+
 // PressureAdmitter decides whether the node under resource pressure takes a
 // pod (eviction.Manager).
 type PressureAdmitter = PodAdmitter

@@ -52,6 +52,7 @@ type deps struct {
 	sysctls   PodAdmitter          // nil: none
 	shutdown  PodAdmitter          // nil: none
 	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
+	objects   PodObjects           // nil: standalone
 }
 
 // Kubelet is the node's coordinator; see the package doc.
@@ -110,7 +111,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, devices: p.Devices, topology: p.Topology, features: p.Features, sysctls: p.Sysctls, cache: p.Cache},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, devices: p.Devices, topology: p.Topology, features: p.Features, sysctls: p.Sysctls, cache: p.Cache, objects: p.Objects},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,

@@ -132,6 +132,9 @@ type Parts struct {
 	Mirrors MirrorClient
 	// Secrets reads the pods' image pull secrets.
 	Secrets SecretGetter
+	// Objects is told of the pods added, changed and removed, for the
+	// configMaps and secrets they reference.
+	Objects PodObjects
 }
 
 // Config are the kubelet's settings; zero values take the defaults.

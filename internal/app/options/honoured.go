@@ -23,7 +23,6 @@ var notHonouredFields = []string{
 	"qosReserved",
 	"hairpinMode",
 	"memorySwap",
-	"configMapAndSecretChangeDetectionStrategy",
 	"showHiddenMetricsForVersion",
 	"defaultPodSysctls",
 	"volumePluginDir",
@@ -65,38 +64,22 @@ var honouredFields = []string{
 	// Upstream's chains (internal/kubelet/utilchains); the two bits are only
 	// range-checked by upstream's kubelet, and here.
 	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit",
-}
-
-// honouredOnlyAt are not-honoured fields whose default this kubelet does
-// not meet either, with the value at which what it does is what the field
-// says: they are named whatever their value, except that one.
-var honouredOnlyAt = map[string]func(k *kubeletv1beta1.KubeletConfiguration) bool{
-	// Upstream's default (Watch) watches each referenced object; this
-	// kubelet reads them through a cache with a time-to-live, which is the
-	// Cache strategy.
-	"configMapAndSecretChangeDetectionStrategy": func(k *kubeletv1beta1.KubeletConfiguration) bool {
-		return k.ConfigMapAndSecretChangeDetectionStrategy == kubeletv1beta1.TTLCacheChangeDetectionStrategy
-	},
+	// Watch, Cache and Get, as upstream (internal/kubelet/apiobjects).
+	"configMapAndSecretChangeDetectionStrategy",
 }
 
 // NotHonoredKey is the /configz key listing what is set but not acted on.
 const NotHonoredKey = "notHonored"
 
 // notHonoured returns the json paths of the fields of k that differ from
-// def and that this kubelet does not act on, and those of honouredOnlyAt not
-// at their one honoured value, sorted.
+// def and that this kubelet does not act on, sorted.
 func notHonoured(k, def *kubeletv1beta1.KubeletConfiguration) []string {
 	var out []string
 	walkConfigLeaves(reflect.ValueOf(*k), reflect.ValueOf(*def), "", func(path string, differs bool) {
-		if _, special := honouredOnlyAt[path]; differs && !special && coveredBy(path, notHonouredFields) {
+		if differs && coveredBy(path, notHonouredFields) {
 			out = append(out, path)
 		}
 	})
-	for path, honoured := range honouredOnlyAt {
-		if !honoured(k) {
-			out = append(out, path)
-		}
-	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }

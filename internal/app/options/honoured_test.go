@@ -44,9 +44,9 @@ func TestNotHonoured(t *testing.T) {
 	t.Parallel()
 	def := DefaultConfig().Kubelet
 	k := DefaultConfig().Kubelet
-	// Upstream's default of this one is not what this kubelet does.
-	if got, want := notHonoured(&k, &def), []string{"configMapAndSecretChangeDetectionStrategy"}; !slices.Equal(got, want) {
-		t.Fatalf("defaults: %v, want %v", got, want)
+	// Upstream's defaults are all what this kubelet does.
+	if got := notHonoured(&k, &def); len(got) != 0 {
+		t.Fatalf("defaults: %v, want none", got)
 	}
 	k.ConfigMapAndSecretChangeDetectionStrategy = kubeletv1beta1.TTLCacheChangeDetectionStrategy
 	*k.MakeIPTablesUtilChains = false // honoured both ways

@@ -1,5 +1,7 @@
 // Package apiobjects gives the kubelet read access to the API objects its pods
-// reference: configMaps and secrets (GET through a short TTL cache), service
+// reference: configMaps and secrets (kept by the change detection strategy:
+// a watch per referenced object, a cache with the Node's time-to-live, or a
+// GET per read, as upstream's object managers), service
 // account tokens (TokenRequest), services (an informer over all namespaces,
 // for the service-link environment variables) and ClusterTrustBundles (an
 // informer started at the first clusterTrustBundle projection).
@@ -22,8 +24,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -33,18 +37,28 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
 
-// DefaultCacheTTL is how long a configMap or secret read is reused.
-const DefaultCacheTTL = 5 * time.Second
+// The change detection strategies of configMaps and secrets
+// (configMapAndSecretChangeDetectionStrategy).
+const (
+	StrategyWatch = "Watch"
+	StrategyCache = "Cache"
+	StrategyGet   = "Get"
+)
 
 // Options configures Objects.
 type Options struct {
 	// Client is the kubelet's client (required).
 	Client kubernetes.Interface
-	// CacheTTL is how long a configMap or secret (or its absence) is reused
-	// before the next read goes to the API server; 0 = DefaultCacheTTL.
-	CacheTTL time.Duration
-	// Clock drives the cache expiry; nil = the real clock.
-	Clock clock.PassiveClock
+	// Strategy is how configMaps and secrets the pods reference are kept:
+	// Watch (the default: a watch of each object), Cache (reads reused for
+	// the Node's time-to-live) or Get (every read from the API server).
+	Strategy string
+	// SyncFrequency is the kubelet's syncFrequency: a watch nobody read for
+	// five times as long (a minute at least) stops until the next read.
+	// 0 = a minute.
+	SyncFrequency time.Duration
+	// Clock drives the cache expiry and idle watches; nil = the real clock.
+	Clock clock.Clock
 	// Logger; nil = zap.NewNop().
 	Logger *zap.Logger
 }
@@ -57,26 +71,36 @@ type Objects struct {
 	client     kubernetes.Interface
 	logger     *zap.Logger
 	loops      lifecycle.Loops // what Start began
-	configMaps *ttlCache[*v1.ConfigMap]
-	secrets    *ttlCache[*v1.Secret]
+	configMaps *objectManager
+	secrets    *objectManager
+	watches    []*watchStore // the Watch strategy's stores
 	factory    informers.SharedInformerFactory
 	services   cache.SharedIndexInformer
 	lister     corelisters.ServiceLister
+
+	nodeMu          sync.Mutex
+	nodeAnnotations func() (map[string]string, bool) // the Cache strategy's time-to-live source
 
 	runMu  sync.Mutex
 	runCtx context.Context // run's: informers added later (ClusterTrustBundles) run under it
 }
 
-// New wires Objects; it starts nothing (see Run).
+// Upstream's resource names, in "not found" and cache sync messages.
+var (
+	configMapResource = schema.GroupResource{Resource: "configmap"}
+	secretResource    = schema.GroupResource{Resource: "secret"}
+)
+
+// New wires Objects; it starts nothing (see Start).
 func New(opts Options) (*Objects, error) {
 	if opts.Client == nil {
 		return nil, errors.New("apiobjects: Client is required")
 	}
-	if opts.CacheTTL < 0 {
-		return nil, fmt.Errorf("apiobjects: negative CacheTTL %s", opts.CacheTTL)
+	if opts.Strategy == "" {
+		opts.Strategy = StrategyWatch
 	}
-	if opts.CacheTTL == 0 {
-		opts.CacheTTL = DefaultCacheTTL
+	if opts.SyncFrequency <= 0 {
+		opts.SyncFrequency = time.Minute
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -86,25 +110,109 @@ func New(opts Options) (*Objects, error) {
 	}
 	factory := informers.NewSharedInformerFactory(opts.Client, 0)
 	svc := factory.Core().V1().Services()
-	return &Objects{
-		client:     opts.Client,
-		logger:     opts.Logger.Named("apiobjects"),
-		configMaps: newTTLCache[*v1.ConfigMap](opts.CacheTTL, opts.Clock),
-		secrets:    newTTLCache[*v1.Secret](opts.CacheTTL, opts.Clock),
-		factory:    factory,
-		services:   svc.Informer(), // registers the informer; Run starts it
-		lister:     svc.Lister(),
-	}, nil
+	o := &Objects{
+		client:   opts.Client,
+		logger:   opts.Logger.Named("apiobjects"),
+		factory:  factory,
+		services: svc.Informer(), // registers the informer; Start starts it
+		lister:   svc.Lister(),
+	}
+	core := opts.Client.CoreV1()
+	getConfigMap := func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
+		cm, err := core.ConfigMaps(namespace).Get(ctx, name, opts)
+		return cm, normalizeErr(err, configMapResource, namespace, name)
+	}
+	getSecret := func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
+		s, err := core.Secrets(namespace).Get(ctx, name, opts)
+		return s, normalizeErr(err, secretResource, namespace, name)
+	}
+	var cmStore, secretStore objectStore
+	switch opts.Strategy {
+	case StrategyWatch:
+		maxIdle := 5 * opts.SyncFrequency
+		cmWatch := newWatchStore(listWatchFuncs{
+			list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
+				return core.ConfigMaps(ns).List(ctx, lo)
+			},
+			watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
+				return core.ConfigMaps(ns).Watch(ctx, lo)
+			},
+			client: opts.Client,
+		}, func() runtime.Object { return &v1.ConfigMap{} }, func(obj runtime.Object) bool {
+			cm, ok := obj.(*v1.ConfigMap)
+			return ok && cm.Immutable != nil && *cm.Immutable
+		}, configMapResource, opts.Clock, maxIdle, o.logger)
+		secretWatch := newWatchStore(listWatchFuncs{
+			list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
+				return core.Secrets(ns).List(ctx, lo)
+			},
+			watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
+				return core.Secrets(ns).Watch(ctx, lo)
+			},
+			client: opts.Client,
+		}, func() runtime.Object { return &v1.Secret{} }, func(obj runtime.Object) bool {
+			s, ok := obj.(*v1.Secret)
+			return ok && s.Immutable != nil && *s.Immutable
+		}, secretResource, opts.Clock, maxIdle, o.logger)
+		o.watches = []*watchStore{cmWatch, secretWatch}
+		cmStore, secretStore = cmWatch, secretWatch
+	case StrategyCache:
+		ttl := nodeObjectTTL(o.annotations)
+		cmStore, secretStore = newTTLStore(getConfigMap, opts.Clock, ttl), newTTLStore(getSecret, opts.Clock, ttl)
+	case StrategyGet:
+	default:
+		return nil, fmt.Errorf("unknown configmap and secret manager mode: %v", opts.Strategy)
+	}
+	o.configMaps = newObjectManager(cmStore, podConfigMapNames, getConfigMap, o.logger)
+	o.secrets = newObjectManager(secretStore, podSecretNames, getSecret, o.logger)
+	return o, nil
 }
 
-// Start runs the services informer (all namespaces) in the background until ctx
-// ends (Wait waits for it).
+// SetNodeAnnotations gives the Cache strategy the Node's annotations (its
+// node.alpha.kubernetes.io/ttl); without them reads are reused a minute.
+func (o *Objects) SetNodeAnnotations(fn func() (map[string]string, bool)) {
+	o.nodeMu.Lock()
+	defer o.nodeMu.Unlock()
+	o.nodeAnnotations = fn
+}
+
+func (o *Objects) annotations() (map[string]string, bool) {
+	o.nodeMu.Lock()
+	fn := o.nodeAnnotations
+	o.nodeMu.Unlock()
+	if fn == nil {
+		return nil, false
+	}
+	return fn()
+}
+
+// RegisterPod records the configMaps and secrets pod references (a pod
+// added or changed), as upstream's pod manager does with its object
+// managers: with the Watch strategy each is watched from now on; with
+// Cache, their last reads are forgotten.
+func (o *Objects) RegisterPod(pod *v1.Pod) {
+	o.configMaps.register(pod)
+	o.secrets.register(pod)
+}
+
+// UnregisterPod drops what RegisterPod recorded of pod (a pod removed).
+func (o *Objects) UnregisterPod(pod *v1.Pod) {
+	o.configMaps.unregister(pod)
+	o.secrets.unregister(pod)
+}
+
+// Start runs the services informer (all namespaces) and, with the Watch
+// strategy, the idle-watch recycling in the background until ctx ends (Wait
+// waits for them and for the object watches).
 func (o *Objects) Start(ctx context.Context) error {
 	o.loops.Go(o.logger, "services informer", func() { o.run(ctx) })
+	for _, w := range o.watches {
+		o.loops.Go(o.logger, "object watches", func() { w.run(ctx) })
+	}
 	return nil
 }
 
-// Wait returns once the loop Start began has ended.
+// Wait returns once the loops Start began have ended.
 func (o *Objects) Wait() { o.loops.Wait() }
 
 // run runs the services informer (all namespaces) until ctx ends, then waits
@@ -134,29 +242,31 @@ func (o *Objects) ListServices(namespace string) ([]*v1.Service, error) {
 	return list, nil
 }
 
-// GetConfigMap returns the configMap namespace/name, read at most CacheTTL ago.
-// A missing configMap is an apierrors NotFound error (`configmap "name" not
-// found`, as upstream's kubelet words it).
+// GetConfigMap returns the configMap namespace/name as the strategy keeps
+// it. A missing configMap is an apierrors NotFound error (`configmap "name"
+// not found`, as upstream's kubelet words it).
 func (o *Objects) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	cm, err := o.configMaps.get(ctx, namespace+"/"+name, func(ctx context.Context) (*v1.ConfigMap, error) {
-		cm, err := o.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-		return cm, normalizeErr(err, "configmap", namespace, name)
-	})
+	obj, err := o.configMaps.get(ctx, namespace, name)
 	if err != nil {
 		return nil, err
+	}
+	cm, ok := obj.(*v1.ConfigMap)
+	if !ok {
+		return nil, fmt.Errorf("configmap %s/%s: unexpected object %T", namespace, name, obj)
 	}
 	return cm.DeepCopy(), nil
 }
 
-// GetSecret returns the secret namespace/name, read at most CacheTTL ago. A
+// GetSecret returns the secret namespace/name as the strategy keeps it. A
 // missing secret is an apierrors NotFound error (`secret "name" not found`).
 func (o *Objects) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	s, err := o.secrets.get(ctx, namespace+"/"+name, func(ctx context.Context) (*v1.Secret, error) {
-		s, err := o.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-		return s, normalizeErr(err, "secret", namespace, name)
-	})
+	obj, err := o.secrets.get(ctx, namespace, name)
 	if err != nil {
 		return nil, err
+	}
+	s, ok := obj.(*v1.Secret)
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s: unexpected object %T", namespace, name, obj)
 	}
 	return s.DeepCopy(), nil
 }
@@ -197,13 +307,13 @@ func (o *Objects) PatchPersistentVolumeClaimStatus(ctx context.Context, namespac
 // normalizeErr turns NotFound into upstream's kubelet error for the object
 // (resource "configmap" or "secret", unwrapped so its message reads
 // `configmap "x" not found`) and wraps any other error with the object.
-func normalizeErr(err error, resource, namespace, name string) error {
+func normalizeErr(err error, gr schema.GroupResource, namespace, name string) error {
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err):
-		return apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name)
+		return apierrors.NewNotFound(gr, name)
 	default:
-		return fmt.Errorf("get %s %s/%s: %w", resource, namespace, name, err)
+		return fmt.Errorf("get %s %s/%s: %w", gr.Resource, namespace, name, err)
 	}
 }

@@ -3,6 +3,7 @@ package apiobjects
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,16 +13,24 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
-func newTestObjects(t *testing.T, objs ...runtime.Object) (*Objects, *fake.Clientset, *clocktesting.FakePassiveClock) {
+func newTestObjects(t *testing.T, objs ...runtime.Object) (*Objects, *fake.Clientset, *clocktesting.FakeClock) {
+	t.Helper()
+	return newStrategyObjects(t, StrategyCache, objs...)
+}
+
+func newStrategyObjects(t *testing.T, strategy string, objs ...runtime.Object) (*Objects, *fake.Clientset, *clocktesting.FakeClock) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1_700_000_000, 0))
-	o, err := New(Options{Client: client, CacheTTL: 5 * time.Second, Clock: clk, Logger: zaptest.NewLogger(t)})
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	o, err := New(Options{Client: client, Strategy: strategy, Clock: clk, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +48,19 @@ func gets(client *fake.Clientset, resource string) int {
 	return n
 }
 
+func podWith(uid, ns string, configMaps, secrets []string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p-" + uid, UID: k8stypes.UID(uid)}}
+	c := v1.Container{Name: "c"}
+	for _, n := range configMaps {
+		c.EnvFrom = append(c.EnvFrom, v1.EnvFromSource{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: n}}})
+	}
+	for _, n := range secrets {
+		c.EnvFrom = append(c.EnvFrom, v1.EnvFromSource{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: n}}})
+	}
+	p.Spec.Containers = []v1.Container{c}
+	return p
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -46,7 +68,7 @@ func TestNewValidates(t *testing.T) {
 		opts Options
 	}{
 		{desc: "no client", opts: Options{}},
-		{desc: "negative ttl", opts: Options{Client: fake.NewClientset(), CacheTTL: -time.Second}},
+		{desc: "unknown strategy", opts: Options{Client: fake.NewClientset(), Strategy: "Poll"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -57,120 +79,207 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestGetConfigMapCache(t *testing.T) {
+// The Cache strategy: a registered object's read is reused for the TTL
+// (the Node's annotation, else a minute); a pod registering it again
+// forgets the read; a missing object stays missing for the TTL; other
+// errors are not kept.
+func TestCacheStrategy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "1"}}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "1"}, Data: map[string]string{"k": "1"}}
 	o, client, clk := newTestObjects(t, cm)
+	o.RegisterPod(podWith("u1", "ns", []string{"a", "missing"}, nil))
+	read := func(want string) {
+		t.Helper()
+		got, err := o.GetConfigMap(ctx, "ns", "a")
+		if err != nil || got.Data["k"] != want {
+			t.Fatalf("GetConfigMap = %v, %v; want k=%s", got, err, want)
+		}
+	}
+	read("1")
+	update := cm.DeepCopy()
+	update.Data["k"], update.ResourceVersion = "2", "2"
+	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	read("1") // within the minute
+	if n := gets(client, "configmaps"); n != 1 {
+		t.Fatalf("GETs within the TTL: %d, want 1", n)
+	}
+	clk.Step(61 * time.Second)
+	read("2")
+	// The Node says 0 s (the TTL controller's value for small clusters):
+	// every read goes to the API server.
+	o.SetNodeAnnotations(func() (map[string]string, bool) { return map[string]string{"node.alpha.kubernetes.io/ttl": "0"}, true })
+	before := gets(client, "configmaps")
+	read("2")
+	read("2")
+	if n := gets(client, "configmaps"); n != before+2 {
+		t.Errorf("GETs with a 0 s TTL: %d, want %d", n, before+2)
+	}
+	o.SetNodeAnnotations(nil)
+	// A second pod referencing it forgets the read.
+	clk.Step(61 * time.Second)
+	read("2")
+	before = gets(client, "configmaps")
+	o.RegisterPod(podWith("u2", "ns", []string{"a"}, nil))
+	read("2")
+	if n := gets(client, "configmaps"); n != before+1 {
+		t.Errorf("GETs after a new pod's registration: %d, want %d", n, before+1)
+	}
+	// Missing: NotFound kept for the TTL, with upstream's words.
+	for range 2 {
+		if _, err := o.GetConfigMap(ctx, "ns", "missing"); !apierrors.IsNotFound(err) || err.Error() != `configmap "missing" not found` {
+			t.Fatalf("missing: %v", err)
+		}
+	}
+	// Other errors are not kept.
+	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("boom")
+	})
+	o.RegisterPod(podWith("u3", "ns", nil, []string{"s"}))
+	for range 2 {
+		if _, err := o.GetSecret(ctx, "ns", "s"); err == nil || apierrors.IsNotFound(err) {
+			t.Fatalf("GetSecret with a failing API: %v", err)
+		}
+	}
+	if n := gets(client, "secrets"); n != 2 {
+		t.Errorf("secret GETs = %d, want 2 (errors are not kept)", n)
+	}
+	// The last pod gone, the object is no more kept: reads go straight to
+	// the API server.
+	for _, uid := range []string{"u1", "u2"} {
+		o.UnregisterPod(podWith(uid, "ns", []string{"a"}, nil))
+	}
+	before = gets(client, "configmaps")
+	read("2")
+	read("2")
+	if n := gets(client, "configmaps"); n != before+2 {
+		t.Errorf("GETs of an object no pod references: %d, want %d", n, before+2)
+	}
+}
 
-	got, err := o.GetConfigMap(ctx, "ns", "cfg")
+// The Get strategy reads every time.
+func TestGetStrategy(t *testing.T) {
+	t.Parallel()
+	o, client, _ := newStrategyObjects(t, StrategyGet, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}})
+	o.RegisterPod(podWith("u1", "ns", nil, []string{"s"}))
+	for range 3 {
+		if _, err := o.GetSecret(context.Background(), "ns", "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := gets(client, "secrets"); n != 3 {
+		t.Errorf("GETs = %d, want 3", n)
+	}
+}
+
+// The Watch strategy: a registered object is read from its own watch (no
+// GET), changes arrive through it, an immutable object's watch stops, an
+// idle watch stops and starts again at the next read, and the last pod
+// gone the object is read from the API server.
+func TestWatchStrategy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Data: map[string]string{"k": "1"}}
+	frozen := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "frozen"}, Immutable: ptr.To(true)}
+	o, client, clk := newStrategyObjects(t, StrategyWatch, cm, frozen)
+	if err := o.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); o.Wait() }()
+	pod := podWith("u1", "ns", []string{"a", "missing"}, []string{"frozen"})
+	o.RegisterPod(pod)
+	got, err := o.GetConfigMap(ctx, "ns", "a")
 	if err != nil || got.Data["k"] != "1" {
 		t.Fatalf("GetConfigMap = %v, %v", got, err)
 	}
-	got.Data["k"] = "mutated" // the caller's own copy
-	clk.SetTime(clk.Now().Add(4 * time.Second))
-	if got, _ = o.GetConfigMap(ctx, "ns", "cfg"); got.Data["k"] != "1" {
-		t.Errorf("cached value = %q, want 1", got.Data["k"])
+	if _, err := o.GetConfigMap(ctx, "ns", "missing"); !apierrors.IsNotFound(err) || err.Error() != `configmap "missing" not found` {
+		t.Fatalf("missing: %v", err)
+	}
+	update := cm.DeepCopy()
+	update.Data["k"] = "2"
+	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, update, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { got, err := o.GetConfigMap(ctx, "ns", "a"); return err == nil && got.Data["k"] == "2" })
+	if n := gets(client, "configmaps"); n != 0 {
+		t.Errorf("GETs of watched configMaps: %d, want 0", n)
+	}
+	// Immutable: read once, then no more watched.
+	if _, err := o.GetSecret(ctx, "ns", "frozen"); err != nil {
+		t.Fatal(err)
+	}
+	secrets := o.watches[1]
+	if running(secrets, "ns", "frozen") {
+		t.Error("the immutable secret is still watched")
+	}
+	if _, err := o.GetSecret(ctx, "ns", "frozen"); err != nil {
+		t.Errorf("immutable secret read from its last copy: %v", err)
+	}
+	// Idle: not read for 5 minutes (5 x the default sync frequency), the
+	// watch stops; the next read starts it again.
+	cms := o.watches[0]
+	clk.Step(6 * time.Minute)
+	cms.recycleIdle()
+	if running(cms, "ns", "a") {
+		t.Fatal("idle watch still running")
+	}
+	got, err = o.GetConfigMap(ctx, "ns", "a")
+	if err != nil || got.Data["k"] != "2" || !running(cms, "ns", "a") {
+		t.Fatalf("read after the idle stop: %v, %v, running %v", got, err, running(cms, "ns", "a"))
+	}
+	// Unregistered: the watch goes, reads go to the API server.
+	o.UnregisterPod(pod)
+	if n := len(cms.items); n != 0 {
+		t.Errorf("%d configMap watches left after the last pod", n)
+	}
+	got, err = o.GetConfigMap(ctx, "ns", "a")
+	if err != nil || got.Data["k"] != "2" {
+		t.Fatalf("read of an unregistered configMap: %v, %v", got, err)
 	}
 	if n := gets(client, "configmaps"); n != 1 {
-		t.Fatalf("GETs within the TTL = %d, want 1", n)
-	}
-
-	cm.Data["k"] = "2"
-	if _, err := client.CoreV1().ConfigMaps("ns").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clk.SetTime(clk.Now().Add(time.Second)) // 5s after the read: expired
-	if got, _ = o.GetConfigMap(ctx, "ns", "cfg"); got.Data["k"] != "2" {
-		t.Errorf("after the TTL = %q, want 2", got.Data["k"])
-	}
-	if n := gets(client, "configmaps"); n != 2 {
-		t.Errorf("GETs = %d, want 2", n)
+		t.Errorf("GETs after the last pod: %d, want 1", n)
 	}
 }
 
-func TestNotFoundIsCachedForTTL(t *testing.T) {
+func running(s *watchStore, namespace, name string) bool {
+	s.mu.Lock()
+	item := s.items[objectKey{namespace, name}]
+	s.mu.Unlock()
+	if item == nil {
+		return false
+	}
+	item.mu.Lock()
+	defer item.mu.Unlock()
+	return item.running
+}
+
+// podSecretNames and podConfigMapNames list what upstream's visitors list.
+func TestPodReferences(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	o, client, clk := newTestObjects(t)
-	for _, tc := range []struct {
-		desc     string
-		get      func() error
-		resource string
-		message  string
-	}{
-		{
-			desc:     "configmap",
-			get:      func() error { _, err := o.GetConfigMap(ctx, "ns", "x"); return err },
-			resource: "configmaps", message: `configmap "x" not found`,
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		ImagePullSecrets: []v1.LocalObjectReference{{Name: "pull"}, {Name: ""}},
+		InitContainers: []v1.Container{{Env: []v1.EnvVar{{Name: "A", ValueFrom: &v1.EnvVarSource{
+			SecretKeyRef: &v1.SecretKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "init-env"}}}}}}},
+		Containers: []v1.Container{{EnvFrom: []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm-from"}}}},
+			Env: []v1.EnvVar{{Name: "B", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cm-env"}}}}}}},
+		EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+			EnvFrom: []v1.EnvFromSource{{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "debug"}}}}}}},
+		Volumes: []v1.Volume{
+			{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "vol-secret"}}},
+			{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "vol-cm"}}}},
+			{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+				{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "proj-secret"}}},
+				{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}},
+			{Name: "csi", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &v1.LocalObjectReference{Name: "csi-secret"}}}},
 		},
-		{
-			desc:     "secret",
-			get:      func() error { _, err := o.GetSecret(ctx, "ns", "x"); return err },
-			resource: "secrets", message: `secret "x" not found`,
-		},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			for range 2 {
-				err := tc.get()
-				if !apierrors.IsNotFound(err) || err.Error() != tc.message {
-					t.Fatalf("error = %v, want NotFound %q", err, tc.message)
-				}
-			}
-			if n := gets(client, tc.resource); n != 1 {
-				t.Errorf("GETs = %d, want 1 (absence cached)", n)
-			}
-		})
+	}}
+	if got, want := sets.List(podSecretNames(pod)), []string{"csi-secret", "debug", "init-env", "proj-secret", "pull", "vol-secret"}; !slices.Equal(got, want) {
+		t.Errorf("secrets %v, want %v", got, want)
 	}
-	// Both appear; after the TTL they are read again.
-	if _, err := client.CoreV1().Secrets("ns").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.GetSecret(ctx, "ns", "x"); !apierrors.IsNotFound(err) {
-		t.Fatalf("within the TTL: %v, want the cached NotFound", err)
-	}
-	clk.SetTime(clk.Now().Add(5 * time.Second))
-	if _, err := o.GetSecret(ctx, "ns", "x"); err != nil {
-		t.Fatalf("after the TTL: %v", err)
-	}
-}
-
-func TestOtherErrorsAreNotCached(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	o, client, _ := newTestObjects(t, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"k": []byte("v")}})
-	fail := true
-	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if fail {
-			return true, nil, apierrors.NewForbidden(v1.Resource("secrets"), "s", errors.New("no relationship"))
-		}
-		return false, nil, nil
-	})
-	_, err := o.GetSecret(ctx, "ns", "s")
-	if !apierrors.IsForbidden(err) {
-		t.Fatalf("error = %v, want Forbidden (wrapped)", err)
-	}
-	fail = false
-	s, err := o.GetSecret(ctx, "ns", "s")
-	if err != nil || string(s.Data["k"]) != "v" {
-		t.Fatalf("retry = %v, %v", s, err)
-	}
-}
-
-func TestCacheSweepsExpiredEntries(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	o, _, clk := newTestObjects(t)
-	for _, name := range []string{"a", "b", "c"} {
-		_, _ = o.GetConfigMap(ctx, "ns", name)
-	}
-	if n := o.configMaps.len(); n != 3 {
-		t.Fatalf("entries = %d, want 3", n)
-	}
-	clk.SetTime(clk.Now().Add(6 * time.Second))
-	_, _ = o.GetConfigMap(ctx, "ns", "a")
-	if n := o.configMaps.len(); n != 1 {
-		t.Errorf("entries after the sweep = %d, want 1", n)
+	if got, want := sets.List(podConfigMapNames(pod)), []string{"cm-env", "cm-from", "kube-root-ca.crt", "vol-cm"}; !slices.Equal(got, want) {
+		t.Errorf("configMaps %v, want %v", got, want)
 	}
 }
 
