@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 
+	"k8s.io/component-base/metrics"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -40,6 +42,12 @@ func newNodeMetrics(cfg *Config, fg featuregate.FeatureGate) (*nodeMetrics, erro
 	}
 	if m, ok := fg.(interface{ AddMetrics() }); ok {
 		m.AddMetrics()
+	}
+	if cfg.Kubelet.ShowHiddenMetricsForVersion != "" {
+		// The deprecated metrics of the registry's libraries hidden since
+		// the previous minor version are served again (upstream's
+		// SetShowHidden; this kubelet's own metrics have none).
+		metrics.SetShowHidden()
 	}
 	return &nodeMetrics{reg: reg, gatherer: prometheus.Gatherers{legacyregistry.DefaultGatherer, reg}}, nil
 }

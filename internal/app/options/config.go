@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blang/semver/v4"
+	metricsapi "k8s.io/component-base/metrics/api/v1"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/featuregate"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -159,6 +162,15 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.checkFlagOnly()...)
 	if err := kubeletconfig.Validate(&c.Kubelet); err != nil {
 		errs = append(errs, err)
+	}
+	if v := c.Kubelet.ShowHiddenMetricsForVersion; v != "" {
+		// Upstream's check against the binary's version: only the previous
+		// minor version.
+		if cur, err := semver.ParseTolerant(Version); err != nil {
+			errs = append(errs, fmt.Errorf("showHiddenMetricsForVersion: this kubelet's version %q: %w", Version, err))
+		} else if err := metricsapi.ValidateShowHiddenMetricsVersionForKubeletBackwardCompatOnly(cur, v); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if fg, err := c.FeatureGate(); err != nil {
 		errs = append(errs, err)

@@ -67,6 +67,10 @@ func TestValidate(t *testing.T) {
 			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
 		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },
 			`invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
+		// showHiddenMetricsForVersion: the previous minor version only.
+		{"hidden metrics of 1.36", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.36" }, ""},
+		{"hidden metrics of 1.35", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.35" },
+			`invalid showHiddenMetricsForVersion: showHiddenMetricsForVersion: Invalid value: "1.35": must be omitted or have the value '1.36'; only the previous minor version is allowed`},
 		// The iptables bits: only range-checked, as upstream.
 		{"iptables bits", func(c *Config) { *c.Kubelet.IPTablesDropBit, *c.Kubelet.IPTablesMasqueradeBit = 0, 31 }, ""},
 		{"iptables drop bit", func(c *Config) { *c.Kubelet.IPTablesDropBit = 32 },

@@ -23,7 +23,6 @@ var notHonouredFields = []string{
 	"qosReserved",
 	"hairpinMode",
 	"memorySwap",
-	"showHiddenMetricsForVersion",
 	"defaultPodSysctls",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
@@ -66,6 +65,10 @@ var honouredFields = []string{
 	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit",
 	// Watch, Cache and Get, as upstream (internal/kubelet/apiobjects).
 	"configMapAndSecretChangeDetectionStrategy",
+	// Checked as upstream (the previous minor version only); it shows the
+	// hidden metrics of the libraries' registry (this kubelet's own have
+	// none hidden, as upstream's kubelet).
+	"showHiddenMetricsForVersion",
 }
 
 // NotHonoredKey is the /configz key listing what is set but not acted on.
