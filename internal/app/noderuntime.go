@@ -118,8 +118,12 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if n.pullRecords != nil {
 		pulls = n.pullRecords
 	}
+	var defaultSysctls map[string]string
+	if cfg.enabled(features.DefaultPodSysctls) {
+		defaultSysctls = cfg.Kubelet.DefaultPodSysctls
+	}
 	return kuberuntime.New(kuberuntime.Options{
-		Tracer:  n.tracer(kuberuntime.TracerName),
+		Tracer: n.tracer(kuberuntime.TracerName), DefaultPodSysctls: defaultSysctls,
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, RuntimeClasses: classes, Logger: logger.Named("kuberuntime"),
 		Recorder: rec, ProbeResults: probes, PodLogsDir: cfg.Kubelet.PodLogsDir, SeccompProfileRoot: filepath.Join(cfg.RootDirectory, "seccomp"), PodInfraImage: cfg.PodInfraContainerImage,
 		SerializeImagePulls: *cfg.Kubelet.SerializeImagePulls, MaxParallelImagePulls: int(ptr.Deref(cfg.Kubelet.MaxParallelImagePulls, 0)),

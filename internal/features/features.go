@@ -66,6 +66,9 @@ const (
 	// it may use an image another pod's credentials pulled
 	// (imagePullCredentialsVerificationPolicy).
 	KubeletEnsureSecretPulledImages featuregate.Feature = "KubeletEnsureSecretPulledImages"
+	// DefaultPodSysctls gives every sandbox the node's defaultPodSysctls
+	// (alpha, off by default).
+	DefaultPodSysctls featuregate.Feature = "DefaultPodSysctls"
 )
 
 // honoured are the gates whose setting this kubelet acts on.
@@ -85,6 +88,7 @@ var honoured = map[featuregate.Feature]bool{
 
 	KubeletServiceAccountTokenForCredentialProviders: true,
 	KubeletEnsureSecretPulledImages:                  true,
+	DefaultPodSysctls:                                true,
 }
 
 // New returns a feature gate set with every upstream kubelet gate at its

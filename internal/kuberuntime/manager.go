@@ -83,6 +83,10 @@ type Options struct {
 	// SeccompProfileRoot is where Localhost seccomp profiles live
 	// (<root-dir>/seccomp); default /var/lib/kubelet/seccomp.
 	SeccompProfileRoot string
+	// DefaultPodSysctls are given to every sandbox whose pod has their
+	// namespace, before the pod's own (defaultPodSysctls, with the
+	// DefaultPodSysctls gate); nil: none.
+	DefaultPodSysctls map[string]string
 	// PodInfraImage is only used for image GC pinning; the sandbox image is the
 	// runtime's choice.
 	PodInfraImage string
@@ -195,6 +199,7 @@ const TracerName = "k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 // workers (one SyncPod per pod at a time).
 type Manager struct {
 	tracer             trace.Tracer
+	defaultSysctls     map[string]string
 	starts             *startGate // nil: no bound
 	metrics            *syncMetrics
 	runtime            internalapi.RuntimeService
@@ -253,6 +258,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		tracer:             opts.Tracer,
+		defaultSysctls:     opts.DefaultPodSysctls,
 		starts:             newStartGate(opts.MaxParallelStarts),
 		metrics:            met,
 		runtime:            opts.Runtime,

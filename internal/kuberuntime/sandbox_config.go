@@ -154,6 +154,7 @@ func (m *Manager) generatePodSandboxLinuxConfig(pod *v1.Pod) *runtimeapi.LinuxPo
 		},
 		Sysctls: map[string]string{},
 	}
+	applyDefaultSysctls(lc.Sysctls, m.defaultSysctls, pod)
 	sc := pod.Spec.SecurityContext
 	if sc != nil {
 		for _, s := range sc.Sysctls {

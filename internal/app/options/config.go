@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
 	"github.com/kubelet-dockershim/kubelet/internal/features"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/sysctl"
 	"github.com/kubelet-dockershim/kubelet/internal/kuberuntime/pullmanager"
 )
 
@@ -176,6 +177,13 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	} else {
 		errs = append(errs, validateImagePullCredentials(&c.Kubelet, fg.Enabled(features.KubeletEnsureSecretPulledImages))...)
+		if len(c.Kubelet.DefaultPodSysctls) > 0 {
+			if !fg.Enabled(features.DefaultPodSysctls) {
+				errs = append(errs, errors.New("invalid configuration: DefaultPodSysctls feature gate is required for Kubelet configuration option defaultPodSysctls"))
+			} else {
+				errs = append(errs, sysctl.ValidateDefaults(c.Kubelet.DefaultPodSysctls)...)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

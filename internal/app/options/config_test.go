@@ -67,6 +67,17 @@ func TestValidate(t *testing.T) {
 			`invalid configuration: topologyManagerPolicy (--topology-manager-policy) "strict" must be one of: ["none" "best-effort" "restricted" "single-numa-node"]`},
 		{"unknown topology scope", func(c *Config) { c.Kubelet.TopologyManagerScope = "node" },
 			`invalid configuration: topologyManagerScope (--topology-manager-scope) "node" must be one of: "container", or "pod"`},
+		// defaultPodSysctls: only with its gate, checked as upstream.
+		{"default sysctls without the gate", func(c *Config) { c.Kubelet.DefaultPodSysctls = map[string]string{"kernel.shm_rmid_forced": "1"} },
+			"invalid configuration: DefaultPodSysctls feature gate is required for Kubelet configuration option defaultPodSysctls"},
+		{"default sysctls", func(c *Config) {
+			c.Kubelet.FeatureGates = map[string]bool{"DefaultPodSysctls": true}
+			c.Kubelet.DefaultPodSysctls = map[string]string{"kernel.shm_rmid_forced": "1"}
+		}, ""},
+		{"default sysctl not namespaced", func(c *Config) {
+			c.Kubelet.FeatureGates = map[string]bool{"DefaultPodSysctls": true}
+			c.Kubelet.DefaultPodSysctls = map[string]string{"vm.swappiness": "1"}
+		}, `invalid configuration: "vm.swappiness" is not known to be namespaced for defaultPodSysctls`},
 		// showHiddenMetricsForVersion: the previous minor version only.
 		{"hidden metrics of 1.36", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.36" }, ""},
 		{"hidden metrics of 1.35", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.35" },

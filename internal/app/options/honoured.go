@@ -23,7 +23,6 @@ var notHonouredFields = []string{
 	"qosReserved",
 	"hairpinMode",
 	"memorySwap",
-	"defaultPodSysctls",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
 	"enableSystemLogQuery",
@@ -69,6 +68,8 @@ var honouredFields = []string{
 	// hidden metrics of the libraries' registry (this kubelet's own have
 	// none hidden, as upstream's kubelet).
 	"showHiddenMetricsForVersion",
+	// With the DefaultPodSysctls gate, as upstream (required for it).
+	"defaultPodSysctls",
 }
 
 // NotHonoredKey is the /configz key listing what is set but not acted on.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +59,7 @@ type watchStore struct {
 	clock     clock.Clock
 	maxIdle   time.Duration
 	logger    *zap.Logger
-	runs      sync.WaitGroup // the reflectors running
+	runs      lifecycle.Loops // the reflectors running
 
 	mu      sync.Mutex
 	items   map[objectKey]*watchItem
@@ -176,15 +177,13 @@ func (s *watchStore) startLocked(item *watchItem) {
 	ctx, cancel := context.WithCancel(context.Background())
 	prev, done := item.done, make(chan struct{})
 	item.running, item.cancel, item.done = true, cancel, done
-	s.runs.Add(1)
-	go func() {
-		defer s.runs.Done()
+	s.runs.Go(s.logger, "object reflector", func() {
 		defer close(done)
 		if prev != nil {
 			<-prev
 		}
 		item.reflector.RunWithContext(ctx)
-	}()
+	})
 }
 
 // stop ends item's reflector; a mutable object's store counts as not synced
