@@ -188,6 +188,14 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
 	}
+	// Upstream only checks hairpinMode since the dockershim left it (the
+	// network plugin decides; here the CNI configuration's hairpinMode).
+	switch c.HairpinMode {
+	case "none", "hairpin-veth", "promiscuous-bridge":
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: option %q specified for hairpinMode (--hairpin-mode). Valid options are %q, %q or %q",
+			c.HairpinMode, "none", "hairpin-veth", "promiscuous-bridge"))
+	}
 	// Upstream only checks these two (kube-proxy owns the marks now).
 	if b := c.IPTablesDropBit; b != nil && (*b < 0 || *b > 31) {
 		errs = append(errs, fmt.Errorf("invalid configuration: iptablesDropBit (--iptables-drop-bit) %v must be between 0 and 31, inclusive", *b))

@@ -82,6 +82,10 @@ func TestValidate(t *testing.T) {
 		{"hidden metrics of 1.36", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.36" }, ""},
 		{"hidden metrics of 1.35", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.35" },
 			`invalid showHiddenMetricsForVersion: showHiddenMetricsForVersion: Invalid value: "1.35": must be omitted or have the value '1.36'; only the previous minor version is allowed`},
+		// hairpinMode: only checked, as upstream.
+		{"hairpin veth", func(c *Config) { c.Kubelet.HairpinMode = "hairpin-veth" }, ""},
+		{"hairpin unknown", func(c *Config) { c.Kubelet.HairpinMode = "veth" },
+			`invalid configuration: option "veth" specified for hairpinMode (--hairpin-mode). Valid options are "none", "hairpin-veth" or "promiscuous-bridge"`},
 		// The iptables bits: only range-checked, as upstream.
 		{"iptables bits", func(c *Config) { *c.Kubelet.IPTablesDropBit, *c.Kubelet.IPTablesMasqueradeBit = 0, 31 }, ""},
 		{"iptables drop bit", func(c *Config) { *c.Kubelet.IPTablesDropBit = 32 },

@@ -21,7 +21,6 @@ var notHonouredFields = []string{
 	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
 	"qosReserved",
-	"hairpinMode",
 	"memorySwap",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
@@ -70,6 +69,10 @@ var honouredFields = []string{
 	"showHiddenMetricsForVersion",
 	// With the DefaultPodSysctls gate, as upstream (required for it).
 	"defaultPodSysctls",
+	// Only checked, as upstream's kubelet since the dockershim left it; the
+	// 1.23 dockershim used it for kubenet only, and here the CNI
+	// configuration decides (the bridge plugin's hairpinMode).
+	"hairpinMode",
 }
 
 // NotHonoredKey is the /configz key listing what is set but not acted on.

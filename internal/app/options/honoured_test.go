@@ -57,10 +57,10 @@ func TestNotHonoured(t *testing.T) {
 	k.MemoryManagerPolicy = "Static" // honoured
 	k.MemoryReservationPolicy = "TieredReservation"
 	k.MaxPods = 20 // honoured
-	k.HairpinMode = "hairpin-veth"
+	k.HairpinMode = "hairpin-veth" // honoured: only checked, as upstream
 	k.Logging.VModule = []logsapi.VModuleItem{{FilePattern: "x", Verbosity: 2}}
 	k.Tracing = &tracingapi.TracingConfiguration{} // honoured: spans exported over OTLP
-	want := []string{"hairpinMode", "logging.vmodule", "memoryReservationPolicy"}
+	want := []string{"logging.vmodule", "memoryReservationPolicy"}
 	if got := notHonoured(&k, &def); !slices.Equal(got, want) {
 		t.Fatalf("notHonoured = %v, want %v", got, want)
 	}
