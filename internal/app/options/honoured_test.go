@@ -56,7 +56,7 @@ func TestNotHonoured(t *testing.T) {
 	}
 	k.MemoryManagerPolicy = "Static" // honoured
 	k.MemoryReservationPolicy = "TieredReservation"
-	k.MaxPods = 20 // honoured
+	k.MaxPods = 20                 // honoured
 	k.HairpinMode = "hairpin-veth" // honoured: only checked, as upstream
 	k.Logging.VModule = []logsapi.VModuleItem{{FilePattern: "x", Verbosity: 2}}
 	k.Tracing = &tracingapi.TracingConfiguration{} // honoured: spans exported over OTLP
