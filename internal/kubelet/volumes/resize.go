@@ -119,25 +119,11 @@ func (m *Manager) expandClaim(ctx context.Context, pod *v1.Pod, pvc *v1.Persiste
 			return
 		}
 	}
-	e.NewSize = newSize.Value()
-	if ref := pv.Spec.CSI.NodeExpandSecretRef; ref != nil {
-		if e.Secrets, err = m.secretData(ctx, ref); err != nil {
-			m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
-			return
-		}
+	if e, ok = m.withExpandSecrets(ctx, pod, pv, newSize, e); !ok {
+		return
 	}
 	if err = m.csi.NodeExpand(ctx, e); err != nil {
-		// As upstream's node expander: the claim gets a NodeResizeError
-		// condition (and NodeResizeInfeasible for a size the driver can
-		// never reach); a volume in use is not tried again at this size
-		// and makes no event; other failures are tried at the next sync.
-		m.markExpansionFailed(ctx, logger, pvc, err)
-		logger.Error("NodeExpandVolume failed", zap.Error(err))
-		if errors.Is(err, csi.ErrExpandInUse) {
-			m.skipExpansion(pv.Name, newSize.String())
-			return
-		}
-		m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+		m.expansionFailed(ctx, logger, pod, pvc, pv.Name, newSize, err)
 		return
 	}
 	m.expanded(pod, pvc, pv.Name, newSize)
@@ -180,32 +166,48 @@ func (m *Manager) expandOnNode(ctx context.Context, pod *v1.Pod, pvc *v1.Persist
 	}
 	logger := m.logger.With(zap.String("pod", pod.Namespace+"/"+pod.Name), zap.String("pv", pv.Name),
 		zap.String("claim", pvc.Namespace+"/"+pvc.Name), zap.String("newSize", newSize.String()))
+	e, ok := m.withExpandSecrets(ctx, pod, pv, newSize, e)
+	if !ok {
+		return
+	}
+	switch err := m.csi.NodeExpand(ctx, e); {
+	case err == nil:
+		m.expanded(pod, pvc, pv.Name, newSize)
+		logger.Info("NodeExpandVolume of a ReadWriteMany volume succeeded on this node")
+	case errors.Is(err, csi.ErrExpandUnsupported):
+		m.setNodeSize(pv.Name, newSize) // nothing to do on this node
+	default:
+		m.expansionFailed(ctx, logger, pod, pvc, pv.Name, newSize, err)
+	}
+}
+
+// withExpandSecrets returns e for newSize with the PV's node expansion
+// secret; false (and an event) when the secret cannot be read.
+func (m *Manager) withExpandSecrets(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, newSize resource.Quantity, e csi.Expansion) (csi.Expansion, bool) {
 	e.NewSize = newSize.Value()
 	if ref := pv.Spec.CSI.NodeExpandSecretRef; ref != nil {
 		var err error
 		if e.Secrets, err = m.secretData(ctx, ref); err != nil {
 			m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
-			return
+			return e, false
 		}
 	}
-	err := m.csi.NodeExpand(ctx, e)
-	switch {
-	case err == nil:
-		m.expanded(pod, pvc, pv.Name, newSize)
-		logger.Info("NodeExpandVolume of a ReadWriteMany volume succeeded on this node")
-		return
-	case errors.Is(err, csi.ErrExpandUnsupported):
-		m.setNodeSize(pv.Name, newSize) // nothing to do on this node
-		return
-	}
-	// As the claim's own expansion: the claim tells of the failure.
+	return e, true
+}
+
+// expansionFailed reports a failed NodeExpandVolume as upstream's node
+// expander does: the claim gets a NodeResizeError condition (and
+// NodeResizeInfeasible for a size the driver can never reach); a volume in
+// use is not tried again at this size and makes no event; other failures
+// are an event and tried at the next sync.
+func (m *Manager) expansionFailed(ctx context.Context, logger *zap.Logger, pod *v1.Pod, pvc *v1.PersistentVolumeClaim, pv string, newSize resource.Quantity, err error) {
 	m.markExpansionFailed(ctx, logger, pvc, err)
 	logger.Error("NodeExpandVolume failed", zap.Error(err))
 	if errors.Is(err, csi.ErrExpandInUse) {
-		m.skipExpansion(pv.Name, newSize.String())
+		m.skipExpansion(pv, newSize.String())
 		return
 	}
-	m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv.Name, err))
+	m.resizeEvent(pod, nil, v1.EventTypeWarning, eventResizeFailed, expandFailedMessage(pv, err))
 }
 
 // markExpansionFailed writes a node expansion's failure on the claim, as
