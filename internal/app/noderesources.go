@@ -192,6 +192,7 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 		Driver: cgroups.Kind(k.CgroupDriver), CgroupRoot: k.CgroupRoot, CgroupsPerQOS: *k.CgroupsPerQOS,
 		PodPidsLimit: *k.PodPidsLimit, Recorder: n.recorder, NodeRef: n.nodeRef, Registerer: n.reg, Logger: logger,
 		Pod: cm.PodConfig{EnforceCPULimits: *k.CPUCFSQuota, CPUPeriod: k.CPUCFSQuotaPeriod.Duration}, ActivePods: n.pods.ActivePods,
+		KubeletCgroup: k.KubeletCgroups,
 	}
 	if !opts.CgroupsPerQOS {
 		return cm.New(opts)

@@ -237,3 +237,23 @@ func splitPath(path string) []string {
 	}
 	return out
 }
+
+// AddProcess puts process pid into the cgroup at path (a cgroupfs path,
+// whatever the driver; created where missing) in every hierarchy of
+// mounts, as libcontainer's Apply does for upstream's kubelet cgroup
+// (kubeletCgroups).
+func AddProcess(mounts Mounts, path string, pid int) error {
+	h, err := newHierarchy(mounts)
+	if err != nil {
+		return err
+	}
+	if err := h.create(path); err != nil {
+		return err
+	}
+	for _, mp := range h.mountpoints() {
+		if err := writeFile(filepath.Join(mp, path), "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

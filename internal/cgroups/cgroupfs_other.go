@@ -16,3 +16,8 @@ type UnitManager interface{}
 func NewSystemd(Mounts, UnitManager, string) (Driver, error) {
 	return nil, errors.New("cgroups: the systemd driver needs Linux")
 }
+
+// AddProcess is Linux only.
+func AddProcess(Mounts, string, int) error {
+	return errors.New("cgroups: moving a process needs Linux")
+}

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"os"
 	"path/filepath"
@@ -195,5 +197,43 @@ func TestIntegrationDockerModePodCgroups(t *testing.T) {
 			t.Fatalf("the removed pod's cgroup %s is still there after %s", bombCgroup, removalTimeout)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestIntegrationKubeletCgroups: with --kubelet-cgroups the kubelet process
+// runs in that cgroup, created in every hierarchy as upstream's libcontainer
+// Apply does (the memory and cpu ones checked).
+func TestIntegrationKubeletCgroups(t *testing.T) {
+	n := newNode(t)
+	cg := n.cgroupRoot + "/kubelet.service" // removed with the node's cgroup root
+	n.extra = append(n.extra, "--kubelet-cgroups="+cg)
+	n.start()
+	pid := n.kubelet.pid()
+	var lines string
+	waitUntil(t, 30*time.Second, "the kubelet in "+cg, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			return false
+		}
+		lines = string(b)
+		var memory, cpu bool
+		for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+			parts := strings.SplitN(l, ":", 3)
+			if len(parts) != 3 || parts[2] != cg {
+				continue
+			}
+			for _, c := range strings.Split(parts[1], ",") {
+				memory = memory || c == "memory"
+				cpu = cpu || c == "cpu"
+			}
+		}
+		return memory && cpu
+	})
+	if t.Failed() {
+		t.Logf("/proc/%d/cgroup:\n%s", pid, lines)
+	}
+	procs := cgroupValue(t, "memory", cg, "cgroup.procs")
+	if !slices.Contains(strings.Fields(procs), strconv.Itoa(pid)) {
+		t.Errorf("memory cgroup %s lists %q, not the kubelet's pid %d", cg, procs, pid)
 	}
 }

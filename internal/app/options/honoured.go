@@ -16,7 +16,7 @@ import (
 // /configz under NotHonoredKey. Every other field is acted on; a test keeps
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
-	"kubeletCgroups", "systemCgroups",
+	"systemCgroups",
 	"singleProcessOOMKill",
 	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
@@ -69,6 +69,8 @@ var honouredFields = []string{
 	"showHiddenMetricsForVersion",
 	// With the DefaultPodSysctls gate, as upstream (required for it).
 	"defaultPodSysctls",
+	// This process is kept in it (created where missing), every minute.
+	"kubeletCgroups",
 	// Only checked, as upstream's kubelet since the dockershim left it; the
 	// 1.23 dockershim used it for kubenet only, and here the CNI
 	// configuration decides (the bridge plugin's hairpinMode).

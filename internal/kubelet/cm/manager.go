@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -71,6 +72,10 @@ type Options struct {
 	// ActivePods are the pods the burstable QoS cgroup is sized for (the pod
 	// manager's). Optional: nil sizes it for none.
 	ActivePods func() []*v1.Pod
+	// KubeletCgroup is kubeletCgroups: the cgroup (a cgroupfs path, whatever
+	// the driver, as upstream) this process is kept in, checked every
+	// minute; "" leaves it where it runs.
+	KubeletCgroup string
 }
 
 // ReservedCgroup is a reservation enforced on an existing cgroup.
@@ -112,6 +117,10 @@ type Manager struct {
 	loops     lifecycle.Loops // what Start began
 	// activePods are the pods the burstable QoS cgroup is sized for.
 	activePods func() []*v1.Pod
+	// kubeletCgroup is where this process is kept ("": nowhere); mounts
+	// are the hierarchies it is in.
+	kubeletCgroup string
+	mounts        cgroups.Mounts
 
 	root, burstable, besteffort cgroups.Name
 
@@ -135,6 +144,21 @@ func New(opts Options) (*Manager, error) {
 		m.activePods = func() []*v1.Pod { return nil }
 	}
 	m.event = kubecontainer.NodeEvents(opts.Recorder, opts.NodeRef)
+	host := cgroups.NewHost("/proc")
+	mounts := opts.Mounts
+	if mounts == nil && (m.enabled || opts.KubeletCgroup != "") {
+		mi, err := host.Mounts()
+		if err != nil {
+			return nil, err
+		}
+		mounts = &mi
+	}
+	if opts.KubeletCgroup != "" {
+		if !strings.HasPrefix(opts.KubeletCgroup, "/") {
+			return nil, fmt.Errorf("kubeletCgroups %q is not an absolute cgroup name", opts.KubeletCgroup)
+		}
+		m.kubeletCgroup, m.mounts = opts.KubeletCgroup, *mounts
+	}
 	if !m.enabled {
 		return m, nil
 	}
@@ -154,15 +178,6 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.burstable, _ = cgroups.NewName(m.root, burstableName)
 	m.besteffort, _ = cgroups.NewName(m.root, besteffortName)
-	host := cgroups.NewHost("/proc")
-	mounts := opts.Mounts
-	if mounts == nil {
-		mi, err := host.Mounts()
-		if err != nil {
-			return nil, err
-		}
-		mounts = &mi
-	}
 	if m.cg, err = newDriver(m.driver, host, *mounts, opts.Units); err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
@@ -201,6 +216,9 @@ func (m *Manager) path(n cgroups.Name) string { return m.driver.Path(n) }
 // the active pods), then keeps the QoS cgroups current in the background
 // until ctx ends (Wait waits for that).
 func (m *Manager) Start(ctx context.Context) error {
+	if m.kubeletCgroup != "" {
+		m.loops.Go(m.logger, "kubelet cgroup", func() { m.keepInKubeletCgroup(ctx) })
+	}
 	if err := m.setUp(); err != nil {
 		return err
 	}
@@ -288,6 +306,17 @@ func (m *Manager) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// keepInKubeletCgroup puts this process into kubeletCgroups now and every
+// minute until ctx ends (upstream's ensureStateFunc of the kubelet's system
+// container): a process moved out is moved back. A failure is logged.
+func (m *Manager) keepInKubeletCgroup(ctx context.Context) {
+	wait.UntilWithContext(ctx, func(context.Context) {
+		if err := cgroups.AddProcess(m.mounts, m.kubeletCgroup, os.Getpid()); err != nil {
+			m.logger.Info("Failed to ensure state", zap.String("containerName", m.kubeletCgroup), zap.Error(err))
+		}
+	}, time.Minute)
 }
 
 // ensure creates n with rc, or sets rc on an existing n.
