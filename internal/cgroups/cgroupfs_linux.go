@@ -240,18 +240,38 @@ func splitPath(path string) []string {
 
 // AddProcess puts process pid into the cgroup at path (a cgroupfs path,
 // whatever the driver; created where missing) in every hierarchy of
-// mounts, as libcontainer's Apply does for upstream's kubelet cgroup
-// (kubeletCgroups).
+// mounts, the unified one of a hybrid host too, as libcontainer's Apply
+// does for upstream's kubelet cgroup (kubeletCgroups). A hierarchy whose
+// cgroup already lists pid is left alone. On cgroup v2 the controllers are
+// enabled on the way down where they can be, as runc does: the cgroup
+// holds the process whatever the parents allow.
 func AddProcess(mounts Mounts, path string, pid int) error {
 	h, err := newHierarchy(mounts)
 	if err != nil {
 		return err
 	}
+	dirs := h.mountpoints()
 	if err := h.create(path); err != nil {
-		return err
+		if mounts.Mode() != ModeV2 {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(mounts.V2.Mountpoint, path), 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", filepath.Join(mounts.V2.Mountpoint, path), err)
+		}
 	}
-	for _, mp := range h.mountpoints() {
-		if err := writeFile(filepath.Join(mp, path), "cgroup.procs", strconv.Itoa(pid)); err != nil {
+	if mounts.Mode() == ModeHybrid && mounts.V2 != nil {
+		if err := os.MkdirAll(filepath.Join(mounts.V2.Mountpoint, path), 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", filepath.Join(mounts.V2.Mountpoint, path), err)
+		}
+		dirs = append(dirs, mounts.V2.Mountpoint)
+	}
+	want := strconv.Itoa(pid)
+	for _, mp := range dirs {
+		dir := filepath.Join(mp, path)
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil && slices.Contains(strings.Fields(string(b)), want) {
+			continue
+		}
+		if err := writeFile(dir, "cgroup.procs", want); err != nil {
 			return err
 		}
 	}

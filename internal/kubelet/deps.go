@@ -200,9 +200,10 @@ type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
-// PodObjects keeps the configMaps and secrets the pods reference, as
-// upstream's pod manager registers pods with its secret and configMap
-// managers (apiobjects.Objects).
+// PodObjects keeps the configMaps and secrets the pods reference: a pod is
+// registered at each sync and unregistered once its volumes are torn down,
+// as upstream's kubelet does with its secret and configMap managers
+// (apiobjects.Objects).
 type PodObjects interface {
 	RegisterPod(pod *v1.Pod)
 	UnregisterPod(pod *v1.Pod)

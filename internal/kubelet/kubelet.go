@@ -52,7 +52,6 @@ type deps struct {
 	sysctls   PodAdmitter          // nil: none
 	shutdown  PodAdmitter          // nil: none
 	cache     *kubecontainer.Cache // nil with custom pod workers (tests)
-	objects   PodObjects           // nil: standalone
 }
 
 // Kubelet is the node's coordinator; see the package doc.
@@ -111,7 +110,7 @@ func New(opts Options) (*Kubelet, error) {
 		gcSoon: make(chan struct{}, 1),
 		cfg:    loopConfig{housekeeping: c.HousekeepingInterval, gc: c.GCInterval, gcPolicy: c.GCPolicy, maxPods: c.MaxPods},
 		deps: deps{runtime: p.Runtime, sources: p.Sources, pleg: p.PLEG, prober: p.Prober, volumes: p.Volumes,
-			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, devices: p.Devices, topology: p.Topology, features: p.Features, sysctls: p.Sysctls, cache: p.Cache, objects: p.Objects},
+			resources: p.Resources, node: p.Node, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, devices: p.Devices, topology: p.Topology, features: p.Features, sysctls: p.Sysctls, cache: p.Cache},
 		logger:    opts.Logger.Named("kubelet"),
 		recorder:  opts.Recorder,
 		status:    p.Status,
@@ -130,7 +129,7 @@ func New(opts Options) (*Kubelet, error) {
 	k.syncer = &podSyncer{
 		runtime: p.Runtime, volumes: p.Volumes, prober: p.Prober, status: p.Status, helper: p.Helper,
 		gen: gen, reasons: reasons, state: p.State, recorder: opts.Recorder, mirrors: k.mirrors,
-		secrets: p.Secrets, backOff: c.CrashLoopBackOff, metrics: sm, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
+		secrets: p.Secrets, objects: p.Objects, backOff: c.CrashLoopBackOff, metrics: sm, logger: k.logger, cgroups: p.Cgroups, cpus: p.CPUs, memory: p.Memory, resize: rs, pleg: p.PLEG, activePods: k.ActivePods,
 		rules: c.RestartRules, requeue: k.resyncPod,
 		requestGC: func() {
 			select {

@@ -82,18 +82,6 @@ func (k *Kubelet) syncLoop(ctx context.Context) {
 // admitted and started, changed pods updated.
 func (k *Kubelet) handleSourceUpdate(u kubecontainer.PodUpdate) {
 	ch := k.pods.Apply(u)
-	if o := k.deps.objects; o != nil {
-		// Before any sync of theirs reads a configMap or secret.
-		for _, p := range ch.Adds {
-			o.RegisterPod(p)
-		}
-		for _, p := range ch.Updates {
-			o.RegisterPod(p)
-		}
-		for _, p := range ch.Removes {
-			o.UnregisterPod(p)
-		}
-	}
 	k.logger.Debug("Pod source update", zap.String("source", u.Source), zap.Stringer("op", u.Op),
 		zap.Int("adds", len(ch.Adds)), zap.Int("updates", len(ch.Updates)), zap.Int("removes", len(ch.Removes)))
 	for _, p := range ch.Removes {

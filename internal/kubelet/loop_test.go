@@ -510,31 +510,3 @@ func TestNodeDeclaredFeatures(t *testing.T) {
 		t.Errorf("events = %v, want %q", e.events.all(), want)
 	}
 }
-
-// podObjectsLog records the pods registered with the configMap and secret
-// managers.
-type podObjectsLog struct{ calls []string }
-
-func (l *podObjectsLog) RegisterPod(p *v1.Pod) { l.calls = append(l.calls, "register:"+string(p.UID)) }
-func (l *podObjectsLog) UnregisterPod(p *v1.Pod) {
-	l.calls = append(l.calls, "unregister:"+string(p.UID))
-}
-
-// The pods of a source update are registered with the object managers
-// before their syncs (added and changed ones) and unregistered when
-// removed, as upstream's pod manager does.
-func TestPodsRegisteredWithObjectManagers(t *testing.T) {
-	t.Parallel()
-	objs := &podObjectsLog{}
-	e := newEnv(t, func(o *Options) { o.Parts.Objects = objs })
-	a, b := staticPod("a", "uid-a"), staticPod("b", "uid-b")
-	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{a, b}})
-	aChanged := staticPod("a", "uid-a", func(p *v1.Pod) { p.Spec.Containers[0].Image = "nginx" })
-	e.k.handleSourceUpdate(kubecontainer.PodUpdate{Op: kubecontainer.SET, Source: kubecontainer.FileSource, Pods: []*v1.Pod{aChanged}})
-	want := []string{"register:uid-a", "register:uid-b", "register:uid-a", "unregister:uid-b"}
-	got := slices.Clone(objs.calls)
-	slices.Sort(got[:2]) // a SET's adds come in no set order
-	if !slices.Equal(got, want) {
-		t.Errorf("registrations %v, want %v", objs.calls, want)
-	}
-}

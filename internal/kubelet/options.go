@@ -132,8 +132,7 @@ type Parts struct {
 	Mirrors MirrorClient
 	// Secrets reads the pods' image pull secrets.
 	Secrets SecretGetter
-	// Objects is told of the pods added, changed and removed, for the
-	// configMaps and secrets they reference.
+	// Objects keeps the configMaps and secrets of the pods being synced.
 	Objects PodObjects
 }
 

@@ -54,6 +54,7 @@ type podSyncer struct {
 	recorder record.EventRecorder
 	mirrors  *mirrorKeeper
 	secrets  SecretGetter
+	objects  PodObjects // nil: standalone
 	cgroups  PodCgroups
 	cpus     CPUManager
 	memory   MemoryManager
@@ -98,7 +99,8 @@ func (s *podSyncer) probeContext(fallback context.Context) context.Context {
 // SyncPod makes the pod run as specified:
 //  1. compute the API status and store it; a terminal pod stops here;
 //  2. refuse pods off the host network while the network is not ready;
-//  3. keep a static pod's API mirror pod current;
+//  3. register the pod with the configMap and secret managers, and keep a
+//     static pod's API mirror pod current;
 //  4. make the pod's cgroup (a pod whose containers run without one, after an
 //     upgrade or a crash, is killed first, as upstream does), create the pod
 //     directories and set up the volumes (FailedMount event);
@@ -135,6 +137,12 @@ func (s *podSyncer) SyncPod(ctx context.Context, updateType podworkers.UpdateTyp
 	if err := s.state.NetworkError(); err != nil && !pod.Spec.HostNetwork {
 		s.recorder.Eventf(pod, v1.EventTypeWarning, eventNetworkNotReady, "%s: %v", networkNotReadyMsg, err)
 		return false, fmt.Errorf("%s: %w", networkNotReadyMsg, err)
+	}
+	// The configMaps and secrets the pod references are kept from now on
+	// (upstream registers a pod at each sync; the pod workers sync no pod
+	// whose termination was requested): a terminal or rejected pod never is.
+	if s.objects != nil {
+		s.objects.RegisterPod(pod)
 	}
 	s.mirrors.sync(ctx, pod)
 	if err := s.ensurePodCgroup(ctx, pod, ps); err != nil {
@@ -256,7 +264,7 @@ func (s *podSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *kub
 }
 
 // SyncTerminatedPod releases what the stopped pod holds: its volumes are torn
-// down and its status becomes final (containers without a terminated state are
+// down (then its configMaps and secrets are no more kept) and its status becomes final (containers without a terminated state are
 // marked ContainerStatusUnknown). The pod directory itself is removed by
 // housekeeping once the pod is no longer desired.
 func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kubecontainer.PodStatus) error {
@@ -266,6 +274,10 @@ func (s *podSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *kube
 	}
 	if err := s.volumes.UnmountVolumes(ctx, pod.UID); err != nil {
 		return fmt.Errorf("unmount volumes of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	// Its volumes gone, the pod needs its configMaps and secrets no more.
+	if s.objects != nil {
+		s.objects.UnregisterPod(pod)
 	}
 	if err := s.cgroups.DestroyPod(pod.UID); err != nil {
 		return fmt.Errorf("remove the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)

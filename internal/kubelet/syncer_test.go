@@ -452,3 +452,50 @@ func TestSyncPodCgroups(t *testing.T) {
 		t.Fatalf("terminated pod: destroyed %v, QoS updates %d", cg.destroyed, cg.qos)
 	}
 }
+
+// podObjectsLog records the pods registered with the configMap and secret
+// managers.
+type podObjectsLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *podObjectsLog) RegisterPod(p *v1.Pod)   { l.add("register:" + string(p.UID)) }
+func (l *podObjectsLog) UnregisterPod(p *v1.Pod) { l.add("unregister:" + string(p.UID)) }
+func (l *podObjectsLog) add(c string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+
+// A pod is registered with the object managers at each sync, never once
+// terminal, and unregistered when its volumes are torn down, as upstream's
+// SyncPod and SyncTerminatedPod do.
+func TestPodsRegisteredWithObjectManagers(t *testing.T) {
+	t.Parallel()
+	objs := &podObjectsLog{}
+	e := newEnv(t, func(o *Options) { o.Parts.Objects = objs })
+	e.ready()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.k.syncer.setProbeContext(runCtx)
+	web := staticPod("web", "uid-web")
+	for range 2 {
+		if _, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, web, runningStatus(web, "10.1.0.5")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := staticPod("job", "uid-job", func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever })
+	done := runningStatus(job, "10.1.0.6")
+	done.ContainerStatuses[0].State = kubecontainer.StateExited
+	if terminal, err := e.k.syncer.SyncPod(context.Background(), podworkers.SyncPodSync, job, done); err != nil || !terminal {
+		t.Fatalf("SyncPod of the finished pod = %v, %v", terminal, err)
+	}
+	if err := e.k.syncer.SyncTerminatedPod(context.Background(), web, &kubecontainer.PodStatus{ID: web.UID}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"register:uid-web", "register:uid-web", "unregister:uid-web"}
+	if !slices.Equal(objs.calls, want) {
+		t.Errorf("registrations %v, want %v", objs.calls, want)
+	}
+}

@@ -186,16 +186,17 @@ func (o *Objects) annotations() (map[string]string, bool) {
 	return fn()
 }
 
-// RegisterPod records the configMaps and secrets pod references (a pod
-// added or changed), as upstream's pod manager does with its object
-// managers: with the Watch strategy each is watched from now on; with
-// Cache, their last reads are forgotten.
+// RegisterPod records the configMaps and secrets pod references (the
+// kubelet registers a pod at each sync, as upstream's): with the Watch
+// strategy each is watched from now on; with Cache, the last read of one
+// newly referenced is forgotten.
 func (o *Objects) RegisterPod(pod *v1.Pod) {
 	o.configMaps.register(pod)
 	o.secrets.register(pod)
 }
 
-// UnregisterPod drops what RegisterPod recorded of pod (a pod removed).
+// UnregisterPod drops what RegisterPod recorded of pod (its volumes torn
+// down).
 func (o *Objects) UnregisterPod(pod *v1.Pod) {
 	o.configMaps.unregister(pod)
 	o.secrets.unregister(pod)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,10 +155,8 @@ func New(opts Options) (*Manager, error) {
 		mounts = &mi
 	}
 	if opts.KubeletCgroup != "" {
-		if !strings.HasPrefix(opts.KubeletCgroup, "/") {
-			return nil, fmt.Errorf("kubeletCgroups %q is not an absolute cgroup name", opts.KubeletCgroup)
-		}
-		m.kubeletCgroup, m.mounts = opts.KubeletCgroup, *mounts
+		// Below the root, as libcontainer reads a relative name.
+		m.kubeletCgroup, m.mounts = path.Clean("/"+opts.KubeletCgroup), *mounts
 	}
 	if !m.enabled {
 		return m, nil
@@ -310,9 +309,15 @@ func (m *Manager) run(ctx context.Context) {
 
 // keepInKubeletCgroup puts this process into kubeletCgroups now and every
 // minute until ctx ends (upstream's ensureStateFunc of the kubelet's system
-// container): a process moved out is moved back. A failure is logged.
+// container): a process moved out is moved back. A failure is logged. A
+// kubelet outside the host's PID namespace (in a container) is left where
+// it is, as upstream.
 func (m *Manager) keepInKubeletCgroup(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
+		if !inHostPIDNamespace() {
+			m.logger.Debug("Process is not running in the host's pid namespace; kubeletCgroups left alone")
+			return
+		}
 		if err := cgroups.AddProcess(m.mounts, m.kubeletCgroup, os.Getpid()); err != nil {
 			m.logger.Info("Failed to ensure state", zap.String("containerName", m.kubeletCgroup), zap.Error(err))
 		}
@@ -577,4 +582,12 @@ func (m *Manager) ResizePodCgroup(pod *v1.Pod, r kubecontainer.PodCgroupResource
 		return fmt.Errorf("resize the cgroup of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
+}
+
+// inHostPIDNamespace says whether this process shares PID 1's PID namespace
+// (upstream's isProcessRunningInHost); unknown counts as yes.
+func inHostPIDNamespace() bool {
+	initNS, err1 := os.Readlink("/proc/1/ns/pid")
+	selfNS, err2 := os.Readlink("/proc/self/ns/pid")
+	return err1 != nil || err2 != nil || initNS == selfNS
 }

@@ -114,7 +114,9 @@ func (m *Manager) Wait() { m.loops.Wait() }
 func present() []*iptables.IPTables {
 	var out []*iptables.IPTables
 	for _, proto := range []iptables.Protocol{iptables.ProtocolIPv4, iptables.ProtocolIPv6} {
-		ipt, err := iptables.NewWithProtocol(proto)
+		// Upstream waits 5 s at most for the xtables lock (-w 5); a lock
+		// held longer is a resource error, tried again.
+		ipt, err := iptables.New(iptables.IPFamily(proto), iptables.Timeout(5))
 		if err != nil {
 			continue
 		}
