@@ -24,15 +24,23 @@ type objectManager struct {
 	logger *zap.Logger
 
 	mu   sync.Mutex
-	pods map[k8stypes.UID]*v1.Pod // registered, as last registered
+	pods map[k8stypes.UID]podRefs // registered, as last registered
+}
+
+// podRefs are the names a registered pod references, in its namespace.
+type podRefs struct {
+	namespace string
+	names     sets.Set[string]
 }
 
 func newObjectManager(store objectStore, names func(*v1.Pod) sets.Set[string], fetch getFunc, logger *zap.Logger) *objectManager {
-	return &objectManager{store: store, names: names, fetch: fetch, logger: logger, pods: map[k8stypes.UID]*v1.Pod{}}
+	return &objectManager{store: store, names: names, fetch: fetch, logger: logger, pods: map[k8stypes.UID]podRefs{}}
 }
 
 // register records pod's references: new ones are added, those its last
-// version had and this one lacks are dropped (upstream's RegisterPod).
+// version had and this one lacks are dropped (upstream's RegisterPod). The
+// kubelet registers a pod at each sync: the last version's names are kept,
+// not worked out again.
 func (m *objectManager) register(pod *v1.Pod) {
 	if m.store == nil {
 		return
@@ -41,19 +49,15 @@ func (m *objectManager) register(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	prev := m.pods[pod.UID]
-	m.pods[pod.UID] = pod
-	var prevNames sets.Set[string]
-	if prev != nil {
-		prevNames = m.names(prev)
-	}
+	m.pods[pod.UID] = podRefs{namespace: pod.Namespace, names: names}
 	for name := range names {
-		if !prevNames.Has(name) {
+		if !prev.names.Has(name) {
 			m.store.addReference(pod.Namespace, name)
 		}
 	}
-	for name := range prevNames {
+	for name := range prev.names {
 		if !names.Has(name) {
-			m.store.deleteReference(prev.Namespace, name)
+			m.store.deleteReference(prev.namespace, name)
 		}
 	}
 }
@@ -67,11 +71,8 @@ func (m *objectManager) unregister(pod *v1.Pod) {
 	defer m.mu.Unlock()
 	prev := m.pods[pod.UID]
 	delete(m.pods, pod.UID)
-	if prev == nil {
-		return
-	}
-	for name := range m.names(prev) {
-		m.store.deleteReference(prev.Namespace, name)
+	for name := range prev.names {
+		m.store.deleteReference(prev.namespace, name)
 	}
 }
 
