@@ -27,12 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubelet-dockershim/kubelet/internal/lifecycle"
 )
@@ -117,54 +119,24 @@ func New(opts Options) (*Objects, error) {
 		services: svc.Informer(), // registers the informer; Start starts it
 		lister:   svc.Lister(),
 	}
-	core := opts.Client.CoreV1()
-	getConfigMap := func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
-		cm, err := core.ConfigMaps(namespace).Get(ctx, name, opts)
-		return cm, normalizeErr(err, configMapResource, namespace, name)
+	kinds := coreKinds(opts.Client)
+	stores := make([]objectStore, len(kinds))
+	for i, k := range kinds {
+		switch opts.Strategy {
+		case StrategyWatch:
+			w := newWatchStore(listWatchFuncs{list: k.list, watch: k.watch, client: opts.Client}, k.newObject, k.immutable,
+				k.gr, opts.Clock, 5*opts.SyncFrequency, o.logger)
+			o.watches = append(o.watches, w)
+			stores[i] = w
+		case StrategyCache:
+			stores[i] = newTTLStore(k.get, opts.Clock, nodeObjectTTL(o.annotations))
+		case StrategyGet:
+		default:
+			return nil, fmt.Errorf("unknown configmap and secret manager mode: %v", opts.Strategy)
+		}
 	}
-	getSecret := func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
-		s, err := core.Secrets(namespace).Get(ctx, name, opts)
-		return s, normalizeErr(err, secretResource, namespace, name)
-	}
-	var cmStore, secretStore objectStore
-	switch opts.Strategy {
-	case StrategyWatch:
-		maxIdle := 5 * opts.SyncFrequency
-		cmWatch := newWatchStore(listWatchFuncs{
-			list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-				return core.ConfigMaps(ns).List(ctx, lo)
-			},
-			watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-				return core.ConfigMaps(ns).Watch(ctx, lo)
-			},
-			client: opts.Client,
-		}, func() runtime.Object { return &v1.ConfigMap{} }, func(obj runtime.Object) bool {
-			cm, ok := obj.(*v1.ConfigMap)
-			return ok && cm.Immutable != nil && *cm.Immutable
-		}, configMapResource, opts.Clock, maxIdle, o.logger)
-		secretWatch := newWatchStore(listWatchFuncs{
-			list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
-				return core.Secrets(ns).List(ctx, lo)
-			},
-			watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
-				return core.Secrets(ns).Watch(ctx, lo)
-			},
-			client: opts.Client,
-		}, func() runtime.Object { return &v1.Secret{} }, func(obj runtime.Object) bool {
-			s, ok := obj.(*v1.Secret)
-			return ok && s.Immutable != nil && *s.Immutable
-		}, secretResource, opts.Clock, maxIdle, o.logger)
-		o.watches = []*watchStore{cmWatch, secretWatch}
-		cmStore, secretStore = cmWatch, secretWatch
-	case StrategyCache:
-		ttl := nodeObjectTTL(o.annotations)
-		cmStore, secretStore = newTTLStore(getConfigMap, opts.Clock, ttl), newTTLStore(getSecret, opts.Clock, ttl)
-	case StrategyGet:
-	default:
-		return nil, fmt.Errorf("unknown configmap and secret manager mode: %v", opts.Strategy)
-	}
-	o.configMaps = newObjectManager(cmStore, podConfigMapNames, getConfigMap, o.logger)
-	o.secrets = newObjectManager(secretStore, podSecretNames, getSecret, o.logger)
+	o.configMaps = newObjectManager(stores[0], kinds[0].names, kinds[0].get, o.logger)
+	o.secrets = newObjectManager(stores[1], kinds[1].names, kinds[1].get, o.logger)
 	return o, nil
 }
 
@@ -317,4 +289,59 @@ func normalizeErr(err error, gr schema.GroupResource, namespace, name string) er
 	default:
 		return fmt.Errorf("get %s %s/%s: %w", gr.Resource, namespace, name, err)
 	}
+}
+
+// objectKind is what the strategies need of configMaps or secrets: reads,
+// lists and watches of a namespace, the empty object, whether one is
+// immutable, and the names a pod references.
+type objectKind struct {
+	gr        schema.GroupResource
+	get       getFunc
+	list      func(ctx context.Context, namespace string, opts metav1.ListOptions) (runtime.Object, error)
+	watch     func(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
+	newObject func() runtime.Object
+	immutable func(runtime.Object) bool
+	names     func(*v1.Pod) sets.Set[string]
+}
+
+// coreKinds are configMaps and secrets, in that order.
+func coreKinds(client kubernetes.Interface) [2]objectKind {
+	core := client.CoreV1()
+	return [2]objectKind{{
+		gr: configMapResource,
+		get: func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
+			cm, err := core.ConfigMaps(namespace).Get(ctx, name, opts)
+			return cm, normalizeErr(err, configMapResource, namespace, name)
+		},
+		list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
+			return core.ConfigMaps(ns).List(ctx, lo)
+		},
+		watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
+			return core.ConfigMaps(ns).Watch(ctx, lo)
+		},
+		newObject: func() runtime.Object { return &v1.ConfigMap{} },
+		immutable: func(obj runtime.Object) bool {
+			cm, ok := obj.(*v1.ConfigMap)
+			return ok && ptr.Deref(cm.Immutable, false)
+		},
+		names: podConfigMapNames,
+	}, {
+		gr: secretResource,
+		get: func(ctx context.Context, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
+			s, err := core.Secrets(namespace).Get(ctx, name, opts)
+			return s, normalizeErr(err, secretResource, namespace, name)
+		},
+		list: func(ctx context.Context, ns string, lo metav1.ListOptions) (runtime.Object, error) {
+			return core.Secrets(ns).List(ctx, lo)
+		},
+		watch: func(ctx context.Context, ns string, lo metav1.ListOptions) (watch.Interface, error) {
+			return core.Secrets(ns).Watch(ctx, lo)
+		},
+		newObject: func() runtime.Object { return &v1.Secret{} },
+		immutable: func(obj runtime.Object) bool {
+			s, ok := obj.(*v1.Secret)
+			return ok && ptr.Deref(s.Immutable, false)
+		},
+		names: podSecretNames,
+	}}
 }
