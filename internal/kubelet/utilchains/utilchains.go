@@ -90,14 +90,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	for _, ipt := range families {
 		logger := m.logger.With(zap.String("protocol", protocolName(ipt)))
-		if err := Sync(ipt); err != nil {
+		if err := ensureRules(ipt); err != nil {
 			logger.Info("Failed to initialize iptables rules; some functionality may be missing.", zap.Error(err))
 			continue
 		}
 		logger.Info("Initialized iptables rules.")
 		m.loops.Go(logger, "iptables canary", func() {
 			monitor(ctx, ipt, m.interval, logger, func() {
-				if err := Sync(ipt); err != nil {
+				if err := ensureRules(ipt); err != nil {
 					logger.Error("Failed to restore the iptables util chains after a flush", zap.Error(err))
 				}
 			})
@@ -135,9 +135,9 @@ func protocolName(ipt *iptables.IPTables) string {
 	return "IPv4"
 }
 
-// Sync makes the hint chain and, for IPv4, KUBE-FIREWALL with its jumps and
+// ensureRules makes the hint chain and, for IPv4, KUBE-FIREWALL with its jumps and
 // rule, each only when missing (upstream's syncIPTablesRules).
-func Sync(ipt *iptables.IPTables) error {
+func ensureRules(ipt *iptables.IPTables) error {
 	if err := ensureChain(ipt, "mangle", HintChain); err != nil {
 		return err
 	}

@@ -242,16 +242,18 @@ func (m *Manager) recordNodeSize(pv string, mountSize resource.Quantity) (resour
 	if size, ok := m.nodeSize[pv]; ok {
 		return size, true
 	}
-	if m.nodeSize == nil {
-		m.nodeSize = map[string]resource.Quantity{}
-	}
-	m.nodeSize[pv] = mountSize
+	m.setNodeSizeLocked(pv, mountSize)
 	return mountSize, false
 }
 
 func (m *Manager) setNodeSize(pv string, size resource.Quantity) {
 	m.claimMu.Lock()
 	defer m.claimMu.Unlock()
+	m.setNodeSizeLocked(pv, size)
+}
+
+// setNodeSizeLocked records pv's size on this node (claimMu held).
+func (m *Manager) setNodeSizeLocked(pv string, size resource.Quantity) {
 	if m.nodeSize == nil {
 		m.nodeSize = map[string]resource.Quantity{}
 	}
