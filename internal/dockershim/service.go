@@ -17,6 +17,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/containerlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/netns"
+	"github.com/kubelet-dockershim/kubelet/internal/dockershim/oomlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/podforward"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
@@ -168,6 +169,7 @@ type Service struct {
 	logs        logFollower
 	streams     streamServer
 	events      *eventBroker
+	oomLog      kernelOOMLog // nil: the kernel log is not readable here
 	stats       *statsCollector
 	units       systemdUnits // sets unified resources as unit properties (systemd driver)
 	imageLocks  keyLock      // serialises RemoveImage per image ID
@@ -247,8 +249,18 @@ func New(opts Options) (*Service, error) {
 		return nil, fmt.Errorf("streaming: %w", err)
 	}
 	fw := podforward.New(podforward.Options{Logger: logger.Named("forward")})
-	s := newService(serviceParts{docker: dc, network: netw, forward: fw, checkpoints: cps, pins: pins, logs: logs, streams: streams}, opts, logger)
+	parts := serviceParts{docker: dc, network: netw, forward: fw, checkpoints: cps, pins: pins, logs: logs, streams: streams}
+	kmsg, err := oomlog.Open(oomlog.DevKmsg, logger.Named("oomlog"))
+	if err != nil {
+		logger.Warn("cannot read the kernel log: a container the kernel OOM-kills before Docker watches its memory cgroup is reported as an Error exit", zap.Error(err))
+	} else {
+		parts.oomLog = kmsg
+	}
+	s := newService(parts, opts, logger)
 	s.closers = append(s.closers, dc)
+	if kmsg != nil {
+		s.closers = append(s.closers, kmsg)
+	}
 	return s, nil
 }
 
@@ -263,6 +275,15 @@ func legacyCheckpointDirs(opts Options) []string {
 	return dirs
 }
 
+// kernelOOMLog tells which containers the kernel killed a task of for want of
+// memory (oomlog.Log).
+type kernelOOMLog interface {
+	// Run follows the log until ctx ends.
+	Run(ctx context.Context) error
+	// Killed reads what the kernel logged up to now first.
+	Killed(containerID string) bool
+}
+
 // serviceParts are the collaborators New builds; tests pass fakes.
 type serviceParts struct {
 	docker      dockerClient
@@ -272,6 +293,7 @@ type serviceParts struct {
 	pins        netnsPins // nil: noPins
 	logs        logFollower
 	streams     streamServer
+	oomLog      kernelOOMLog // nil: none
 }
 
 func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
@@ -288,6 +310,7 @@ func newService(p serviceParts, opts Options, logger *zap.Logger) *Service {
 		pins:          p.pins,
 		logs:          p.logs,
 		streams:       p.streams,
+		oomLog:        p.oomLog,
 	}
 	if s.pins == nil {
 		s.pins = noPins{}
@@ -323,6 +346,16 @@ func (s *Service) Start(ctx context.Context) error {
 		defer logging.HandleCrash(s.logger, "pod forwarding")
 		s.forward.Run(s.runCtx, s.network.CachedSubnets)
 	}()
+	if s.oomLog != nil {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			defer logging.HandleCrash(s.logger, "kernel OOM log")
+			if err := s.oomLog.Run(s.runCtx); err != nil {
+				s.logger.Warn("stopped following the kernel log; OOM kills are read at each status instead", zap.Error(err))
+			}
+		}()
+	}
 	if err := s.resumeLogs(ctx); err != nil {
 		s.logger.Warn("resume container logs", zap.Error(err))
 	}
