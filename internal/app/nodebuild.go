@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
@@ -26,6 +27,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodefeatures"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodeshutdown"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/oomwatch"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pleg"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/pluginwatcher"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/podcerts"
@@ -94,6 +96,8 @@ type node struct {
 	// utilChains keeps upstream's iptables util chains; nil with
 	// makeIPTablesUtilChains false.
 	utilChains *utilchains.Manager
+	// oomWatch reports system-wide OOM kills and counts every kill.
+	oomWatch *oomwatch.Watcher
 	// With an API server (nil standalone):
 	nodeStatus *nodestatus.Controller
 	statusSync *status.Syncer
@@ -139,6 +143,8 @@ func buildNode(cfg *Config, name string, clients *criClients, conn *apiConn, reg
 	if k := cfg.Kubelet.MakeIPTablesUtilChains; k == nil || *k {
 		n.utilChains = utilchains.New(utilchains.Options{Logger: logger.Named("iptables")})
 	}
+	n.oomWatch = oomwatch.New(oomwatch.Options{Recorder: n.recorder, NodeRef: n.nodeRef, Logger: logger.Named("oomwatcher"),
+		TolerateUnreadable: runningInUserNS(realHostFiles.UIDMap) && cfg.enabled(features.KubeletInUserNamespace)})
 	if n.startup, err = podstartup.New(podstartup.Options{Registerer: reg, Logger: logger.Named("podstartup")}); err != nil {
 		return nil, err
 	}
@@ -239,7 +245,7 @@ func newStats(cfg *Config, clients *criClients, n *node, logger *zap.Logger) (*s
 	p, err := stats.New(stats.Options{Runtime: clients.runtime, Images: clients.images, Pods: n.kubelet, Claims: claimVolumes{m: n.volumes, csi: n.csi}, NodeName: n.name,
 		RootDir: cfg.RootDirectory, PodLogsDir: cfg.Kubelet.PodLogsDir, MemoryCapacity: n.resources.Machine().MemoryCapacity,
 		PodsCgroup: n.cgroups.NodeAllocatableCgroup(), RuntimeCgroup: cfg.RuntimeCgroups,
-		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), Logger: logger.Named("stats")})
+		VolumeStatsAggPeriod: volumeStatsAggPeriod(cfg.Kubelet.VolumeStatsAggPeriod.Duration), OOMKills: n.oomWatch, Logger: logger.Named("stats")})
 	if err == nil && n.reg != nil {
 		err = n.reg.Register(p.VolumeStatsCollector())
 	}

@@ -71,6 +71,7 @@ func (n *node) components() []namedComponent {
 	if n.utilChains != nil {
 		list = append(list, namedComponent{"iptables util chains", n.utilChains})
 	}
+	list = append(list, namedComponent{"OOM watcher", n.oomWatch})
 	list = append(list, []namedComponent{
 		{"container manager", n.cgroups},
 		{"CPU manager", n.cpus},

@@ -29,12 +29,12 @@ type CadvisorDirs struct {
 }
 
 // v1Files are the paths of the files ReadCadvisor reads (on v2: cpuStat,
-// memUsage, memStat, memMaxUsage, memOOM, swap and io).
+// memUsage, memStat, memMaxUsage, swap and io).
 type v1Files struct {
-	cpuStat, cpuacctUsage, cpuacctStat                 string
-	memUsage, memStat, memMaxUsage, memFailcnt, memOOM string
-	swap, io                                           string
-	serviced, servicedOf                               string // the io_serviced of the BlkioFile servicedOf
+	cpuStat, cpuacctUsage, cpuacctStat         string
+	memUsage, memStat, memMaxUsage, memFailcnt string
+	swap, io                                   string
+	serviced, servicedOf                       string // the io_serviced of the BlkioFile servicedOf
 }
 
 func (d *CadvisorDirs) paths() *v1Files {
@@ -50,8 +50,8 @@ func (d *CadvisorDirs) paths() *v1Files {
 	if u := d.Unified; u != "" {
 		d.files = &v1Files{
 			cpuStat: join(u, "cpu.stat"), memUsage: join(u, "memory.current"), memStat: join(u, "memory.stat"),
-			memMaxUsage: join(u, "memory.peak"), memOOM: join(u, "memory.events"),
-			swap: join(u, "memory.swap.current"), io: join(u, "io.stat"),
+			memMaxUsage: join(u, "memory.peak"),
+			swap:        join(u, "memory.swap.current"), io: join(u, "io.stat"),
 		}
 		return d.files
 	}
@@ -59,7 +59,6 @@ func (d *CadvisorDirs) paths() *v1Files {
 		cpuStat: join(d.CPU, "cpu.stat"), cpuacctUsage: join(d.CPUAcct, "cpuacct.usage"), cpuacctStat: join(d.CPUAcct, "cpuacct.stat"),
 		memUsage: join(d.Memory, "memory.usage_in_bytes"), memStat: join(d.Memory, "memory.stat"),
 		memMaxUsage: join(d.Memory, "memory.max_usage_in_bytes"), memFailcnt: join(d.Memory, "memory.failcnt"),
-		memOOM: join(d.Memory, "memory.oom_control"),
 	}
 	return d.files
 }
@@ -92,8 +91,6 @@ type CadvisorStats struct {
 	MemUsage, MemMaxUsage, MemFailcnt uint64
 	WorkingSet                        uint64 // usage - total_inactive_file, floored at 0
 	RSS, Cache, Swap, MappedFile      uint64 // memory.stat total_* (plain without hierarchy)
-	HasOOM                            bool
-	OOMKills                          uint64 // memory.oom_control (v2: memory.events) oom_kill
 
 	// IO is the bytes read and written per device (blkio), nil when unknown.
 	IO []DeviceIO
@@ -263,14 +260,6 @@ func (c *HeldFiles) readMemoryV1(f *v1Files, now time.Time, s *CadvisorStats) er
 	s.RSS, s.Cache, s.Swap, s.MappedFile = plain[1], plain[2], plain[3], plain[4]
 	s.MemMaxUsage, _ = c.ReadUint(f.memMaxUsage, now)
 	s.MemFailcnt, _ = c.ReadUint(f.memFailcnt, now)
-	_ = c.ReadFile(f.memOOM, now, func(b []byte) error {
-		EachKeyed(b, func(k, v []byte) {
-			if string(k) == "oom_kill" {
-				s.OOMKills, s.HasOOM = atou(v), true
-			}
-		})
-		return nil
-	})
 	return nil
 }
 

@@ -27,7 +27,6 @@ func TestReadCadvisor(t *testing.T) {
 	fstest.WriteTree(t, d.CPUAcct, map[string]string{"cpuacct.usage": "1500000000\n", "cpuacct.stat": "user 120\nsystem 30\n"})
 	fstest.WriteTree(t, d.Memory, map[string]string{
 		"memory.usage_in_bytes": "3000\n", "memory.max_usage_in_bytes": "9000\n", "memory.failcnt": "4\n",
-		"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
 		"memory.stat": "cache 100\nrss 200\nmapped_file 30\nswap 0\ninactive_file 40\n" +
 			"total_cache 1000\ntotal_rss 2000\ntotal_mapped_file 300\ntotal_swap 5\ntotal_inactive_file 4000\n",
 		"memory.limit_in_bytes": "1048576\n", "memory.memsw.limit_in_bytes": "9223372036854771712\n",
@@ -52,7 +51,7 @@ func TestReadCadvisor(t *testing.T) {
 		HasCPU: true, CPUUsage: 1500000000, CPUUser: 1200000000, CPUSystem: 300000000,
 		HasThrottling: true, Periods: 10, Throttled: 2, ThrottledTime: 3000000000,
 		HasMemory: true, MemUsage: 3000, MemMaxUsage: 9000, MemFailcnt: 4, WorkingSet: 0, // inactive_file > usage: floored
-		RSS: 2000, Cache: 1000, Swap: 5, MappedFile: 300, HasOOM: true, OOMKills: 2,
+		RSS: 2000, Cache: 1000, Swap: 5, MappedFile: 300,
 		IO: []DeviceIO{
 			deviceIO(8, 0, map[string]uint64{"Read": 4096, "Write": 8192, "Sync": 0, "Async": 12288, "Total": 12288}, 3, 4),
 			deviceIO(254, 16, map[string]uint64{"Read": 1, "Write": 2, "Total": 3}, 0, 0),

@@ -11,7 +11,7 @@ import (
 // readCadvisorV2 reads a cgroup2 directory's figures the way runc's fs2
 // manager does for cAdvisor: cpu.stat (microseconds, turned to nanoseconds),
 // memory.current and memory.stat (anon, file, file_mapped, inactive_file),
-// memory.peak, memory.swap.current, memory.events' oom_kill and io.stat's
+// memory.peak, memory.swap.current and io.stat's
 // byte counts. cpu.stat must be readable; a cgroup without memory.current
 // (the root) has no memory figures.
 func (c *HeldFiles) readCadvisorV2(f *v1Files, now time.Time, s *CadvisorStats) error {
@@ -61,14 +61,6 @@ func (c *HeldFiles) readCadvisorV2(f *v1Files, now time.Time, s *CadvisorStats) 
 		s.WorkingSet = subFloor(usage, inactiveFile)
 		s.MemMaxUsage, _ = c.ReadUint(f.memMaxUsage, now)
 		s.Swap, _ = c.ReadUint(f.swap, now)
-		_ = c.ReadFile(f.memOOM, now, func(b []byte) error {
-			EachKeyed(b, func(k, v []byte) {
-				if string(k) == "oom_kill" {
-					s.OOMKills, s.HasOOM = atou(v), true
-				}
-			})
-			return nil
-		})
 	}
 	_ = c.ReadFile(f.io, now, func(b []byte) error {
 		s.IO = ParseIOStat(b, s.IO)

@@ -12,8 +12,8 @@ import (
 
 // TestReadCadvisorV2 reads a cgroup2 directory in the kernel's formats (as
 // Debian 13's 6.12 writes them): cpu.stat microseconds become nanoseconds,
-// working set is memory.current less inactive_file, OOM kills come from
-// memory.events and bytes per device from io.stat; the spec turns
+// working set is memory.current less inactive_file, bytes per device come
+// from io.stat; the spec turns
 // cpu.weight into cAdvisor's shares and reads "max" as 2^64-1.
 func TestReadCadvisorV2(t *testing.T) {
 	t.Parallel()
@@ -25,7 +25,6 @@ func TestReadCadvisorV2(t *testing.T) {
 		"memory.current": "3000000\n", "memory.peak": "9000000\n", "memory.swap.current": "5\n",
 		"memory.stat": "anon 2000000\nfile 1000000\nkernel 0\nfile_mapped 300\nshmem 0\ninactive_anon 0\nactive_anon 2000000\n" +
 			"inactive_file 400000\nactive_file 600000\n",
-		"memory.events":   "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\noom_group_kill 0\n",
 		"io.stat":         "254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n7:1 rbytes=1 wbytes=2 rios=1 wios=1 dbytes=0 dios=0\n",
 		"memory.max":      "67108864\n",
 		"memory.swap.max": "max\n",
@@ -41,7 +40,7 @@ func TestReadCadvisorV2(t *testing.T) {
 		HasCPU: true, CPUUsage: 1500000000, CPUUser: 1200000000, CPUSystem: 300000000,
 		HasThrottling: true, Periods: 10, Throttled: 2, ThrottledTime: 3000000000,
 		HasMemory: true, MemUsage: 3000000, MemMaxUsage: 9000000, WorkingSet: 2600000,
-		RSS: 2000000, Cache: 1000000, Swap: 5, MappedFile: 300, HasOOM: true, OOMKills: 1,
+		RSS: 2000000, Cache: 1000000, Swap: 5, MappedFile: 300,
 		IO: []DeviceIO{deviceIO(254, 0, map[string]uint64{"Read": 4096, "Write": 8192}, 1, 2),
 			deviceIO(7, 1, map[string]uint64{"Read": 1, "Write": 2}, 1, 1)},
 	}

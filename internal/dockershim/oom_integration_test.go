@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
-	"github.com/kubelet-dockershim/kubelet/internal/dockershim/oomlog"
+	"github.com/kubelet-dockershim/kubelet/internal/oomlog"
 )
 
 // oomBlindDocker is Docker as it is when containerd missed a container's OOM
@@ -36,7 +36,7 @@ func TestIntegrationKernelOOMKill(t *testing.T) {
 	fixtureEnsureImage(t)
 	s := fixtureService(t)
 	s.docker = oomBlindDocker{s.docker}
-	kmsg, err := oomlog.Open(oomlog.DevKmsg, zaptest.NewLogger(t))
+	kmsg, err := oomlog.Open(oomlog.DevKmsg, oomlog.Options{Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/netns"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/network"
-	"github.com/kubelet-dockershim/kubelet/internal/dockershim/oomlog"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/podforward"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/streaming"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
+	"github.com/kubelet-dockershim/kubelet/internal/oomlog"
 )
 
 // dockerClient is the Docker API the shim uses; *libdocker.Client implements it.
@@ -250,7 +250,7 @@ func New(opts Options) (*Service, error) {
 	}
 	fw := podforward.New(podforward.Options{Logger: logger.Named("forward")})
 	parts := serviceParts{docker: dc, network: netw, forward: fw, checkpoints: cps, pins: pins, logs: logs, streams: streams}
-	kmsg, err := oomlog.Open(oomlog.DevKmsg, logger.Named("oomlog"))
+	kmsg, err := oomlog.Open(oomlog.DevKmsg, oomlog.Options{Logger: logger.Named("oomlog")})
 	if err != nil {
 		logger.Warn("cannot read the kernel log: a container the kernel OOM-kills before Docker watches its memory cgroup is reported as an Error exit", zap.Error(err))
 	} else {

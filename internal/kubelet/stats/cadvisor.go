@@ -120,6 +120,7 @@ type cadRow struct {
 	specAt time.Time
 	devs   []string // /dev names of stats.IO's devices, escaped
 	pid    int      // rowContainer sandbox: a process in it, for its net/dev
+	ooms   uint64   // the OOM kills the kernel logged of the cgroup
 	net    []netIface
 	fs     []rowFs // the root's partitions; a container's writable layer and logs
 }

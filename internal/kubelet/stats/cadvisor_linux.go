@@ -155,6 +155,9 @@ func (c *cadvisor) sampleRow(r *cadRow, now time.Time) {
 		}
 	}
 	r.ok = c.files.ReadCadvisor(&r.dirs, now, &r.stats) == nil
+	if c.p.oomKills != nil {
+		r.ooms = c.p.oomKills.Count(r.id)
+	}
 	switch {
 	case r.kind == rowRoot:
 		if r.ok && !r.stats.HasMemory {

@@ -22,6 +22,11 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 )
 
+// fakeOOMs are the OOM watcher's counts by cgroup name.
+type fakeOOMs map[string]uint64
+
+func (f fakeOOMs) Count(name string) uint64 { return f[name] }
+
 // v1Cgroup writes one cgroup's files, in the kernel's formats, in the cpu,
 // cpuacct, memory and blkio hierarchies under cg/; quota "-1" is unlimited.
 func (f *fakeHost) v1Cgroup(id, usageNs, quota, memUsage string) {
@@ -38,7 +43,6 @@ func (f *fakeHost) v1Cgroup(id, usageNs, quota, memUsage string) {
 	f.write(m+"memory.limit_in_bytes", "9223372036854771712\n")
 	f.write(m+"memory.memsw.limit_in_bytes", "9223372036854771712\n")
 	f.write(m+"memory.soft_limit_in_bytes", "9223372036854771712\n")
-	f.write(m+"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
 	f.write(m+"memory.stat", "cache 100\nrss 200\nrss_huge 0\nshmem 0\nmapped_file 30\nswap 0\ninactive_file 40\n"+
 		"hierarchical_memory_limit 9223372036854771712\ntotal_cache 1000\ntotal_rss 2000\ntotal_rss_huge 0\n"+
 		"total_mapped_file 300\ntotal_swap 5\ntotal_inactive_file 400\ntotal_active_file 7\n")
@@ -58,6 +62,7 @@ func cadvisorTestEnv(t *testing.T) (*Provider, *fakeHost) {
 	rt := critest.NewFakeRuntimeService()
 	p, err := New(Options{Runtime: rt, Images: critest.NewFakeImageService(), NodeName: "node-a", RootDir: t.TempDir(),
 		PodsCgroup: "/kubepods", RuntimeCgroup: "/system.slice/docker.service", Logger: zaptest.NewLogger(t),
+		OOMKills: fakeOOMs{"/kubepods/burstable/podu1/c1": 1, "/": 3},
 		Pods: podList{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "busybox:1"}}}}}})
 	if err != nil {
@@ -200,7 +205,9 @@ func TestCadvisorMetrics(t *testing.T) {
 			{"swap", "container_memory_swap", c1, 5},
 			{"mapped", "container_memory_mapped_file", c1, 300},
 			{"max usage", "container_memory_max_usage_bytes", c1, 9000},
-			{"oom", "container_oom_events_total", c1, 1},
+			{"oom: the watcher's count of the container's cgroup", "container_oom_events_total", c1, 1},
+			{"oom: system-wide kills are the root's", "container_oom_events_total", map[string]string{"id": "/"}, 3},
+			{"oom: a cgroup without kills has 0", "container_oom_events_total", pod, 0},
 			{"unlimited memory", "container_spec_memory_limit_bytes", c1, 0},
 			{"root limit = MemTotal", "container_spec_memory_limit_bytes", map[string]string{"id": "/"}, 1000 * 1024},
 			{"reads", "container_fs_reads_bytes_total", c1, 4096},
@@ -316,7 +323,8 @@ func TestCadvisorMetricsV2(t *testing.T) {
 	t.Parallel()
 	rt := critest.NewFakeRuntimeService()
 	p, err := New(Options{Runtime: rt, Images: critest.NewFakeImageService(), NodeName: "node-a",
-		RootDir: t.TempDir(), PodsCgroup: "/kubepods.slice", Logger: zaptest.NewLogger(t)})
+		RootDir: t.TempDir(), PodsCgroup: "/kubepods.slice", Logger: zaptest.NewLogger(t),
+		OOMKills: fakeOOMs{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice/docker-c1.scope": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +338,6 @@ func TestCadvisorMetricsV2(t *testing.T) {
 		f.write("cg/unified/"+d+"/cpu.stat", "usage_usec 2000\nuser_usec 1500\nsystem_usec 500\nnr_periods 3\nnr_throttled 1\nthrottled_usec 7\n")
 		f.write("cg/unified/"+d+"/memory.current", "300000\n")
 		f.write("cg/unified/"+d+"/memory.stat", "anon 200000\nfile 100000\nfile_mapped 10\ninactive_file 60000\n")
-		f.write("cg/unified/"+d+"/memory.events", "max 0\noom 1\noom_kill 1\n")
 		f.write("cg/unified/"+d+"/cpu.weight", "4\n")
 		f.write("cg/unified/"+d+"/cpu.max", "50000 100000\n")
 		f.write("cg/unified/"+d+"/memory.max", "67108864\n")

@@ -151,7 +151,6 @@ func statVal(f func(s *cgroups.CadvisorStats) float64, cond func(r *cadRow) bool
 
 func hasCPU(r *cadRow) bool       { return r.stats.HasCPU }
 func hasMemory(r *cadRow) bool    { return r.stats.HasMemory }
-func hasOOM(r *cadRow) bool       { return r.stats.HasOOM }
 func hasQuota(r *cadRow) bool     { return r.stats.HasThrottling && r.spec.Quota != 0 }
 func hasCPUUsage(r *cadRow) bool  { return r.stats.HasCPU && r.stats.CPUUsage > 0 }
 func hasSpecCPU(r *cadRow) bool   { return r.spec.HasCPU }
@@ -264,13 +263,10 @@ var cadvisorFamilies = []cadFamily{
 	{name: "container_network_transmit_errors_total", help: "Cumulative count of errors encountered while transmitting", typ: "counter", kind: famInterface, iface: netTxErrors},
 	{name: "container_network_transmit_packets_dropped_total", help: "Cumulative count of packets dropped while transmitting", typ: "counter", kind: famInterface, iface: netTxDropped},
 	{name: "container_network_transmit_packets_total", help: "Cumulative count of packets transmitted", typ: "counter", kind: famInterface, iface: netTxPackets},
-	// The kubelet's cAdvisor counts OOM kills from /dev/kmsg per exact cgroup (its
-	// oomwatcher, keyed by the kill line's task_memcg); here it is the kernel's v1
-	// memory.oom_control oom_kill counter of the cgroup (as containerd reports it),
-	// whose attribution to parents and to the cgroup that hit its limit rather
-	// than the victim's can differ from the kmsg count.
+	// As upstream's kubelet, the kills its OOM watcher read in the kernel log
+	// of the exact cgroup (the kill line's task_memcg), for every row.
 	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", typ: "counter",
-		value: statVal(func(s *cgroups.CadvisorStats) float64 { return float64(s.OOMKills) }, hasOOM)},
+		value: func(r *cadRow) (float64, bool) { return float64(r.ooms), true }},
 	{name: "container_spec_cpu_period", help: "CPU period of the container.", typ: "gauge", kind: famSpec,
 		value: specVal(func(s *cgroups.CadvisorSpec) float64 { return float64(s.Period) }, hasSpecCPU)},
 	{name: "container_spec_cpu_quota", help: "CPU quota of the container.", typ: "gauge", kind: famSpec,

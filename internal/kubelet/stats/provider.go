@@ -65,8 +65,17 @@ type Options struct {
 	// (volumeStatsAggPeriod): 0 = a minute, negative = volumes are not
 	// measured (upstream's 0).
 	VolumeStatsAggPeriod time.Duration
+	// OOMKills counts the OOM kills of each cgroup (the OOM watcher), the
+	// value of container_oom_events_total; nil: 0 for every cgroup.
+	OOMKills OOMCounter
 	// Logger; nil = no logging.
 	Logger *zap.Logger
+}
+
+// OOMCounter tells how many OOM kills the kernel logged of a cgroup (a path
+// from the root of the memory hierarchy, "/" for system-wide kills).
+type OOMCounter interface {
+	Count(cgroupName string) uint64
 }
 
 // Provider computes stats Summaries and serves them.
@@ -79,6 +88,7 @@ type Provider struct {
 	rootDir    string
 	podLogsDir string
 	memory     uint64 // the machine's memory; 0 = MemTotal of each sample
+	oomKills   OOMCounter
 	logger     *zap.Logger
 
 	podsCgroup, runtimeCgroup string
@@ -130,6 +140,7 @@ func New(opts Options) (*Provider, error) {
 		logger:     logger,
 		host:       newHostReader("/proc"),
 		memory:     uint64(max(opts.MemoryCapacity, 0)),
+		oomKills:   opts.OOMKills,
 		now:        time.Now,
 		rates:      newRateCache(),
 		du:         newDuCache(opts.VolumeStatsAggPeriod),

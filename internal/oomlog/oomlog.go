@@ -1,15 +1,20 @@
-// Package oomlog reads the kernel's own record of OOM kills (/dev/kmsg) and
-// tells, by Docker container ID, which containers lost a task to the OOM killer.
+// Package oomlog reads the kernel's own record of OOM kills (/dev/kmsg).
 //
-// Docker reports a container OOMKilled only when containerd relays the
-// cgroup's OOM notification, and containerd's runc shim registers for that
-// notification after the container's process has started: a container that
-// runs out of memory within its first milliseconds is killed without Docker
-// ever hearing of it, and exits "Error" with code 137. The kernel log has
-// every kill (the line cAdvisor's oomparser reads), so the dockershim asks
-// this package before it calls such an exit an error.
+// Both halves use it. The dockershim asks it, by Docker container ID, whether
+// the kernel killed one of a container's tasks: Docker reports a container
+// OOMKilled only when containerd relays the cgroup's OOM notification, and
+// containerd's runc shim registers for that notification after the
+// container's process has started, so a container that runs out of memory
+// within its first milliseconds is killed without Docker ever hearing of it
+// and exits "Error" with code 137. The kubelet follows every kill, as
+// upstream's OOM watcher does through cAdvisor's oomparser: a SystemOOM event
+// for each system-wide kill, and the per-cgroup count behind
+// container_oom_events_total.
 //
-// Only the dockershim imports it.
+// Only kernel records count (facility 0): a line a process writes into
+// /dev/kmsg is never taken for a kill.
+//
+// A shared leaf: it imports nothing of this module.
 package oomlog
 
 import (
@@ -25,26 +30,43 @@ type Kill struct {
 	// TaskMemcg is the memory cgroup of the killed task, as the kernel names
 	// it (from the root of its cgroup namespace).
 	TaskMemcg string
-	// OOMMemcg is the memory cgroup whose limit was hit ("" for the older
-	// kernels' format, and for a system-wide OOM the root "/").
+	// OOMMemcg is the memory cgroup whose limit was hit; "" when Global.
 	OOMMemcg string
+	// Global is a system-wide OOM (no memory cgroup's limit: the machine
+	// ran out of memory).
+	Global bool
 	// Task is the killed task's command name; PID its process ID in the
 	// initial namespace (0 when the line does not give them).
 	Task string
 	PID  int
 }
 
+// Container is the name upstream's OOM watcher gives the kill (cAdvisor's
+// oomparser): the killed task's memory cgroup, or the root "/" for a
+// system-wide OOM, whose line that parser does not read.
+func (k Kill) Container() string {
+	if k.Global {
+		return "/"
+	}
+	return k.TaskMemcg
+}
+
 // Parse reads one /dev/kmsg record ("prio,seq,usec,flags[,...];message",
 // then optional continuation lines) and returns the kill it logs, if any.
 // Two formats name the victim's cgroup: the single "oom-kill:" line of
-// kernels 4.19 and later, and the "Task in X killed as a result of limit of Y"
-// line of older ones.
+// kernels 4.19 and later (memory cgroup and system-wide kills), and the
+// "Task in X killed as a result of limit of Y" line of older ones (memory
+// cgroup kills only). Records not from the kernel itself are ignored.
 func Parse(record []byte) (Kill, bool) {
 	semi := bytes.IndexByte(record, ';')
 	if semi < 0 {
 		return Kill{}, false
 	}
 	header, msg := record[:semi], record[semi+1:]
+	prio, _, _ := bytes.Cut(header, []byte(","))
+	if p, err := strconv.Atoi(string(prio)); err != nil || p>>3 != 0 {
+		return Kill{}, false // not facility 0 (kern): written by a process
+	}
 	if nl := bytes.IndexByte(msg, '\n'); nl >= 0 {
 		msg = msg[:nl]
 	}
@@ -67,12 +89,13 @@ func Parse(record []byte) (Kill, bool) {
 }
 
 // parseOOMKillLine reads "oom-kill:constraint=…,nodemask=…,cpuset=…,
-// mems_allowed=…,oom_memcg=X,task_memcg=Y,task=comm,pid=N,uid=N". The values
+// mems_allowed=…,oom_memcg=X,task_memcg=Y,task=comm,pid=N,uid=N", where a
+// system-wide OOM has ",global_oom" in place of ",oom_memcg=X". The values
 // before task_memcg= may hold commas of their own (a nodemask, a cpuset's
 // name), so each field is found by its key, from the right where a task's
 // name might hold one.
 func parseOOMKillLine(msg string) (Kill, bool) {
-	const taskMemcgKey, taskKey, pidKey, oomMemcgKey = ",task_memcg=", ",task=", ",pid=", ",oom_memcg="
+	const taskMemcgKey, taskKey, pidKey, oomMemcgKey, globalKey = ",task_memcg=", ",task=", ",pid=", ",oom_memcg=", ",global_oom"
 	i := strings.Index(msg, taskMemcgKey)
 	if i < 0 {
 		return Kill{}, false
@@ -95,6 +118,8 @@ func parseOOMKillLine(msg string) (Kill, bool) {
 	k.Task = task
 	if o := strings.Index(msg[:i], oomMemcgKey); o >= 0 {
 		k.OOMMemcg = msg[o+len(oomMemcgKey) : i]
+	} else if strings.HasSuffix(msg[:i], globalKey) {
+		k.Global = true
 	}
 	return k, k.TaskMemcg != ""
 }

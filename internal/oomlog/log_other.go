@@ -15,8 +15,14 @@ const DevKmsg = "/dev/kmsg"
 // Log is the kernel log of OOM kills; there is none off Linux.
 type Log struct{}
 
+// Options configure a Log.
+type Options struct {
+	Logger *zap.Logger
+	OnKill func(Kill)
+}
+
 // Open fails: only Linux has a kernel log of OOM kills.
-func Open(string, *zap.Logger) (*Log, error) {
+func Open(string, Options) (*Log, error) {
 	return nil, errors.New("no kernel log of OOM kills on this platform")
 }
 

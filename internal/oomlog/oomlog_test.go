@@ -39,6 +39,16 @@ func TestParse(t *testing.T) {
 			want:   Kill{Seq: 99, TaskMemcg: "/kubepods/burstable/pod1/" + idA, OOMMemcg: "/kubepods/burstable/pod1"},
 			ok:     true,
 		},
+		{
+			desc:   "a system-wide OOM (global_oom in place of oom_memcg)",
+			record: "3,120,1,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice/user-0.slice,task=stress,pid=4321,uid=0\n",
+			want:   Kill{Seq: 120, TaskMemcg: "/user.slice/user-0.slice", Global: true, Task: "stress", PID: 4321},
+			ok:     true,
+		},
+		{desc: "a line a process wrote into /dev/kmsg (facility user, 14) is not the kernel's",
+			record: "14,121,1,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/docker/" + idA + ",task_memcg=/docker/" + idA + ",task=x,pid=1,uid=0\n"},
+		{desc: "nor one with a facility the kernel never uses (daemon, 3)",
+			record: "27,122,1,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/,task=x,pid=1,uid=0\n"},
 		{desc: "the kill summary line is not parsed (the oom-kill line names the cgroup)",
 			record: "3,100,1,-;Memory cgroup out of memory: Killed process 16508 (tail) total-vm:17696kB, anon-rss:15872kB\n"},
 		{desc: "another message", record: "6,101,1,-;eth0: link up\n"},
@@ -96,5 +106,15 @@ func TestKilledSetForgetsTheOldestFirst(t *testing.T) {
 		if !s.has(id(i)) {
 			t.Errorf("%d was forgotten", i)
 		}
+	}
+}
+
+func TestKillContainerIsUpstreamsName(t *testing.T) {
+	t.Parallel()
+	if got := (Kill{TaskMemcg: "/kubepods/pod1/" + idA, OOMMemcg: "/kubepods/pod1"}).Container(); got != "/kubepods/pod1/"+idA {
+		t.Errorf("a memory cgroup kill is named %q, want its task's cgroup", got)
+	}
+	if got := (Kill{TaskMemcg: "/user.slice", Global: true}).Container(); got != "/" {
+		t.Errorf("a system-wide kill is named %q, want the root \"/\" (cAdvisor's oomparser does not read its line)", got)
 	}
 }

@@ -44,7 +44,7 @@ func TestLogReadsHistoryAndEachCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l, err := newLog(r, zaptest.NewLogger(t))
+	l, err := newLog(r, Options{Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestLogReadsHistoryAndEachCall(t *testing.T) {
 // context ends; Killed still answers from what was read.
 func TestLogRunFollowsUntilCancelled(t *testing.T) {
 	r, w := packetPipe(t)
-	l, err := newLog(r, zaptest.NewLogger(t))
+	l, err := newLog(r, Options{Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestLogRunFollowsUntilCancelled(t *testing.T) {
 // TestOpenTheKernelLog opens the real /dev/kmsg (the tests run as root, as the
 // kubelet does) and reads all it holds; an unknown container was not killed.
 func TestOpenTheKernelLog(t *testing.T) {
-	l, err := Open(DevKmsg, zaptest.NewLogger(t))
+	l, err := Open(DevKmsg, Options{Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestOpenTheKernelLog(t *testing.T) {
 
 // TestOpenFailsClearly: no device, a clear error.
 func TestOpenFailsClearly(t *testing.T) {
-	if _, err := Open("/nonexistent/kmsg", nil); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Open("/nonexistent/kmsg", Options{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open of a missing device = %v, want a not-exist error", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestOpenFailsClearly(t *testing.T) {
 // BenchmarkOpenTheKernelLog: the cost of reading the whole kernel log at start.
 func BenchmarkOpenTheKernelLog(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		l, err := Open(DevKmsg, nil)
+		l, err := Open(DevKmsg, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -137,12 +137,36 @@ func BenchmarkOpenTheKernelLog(b *testing.B) {
 
 // BenchmarkKilledNothingNew: the cost a status read pays when nothing new was logged.
 func BenchmarkKilledNothingNew(b *testing.B) {
-	l, err := Open(DevKmsg, nil)
+	l, err := Open(DevKmsg, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	for i := 0; i < b.N; i++ {
 		l.Killed(idA)
+	}
+}
+
+// TestLogOnKill: every kill is handed on, in order, those the log held at
+// Open included; other records are not.
+func TestLogOnKill(t *testing.T) {
+	r, w := packetPipe(t)
+	write := func(rec string) {
+		t.Helper()
+		if _, err := w.WriteString(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(oomRecord(1, "/docker/"+idA))
+	write("6,2,1,-;eth0: link up\n")
+	var got []Kill
+	l, err := newLog(r, Options{Logger: zaptest.NewLogger(t), OnKill: func(k Kill) { got = append(got, k) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("3,3,1,-;oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/system.slice/x.service,task=stress,pid=77,uid=0\n")
+	l.Killed(idB)
+	if len(got) != 2 || got[0].Seq != 1 || got[0].Container() != "/docker/"+idA || got[1].Seq != 3 || !got[1].Global || got[1].Task != "stress" || got[1].PID != 77 {
+		t.Errorf("OnKill got %+v, want the kill of %s, then the system-wide kill of stress (77)", got, idA)
 	}
 }

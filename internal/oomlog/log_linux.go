@@ -29,43 +29,53 @@ type Log struct {
 	f      *os.File
 	rc     syscall.RawConn
 	logger *zap.Logger
+	onKill func(Kill)
 
 	closeOnce sync.Once
 
-	mu      sync.Mutex // guards what follows, and every read of the device
-	buf     []byte
-	killed  killedSet
-	started bool  // the records present at Open have been read
-	broken  error // the device failed: nothing more is read
+	mu     sync.Mutex // guards what follows, and every read of the device
+	buf    []byte
+	killed killedSet
+	broken error // the device failed: nothing more is read
+}
+
+// Options configure a Log.
+type Options struct {
+	Logger *zap.Logger
+	// OnKill, when set, is called with every kill read, in the log's order,
+	// those the log held at Open included (as upstream's OOM watcher reads
+	// the whole log at start). It runs with the Log's lock held, on the
+	// goroutine that read the record: it must be quick and must not call the
+	// Log back.
+	OnKill func(Kill)
 }
 
 // Open opens the kernel log at path (DevKmsg) and reads the records it holds
 // already, so a container killed while no shim ran is known too. It fails
 // where the log cannot be read (no /dev/kmsg in a container, no CAP_SYSLOG
 // with kernel.dmesg_restrict).
-func Open(path string, logger *zap.Logger) (*Log, error) {
-	if logger == nil {
-		logger = zap.NewNop()
-	}
+func Open(path string, opts Options) (*Log, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the kernel log %s: %w", path, err)
 	}
-	return newLog(os.NewFile(uintptr(fd), path), logger)
+	return newLog(os.NewFile(uintptr(fd), path), opts)
 }
 
 // newLog follows f, a non-blocking file that returns one record per read.
-func newLog(f *os.File, logger *zap.Logger) (*Log, error) {
+func newLog(f *os.File, opts Options) (*Log, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("the kernel log %s: %w", f.Name(), err)
 	}
-	l := &Log{f: f, rc: rc, logger: logger, buf: make([]byte, recordBufSize)}
+	l := &Log{f: f, rc: rc, logger: opts.Logger, onKill: opts.OnKill, buf: make([]byte, recordBufSize)}
 	l.sync()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.started = true
 	if l.broken != nil {
 		_ = f.Close()
 		return nil, l.broken
@@ -147,14 +157,11 @@ func (l *Log) drainLocked(fd int) {
 		if !ok {
 			continue
 		}
-		id := ContainerID(k.TaskMemcg)
-		if id == "" {
-			continue
+		if id := ContainerID(k.TaskMemcg); id != "" {
+			l.killed.add(id)
 		}
-		l.killed.add(id)
-		if l.started {
-			l.logger.Info("kernel OOM kill", zap.String("container-id", id), zap.String("task", k.Task),
-				zap.Int("pid", k.PID), zap.String("task-memcg", k.TaskMemcg), zap.String("oom-memcg", k.OOMMemcg))
+		if l.onKill != nil {
+			l.onKill(k)
 		}
 	}
 }
