@@ -24,9 +24,11 @@ import (
 // every series of testdata/cadvisor_metrics.txt with its type, help and label
 // names; the root row; the pod row with pod and namespace; the app container's
 // row with its Docker name, image and CPU usage; the sandbox row
-// (container="POD") with the pod's eth0 counters; the filesystem series (the
-// diskstats ones of the root's partitions, zeros on the container's); gzip
-// when asked for.
+// (container="POD") with the pod's eth0 counters; container_oom_events_total
+// 1 on a container whose child the kernel OOM-killed (the row of the killed
+// task's cgroup, as the kernel log names it) and 0 on the busy one; the
+// filesystem series (the diskstats ones of the root's partitions, zeros on the
+// container's); gzip when asked for.
 func TestIntegrationCadvisor(t *testing.T) {
 	n := newNode(t)
 	ro := freePort(t)
@@ -39,6 +41,12 @@ func TestIntegrationCadvisor(t *testing.T) {
     command: ["sh", "-c", "head -c 1048576 /dev/zero > /big; echo logged; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 3600"]
     resources:
       limits: {cpu: 500m, memory: 64Mi}
+  - name: survivor
+    image: @IMAGE@
+    imagePullPolicy: Never
+    command: ["sh", "-c", "head -c 200m /dev/zero | tail; exec sleep 3600"]
+    resources:
+      limits: {memory: 16Mi}
 `))
 	p := n.waitPod("cad", podStartTimeout, "running and ready", runningAndReady)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics/cadvisor", ro)
@@ -184,6 +192,12 @@ func cadvisorRowProblems(fams map[string]*dto.MetricFamily, pod, ns, uid string)
 	}
 	if find("container_network_receive_bytes_total", map[string]string{"container": "busy"}) != nil {
 		out = append(out, "the app container carries network series")
+	}
+	for container, want := range map[string]float64{"survivor": 1, "busy": 0} {
+		m := find("container_oom_events_total", map[string]string{"pod": pod, "namespace": ns, "container": container})
+		if got := m.GetCounter().GetValue(); m == nil || got != want {
+			out = append(out, fmt.Sprintf("container_oom_events_total of %s: %v, want %v", container, m, want))
+		}
 	}
 	return out
 }
