@@ -135,6 +135,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: containerLifecycles{n.cpus, n.memory}, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
 		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),
+		OOMGroupKill: oomGroupKill(cfg),
 	})
 }
 
@@ -164,6 +165,14 @@ func memoryQoS(cfg *Config, capacity int64, reserved nodeReservations) kuberunti
 	alloc := reserved.allocatable(v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(capacity, resource.BinarySI)})
 	return kuberuntime.MemoryQoS{CgroupV2: v2, Enabled: cfg.enabled(features.MemoryQoS),
 		ThrottlingFactor: ptr.Deref(cfg.Kubelet.MemoryThrottlingFactor, 0.9), AllocatableMemory: alloc.Memory().Value()}
+}
+
+// oomGroupKill is upstream's group OOM kill of a container's processes: on a
+// cgroup v2 host unless singleProcessOOMKill (on cgroup v1 the kernel kills
+// one process, and singleProcessOOMKill false is refused at start).
+func oomGroupKill(cfg *Config) bool {
+	v2, _ := cgroups.IsUnified(cgroups.DefaultRoot)
+	return v2 && !ptr.Deref(cfg.Kubelet.SingleProcessOOMKill, false)
 }
 
 // restartRules are the ContainerRestartRules and

@@ -43,13 +43,16 @@ func prepareProcess(cfg *Config, h hostFiles, logger *zap.Logger) error {
 	if k.RunOnce {
 		return errors.New("runOnce (--runonce): this kubelet has no run-once mode")
 	}
-	if *k.FailCgroupV1 {
+	if *k.FailCgroupV1 || k.SingleProcessOOMKill != nil && !*k.SingleProcessOOMKill {
 		unified, err := cgroups.IsUnified(h.CgroupRoot)
 		if err != nil {
-			return fmt.Errorf("failCgroupV1: %w", err)
+			return fmt.Errorf("the cgroup version: %w", err)
+		}
+		if !unified && *k.FailCgroupV1 {
+			return errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release")
 		}
 		if !unified {
-			return errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release")
+			return errors.New("invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1")
 		}
 	}
 	if *k.FailSwapOn {

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 )
@@ -34,6 +35,9 @@ func TestPrepareProcess(t *testing.T) {
 		{"swap on allowed", func(c *Config) { *c.Kubelet.FailSwapOn = false }, withSwap, ""},
 		{"runOnce", func(c *Config) { c.Kubelet.RunOnce = true }, noSwap, "no run-once mode"},
 		{"cgroup v1 refused", func(c *Config) { *c.Kubelet.FailCgroupV1 = true }, noSwap, "kubelet is configured to not run on a host using cgroup v1"},
+		{"singleProcessOOMKill false on cgroup v1", func(c *Config) { c.Kubelet.SingleProcessOOMKill = ptr.To(false) }, noSwap,
+			"invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1"},
+		{"singleProcessOOMKill true on cgroup v1", func(c *Config) { c.Kubelet.SingleProcessOOMKill = ptr.To(true) }, noSwap, ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()

@@ -276,18 +276,30 @@ var unifiedProps = map[string]string{MemoryMin: "MemoryMin", MemoryLow: "MemoryL
 // properties ("max": systemd's infinity). systemd writes a unit's cgroup
 // files from its properties whenever it sets any of them, so a scope's
 // unified resources must be its properties, not files written behind
-// systemd's back.
-func UnifiedProperties(kv map[string]string) ([]sddbus.Property, error) {
+// systemd's back, where a property exists. The keys of no property (a
+// scope's memory.oom.group comes from its OOMPolicy, fixed when the scope
+// is made) are returned as files, to be written into the cgroup after the
+// properties are set, as runc does.
+func UnifiedProperties(kv map[string]string) ([]sddbus.Property, map[string]string, error) {
 	if err := CheckUnified(kv); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	props := make([]sddbus.Property, 0, len(kv))
+	var files map[string]string
 	for _, k := range sortedKeys(kv) {
+		name, ok := unifiedProps[k]
+		if !ok {
+			if files == nil {
+				files = map[string]string{}
+			}
+			files[k] = kv[k]
+			continue
+		}
 		v := uint64(math.MaxUint64)
 		if kv[k] != "max" {
 			v, _ = strconv.ParseUint(kv[k], 10, 64)
 		}
-		props = append(props, newProp(unifiedProps[k], v))
+		props = append(props, newProp(name, v))
 	}
-	return props, nil
+	return props, files, nil
 }

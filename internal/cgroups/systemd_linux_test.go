@@ -73,7 +73,7 @@ func TestSystemdProperties(t *testing.T) {
 
 func TestUnifiedProperties(t *testing.T) {
 	t.Parallel()
-	props, err := UnifiedProperties(map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"})
+	props, files, err := UnifiedProperties(map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,13 @@ func TestUnifiedProperties(t *testing.T) {
 	if want := "[{MemoryHigh @t 63750144} {MemoryLow @t 18446744073709551615} {MemoryMin @t 0}]"; got != want {
 		t.Errorf("properties %s, want %s", got, want)
 	}
-	if _, err := UnifiedProperties(map[string]string{"cpu.weight": "1"}); err == nil {
+	if len(files) != 1 || files["memory.oom.group"] != "1" {
+		t.Errorf("files %v, want memory.oom.group 1 (no unit property sets it)", files)
+	}
+	if _, files, _ := UnifiedProperties(map[string]string{"memory.high": "max"}); files != nil {
+		t.Errorf("files %v, want none", files)
+	}
+	if _, _, err := UnifiedProperties(map[string]string{"cpu.weight": "1"}); err == nil {
 		t.Error("cpu.weight accepted")
 	}
 }

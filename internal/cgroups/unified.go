@@ -11,26 +11,47 @@ import (
 
 // The cgroup v2 files a client may set through CRI's
 // LinuxContainerResources.unified: the memory protection and throttle the
-// kubelet's MemoryQoS sets.
+// kubelet's MemoryQoS sets, and the group OOM kill it sets unless
+// singleProcessOOMKill.
 const (
-	MemoryMin  = "memory.min"
-	MemoryLow  = "memory.low"
-	MemoryHigh = "memory.high"
+	MemoryMin      = "memory.min"
+	MemoryLow      = "memory.low"
+	MemoryHigh     = "memory.high"
+	MemoryOOMGroup = "memory.oom.group"
 )
 
-var unifiedKeys = map[string]bool{MemoryMin: true, MemoryLow: true, MemoryHigh: true}
+// unifiedKeys maps each key to its check of a value.
+var unifiedKeys = map[string]func(string) error{MemoryMin: byteCount, MemoryLow: byteCount, MemoryHigh: byteCount, MemoryOOMGroup: boolFlag}
 
-// CheckUnified checks CRI unified resources: known keys (UnifiedKeys) and
-// values "max" or a byte count.
+// byteCount accepts "max" or a byte count.
+func byteCount(v string) error {
+	if v == "max" {
+		return nil
+	}
+	if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+		return fmt.Errorf("value %q is neither \"max\" nor a byte count", v)
+	}
+	return nil
+}
+
+// boolFlag accepts "0" or "1".
+func boolFlag(v string) error {
+	if v != "0" && v != "1" {
+		return fmt.Errorf("value %q is neither \"0\" nor \"1\"", v)
+	}
+	return nil
+}
+
+// CheckUnified checks CRI unified resources: known keys (UnifiedKeys), each
+// with its kind of value ("max" or a byte count; memory.oom.group 0 or 1).
 func CheckUnified(kv map[string]string) error {
 	for _, k := range sortedKeys(kv) {
-		if !unifiedKeys[k] {
+		check, ok := unifiedKeys[k]
+		if !ok {
 			return fmt.Errorf("key %q: not one of %v", k, UnifiedKeys())
 		}
-		if v := kv[k]; v != "max" {
-			if _, err := strconv.ParseUint(v, 10, 64); err != nil {
-				return fmt.Errorf("key %q: value %q is neither \"max\" nor a byte count", k, v)
-			}
+		if err := check(kv[k]); err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
 		}
 	}
 	return nil

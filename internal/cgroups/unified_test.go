@@ -10,21 +10,22 @@ import (
 func TestSetUnified(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, f := range []string{"memory.min", "memory.low", "memory.high"} {
+	for _, f := range []string{"memory.min", "memory.low", "memory.high", "memory.oom.group"} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("7\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := SetUnified(dir, map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"}); err != nil {
+	if err := SetUnified(dir, map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"}); err != nil {
 		t.Fatal(err)
 	}
-	for f, want := range map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max"} {
+	for f, want := range map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"} {
 		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != want {
 			t.Errorf("%s = %q, want %q", f, b, want)
 		}
 	}
 	for _, bad := range []map[string]string{
 		{"memory.max": "1"}, {"../memory.high": "1"}, {"memory.high": "-1"}, {"memory.high": "1 2"}, {"memory.high": ""},
+		{"memory.oom.group": "max"}, {"memory.oom.group": "2"}, {"memory.oom.group": ""}, {"memory.oom.group": "1\n"},
 	} {
 		if err := SetUnified(dir, bad); err == nil {
 			t.Errorf("SetUnified(%v) accepted", bad)

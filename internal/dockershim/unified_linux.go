@@ -60,9 +60,18 @@ func (u *systemdUnits) get() (*sddbus.Conn, error) {
 // docker update included); with cgroupfs they are written into the cgroup2
 // directory of its init process pid (0: asked of Docker). A container that
 // exited meanwhile is no error.
+//
+// The keys systemd has no property for (memory.oom.group) are written into
+// the scope's cgroup after its properties are set, as runc does; systemd
+// puts its own value back whenever it applies the scope's properties (a
+// docker update), and a container update writes them again.
 func (s *Service) setUnified(ctx context.Context, id string, pid int, kv map[string]string) error {
 	if s.host.cgroupDriver == "systemd" {
-		return s.setUnitUnified(id, "docker-"+id+".scope", kv)
+		files, err := s.setUnitUnified(id, "docker-"+id+".scope", kv)
+		if err != nil || len(files) == 0 {
+			return err
+		}
+		kv = files
 	}
 	if pid == 0 {
 		j, err := s.docker.InspectContainer(ctx, id)
@@ -90,26 +99,30 @@ func (s *Service) setUnified(ctx context.Context, id string, pid int, kv map[str
 	return nil
 }
 
-// setUnitUnified sets kv as runtime properties of the container's scope.
-func (s *Service) setUnitUnified(id, unit string, kv map[string]string) error {
-	props, err := cgroups.UnifiedProperties(kv)
+// setUnitUnified sets kv as runtime properties of the container's scope,
+// and returns the keys of no property (to be written as files).
+func (s *Service) setUnitUnified(id, unit string, kv map[string]string) (map[string]string, error) {
+	props, files, err := cgroups.UnifiedProperties(kv)
 	if err != nil {
-		return fmt.Errorf("container %s: %w", id, err)
+		return nil, fmt.Errorf("container %s: %w", id, err)
+	}
+	if len(props) == 0 {
+		return files, nil
 	}
 	conn, err := s.units.get()
 	if err != nil {
-		return fmt.Errorf("container %s: connect to systemd: %w", id, err)
+		return nil, fmt.Errorf("container %s: connect to systemd: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), unitTimeout)
 	defer cancel()
 	err = conn.SetUnitPropertiesContext(ctx, unit, true, props...)
 	if noSuchUnit(err) {
-		return nil // the container exited and its scope is gone
+		return nil, nil // the container exited and its scope is gone
 	}
 	if err != nil {
-		return fmt.Errorf("container %s: set %v on %s: %w", id, kv, unit, err)
+		return nil, fmt.Errorf("container %s: set %v on %s: %w", id, kv, unit, err)
 	}
-	return nil
+	return files, nil
 }
 
 // noSuchUnit reports whether err is systemd's NoSuchUnit (godbus returns

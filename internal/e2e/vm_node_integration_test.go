@@ -36,7 +36,9 @@ import (
 //     their containers' scopes below them;
 //   - MemoryQoS (on by default in 1.37): the Burstable container's
 //     memory.high is request + 0.9 * (limit - request), page-aligned;
-//   - a container over its limit is reported OOMKilled;
+//   - a container over its limit is reported OOMKilled, all its processes
+//     killed together (memory.oom.group 1: singleProcessOOMKill is false
+//     by default on cgroup v2);
 //   - /metrics/cadvisor has the container's rows and /stats/summary its pod;
 //   - an in-place resize reaches the pod slice's and the container scope's
 //     cpu.max and memory.max;
@@ -204,7 +206,9 @@ failSwapOn: false
 		pod("guar", v1.RestartPolicyAlways, "exec sleep 3600", rl("200m", "48Mi"), rl("200m", "48Mi")),
 		// 48Mi: with Docker's cgroupfs driver on v2, runc's init is charged to
 		// the container and was OOM-killed at 16Mi before the command ran.
-		pod("oom", v1.RestartPolicyNever, "head -c 300m /dev/zero | tail", nil, rl("", "48Mi")),
+		// The shell outlives the killed tail only without the group kill
+		// (memory.oom.group 1, upstream's default on cgroup v2).
+		pod("oom", v1.RestartPolicyNever, "head -c 300m /dev/zero | tail; exec sleep 3600", nil, rl("", "48Mi")),
 	} {
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -238,6 +242,9 @@ failSwapOn: false
 		// MemoryQoS: floor((32Mi + 0.9*(64Mi-32Mi)) / 4096) * 4096.
 		{burstSlice + "/" + scope(burst), "memory.high", "63750144"},
 		{burstSlice + "/" + scope(burst), "memory.min", "0"},
+		// singleProcessOOMKill unset: false on cgroup v2, the group kill.
+		{burstSlice + "/" + scope(burst), "memory.oom.group", "1"},
+		{guarSlice + "/" + scope(guar), "memory.oom.group", "1"},
 		{guarSlice, "cpu.weight", "8"}, // 204 shares
 		{guarSlice, "cpu.max", "20000 100000"},
 		{guarSlice, "memory.max", strconv.Itoa(48 << 20)},

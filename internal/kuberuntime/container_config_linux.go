@@ -54,7 +54,8 @@ func (m *Manager) generateLinuxContainerConfig(container *v1.Container, pod *v1.
 // containerResources computes cpu shares (from the cpu request, or from the limit
 // without a request), the CFS quota and period (when enabled), the memory limit and
 // the OOM score adjustment of a container, and on cgroup v2 its MemoryQoS
-// keys (MemoryQoS.unified). The limits are the effective ones: a
+// keys (MemoryQoS.unified) and, unless singleProcessOOMKill, memory.oom.group
+// (OOMGroupKill). The limits are the effective ones: a
 // container without a cpu or memory limit of its own gets its pod's pod-level
 // limit (kubecontainer.EffectiveResources).
 func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runtimeapi.LinuxContainerResources {
@@ -79,6 +80,12 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 	}
 	r.OomScoreAdj = int64(GetContainerOOMScoreAdjust(pod, container, m.machineMemory))
 	r.Unified = m.memoryQoS.unified(pod, container)
+	if m.oomGroupKill {
+		if r.Unified == nil {
+			r.Unified = map[string]string{}
+		}
+		r.Unified[cgroups.MemoryOOMGroup] = "1"
+	}
 	return r
 }
 

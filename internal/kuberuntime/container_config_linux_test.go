@@ -304,3 +304,33 @@ func TestSeccompDefault(t *testing.T) {
 		}
 	}
 }
+
+// On cgroup v2 every container's processes are OOM-killed together
+// (memory.oom.group 1, beside MemoryQoS's keys) unless singleProcessOOMKill;
+// never on cgroup v1.
+func TestContainerResourcesOOMGroup(t *testing.T) {
+	t.Parallel()
+	qos := MemoryQoS{CgroupV2: true, Enabled: true, ThrottlingFactor: 0.9, AllocatableMemory: 1 << 30}
+	for _, tc := range []struct {
+		desc  string
+		opts  func(*Options)
+		group string // "": no memory.oom.group key
+		keys  int
+	}{
+		{"cgroup v2, singleProcessOOMKill false (the default there)", func(o *Options) { o.MemoryQoS = qos; o.OOMGroupKill = true }, "1", 4},
+		{"cgroup v2, singleProcessOOMKill true", func(o *Options) { o.MemoryQoS = qos }, "", 3},
+		{"cgroup v2 without MemoryQoS", func(o *Options) { o.MemoryQoS = MemoryQoS{CgroupV2: true}; o.OOMGroupKill = true }, "1", 2},
+		{"cgroup v1", func(*Options) {}, "", 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			env := newRCEnv(t, tc.opts)
+			pod := rcPod("c")
+			pod.Spec.Containers[0].Resources = rcResources(map[v1.ResourceName]string{rcMem: "32Mi"}, map[v1.ResourceName]string{rcMem: "64Mi"})
+			r := env.m.containerResources(pod, &pod.Spec.Containers[0])
+			if got, ok := r.GetUnified()["memory.oom.group"]; got != tc.group || ok != (tc.group != "") || len(r.GetUnified()) != tc.keys {
+				t.Errorf("unified = %v, want memory.oom.group %q among %d keys", r.GetUnified(), tc.group, tc.keys)
+			}
+		})
+	}
+}

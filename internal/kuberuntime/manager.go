@@ -130,6 +130,10 @@ type Options struct {
 	// MemoryQoS sets the containers' cgroup v2 memory protection and
 	// throttling; the zero value (cgroup v1) sets none.
 	MemoryQoS MemoryQoS
+	// OOMGroupKill has every container's processes OOM-killed together
+	// (memory.oom.group 1 in its Unified resources): upstream's default on
+	// cgroup v2, off with singleProcessOOMKill; never on cgroup v1.
+	OOMGroupKill bool
 	// MachineMemoryBytes is the machine's memory (MemTotal) for the
 	// oom_score_adj of Burstable containers (resources.Machine). Required.
 	MachineMemoryBytes int64
@@ -226,6 +230,7 @@ type Manager struct {
 	cpuCFSQuotaPeriod  time.Duration
 	machineMemory      int64
 	memoryQoS          MemoryQoS
+	oomGroupKill       bool
 	runtimeName        string
 	lifecycle          ContainerLifecycle
 	actuated           *kubecontainer.ResourceState // nil: no in-place resize
@@ -283,6 +288,7 @@ func New(opts Options) (*Manager, error) {
 		cpuCFSQuotaPeriod:  opts.CPUCFSQuotaPeriod,
 		machineMemory:      opts.MachineMemoryBytes,
 		memoryQoS:          opts.MemoryQoS,
+		oomGroupKill:       opts.OOMGroupKill,
 		runtimeName:        opts.RuntimeName,
 		podInfraImage:      opts.PodInfraImage,
 		restart:            opts.RestartRules,

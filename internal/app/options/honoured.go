@@ -17,7 +17,6 @@ import (
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
 	"systemCgroups",
-	"singleProcessOOMKill",
 	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
 	"qosReserved",
@@ -71,6 +70,9 @@ var honouredFields = []string{
 	"defaultPodSysctls",
 	// This process is kept in it (created where missing), every minute.
 	"kubeletCgroups",
+	// On cgroup v2, false (the default there) gives every container
+	// memory.oom.group 1; false on cgroup v1 is refused, as upstream.
+	"singleProcessOOMKill",
 	// Only checked, as upstream's kubelet since the dockershim left it; the
 	// 1.23 dockershim used it for kubenet only, and here the CNI
 	// configuration decides (the bridge plugin's hairpinMode).
