@@ -23,6 +23,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/kubelet-dockershim/kubelet/internal/features"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/apiobjects"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/nodestatus/clientcert"
@@ -237,7 +238,7 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 				return err
 			}
 			return n.shutdown.ShutdownStatus()
-		}, KubeletVersion: cfg.ReportedVersion, DeclaredFeatures: n.features.Names(),
+		}, KubeletVersion: cfg.ReportedVersion, DeclaredFeatures: n.features.Names(), RunningInUserNamespace: runningInUserNamespace(cfg),
 		KubeletPort: int(cfg.Kubelet.Port), StatusUpdateFrequency: cfg.Kubelet.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.Kubelet.NodeStatusReportFrequency.Duration,
 		LeaseDuration:         time.Duration(cfg.Kubelet.NodeLeaseDurationSeconds) * time.Second,
@@ -245,6 +246,16 @@ func newNodeStatus(cfg *Config, conn *apiConn, clients *criClients, n *node, log
 		Registerer:            n.reg, BootTime: bootTime(),
 		Logger: logger.Named("nodestatus"),
 	})
+}
+
+// runningInUserNamespace is nodeInfo.runningInUserNamespace: with the
+// KubeletInUserNamespace gate, whether this process runs in a user namespace.
+func runningInUserNamespace(cfg *Config) *bool {
+	if !cfg.enabled(features.KubeletInUserNamespace) {
+		return nil
+	}
+	in := runningInUserNS(realHostFiles.UIDMap)
+	return &in
 }
 
 // bootTime is when the machine booted, zero when it cannot be read (the node

@@ -135,9 +135,13 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: containerLifecycles{n.cpus, n.memory}, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
 		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),
-		OOMGroupKill: oomGroupKill(cfg),
+		OOMGroupKill: oomGroupKill(cfg), Swap: kuberuntime.Swap{ControllerAvailable: cgroups.SwapAccounting(cgroups.DefaultRoot),
+			Limited: cfg.Kubelet.MemorySwap.SwapBehavior == swapBehaviorLimited, Capacity: machine.SwapCapacity},
 	})
 }
+
+// swapBehaviorLimited is memorySwap.swapBehavior's LimitedSwap.
+const swapBehaviorLimited = "LimitedSwap"
 
 // containerLifecycles are the managers that adjust a container before it is
 // created and learn that it started, called in order (upstream's internal

@@ -270,7 +270,7 @@ func newProp(name string, value any) sddbus.Property {
 
 // unifiedProps are the unit properties of the unified keys (CheckUnified),
 // as runc's systemd manager sets them.
-var unifiedProps = map[string]string{MemoryMin: "MemoryMin", MemoryLow: "MemoryLow", MemoryHigh: "MemoryHigh"}
+var unifiedProps = map[string]string{MemoryMin: "MemoryMin", MemoryLow: "MemoryLow", MemoryHigh: "MemoryHigh", MemorySwapMax: "MemorySwapMax"}
 
 // UnifiedProperties are checked unified resources as systemd unit
 // properties ("max": systemd's infinity). systemd writes a unit's cgroup

@@ -73,12 +73,12 @@ func TestSystemdProperties(t *testing.T) {
 
 func TestUnifiedProperties(t *testing.T) {
 	t.Parallel()
-	props, files, err := UnifiedProperties(map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"})
+	props, files, err := UnifiedProperties(map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1", "memory.swap.max": "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprint(props)
-	if want := "[{MemoryHigh @t 63750144} {MemoryLow @t 18446744073709551615} {MemoryMin @t 0}]"; got != want {
+	if want := "[{MemoryHigh @t 63750144} {MemoryLow @t 18446744073709551615} {MemoryMin @t 0} {MemorySwapMax @t 0}]"; got != want {
 		t.Errorf("properties %s, want %s", got, want)
 	}
 	if len(files) != 1 || files["memory.oom.group"] != "1" {

@@ -11,17 +11,19 @@ import (
 
 // The cgroup v2 files a client may set through CRI's
 // LinuxContainerResources.unified: the memory protection and throttle the
-// kubelet's MemoryQoS sets, and the group OOM kill it sets unless
-// singleProcessOOMKill.
+// kubelet's MemoryQoS sets, the group OOM kill it sets unless
+// singleProcessOOMKill, and the swap limit of its memorySwap.
 const (
 	MemoryMin      = "memory.min"
 	MemoryLow      = "memory.low"
 	MemoryHigh     = "memory.high"
 	MemoryOOMGroup = "memory.oom.group"
+	MemorySwapMax  = "memory.swap.max"
 )
 
 // unifiedKeys maps each key to its check of a value.
-var unifiedKeys = map[string]func(string) error{MemoryMin: byteCount, MemoryLow: byteCount, MemoryHigh: byteCount, MemoryOOMGroup: boolFlag}
+var unifiedKeys = map[string]func(string) error{MemoryMin: byteCount, MemoryLow: byteCount, MemoryHigh: byteCount,
+	MemoryOOMGroup: boolFlag, MemorySwapMax: byteCount}
 
 // byteCount accepts "max" or a byte count.
 func byteCount(v string) error {

@@ -2,6 +2,8 @@ package cgroups
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,4 +19,31 @@ func IsUnified(root string) (bool, error) {
 		return false, fmt.Errorf("statfs %s: %w", root, err)
 	}
 	return st.Type == unix.CGROUP2_SUPER_MAGIC, nil
+}
+
+// SwapAccounting reports whether the kernel accounts swap to memory cgroups
+// (upstream's swap controller check): on cgroup v1 the memory root's
+// memory.memsw.limit_in_bytes exists, on cgroup v2 the memory.swap.max of
+// this process's own cgroup (the root has none). root is the cgroup mount
+// root (DefaultRoot).
+func SwapAccounting(root string) bool {
+	unified, err := IsUnified(root)
+	if err != nil {
+		return false
+	}
+	p := filepath.Join(root, "memory", "memory.memsw.limit_in_bytes")
+	if unified {
+		f, err := os.Open("/proc/self/cgroup")
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		pc, err := ParseProcCgroup(f)
+		if err != nil || !pc.HasV2 {
+			return false
+		}
+		p = filepath.Join(root, pc.V2, "memory.swap.max")
+	}
+	_, err = os.Stat(p)
+	return err == nil
 }

@@ -10,15 +10,15 @@ import (
 func TestSetUnified(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, f := range []string{"memory.min", "memory.low", "memory.high", "memory.oom.group"} {
+	for _, f := range []string{"memory.min", "memory.low", "memory.high", "memory.oom.group", "memory.swap.max"} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("7\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := SetUnified(dir, map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"}); err != nil {
+	if err := SetUnified(dir, map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1", "memory.swap.max": "0"}); err != nil {
 		t.Fatal(err)
 	}
-	for f, want := range map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1"} {
+	for f, want := range map[string]string{"memory.high": "63750144", "memory.min": "0", "memory.low": "max", "memory.oom.group": "1", "memory.swap.max": "0"} {
 		if b, _ := os.ReadFile(filepath.Join(dir, f)); string(b) != want {
 			t.Errorf("%s = %q, want %q", f, b, want)
 		}
@@ -33,5 +33,19 @@ func TestSetUnified(t *testing.T) {
 	}
 	if err := SetUnified(filepath.Join(dir, "gone"), map[string]string{"memory.high": "max"}); !errors.Is(err, ErrGone) {
 		t.Errorf("SetUnified on a removed cgroup = %v, want ErrGone", err)
+	}
+}
+
+// SwapAccounting on this machine (cgroup v1, Debian's kernel accounts swap)
+// finds the memory root's memory.memsw.limit_in_bytes; a root that is no
+// cgroup mount has none.
+func TestSwapAccounting(t *testing.T) {
+	t.Parallel()
+	_, err := os.Stat(filepath.Join(DefaultRoot, "memory", "memory.memsw.limit_in_bytes"))
+	if got, want := SwapAccounting(DefaultRoot), err == nil; got != want {
+		t.Errorf("SwapAccounting(%s) = %v, want %v", DefaultRoot, got, want)
+	}
+	if SwapAccounting(t.TempDir()) {
+		t.Error("SwapAccounting of an empty directory = true")
 	}
 }

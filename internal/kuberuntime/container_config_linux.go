@@ -55,7 +55,7 @@ func (m *Manager) generateLinuxContainerConfig(container *v1.Container, pod *v1.
 // without a request), the CFS quota and period (when enabled), the memory limit and
 // the OOM score adjustment of a container, and on cgroup v2 its MemoryQoS
 // keys (MemoryQoS.unified) and, unless singleProcessOOMKill, memory.oom.group
-// (OOMGroupKill). The limits are the effective ones: a
+// (OOMGroupKill); its swap (configureSwap). The limits are the effective ones: a
 // container without a cpu or memory limit of its own gets its pod's pod-level
 // limit (kubecontainer.EffectiveResources).
 func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runtimeapi.LinuxContainerResources {
@@ -86,6 +86,7 @@ func (m *Manager) containerResources(pod *v1.Pod, container *v1.Container) *runt
 		}
 		r.Unified[cgroups.MemoryOOMGroup] = "1"
 	}
+	m.configureSwap(pod, container, r)
 	return r
 }
 

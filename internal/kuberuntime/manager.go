@@ -134,6 +134,8 @@ type Options struct {
 	// (memory.oom.group 1 in its Unified resources): upstream's default on
 	// cgroup v2, off with singleProcessOOMKill; never on cgroup v1.
 	OOMGroupKill bool
+	// Swap is the containers' swap (memorySwap); the zero value sets none.
+	Swap Swap
 	// MachineMemoryBytes is the machine's memory (MemTotal) for the
 	// oom_score_adj of Burstable containers (resources.Machine). Required.
 	MachineMemoryBytes int64
@@ -231,6 +233,7 @@ type Manager struct {
 	machineMemory      int64
 	memoryQoS          MemoryQoS
 	oomGroupKill       bool
+	swap               Swap
 	runtimeName        string
 	lifecycle          ContainerLifecycle
 	actuated           *kubecontainer.ResourceState // nil: no in-place resize
@@ -289,6 +292,7 @@ func New(opts Options) (*Manager, error) {
 		machineMemory:      opts.MachineMemoryBytes,
 		memoryQoS:          opts.MemoryQoS,
 		oomGroupKill:       opts.OOMGroupKill,
+		swap:               opts.Swap,
 		runtimeName:        opts.RuntimeName,
 		podInfraImage:      opts.PodInfraImage,
 		restart:            opts.RestartRules,

@@ -188,6 +188,12 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
 	}
+	switch c.MemorySwap.SwapBehavior { // NodeSwap is locked on in 1.37
+	case "", "NoSwap", "LimitedSwap":
+	default:
+		errs = append(errs, fmt.Errorf("invalid configuration: memorySwap.swapBehavior %q must be one of: \"\", %q or %q",
+			c.MemorySwap.SwapBehavior, "LimitedSwap", "NoSwap"))
+	}
 	// Upstream only checks hairpinMode since the dockershim left it (the
 	// network plugin decides; here the CNI configuration's hairpinMode).
 	switch c.HairpinMode {

@@ -82,6 +82,9 @@ func TestValidate(t *testing.T) {
 		{"hidden metrics of 1.36", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.36" }, ""},
 		{"hidden metrics of 1.35", func(c *Config) { c.Kubelet.ShowHiddenMetricsForVersion = "1.35" },
 			`invalid showHiddenMetricsForVersion: showHiddenMetricsForVersion: Invalid value: "1.35": must be omitted or have the value '1.36'; only the previous minor version is allowed`},
+		{"swap limited", func(c *Config) { c.Kubelet.MemorySwap.SwapBehavior = "LimitedSwap" }, ""},
+		{"swap unknown", func(c *Config) { c.Kubelet.MemorySwap.SwapBehavior = "UnlimitedSwap" },
+			`invalid configuration: memorySwap.swapBehavior "UnlimitedSwap" must be one of: "", "LimitedSwap" or "NoSwap"`},
 		// hairpinMode: only checked, as upstream.
 		{"hairpin veth", func(c *Config) { c.Kubelet.HairpinMode = "hairpin-veth" }, ""},
 		{"hairpin unknown", func(c *Config) { c.Kubelet.HairpinMode = "veth" },

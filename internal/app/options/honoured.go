@@ -20,7 +20,6 @@ var notHonouredFields = []string{
 	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
 	"qosReserved",
-	"memorySwap",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
 	"enableSystemLogQuery",
@@ -73,6 +72,9 @@ var honouredFields = []string{
 	// On cgroup v2, false (the default there) gives every container
 	// memory.oom.group 1; false on cgroup v1 is refused, as upstream.
 	"singleProcessOOMKill",
+	// NoSwap (the default): memory+swap = memory on cgroup v1, memory.swap.max
+	// 0 on cgroup v2; LimitedSwap: Burstable containers' share, as upstream.
+	"memorySwap",
 	// Only checked, as upstream's kubelet since the dockershim left it; the
 	// 1.23 dockershim used it for kubenet only, and here the CNI
 	// configuration decides (the bridge plugin's hairpinMode).

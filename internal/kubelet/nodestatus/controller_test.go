@@ -96,6 +96,9 @@ func TestRegisterCreates(t *testing.T) {
 		info.OperatingSystem != runtime.GOOS || info.Architecture != runtime.GOARCH {
 		t.Errorf("nodeInfo = %+v", info)
 	}
+	if info.Swap != nil || info.RunningInUserNamespace != nil {
+		t.Errorf("nodeInfo swap %v, runningInUserNamespace %v: want neither (no swap; not asked)", info.Swap, info.RunningInUserNamespace)
+	}
 	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10255 {
 		t.Errorf("daemonEndpoints = %+v", node.Status.DaemonEndpoints)
 	}
@@ -405,5 +408,30 @@ func TestRequestSync(t *testing.T) {
 	}
 	if gets() == before {
 		t.Fatal("RequestSync did not update the node status")
+	}
+}
+
+// nodeInfo.swap.capacity is the machine's swap when it has some (NodeSwap),
+// and runningInUserNamespace what the kubelet was told (upstream sets it with
+// the KubeletInUserNamespace gate).
+func TestRegisterSwapAndUserNamespace(t *testing.T) {
+	t.Parallel()
+	m := testMachine()
+	m.SwapCapacity = 2 * gi
+	no := false
+	c, client, _, _, _ := testController(t, Options{Resources: testResources(t, resources.Options{Machine: m}), RunningInUserNamespace: &no})
+	if !c.registerWithAPIServer(context.Background()) {
+		t.Fatal("not registered")
+	}
+	node, err := client.CoreV1().Nodes().Get(context.Background(), "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := node.Status.NodeInfo
+	if info.Swap == nil || info.Swap.Capacity == nil || *info.Swap.Capacity != 2*gi {
+		t.Errorf("nodeInfo.swap = %v, want capacity %d", info.Swap, 2*gi)
+	}
+	if info.RunningInUserNamespace == nil || *info.RunningInUserNamespace {
+		t.Errorf("nodeInfo.runningInUserNamespace = %v, want false", info.RunningInUserNamespace)
 	}
 }

@@ -109,6 +109,9 @@ type Options struct {
 	Readiness func() error
 	// KubeletVersion is nodeInfo.kubeletVersion, e.g. "v1.37.1".
 	KubeletVersion string
+	// RunningInUserNamespace is nodeInfo.runningInUserNamespace (upstream
+	// sets it with the KubeletInUserNamespace gate); nil leaves it unset.
+	RunningInUserNamespace *bool
 	// DeclaredFeatures is status.declaredFeatures, sorted
 	// (nodefeatures.Declared); nil leaves it as it is.
 	DeclaredFeatures []string

@@ -6,6 +6,8 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,6 +114,12 @@ func (c *Controller) setMachineInfo(node *v1.Node, m resources.Machine) {
 			fmt.Sprintf("Node %s has been rebooted, boot id: %s", c.opts.NodeName, m.BootID))
 	}
 	st.NodeInfo.BootID = m.BootID
+	if m.SwapCapacity != 0 { // NodeSwap (GA): the machine's swap, when it has some
+		st.NodeInfo.Swap = &v1.NodeSwapStatus{Capacity: ptr.To(m.SwapCapacity)}
+	}
+	if c.opts.RunningInUserNamespace != nil {
+		st.NodeInfo.RunningInUserNamespace = ptr.To(*c.opts.RunningInUserNamespace)
+	}
 
 	capacity := c.opts.Resources.Capacity()
 	if st.Capacity == nil {

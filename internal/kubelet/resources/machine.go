@@ -12,6 +12,8 @@ type Machine struct {
 	NumCPU int
 	// MemoryCapacity is MemTotal, in bytes.
 	MemoryCapacity int64
+	// SwapCapacity is SwapTotal, in bytes (0: no swap).
+	SwapCapacity int64
 	// HugePages maps a page size to the total bytes of its preallocated pages.
 	HugePages map[int64]int64
 	// RootFsCapacity is the size of the filesystem holding the kubelet's root

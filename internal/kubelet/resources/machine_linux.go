@@ -55,7 +55,7 @@ func (h hostReader) machine(rootDir string) (Machine, error) {
 	m := Machine{NumCPU: h.numCPU(), HugePages: h.hugePages()}
 	if mem, err := procfs.ReadKeyed(h.path("/proc/meminfo")); err != nil {
 		errs = append(errs, fmt.Errorf("read meminfo: %w", err))
-	} else if m.MemoryCapacity = int64(mem["MemTotal"]) * 1024; m.MemoryCapacity == 0 {
+	} else if m.MemoryCapacity, m.SwapCapacity = int64(mem["MemTotal"])*1024, int64(mem["SwapTotal"])*1024; m.MemoryCapacity == 0 {
 		errs = append(errs, errors.New("no MemTotal in /proc/meminfo"))
 	}
 	if fs, err := StatFilesystem(rootDir); err != nil {

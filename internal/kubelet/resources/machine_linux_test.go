@@ -14,7 +14,7 @@ func TestMachineFromFiles(t *testing.T) {
 	root := t.TempDir()
 	fstest.WriteTree(t, root, map[string]string{
 		"proc/cpuinfo":                   "processor\t: 0\nmodel name\t: x\n\nprocessor\t: 1\n\nprocessor\t: 2\n",
-		"proc/meminfo":                   "MemTotal:        8000000 kB\nMemFree:  100 kB\nMemAvailable:    6000000 kB\nHugePages_Total: 0\n",
+		"proc/meminfo":                   "MemTotal:        8000000 kB\nMemFree:  100 kB\nMemAvailable:    6000000 kB\nSwapTotal:       1048572 kB\nHugePages_Total: 0\n",
 		"etc/os-release":                 "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n# comment\n",
 		"etc/machine-id":                 "abc123\n",
 		"proc/device-tree/system-id":     "uuid-from-dt\x00",
@@ -26,7 +26,7 @@ func TestMachineFromFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("machine: %v", err)
 	}
-	if m.NumCPU != 3 || m.MemoryCapacity != 8000000*1024 || m.OSImage != "Debian GNU/Linux 12 (bookworm)" ||
+	if m.NumCPU != 3 || m.MemoryCapacity != 8000000*1024 || m.SwapCapacity != 1048572*1024 || m.OSImage != "Debian GNU/Linux 12 (bookworm)" ||
 		m.MachineID != "abc123" || m.SystemUUID != "uuid-from-dt" || m.BootID != "boot-xyz" {
 		t.Errorf("machine = %+v", m)
 	}
