@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	cliflag "k8s.io/component-base/cli/flag"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/stats"
@@ -64,6 +65,7 @@ func startAPIServers(ctx context.Context, cfg *Config, d apiServerDeps) (func(),
 		LogDir: "/var/log", Logger: d.logger.Named("server"), TracerProvider: d.tracing,
 		DisableDebugging:  !*cfg.Kubelet.EnableDebuggingHandlers,
 		DisableSystemLogs: !*cfg.Kubelet.EnableSystemLogHandler,
+		SystemLogQuery:    ptr.Deref(cfg.Kubelet.EnableSystemLogQuery, false), // NodeLogQuery is locked on
 		DisableProfiling:  !*cfg.Kubelet.EnableProfilingHandler,
 		DisableDebugFlags: !*cfg.Kubelet.EnableDebugFlagsHandler,
 		SetVerbosity:      func(v string) (string, error) { return logging.SetVerbosity(cfg.logLevel, v) },

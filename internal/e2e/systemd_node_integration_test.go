@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,7 +38,8 @@ import (
 //     below systemd's own cgroup) with upstream's cpu shares and memory limit,
 //     and its container's scope (docker-<id>.scope) is below it;
 //   - a container over its memory limit is reported OOMKilled;
-//   - /metrics/cadvisor has the container's rows.
+//   - /metrics/cadvisor has the container's rows;
+//   - the node log query (enableSystemLogQuery) reads the kubelet's journal.
 func TestIntegrationSystemdNode(t *testing.T) {
 	s := requireSuite(t)
 	dir := t.TempDir()
@@ -75,8 +78,20 @@ spec:
 		}
 		bins["/etc/kubernetes/manifests/"+name] = p
 	}
+	// The node log query, on the kubelet API open to anyone (inside the node
+	// container only).
+	config := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(config, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+enableSystemLogQuery: true
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bins["/etc/kubernetes/kubelet.yaml"] = config
 	n := nodecontainer.Start(t, nodecontainer.Options{Name: "sdnode", Binaries: bins, Images: []string{pauseImage, busyboxImage}})
-	if out, err := n.Exec(t, "systemd-run", "--unit=kubelet", "--", "/usr/local/bin/kubelet",
+	if out, err := n.Exec(t, "systemd-run", "--unit=kubelet", "--", "/usr/local/bin/kubelet", "--config=/etc/kubernetes/kubelet.yaml",
 		"--cgroup-driver=cgroupfs", "--pod-manifest-path=/etc/kubernetes/manifests", "--pod-infra-container-image="+pauseImage,
 		"--read-only-port=10255", "--healthz-bind-address=0.0.0.0", "--kube-reserved=memory=100Mi",
 		"--file-check-frequency=2s", "--fail-swap-on=false", "-v=2"); err != nil {
@@ -217,6 +232,38 @@ spec:
 		}
 		return false
 	})
+	checkNodeLogQuery(t, n.IP)
+}
+
+// checkNodeLogQuery reads the kubelet's own journal through the node log
+// query of the kubelet API (enableSystemLogQuery): journalctl with the
+// pattern, in journalctl's short-precise format.
+func checkNodeLogQuery(t *testing.T, ip string) {
+	t.Helper()
+	c := http.Client{Timeout: 35 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	url := "https://" + net.JoinHostPort(ip, "10250") + "/logs/?query=kubelet&pattern=sync%20loop"
+	var body string
+	waitUntil(t, 60*time.Second, "the node log query answers with the kubelet's journal", func() bool {
+		resp, err := c.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "Starting the kubelet sync loop") && strings.Contains(body, " kubelet[")
+	})
+	if strings.Contains(body, "Using cgroup driver") {
+		t.Errorf("the pattern did not filter the journal: %q", body)
+	}
+	resp, err := c.Get("https://" + net.JoinHostPort(ip, "10250") + "/logs/?query=kubelet%3Breboot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotAcceptable {
+		t.Errorf("a service name with ';': %s, want 406", resp.Status)
+	}
 }
 
 // waitUntil polls cond every 500ms and fails the test when it is still false

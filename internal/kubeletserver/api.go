@@ -92,7 +92,12 @@ type APIOptions struct {
 	// LogDir, when set, is served read-only under /logs/ (upstream: /var/log/).
 	// Paths with ".." are refused, and symlinks cannot leave the directory.
 	LogDir string
-	Logger *zap.Logger
+	// SystemLogQuery (enableSystemLogQuery) answers /logs/?query=... with
+	// the services' journal or log files (see logquery.go).
+	SystemLogQuery bool
+	// journal is the node log query's journal; nil: journalctl (tests set it).
+	journal journal
+	Logger  *zap.Logger
 }
 
 // Timeouts of the API servers (upstream values: streams and log follows are long).
@@ -164,7 +169,10 @@ func NewAPIHandler(opts APIOptions) (http.Handler, error) {
 	if opts.Host == nil || opts.Health == nil {
 		return nil, errors.New("kubeletserver: Host and Health are required")
 	}
-	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts)}
+	a := &api{opts: opts, host: opts.Host, logger: loggerOf(opts), journal: opts.journal}
+	if a.journal == nil {
+		a.journal = journalctl{}
+	}
 	mux := http.NewServeMux()
 	a.installReadOnly(mux)
 	a.installAuthRequired(mux)
@@ -190,9 +198,10 @@ func NewReadOnlyHandler(opts APIOptions) (http.Handler, error) {
 
 // api holds the handlers.
 type api struct {
-	opts   APIOptions
-	host   HostInterface
-	logger *zap.Logger
+	opts    APIOptions
+	host    HostInterface
+	logger  *zap.Logger
+	journal journal // the node log query's
 }
 
 // installReadOnly registers what both servers serve (upstream

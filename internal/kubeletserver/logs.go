@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -178,7 +180,21 @@ func cloneValues(q url.Values) url.Values {
 // nodeLogs serves GET /logs/<path> from opts.LogDir. The directory is opened as
 // an os.Root, so neither ".." (refused before, too) nor a symlink can reach a
 // file outside it.
+//
+// With SystemLogQuery, a request with query parameters is a node log query
+// (serveLogQuery); one naming a single file serves that file.
 func (a *api) nodeLogs(w http.ResponseWriter, r *http.Request) {
+	if a.opts.SystemLogQuery {
+		answered, file := a.serveLogQuery(w, r)
+		if answered {
+			return
+		}
+		if file != "" {
+			r = r.Clone(r.Context())
+			r.URL.Path = "/logs/" + strings.TrimPrefix(filepath.ToSlash(file), "/")
+			r.URL.RawPath = ""
+		}
+	}
 	root, err := os.OpenRoot(a.opts.LogDir)
 	if err != nil {
 		a.writeError(w, r, fmt.Errorf("open log directory: %w", err), http.StatusInternalServerError)

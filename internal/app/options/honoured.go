@@ -22,7 +22,6 @@ var notHonouredFields = []string{
 	"qosReserved",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
-	"enableSystemLogQuery",
 	"userNamespaces",
 }
 
@@ -75,6 +74,8 @@ var honouredFields = []string{
 	// NoSwap (the default): memory+swap = memory on cgroup v1, memory.swap.max
 	// 0 on cgroup v2; LimitedSwap: Burstable containers' share, as upstream.
 	"memorySwap",
+	// The node log query of /logs/ (journalctl or the services' log files).
+	"enableSystemLogQuery",
 	// Only checked, as upstream's kubelet since the dockershim left it; the
 	// 1.23 dockershim used it for kubenet only, and here the CNI
 	// configuration decides (the bridge plugin's hairpinMode).
