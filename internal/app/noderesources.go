@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/component-base/featuregate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
@@ -210,7 +211,24 @@ func newContainerManager(cfg *Config, n *node, reserved nodeReservations, logger
 		limit = reserved.allocatable(limit)
 	}
 	opts.Kubepods = cgroupConfig(limit, false)
+	if pct, ok := qosReservedMemory(k.QOSReserved); ok && !cfg.enabled(featureQOSReserved) {
+		logger.Warn("qosReserved has no effect without the QOSReserved feature gate (alpha), as upstream", zap.Int64("memory-percent", pct))
+	} else if ok {
+		opts.QOSReservedMemory = &pct
+		alloc := reserved.allocatable(v1.ResourceList{v1.ResourceMemory: node.Capacity()[v1.ResourceMemory]})
+		opts.AllocatableMemory = alloc.Memory().Value()
+	}
 	return cm.New(opts)
+}
+
+// qosReservedMemory is qosReserved's memory percentage (checked at start).
+func qosReservedMemory(m map[string]string) (int64, bool) {
+	v, ok := m[string(v1.ResourceMemory)]
+	if !ok {
+		return 0, false
+	}
+	pct, err := kubeletconfig.ParsePercentage(v)
+	return pct, err == nil
 }
 
 // newCPUManager builds the CPU manager (cpuManagerPolicy, its options,
@@ -408,3 +426,6 @@ func newPluginWatcher(cfg *Config, n *node, logger *zap.Logger) (*csi.Registry, 
 		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: reg}, Logger: logger.Named("pluginwatcher")})
 	return reg, w, err
 }
+
+// featureQOSReserved is upstream's alpha QOSReserved gate.
+const featureQOSReserved featuregate.Feature = "QOSReserved"

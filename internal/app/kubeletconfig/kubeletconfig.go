@@ -7,9 +7,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,6 +189,9 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	}
 	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
 		add("cgroupDriver", "%q is not cgroupfs or systemd", c.CgroupDriver)
+	}
+	if err := checkQOSReserved(c.QOSReserved); err != nil {
+		errs = append(errs, fmt.Errorf("--qos-reserved value failed to parse: %w", err))
 	}
 	switch c.MemorySwap.SwapBehavior { // NodeSwap is locked on in 1.37
 	case "", "NoSwap", "LimitedSwap":
@@ -450,4 +455,33 @@ func validateTLSConfig(c *kubeletv1beta1.KubeletConfiguration) []error {
 		errs = append(errs, errors.New("minimum TLS version is 1.3, so --tls-cipher-suites should not be specified"))
 	}
 	return errs
+}
+
+// checkQOSReserved checks qosReserved as upstream's ParseQOSReserved: only
+// memory, as a percentage from 0% to 100%.
+func checkQOSReserved(m map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "memory" {
+			return fmt.Errorf("cannot reserve %q resource", k)
+		}
+		if _, err := ParsePercentage(m[k]); err != nil {
+			return fmt.Errorf("failed to parse percentage %q for %q resource: %w", m[k], k, err)
+		}
+	}
+	return nil
+}
+
+// ParsePercentage reads "N%" with N from 0 to 100 (upstream's parsePercentage).
+func ParsePercentage(v string) (int64, error) {
+	if !strings.HasSuffix(v, "%") {
+		return 0, fmt.Errorf("percentage expected, got '%s'", v)
+	}
+	n, err := strconv.ParseInt(strings.TrimRight(v, "%"), 10, 0)
+	if err != nil {
+		return 0, fmt.Errorf("invalid number in percentage '%s'", v)
+	}
+	if n < 0 || n > 100 {
+		return 0, errors.New("percentage must be between 0 and 100")
+	}
+	return n, nil
 }

@@ -19,7 +19,6 @@ var notHonouredFields = []string{
 	"systemCgroups",
 	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
-	"qosReserved",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
 	"userNamespaces",
@@ -76,6 +75,9 @@ var honouredFields = []string{
 	"memorySwap",
 	// The node log query of /logs/ (journalctl or the services' log files).
 	"enableSystemLogQuery",
+	// With the QOSReserved gate (alpha), the QoS cgroups' memory limits, as
+	// upstream; without it upstream ignores it too (a warning says so).
+	"qosReserved",
 	// Only checked, as upstream's kubelet since the dockershim left it; the
 	// 1.23 dockershim used it for kubenet only, and here the CNI
 	// configuration decides (the bridge plugin's hairpinMode).

@@ -77,6 +77,13 @@ type Options struct {
 	// the driver, as upstream) this process is kept in, checked every
 	// minute; "" leaves it where it runs.
 	KubeletCgroup string
+	// QOSReservedMemory is qosReserved's memory percentage with the
+	// QOSReserved gate (nil: none): the burstable and besteffort QoS cgroups
+	// then leave that share of the higher classes' memory requests free of
+	// the node's AllocatableMemory (capacity less systemReserved and
+	// kubeReserved).
+	QOSReservedMemory *int64
+	AllocatableMemory int64
 }
 
 // ReservedCgroup is a reservation enforced on an existing cgroup.
@@ -122,6 +129,10 @@ type Manager struct {
 	// are the hierarchies it is in.
 	kubeletCgroup string
 	mounts        cgroups.Mounts
+	// qosReserved is the memory percentage QoS reservation (nil: none) of
+	// allocatable bytes.
+	qosReserved *int64
+	allocatable int64
 
 	root, burstable, besteffort cgroups.Name
 
@@ -140,7 +151,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{driver: opts.Driver, enabled: opts.CgroupsPerQOS, pod: opts.Pod, pidLimit: opts.PodPidsLimit,
 		kubepods: opts.Kubepods, reserved: opts.Reserved, durations: durations, logger: logger.Named("cm"),
-		activePods: opts.ActivePods}
+		activePods: opts.ActivePods, qosReserved: opts.QOSReservedMemory, allocatable: opts.AllocatableMemory}
 	if m.activePods == nil {
 		m.activePods = func() []*v1.Pod { return nil }
 	}
@@ -334,6 +345,13 @@ func (m *Manager) ensure(n cgroups.Name, rc *cgroups.Resources) error {
 
 // UpdateQoS sets the burstable cgroup's cpu shares to the sum of the
 // Burstable pods' cpu requests and besteffort's to the minimum.
+//
+// With qosReserved's memory (the QOSReserved gate), the burstable cgroup's
+// memory limit is the node's allocatable memory less that percentage of the
+// Guaranteed pods' memory requests, besteffort's that less the percentage of
+// the Burstable pods' requests, as upstream's setMemoryReserve. A limit the
+// kernel refuses (usage already above it) is set to the usage instead, which
+// stops the class from growing (upstream's retrySetMemoryReserve).
 func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 	if !m.enabled {
 		return nil
@@ -341,17 +359,43 @@ func (m *Manager) UpdateQoS(pods []*v1.Pod) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var milli int64
+	memory := map[v1.PodQOSClass]int64{}
 	for _, p := range pods {
-		if kubecontainer.GetPodQOS(p) == v1.PodQOSBurstable {
-			reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		qos := kubecontainer.GetPodQOS(p)
+		if qos == v1.PodQOSBestEffort {
+			continue
+		}
+		reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		if qos == v1.PodQOSBurstable {
 			milli += reqs.Cpu().MilliValue()
 		}
+		memory[qos] += reqs.Memory().Value()
 	}
 	shares, minShares := cgroups.MilliCPUToShares(milli), uint64(cgroups.MinShares)
-	if err := m.update(m.burstable, &cgroups.Resources{CPUShares: &shares}); err != nil {
-		return err
+	burstable, besteffort := &cgroups.Resources{CPUShares: &shares}, &cgroups.Resources{CPUShares: &minShares}
+	if m.qosReserved != nil && m.allocatable > 0 {
+		b := m.allocatable - memory[v1.PodQOSGuaranteed]**m.qosReserved/100
+		be := b - memory[v1.PodQOSBurstable]**m.qosReserved/100
+		burstable.Memory, besteffort.Memory = &b, &be
 	}
-	return m.update(m.besteffort, &cgroups.Resources{CPUShares: &minShares})
+	errB, errBE := m.update(m.burstable, burstable), m.update(m.besteffort, besteffort)
+	if errB == nil && errBE == nil || m.qosReserved == nil {
+		return errors.Join(errB, errBE)
+	}
+	for _, c := range []struct {
+		n cgroups.Name
+		r *cgroups.Resources
+	}{{m.burstable, burstable}, {m.besteffort, besteffort}} {
+		applied, err := m.cg.Read(c.n)
+		if err != nil {
+			return fmt.Errorf("read %s for its QoS memory reservation: %w", c.n, err)
+		}
+		if c.r.Memory != nil && applied.MemoryUsage > *c.r.Memory {
+			usage := applied.MemoryUsage
+			c.r.Memory = &usage
+		}
+	}
+	return errors.Join(m.update(m.burstable, burstable), m.update(m.besteffort, besteffort))
 }
 
 // podName is the pod's cgroup: pod<uid> under its QoS cgroup (kubepods for

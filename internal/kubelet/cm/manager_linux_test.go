@@ -362,3 +362,44 @@ func TestReservedCgroupsEnforced(t *testing.T) {
 		t.Errorf("Start without a systemReserved list = %v", err)
 	}
 }
+
+// qosReserved (the QOSReserved gate) on the real cgroup v1 filesystem: with
+// 50% of 1Gi allocatable memory reserved, a Guaranteed pod requesting 256Mi
+// leaves burstable 1Gi-128Mi, and a Burstable pod requesting 128Mi leaves
+// besteffort 64Mi less; without pods both get the whole 1Gi.
+func TestQOSReservedOnHostCgroups(t *testing.T) {
+	mounts := hostMounts(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	root := "/cmtest-" + hex.EncodeToString(b)
+	half := int64(50)
+	m, err := New(Options{Driver: cgroups.Cgroupfs, CgroupRoot: root, CgroupsPerQOS: true, Mounts: &mounts,
+		QOSReservedMemory: &half, AllocatableMemory: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.cg.Destroy(cgroups.ParseCgroupfs(root)) })
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	memory := mounts.V1["memory"].Mountpoint
+	kubepods := root + "/kubepods"
+	limits := func() (string, string) {
+		return readCgroup(t, memory, kubepods+"/burstable", "memory.limit_in_bytes"), readCgroup(t, memory, kubepods+"/besteffort", "memory.limit_in_bytes")
+	}
+	if err := m.UpdateQoS(nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, be := limits(); b != strconv.Itoa(1<<30) || be != strconv.Itoa(1<<30) {
+		t.Errorf("without pods: burstable %s, besteffort %s; want both 1Gi", b, be)
+	}
+	mem := func(q string) v1.ResourceList { return v1.ResourceList{v1.ResourceMemory: resource.MustParse(q)} }
+	guaranteed := v1.ResourceList{v1.ResourceMemory: resource.MustParse("256Mi"), v1.ResourceCPU: resource.MustParse("100m")}
+	pods := []*v1.Pod{testPod("g-1", guaranteed, guaranteed), testPod("b-2", mem("128Mi"), nil), testPod("e-3", nil, nil)}
+	if err := m.UpdateQoS(pods); err != nil {
+		t.Fatal(err)
+	}
+	if b, be := limits(); b != strconv.Itoa(1<<30-128<<20) || be != strconv.Itoa(1<<30-128<<20-64<<20) {
+		t.Errorf("burstable %s, besteffort %s; want %d and %d", b, be, 1<<30-128<<20, 1<<30-128<<20-64<<20)
+	}
+}
