@@ -5,8 +5,6 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -89,29 +87,11 @@ func waitSocket(t testing.TB, sock string, p *proc, timeout time.Duration) {
 
 // TestIntegrationRemoteModeContainerd is (l): the kubelet with
 // --container-runtime=remote on a private containerd 1.6 (CRI plugin) holding
-// the local images; the pod of (a) runs. The kubelet asks, as upstream's with
-// swapBehavior NoSwap (the default) on cgroup v1, for a memory+swap limit
-// equal to the memory limit, which containerd applies (its own default leaves
-// memory+swap unlimited).
+// the local images; the pod of (a) runs.
 func TestIntegrationRemoteModeContainerd(t *testing.T) {
 	n := newNode(t)
 	c := startContainerd(t, n)
 	n.useRemote("unix://"+c.sock, c)
 	n.start()
 	checkPodRuns(t, n)
-
-	n.writeManifest("noswap.yaml", manifest("noswap", `  containers:
-  - name: app
-    image: @IMAGE@
-    imagePullPolicy: Never
-    command: ["sleep", "3600"]
-    resources:
-      limits: {memory: 64Mi}
-`))
-	p := n.waitPod("noswap", podStartTimeout, "running and ready", runningAndReady)
-	id := strings.TrimPrefix(containerStatus(p, "app").ContainerID, "containerd://")
-	dir := n.cgroupRoot + "/kubepods/burstable/pod" + string(p.UID) + "/" + id
-	if got := cgroupValue(t, "memory", dir, "memory.memsw.limit_in_bytes"); got != strconv.Itoa(64<<20) {
-		t.Errorf("%s memory.memsw.limit_in_bytes = %s, want the memory limit %d (NoSwap)", dir, got, 64<<20)
-	}
 }

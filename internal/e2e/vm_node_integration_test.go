@@ -245,8 +245,6 @@ failSwapOn: false
 		// singleProcessOOMKill unset: false on cgroup v2, the group kill.
 		{burstSlice + "/" + scope(burst), "memory.oom.group", "1"},
 		{guarSlice + "/" + scope(guar), "memory.oom.group", "1"},
-		// memorySwap NoSwap (the default): no swap beyond the limit.
-		{burstSlice + "/" + scope(burst), "memory.swap.max", "0"},
 		{guarSlice, "cpu.weight", "8"}, // 204 shares
 		{guarSlice, "cpu.max", "20000 100000"},
 		{guarSlice, "memory.max", strconv.Itoa(48 << 20)},
