@@ -207,8 +207,10 @@ failSwapOn: false
 		// 48Mi: with Docker's cgroupfs driver on v2, runc's init is charged to
 		// the container and was OOM-killed at 16Mi before the command ran.
 		// The shell outlives the killed tail only without the group kill
-		// (memory.oom.group 1, upstream's default on cgroup v2).
-		pod("oom", v1.RestartPolicyNever, "head -c 300m /dev/zero | tail; exec sleep 3600", nil, rl("", "48Mi")),
+		// (memory.oom.group 1, upstream's default on cgroup v2). The shim
+		// writes the key once the container runs (Docker has no field for
+		// it): the hog waits for that.
+		pod("oom", v1.RestartPolicyNever, "sleep 5; head -c 300m /dev/zero | tail; exec sleep 3600", nil, rl("", "48Mi")),
 	} {
 		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
