@@ -40,7 +40,7 @@ func benchmarkCadvisor(b *testing.B, pods int) {
 	startCgroupPods(ctx, b, e, root, pods)
 	b.Logf("started %d pods in %v", pods, time.Since(start).Round(time.Millisecond))
 	prov, err := New(Options{Runtime: e.rt, Images: e.img, NodeName: "bench-node", RootDir: e.root, PodLogsDir: e.logs,
-		PodsCgroup: root + "/kubepods"})
+		PodsCgroup: root + "/kubepods", OOMKills: fakeOOMs{}})
 	if err != nil {
 		b.Fatal(err)
 	}
