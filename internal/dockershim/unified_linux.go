@@ -100,14 +100,16 @@ func (s *Service) setUnified(ctx context.Context, id string, pid int, kv map[str
 }
 
 // setUnitUnified sets kv as runtime properties of the container's scope,
-// and returns the keys of no property (to be written as files).
+// and returns the keys of no property (to be written as files). Before it
+// returns such keys it waits until systemd has written the scope's cgroup
+// from its properties: systemd applies a unit's properties to its cgroup in
+// its main loop after answering, before it reads the next message, so the
+// answer to a second call comes after those writes (which would otherwise
+// undo the files written next, memory.oom.group among them).
 func (s *Service) setUnitUnified(id, unit string, kv map[string]string) (map[string]string, error) {
 	props, files, err := cgroups.UnifiedProperties(kv)
 	if err != nil {
 		return nil, fmt.Errorf("container %s: %w", id, err)
-	}
-	if len(props) == 0 {
-		return files, nil
 	}
 	conn, err := s.units.get()
 	if err != nil {
@@ -115,12 +117,20 @@ func (s *Service) setUnitUnified(id, unit string, kv map[string]string) (map[str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), unitTimeout)
 	defer cancel()
-	err = conn.SetUnitPropertiesContext(ctx, unit, true, props...)
-	if noSuchUnit(err) {
-		return nil, nil // the container exited and its scope is gone
+	if len(props) > 0 {
+		err = conn.SetUnitPropertiesContext(ctx, unit, true, props...)
+		if noSuchUnit(err) {
+			return nil, nil // the container exited and its scope is gone
+		}
+		if err != nil {
+			return nil, fmt.Errorf("container %s: set %v on %s: %w", id, kv, unit, err)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("container %s: set %v on %s: %w", id, kv, unit, err)
+	if len(files) == 0 {
+		return nil, nil
+	}
+	if _, err := conn.GetUnitPropertyContext(ctx, unit, "ActiveState"); err != nil && !noSuchUnit(err) {
+		return nil, fmt.Errorf("container %s: wait for systemd to apply %s: %w", id, unit, err)
 	}
 	return files, nil
 }
