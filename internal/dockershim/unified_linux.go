@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
+	"go.uber.org/zap"
 
 	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 )
@@ -44,6 +47,8 @@ type systemdUnits struct {
 	once sync.Once
 	conn *sddbus.Conn
 	err  error
+	// filesWarned: the caveat of keys written as files was logged.
+	filesWarned sync.Once
 }
 
 func (u *systemdUnits) get() (*sddbus.Conn, error) {
@@ -132,6 +137,11 @@ func (s *Service) setUnitUnified(id, unit string, kv map[string]string) (map[str
 	if _, err := conn.GetUnitPropertyContext(ctx, unit, "ActiveState"); err != nil && !noSuchUnit(err) {
 		return nil, fmt.Errorf("container %s: wait for systemd to apply %s: %w", id, unit, err)
 	}
+	s.units.filesWarned.Do(func() {
+		s.logger.Warn("Docker's systemd cgroup driver: unified resources without a unit property are written into the container's scope, "+
+			"and systemd puts its own value back whenever it applies the scope's properties again (a scope made by Docker cannot have OOMPolicy=kill); "+
+			"the group OOM kill (memory.oom.group) holds until then. Docker's cgroupfs driver keeps it", zap.Strings("keys", slices.Sorted(maps.Keys(files))))
+	})
 	return files, nil
 }
 
