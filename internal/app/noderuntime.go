@@ -122,6 +122,7 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 	if cfg.enabled(features.DefaultPodSysctls) {
 		defaultSysctls = cfg.Kubelet.DefaultPodSysctls
 	}
+	qos := memoryQoS(cfg, machine.MemoryCapacity, reserved)
 	return kuberuntime.New(kuberuntime.Options{
 		Tracer: n.tracer(kuberuntime.TracerName), DefaultPodSysctls: defaultSysctls,
 		Runtime: clients.runtime, Images: clients.images, Helper: helper, RuntimeClasses: classes, Logger: logger.Named("kuberuntime"),
@@ -134,8 +135,8 @@ func newRuntimeManager(cfg *Config, clients *criClients, n *node, helper kubecon
 		NodeKeyring: keyring, PullRecords: pulls, CPUCFSQuota: *cfg.Kubelet.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.Kubelet.CPUCFSQuotaPeriod.Duration, MachineMemoryBytes: machine.MemoryCapacity,
 		RuntimeName: clients.runtimeName, Lifecycle: containerLifecycles{n.cpus, n.memory}, StateDir: cfg.RootDirectory, PodCgroups: n.cgroups, Registerer: n.reg,
-		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: memoryQoS(cfg, machine.MemoryCapacity, reserved),
-		OOMGroupKill: oomGroupKill(cfg), Swap: kuberuntime.Swap{ControllerAvailable: cgroups.SwapAccounting(cgroups.DefaultRoot),
+		Startup: n.startup, RestartRules: cfg.restartRules(), MemoryQoS: qos,
+		OOMGroupKill: oomGroupKill(cfg, qos.CgroupV2), Swap: kuberuntime.Swap{ControllerAvailable: cgroups.SwapAccounting(cgroups.DefaultRoot),
 			Limited: cfg.Kubelet.MemorySwap.SwapBehavior == swapBehaviorLimited, Capacity: machine.SwapCapacity},
 	})
 }
@@ -172,10 +173,9 @@ func memoryQoS(cfg *Config, capacity int64, reserved nodeReservations) kuberunti
 }
 
 // oomGroupKill is upstream's group OOM kill of a container's processes: on a
-// cgroup v2 host unless singleProcessOOMKill (on cgroup v1 the kernel kills
-// one process, and singleProcessOOMKill false is refused at start).
-func oomGroupKill(cfg *Config) bool {
-	v2, _ := cgroups.IsUnified(cgroups.DefaultRoot)
+// cgroup v2 host (v2) unless singleProcessOOMKill (on cgroup v1 the kernel
+// kills one process, and singleProcessOOMKill false is refused at start).
+func oomGroupKill(cfg *Config, v2 bool) bool {
 	return v2 && !ptr.Deref(cfg.Kubelet.SingleProcessOOMKill, false)
 }
 

@@ -41,9 +41,8 @@ func TestSetUnified(t *testing.T) {
 // cgroup mount has none.
 func TestSwapAccounting(t *testing.T) {
 	t.Parallel()
-	_, err := os.Stat(filepath.Join(DefaultRoot, "memory", "memory.memsw.limit_in_bytes"))
-	if got, want := SwapAccounting(DefaultRoot), err == nil; got != want {
-		t.Errorf("SwapAccounting(%s) = %v, want %v", DefaultRoot, got, want)
+	if !SwapAccounting(DefaultRoot) {
+		t.Errorf("SwapAccounting(%s) = false; this machine's memory root has memory.memsw.limit_in_bytes", DefaultRoot)
 	}
 	if SwapAccounting(t.TempDir()) {
 		t.Error("SwapAccounting of an empty directory = true")

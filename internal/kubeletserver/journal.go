@@ -6,10 +6,6 @@ import (
 	"os/exec"
 )
 
-// execExitError is journalctl exiting with a status (its own message is in
-// the output already).
-type execExitError = exec.ExitError
-
 // journalctl is the journal of this machine.
 type journalctl struct{}
 

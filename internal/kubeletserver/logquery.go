@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"regexp"
 	"regexp/syntax"
 	"strconv"
@@ -241,7 +242,8 @@ func (a *api) copyServiceLogs(ctx context.Context, n *nodeLogQuery, w io.Writer)
 		}
 	}
 	if len(inJournal) > 0 {
-		var exit *execExitError
+		// journalctl exiting with a status wrote its own message already.
+		var exit *exec.ExitError
 		if err := a.journal.Run(ctx, n.journalArgs(inJournal), w); err != nil && !errors.As(err, &exit) {
 			boot := 0
 			if n.boot != nil {

@@ -148,7 +148,7 @@ func (l *Log) drainLocked(fd int) {
 			continue
 		case err != nil:
 			l.broken = fmt.Errorf("read the kernel log %s: %w", l.f.Name(), err)
-			l.logger.Warn("kernel log unreadable; OOM kills Docker missed are no longer found", zap.Error(l.broken))
+			l.logger.Warn("kernel log unreadable; no further OOM kills are read from it", zap.Error(l.broken))
 			return
 		case n == 0:
 			return
