@@ -14,6 +14,7 @@ import (
 	"github.com/kubelet-dockershim/kubelet/internal/cgroups"
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/fstest"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 // TestStatsCgroupFiles: the shim's reader goes through cgroups.HeldFiles
@@ -76,7 +77,8 @@ func TestStatsFollowsEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); s.events.Wait() }()
 	s.events.Start(ctx)
-	<-src.next // subscribed
+	<-src.next // subscribed; the broker marks the stream live just after
+	waitfor.Condition(t, func() bool { s.events.mu.Lock(); defer s.events.mu.Unlock(); return s.events.live })
 	lists := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.listCalls }
 	podStats := func() *runtimeapi.PodSandboxStats {
 		t.Helper()
@@ -88,17 +90,11 @@ func TestStatsFollowsEvents(t *testing.T) {
 	}
 	waitInvalid := func() {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		waitfor.Condition(t, func() bool {
 			s.stats.index.mu.Lock()
-			stale := s.stats.index.gen != s.stats.index.listedGen
-			s.stats.index.mu.Unlock()
-			if stale {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the event did not reach the stats index")
-			}
-		}
+			defer s.stats.index.mu.Unlock()
+			return s.stats.index.gen != s.stats.index.listedGen
+		})
 	}
 
 	for i := range 3 {
@@ -139,17 +135,11 @@ func TestStatsFollowsEvents(t *testing.T) {
 
 	// The stream breaks: every request lists until it is followed again.
 	src.subs[0].errs <- errors.New("stream broke")
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	waitfor.Condition(t, func() bool { // the index stops trusting the broken stream
 		s.stats.index.mu.Lock()
-		live := s.stats.index.live
-		s.stats.index.mu.Unlock()
-		if !live {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the index still trusts a broken stream")
-		}
-	}
+		defer s.stats.index.mu.Unlock()
+		return !s.stats.index.live
+	})
 	before := lists()
 	podStats()
 	podStats()
