@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +21,8 @@ type fakeRuntime struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	statusDelay  time.Duration // Status sleeps this long (or until cancelled)
 	sandboxDelay time.Duration // RunPodSandbox sleeps this long (or until cancelled)
+	// sandboxBudget, when set, gets the time RunPodSandbox's deadline left it.
+	sandboxBudget chan time.Duration
 }
 
 func (fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
@@ -47,6 +50,13 @@ func (f fakeRuntime) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*
 }
 
 func (f fakeRuntime) RunPodSandbox(ctx context.Context, _ *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
+	if f.sandboxBudget != nil {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("RunPodSandbox without a deadline")
+		}
+		f.sandboxBudget <- time.Until(deadline)
+	}
 	if err := sleep(ctx, f.sandboxDelay); err != nil {
 		return nil, err
 	}

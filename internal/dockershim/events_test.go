@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/dockershim/libdocker"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 func TestEventsCRIType(t *testing.T) {
@@ -194,7 +195,7 @@ func TestEventsBrokerDropsForSlowSubscriber(t *testing.T) {
 	}()
 	for range 5 {
 		b.publish(eventsMsg("start", "z", nil, 1, 0))
-		time.Sleep(time.Millisecond) // let the fast reader drain
+		waitfor.Condition(t, func() bool { return len(fast.ch) == 0 }) // the fast reader drained
 	}
 	select {
 	case n := <-got:
@@ -321,9 +322,11 @@ func TestEventsBrokerMute(t *testing.T) {
 		t.Fatalf("got %+v after unmute, want sb's event", m)
 	}
 	b.mute("failed")
-	b.unmute("failed", 50*time.Millisecond)
+	b.unmute("failed", time.Hour)
 	b.publish(eventsMsg("destroy", "failed", nil, 4, 0))
-	time.Sleep(100 * time.Millisecond)
+	b.mu.Lock()
+	b.muted["failed"] = time.Now().Add(-time.Second) // the hour has passed
+	b.mu.Unlock()
 	b.publish(eventsMsg("create", "failed", nil, 5, 0))
 	if m := eventsRecv(t, sub.ch); m.TimeNano != 5 {
 		t.Fatalf("got %+v, want the event after the mute ran out (time 5)", m)

@@ -118,20 +118,19 @@ func TestStatsFollowsEvents(t *testing.T) {
 	if st := podStats(); len(st.Linux.Containers) != 0 || lists() != 2 {
 		t.Errorf("after c1 died: containers %v after %d lists; want none after 2", st.Linux.Containers, lists())
 	}
-	s.stats.mu.Lock()
-	pid := s.stats.entries["c1"].pid
-	s.stats.mu.Unlock()
-	if pid != 0 {
-		t.Errorf("c1's pid %d is still known after it died", pid)
-	}
+	// The observer invalidates the index first, then forgets the container.
+	waitfor.Condition(t, func() bool { // c1's pid is forgotten after it died
+		s.stats.mu.Lock()
+		defer s.stats.mu.Unlock()
+		return s.stats.entries["c1"].pid == 0
+	})
 	src.subs[0].msgs <- eventsMsg("destroy", "c1", map[string]string{labelType: typeContainer}, 101, 0)
-	waitInvalid()
-	s.stats.mu.Lock()
-	_, kept := s.stats.entries["c1"]
-	s.stats.mu.Unlock()
-	if kept {
-		t.Error("c1's entry was kept after it was removed")
-	}
+	waitfor.Condition(t, func() bool { // c1's entry is dropped after it was removed
+		s.stats.mu.Lock()
+		defer s.stats.mu.Unlock()
+		_, kept := s.stats.entries["c1"]
+		return !kept
+	})
 
 	// The stream breaks: every request lists until it is followed again.
 	src.subs[0].errs <- errors.New("stream broke")

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 // indexLister counts lists and can hold one until released.
@@ -119,7 +122,11 @@ func TestStatsIndexEventDuringList(t *testing.T) {
 // TestStatsIndexSingleFlight: concurrent requests share one list.
 func TestStatsIndexSingleFlight(t *testing.T) {
 	t.Parallel()
-	clock := func() time.Time { return time.Unix(1000, 0) }
+	// get reads the clock under the index's lock right before it looks for a list
+	// in flight (the first request reads it once more to stamp its list): the count
+	// of reads tells when every request has found the list in flight.
+	var reads atomic.Int64
+	clock := func() time.Time { reads.Add(1); return time.Unix(1000, 0) }
 	var x statsIndex
 	l := &indexLister{started: make(chan struct{}, 16), release: make(chan struct{})}
 	const n = 8
@@ -131,9 +138,7 @@ func TestStatsIndexSingleFlight(t *testing.T) {
 		wg.Go(func() { _, err := x.get(context.Background(), clock, l.list); errs <- err })
 	}
 	// Let the others find the list in flight, then let it finish.
-	for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.Condition(t, func() bool { return reads.Load() == 2+(n-1) })
 	close(l.release)
 	wg.Wait()
 	close(errs)

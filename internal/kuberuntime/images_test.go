@@ -387,6 +387,17 @@ func waitTimeout(t *testing.T, wg *sync.WaitGroup, d time.Duration) {
 	}
 }
 
+// holdUntil waits, in a fake runtime's call, until cond holds (an error after
+// 5 s; t.Fatal is for the test's own goroutine).
+func holdUntil(t *testing.T, what string, cond func() bool) {
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("timed out waiting for %s", what)
+			return
+		}
+	}
+}
+
 func TestParseImageRef(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -448,7 +459,12 @@ func TestRegistryMatches(t *testing.T) {
 func TestEnsureImageExistsMaxParallelPulls(t *testing.T) {
 	t.Parallel()
 	env := newRCImageEnv(t, func(o *Options) { o.SerializeImagePulls = false; o.MaxParallelImagePulls = 2 })
-	env.imgs.hold = func() { time.Sleep(30 * time.Millisecond) }
+	env.imgs.hold = func() {
+		// The first pulls wait for each other until two were in flight at
+		// once; later ones linger a moment, time for a third to sneak in.
+		holdUntil(t, "two pulls in flight", func() bool { env.imgs.mu.Lock(); defer env.imgs.mu.Unlock(); return env.imgs.maxSeen >= 2 })
+		time.Sleep(20 * time.Millisecond)
+	}
 	var wg sync.WaitGroup
 	for i := 0; i < 5; i++ {
 		wg.Add(1)

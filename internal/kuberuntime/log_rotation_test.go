@@ -437,7 +437,12 @@ func TestLogRotationWorkers(t *testing.T) {
 		}
 		rt.states[id], rt.paths[id] = runtimeapi.ContainerState_CONTAINER_RUNNING, p
 	}
-	rt.hold = func() { time.Sleep(20 * time.Millisecond) }
+	rt.hold = func() {
+		// The first rotations wait for each other until three ran at once;
+		// later ones linger a moment, time for a fourth to sneak in.
+		holdUntil(t, "three rotations at once", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return rt.maxInFlight >= 3 })
+		time.Sleep(20 * time.Millisecond)
+	}
 	r := newLogRotator(rt, 1024, 5, zap.NewNop())
 	r.workers = 3
 	r.rotateAll(context.Background())

@@ -51,7 +51,7 @@ func TestStopOrder(t *testing.T) {
 		t.Error("a pod without sidecars got a stop order")
 	}
 	o := newStopOrder(pod, []string{"c", "s0", "s1"})
-	if w := o.wait("c", time.Minute); w > 100*time.Millisecond {
+	if w := o.wait("c", time.Minute); w > time.Second {
 		t.Errorf("the regular container waited %v", w)
 	}
 	// s0 waits for c and s1: with neither stopped it waits out its budget.
@@ -78,7 +78,7 @@ func TestStopOrder(t *testing.T) {
 	}
 	// A container that was not running does not hold anyone back.
 	o = newStopOrder(pod, []string{"s0"})
-	if w := o.wait("s0", time.Minute); w > 100*time.Millisecond {
+	if w := o.wait("s0", time.Minute); w > time.Second {
 		t.Errorf("s0 waited %v for containers that were not running", w)
 	}
 	var none *stopOrder

@@ -43,8 +43,8 @@ func TestPullProgressDeadline(t *testing.T) {
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 		}, ErrPullStalled, ""},
-		{"progress keeps it alive", func(w http.ResponseWriter, _ *http.Request) {
-			for i := 0; i < 6; i++ {
+		{"progress keeps it alive", func(w http.ResponseWriter, _ *http.Request) { // 1.5 s in all
+			for i := 0; i < 15; i++ {
 				fmt.Fprintf(w, `{"status":"Downloading","id":"abc","progress":"%d"}`+"\n", i)
 				w.(http.Flusher).Flush()
 				time.Sleep(100 * time.Millisecond)
@@ -59,7 +59,7 @@ func TestPullProgressDeadline(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
-			c, err := New(Options{Endpoint: fakeDaemon(t, tc.handler), PullProgressDeadline: 300 * time.Millisecond})
+			c, err := New(Options{Endpoint: fakeDaemon(t, tc.handler), PullProgressDeadline: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

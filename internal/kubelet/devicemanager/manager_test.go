@@ -235,7 +235,7 @@ func TestRegisterAllocateRestart(t *testing.T) {
 	// A restart keeps the allocations (checkpoint) and counts the resource
 	// 0 until its plugin registers again.
 	stop()
-	time.Sleep(100 * time.Millisecond)
+	m.Wait() // the old manager removed its socket before the new one makes it
 	entries, registered, err := checkpoint.Read(dir)
 	if err != nil || len(entries) != 2 || !slices.Equal(registered["example.com/dev"], []string{"a", "b", "c"}) {
 		t.Fatalf("checkpoint: %v %v %v", entries, registered, err)

@@ -131,6 +131,10 @@ func TestKillPodsGroupTimeout(t *testing.T) {
 	if !waitFor(clock.HasWaiters, 5*time.Second) {
 		t.Fatal("no group timer")
 	}
+	// The group's kills run in their own goroutines.
+	if !waitFor(func() bool { return len(k.killed()) == 1 }, 5*time.Second) {
+		t.Fatalf("killed %q, want the first group's pod", k.killedNames())
+	}
 	clock.Step(19 * time.Second)
 	time.Sleep(20 * time.Millisecond)
 	if names := k.killedNames(); !slices.Equal(names, []string{"stuck"}) {

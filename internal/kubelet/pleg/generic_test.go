@@ -255,7 +255,7 @@ func TestRelistBoundsAHangingStatusRead(t *testing.T) {
 
 	start := time.Now()
 	p.Relist(ctx)
-	if took := time.Since(start); took > 10*timeout {
+	if took := time.Since(start); took > 3*time.Second { // unbounded, it would hang
 		t.Fatalf("relist took %s with one hanging status read (timeout %s)", took, timeout)
 	}
 	if got, want := drain(p), []string{"ok/ContainerStarted/c2"}; !reflect.DeepEqual(got, want) {

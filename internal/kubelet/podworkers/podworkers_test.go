@@ -393,7 +393,7 @@ func TestWorkerDurationMetric(t *testing.T) {
 	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodCreate, Pod: newPod("a", "1")})
 	h.expect(t, call{kind: "sync", uid: "a"})
 	h.idle(t, "a")
-	h.clk.Step(testResync)
+	h.step(t, testResync)
 	h.expect(t, call{kind: "sync", uid: "a"})
 	h.idle(t, "a")
 	h.w.UpdatePod(UpdatePodOptions{UpdateType: SyncPodKill, Pod: newPod("a", "1")})

@@ -172,14 +172,14 @@ func testPod(uid string, containers ...v1.Container) *v1.Pod {
 	}
 }
 
-// recv waits up to a second for an update.
+// recv waits up to 5 s for an update.
 func recv(t *testing.T, ch <-chan Update) Update {
 	t.Helper()
 	select {
 	case u := <-ch:
 		return u
-	case <-time.After(time.Second):
-		t.Fatal("no update within 1s")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update within 5s")
 	}
 	return Update{}
 }

@@ -77,7 +77,7 @@ func TestExecProbe(t *testing.T) {
 			t.Parallel()
 			ev := &eventtest.Recorder{}
 			p := newProber(tc.runner, ev, zaptest.NewLogger(t))
-			p.timeoutUnit = 20 * time.Millisecond
+			p.timeoutUnit = 200 * time.Millisecond
 			c := &v1.Container{Name: "c", LivenessProbe: execProbe(nil)}
 			got, err := p.probe(context.Background(), Liveness, testPod("u"), &v1.PodStatus{}, c, id)
 			if got != tc.want || (err != nil) != tc.wantErr {
@@ -86,7 +86,7 @@ func TestExecProbe(t *testing.T) {
 			if tc.runner.calls != tc.wantCalls {
 				t.Errorf("runner calls = %d, want %d", tc.runner.calls, tc.wantCalls)
 			}
-			if tc.runner.id != id || tc.runner.tmo != 20*time.Millisecond || !tc.runner.hasDDL {
+			if tc.runner.id != id || tc.runner.tmo != 200*time.Millisecond || !tc.runner.hasDDL {
 				t.Errorf("runner got id %v timeout %v deadline %v", tc.runner.id, tc.runner.tmo, tc.runner.hasDDL)
 			}
 			checkEvents(t, ev.Strings(), tc.wantEvent)

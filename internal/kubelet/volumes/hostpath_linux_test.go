@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,8 +98,7 @@ func TestCheckHostPathType(t *testing.T) {
 func TestCheckHostPathTypeCreates(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	old := unix.Umask(0)
-	unix.Umask(old)
+	old := processUmask(t)
 
 	dir := filepath.Join(root, "a", "b", "c")
 	if err := checkHostPathType(dir, v1.HostPathDirectoryOrCreate); err != nil {
@@ -176,4 +176,25 @@ func TestMountVolumesHostPath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// processUmask reads the umask from /proc/self/status: setting it to read it
+// would widen, for a moment, the files that parallel tests create.
+func processUmask(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(m)
+		}
+	}
+	t.Fatal("no Umask in /proc/self/status")
+	return 0
 }

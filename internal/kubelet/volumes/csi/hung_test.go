@@ -19,6 +19,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 // hungDriver is a CSI node plugin on a real unix socket whose
@@ -114,14 +116,18 @@ func TestHungDriverStatsLeaveNothingBehind(t *testing.T) {
 	if err := stats(); !errors.Is(err, ErrStatsPending) {
 		t.Fatalf("first scrape: %v, want ErrStatsPending", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the query's connection is up
+	// The query's connection is up once the driver holds the call.
+	waitfor.Condition(t, func() bool { return d.statsCalls.Load() == 1 })
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	for range 100 {
 		if err := stats(); !errors.Is(err, ErrStatsPending) {
 			t.Fatalf("scrape: %v, want ErrStatsPending", err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Each scrape's goroutine ends once it answered; give them time to.
+	for deadline := time.Now().Add(waitfor.Timeout); runtime.NumGoroutine() > goroutines+2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if g := runtime.NumGoroutine(); g > goroutines+2 {
 		t.Errorf("goroutines %d after 100 scrapes, %d before", g, goroutines)
 	}
