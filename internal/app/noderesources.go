@@ -243,7 +243,8 @@ func newCPUManager(cfg *Config, clients *criClients, n *node, reserved nodeReser
 	}
 	milli := reserved.system.Cpu().MilliValue() + reserved.kube.Cpu().MilliValue()
 	m, err := cpumanager.New(cpumanager.Options{Policy: k.CPUManagerPolicy, PolicyOptions: k.CPUManagerPolicyOptions,
-		ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger, SysfsRoot: sysfsRoot(),
+		OptionGates: cpumanager.OptionGates{Alpha: cfg.enabled(featureCPUManagerAlphaOptions), Beta: cfg.enabled(featureCPUManagerBetaOptions)},
+		Registerer:  n.reg, ReservedCPUs: reservedCPUs, ReservedMilliCPU: milli, StateDir: cfg.RootDirectory, Logger: logger, SysfsRoot: sysfsRoot(),
 		ActivePods: n.pods.ActivePods, SourcesReady: n.sources.SeenAllSources, ReconcilePeriod: k.CPUManagerReconcilePeriod.Duration,
 		Statuses: n.cache, Containers: clients.runtime})
 	if err != nil {
@@ -427,5 +428,10 @@ func newPluginWatcher(cfg *Config, n *node, logger *zap.Logger) (*csi.Registry, 
 	return reg, w, err
 }
 
-// featureQOSReserved is upstream's alpha QOSReserved gate.
-const featureQOSReserved featuregate.Feature = "QOSReserved"
+// Upstream's gates read here: QOSReserved (alpha), and those of the CPU
+// manager's alpha and beta policy options.
+const (
+	featureQOSReserved            featuregate.Feature = "QOSReserved"
+	featureCPUManagerAlphaOptions featuregate.Feature = "CPUManagerPolicyAlphaOptions"
+	featureCPUManagerBetaOptions  featuregate.Feature = "CPUManagerPolicyBetaOptions"
+)

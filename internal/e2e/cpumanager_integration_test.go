@@ -88,6 +88,103 @@ func TestIntegrationDockerModeCPUManagerStatic(t *testing.T) {
 	}
 }
 
+// The static policy's options (full-pcpus-only, strict-cpu-reservation) on
+// this machine's CPUs with --reserved-cpus=0: turning strict-cpu-reservation on
+// over a state whose pool holds CPU 0 stops the kubelet with upstream's error
+// until the state file is removed; then the pool is every CPU but the reserved
+// one's core (a BestEffort pod runs there), a Guaranteed pod asking for more
+// than the free whole cores is rejected with upstream's SMTAlignmentError, and
+// upstream's CPU manager series count it.
+func TestIntegrationDockerModeCPUManagerOptions(t *testing.T) {
+	ncpu := runtime.NumCPU()
+	if ncpu < 2 {
+		t.Fatalf("the CPU manager options test needs at least 2 CPUs, this machine has %d", ncpu)
+	}
+	perCore := threadsOfCPU0(t)
+	n := newNode(t)
+	n.extra = append(n.extra, "--cpu-manager-policy=static", "--reserved-cpus=0", "--cpu-manager-reconcile-period=1s")
+	n.start()
+	all := fmt.Sprintf("0-%d", ncpu-1)
+	n.checkCPUState(map[string]map[string]string{}, all)
+	if err := n.kubelet.stop(30 * time.Second); err != nil {
+		t.Fatalf("stopping the kubelet: %v", err)
+	}
+
+	n.extra = append(n.extra, "--cpu-manager-policy-options=full-pcpus-only=true,strict-cpu-reservation=true")
+	n.startRefused(fmt.Sprintf(`some of strictly reserved cpus: \"0\" are present in defaultCpuSet: \"%s\"`, all))
+	if err := os.Remove(filepath.Join(n.rootDir, "cpu_manager_state")); err != nil {
+		t.Fatal(err)
+	}
+	n.start()
+	ids := make([]int, ncpu)
+	for i := range ids {
+		ids[i] = i
+	}
+	pool := cpuset.New(ids...).Difference(cpuset.New(0)).String()
+	n.checkCPUState(map[string]map[string]string{}, pool)
+	n.writeManifest("shared.yaml", cpuPodManifest("shared", ""))
+	shared := n.waitPod("shared", podStartTimeout, "running", runningAndReady)
+	n.cpuCheck(shared, "app", pool)
+
+	n.writeManifest("big.yaml", cpuPodManifest("big", fmt.Sprint(ncpu)))
+	big := n.waitPod("big", 60*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	wantMsg := fmt.Sprintf("Pod was rejected: SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d",
+		ncpu-perCore, ncpu, perCore)
+	if big.Status.Reason != "SMTAlignmentError" || big.Status.Message != wantMsg {
+		t.Errorf("pod asking for %d CPUs: reason %q message %q, want SMTAlignmentError and %q", ncpu, big.Status.Reason, big.Status.Message, wantMsg)
+	}
+	for name, want := range map[string]float64{
+		"kubelet_cpu_manager_shared_pool_size_millicores":                                                      float64(ncpu-1) * 1000,
+		"kubelet_cpu_manager_exclusive_cpu_allocation_count":                                                   0,
+		"kubelet_cpu_manager_pinning_requests_total":                                                           1,
+		"kubelet_cpu_manager_pinning_errors_total":                                                             1,
+		`kubelet_container_aligned_compute_resources_count{boundary="physical_cpu",scope="container"}`:         0,
+		`kubelet_container_aligned_compute_resources_failure_count{boundary="physical_cpu",scope="container"}`: 1,
+	} {
+		if got, err := n.metric(name); err != nil || got != want {
+			t.Errorf("%s = %v (%v), want %v", name, got, err, want)
+		}
+	}
+}
+
+// startRefused starts the kubelet and expects it to exit with an error whose
+// log holds want.
+func (n *node) startRefused(want string) {
+	n.t.Helper()
+	p, err := startProcEnv("kubelet", filepath.Join(n.dir, "kubelet.log"), n.s.bin, n.env, n.args()...)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.procs = append(n.procs, p)
+	if !p.wait(60 * time.Second) {
+		n.t.Fatalf("the kubelet did not exit within 60s; want it refused with %s", want)
+	}
+	if p.exitCode() == 0 {
+		n.t.Errorf("the kubelet exited 0; want it refused with %s", want)
+	}
+	data, err := os.ReadFile(filepath.Join(n.dir, "kubelet.log"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if !strings.Contains(string(data), want) {
+		n.t.Errorf("the kubelet's log lacks %s; its end:\n%s", want, tailFile(filepath.Join(n.dir, "kubelet.log"), 10))
+	}
+}
+
+// threadsOfCPU0 is the number of hardware threads of CPU 0's core.
+func threadsOfCPU0(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := cpuset.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set.Size()
+}
+
 // cpuPodManifest is a sleeper; cpus != "" makes it Guaranteed with that many
 // CPUs.
 func cpuPodManifest(name, cpus string) string {

@@ -17,7 +17,6 @@ import (
 // the two lists complete against the v1beta1 type.
 var notHonouredFields = []string{
 	"systemCgroups",
-	"cpuManagerPolicyOptions",
 	"memoryReservationPolicy",
 	"volumePluginDir",
 	"logging.vmodule", "logging.options",
@@ -75,6 +74,9 @@ var honouredFields = []string{
 	"memorySwap",
 	// The node log query of /logs/ (journalctl or the services' log files).
 	"enableSystemLogQuery",
+	// full-pcpus-only and strict-cpu-reservation; upstream's other options
+	// are refused at start when true.
+	"cpuManagerPolicyOptions",
 	// With the QOSReserved gate (alpha), the QoS cgroups' memory limits, as
 	// upstream; without it upstream ignores it too (a warning says so).
 	"qosReserved",

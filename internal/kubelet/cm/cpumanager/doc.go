@@ -1,6 +1,8 @@
 // Package cpumanager is the kubelet's CPU manager, compatible with upstream
-// kubelet v1.37's (pkg/kubelet/cm/cpumanager) with default policy options
-// and topology manager policy "none".
+// kubelet v1.37's (pkg/kubelet/cm/cpumanager), with the static policy's
+// options full-pcpus-only and strict-cpu-reservation (upstream's others are
+// refused), NUMA hints for the topology manager, and upstream's
+// kubelet_cpu_manager_* series.
 //
 // It discovers the CPU topology from sysfs (DiscoverTopology), keeps the
 // shared pool and the exclusive CPU assignments in the checkpoint file
@@ -12,13 +14,13 @@
 //   - static: containers of Guaranteed pods with a whole-number CPU request
 //     get CPUs of their own, picked by topology (whole sockets or NUMA nodes,
 //     then whole cores, then threads); every other container runs on the
-//     shared pool, which always keeps the reserved CPUs (--reserved-cpus, or
+//     shared pool, which keeps the reserved CPUs (--reserved-cpus, or
 //     ceil(kubeReserved.cpu + systemReserved.cpu) CPUs taken by topology from
-//     the lowest cores).
+//     the lowest cores) unless strict-cpu-reservation takes them out of it.
 //
 // The kubelet calls Allocate for each container at admission (an error
-// rejects the pod with reason "UnexpectedAdmissionError", see
-// Manager.Allocate), CPUSet when it creates a container (the value of the
+// rejects the pod with reason "UnexpectedAdmissionError", or the error's own
+// Type such as SMTAlignmentError's, see Manager.Allocate), CPUSet when it creates a container (the value of the
 // CRI's cpuset_cpus), RemoveContainer/RemovePod when containers or pods are
 // gone. Start's reconcile loop moves running containers onto the current
 // shared pool every ReconcilePeriod, through the pod status cache and the

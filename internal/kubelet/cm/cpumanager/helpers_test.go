@@ -45,6 +45,16 @@ func mustTopology(t *testing.T, d CPUDetails) *Topology {
 	return topo
 }
 
+// mustMetrics are unregistered metrics for a policy under test.
+func mustMetrics(t *testing.T) *metrics {
+	t.Helper()
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func set(cpus ...int) cpuset.CPUSet { return cpuset.New(cpus...) }
 
 func mustParse(t *testing.T, s string) cpuset.CPUSet {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -29,12 +30,16 @@ var ErrContainerNotRunning = errors.New("container not running")
 type Options struct {
 	// Policy is "none" (also when empty) or "static".
 	Policy string
-	// PolicyOptions are cpuManagerPolicyOptions. Upstream's unknown-option
-	// and alpha-option errors are reproduced; the known options this kubelet
-	// does not implement (full-pcpus-only, distribute-cpus-across-numa,
-	// strict-cpu-reservation, prefer-align-cpus-by-uncorecache) are refused
-	// unless "false". The none policy accepts no options.
+	// PolicyOptions are cpuManagerPolicyOptions: full-pcpus-only and
+	// strict-cpu-reservation are acted on. Upstream's errors (unknown
+	// option, gate off, bad value, options that exclude each other) are
+	// reproduced; upstream's other options are refused unless "false". The
+	// none policy accepts no options.
 	PolicyOptions map[string]string
+	// OptionGates are the feature gates of the alpha and beta options.
+	OptionGates OptionGates
+	// Registerer gets upstream's CPU manager series (nil: none).
+	Registerer prometheus.Registerer
 	// ReservedCPUs is --reserved-cpus. When set it is the static policy's
 	// reserved set and ReservedMilliCPU is ignored.
 	ReservedCPUs cpuset.CPUSet
@@ -105,7 +110,11 @@ func New(opts Options) (*Manager, error) {
 			return nil, err
 		}
 	}
-	pol, err := newPolicy(opts, topo, log)
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := newPolicy(opts, topo, met, log)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +129,7 @@ func New(opts Options) (*Manager, error) {
 }
 
 // newPolicy builds the configured policy with upstream's error messages.
-func newPolicy(opts Options, topo *Topology, log *zap.Logger) (policy, error) {
+func newPolicy(opts Options, topo *Topology, met *metrics, log *zap.Logger) (policy, error) {
 	switch opts.Policy {
 	case PolicyNone, "":
 		p, err := newNonePolicy(opts.PolicyOptions)
@@ -139,10 +148,11 @@ func newPolicy(opts Options, topo *Topology, log *zap.Logger) (policy, error) {
 			}
 			numReserved = int((opts.ReservedMilliCPU + 999) / 1000)
 		}
-		if err := checkStaticOptions(opts.PolicyOptions); err != nil {
+		o, err := parseStaticOptions(opts.PolicyOptions, opts.OptionGates)
+		if err != nil {
 			return nil, fmt.Errorf("new static policy error: %w", err)
 		}
-		p, err := newStaticPolicy(topo, numReserved, opts.ReservedCPUs, log)
+		p, err := newStaticPolicy(topo, numReserved, opts.ReservedCPUs, o, met, log)
 		if err != nil {
 			return nil, fmt.Errorf("new static policy error: %w", err)
 		}

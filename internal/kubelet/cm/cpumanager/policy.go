@@ -2,6 +2,8 @@ package cpumanager
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/topologymanager"
@@ -39,26 +41,69 @@ type policy interface {
 	affinity(st *state, podUID, containerName string) cpuset.CPUSet
 }
 
-// checkStaticOptions checks cpuManagerPolicyOptions for the static policy.
-// Unknown options and options of a disabled maturity level fail with
-// upstream's wording (alpha options are off by default, beta on). Known
-// options this kubelet does not implement are refused unless set to false.
-func checkStaticOptions(opts map[string]string) error {
-	for name, value := range opts {
+// staticOptions are the static policy's options this kubelet acts on.
+type staticOptions struct {
+	// fullPCPUsOnly: exclusive CPUs come in whole physical cores; a request
+	// that is not a multiple of the threads per core, or larger than the free
+	// whole cores, is refused with SMTAlignmentError.
+	fullPCPUsOnly bool
+	// strictCPUReservation: the reserved CPUs are out of the shared pool too,
+	// so that no pod runs on them.
+	strictCPUReservation bool
+}
+
+// OptionGates are the feature gates that open upstream's alpha and beta
+// static policy options (CPUManagerPolicyAlphaOptions, off by default, and
+// CPUManagerPolicyBetaOptions, on).
+type OptionGates struct {
+	Alpha, Beta bool
+}
+
+// parseStaticOptions reads cpuManagerPolicyOptions for the static policy as
+// upstream's NewStaticPolicyOptions does, with its messages: an unknown
+// option, one whose maturity level's gate is off, a value that is not a
+// bool, or two options that cannot go together is an error. Of the options
+// upstream has, this kubelet acts on full-pcpus-only and
+// strict-cpu-reservation; the others are refused when true (a kubelet must
+// not accept a placement rule it would not follow).
+func parseStaticOptions(opts map[string]string, gates OptionGates) (staticOptions, error) {
+	var o staticOptions
+	on := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(opts)) {
 		switch name {
 		case optionAlignBySocket, optionDistributeCPUsAcrossCores:
-			return fmt.Errorf("CPU Manager Policy Alpha-level Options not enabled, but option %q provided", name)
-		case optionFullPCPUsOnly, optionDistributeCPUsAcrossNUMA, optionStrictCPUReservation, optionPreferAlignByUncoreCache:
-			on, err := strconv.ParseBool(value)
-			if err != nil {
-				return fmt.Errorf("bad value for option %q: %w", name, err)
+			if !gates.Alpha {
+				return o, fmt.Errorf("CPU Manager Policy Alpha-level Options not enabled, but option %q provided", name)
 			}
-			if on {
-				return fmt.Errorf("CPU Manager Policy option %q is not supported by this kubelet", name)
+		case optionDistributeCPUsAcrossNUMA:
+			if !gates.Beta {
+				return o, fmt.Errorf("CPU Manager Policy Beta-level Options not enabled, but option %q provided", name)
 			}
+		case optionFullPCPUsOnly, optionStrictCPUReservation, optionPreferAlignByUncoreCache:
 		default:
-			return fmt.Errorf("unknown CPU Manager Policy option: %q", name)
+			return o, fmt.Errorf("unknown CPU Manager Policy option: %q", name)
+		}
+		v, err := strconv.ParseBool(opts[name])
+		if err != nil {
+			return o, fmt.Errorf("bad value for option %q: %w", name, err)
+		}
+		on[name] = v
+	}
+	for _, pair := range [][2]string{
+		{optionFullPCPUsOnly, optionDistributeCPUsAcrossCores},
+		{optionDistributeCPUsAcrossNUMA, optionDistributeCPUsAcrossCores},
+		{optionPreferAlignByUncoreCache, optionDistributeCPUsAcrossCores},
+		{optionPreferAlignByUncoreCache, optionDistributeCPUsAcrossNUMA},
+	} {
+		if on[pair[0]] && on[pair[1]] {
+			return o, fmt.Errorf("static policy options %s and %s can not be used at the same time", pair[0], pair[1])
 		}
 	}
-	return nil
+	for _, name := range []string{optionDistributeCPUsAcrossNUMA, optionAlignBySocket, optionDistributeCPUsAcrossCores, optionPreferAlignByUncoreCache} {
+		if on[name] {
+			return o, fmt.Errorf("CPU Manager Policy option %q is not supported by this kubelet", name)
+		}
+	}
+	o.fullPCPUsOnly, o.strictCPUReservation = on[optionFullPCPUsOnly], on[optionStrictCPUReservation]
+	return o, nil
 }

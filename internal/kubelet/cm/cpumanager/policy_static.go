@@ -14,14 +14,18 @@ import (
 )
 
 // staticPolicy gives containers of Guaranteed pods that request a whole
-// number of CPUs CPUs of their own, as upstream's static policy with default
-// options and topology manager policy "none":
+// number of CPUs CPUs of their own, as upstream's static policy:
 //
 //   - The shared pool (the state's default set) starts as every CPU. The
-//     reserved CPUs stay in it and are never handed out exclusively.
+//     reserved CPUs stay in it and are never handed out exclusively; with
+//     strict-cpu-reservation they are out of it too, so that only the
+//     system's and the kubelet's processes run on them.
 //   - Allocate takes the request out of the pool minus the reserved CPUs by
 //     topology (takeByTopology) and records it for the container. A
-//     container already in the state keeps what it has.
+//     container already in the state keeps what it has. With full-pcpus-only
+//     a request must be a multiple of the threads per core and fit in the
+//     free whole cores (the cores of reserved CPUs do not count), else the
+//     pod is refused with SMTAlignmentError.
 //   - CPUs of a (non-restartable) init container may be reused by the next
 //     containers of the same pod: they are added to what the next allocation
 //     may take, because init containers do not run alongside them. CPUs of
@@ -31,7 +35,11 @@ import (
 type staticPolicy struct {
 	topo     *Topology
 	reserved cpuset.CPUSet
-	log      *zap.Logger
+	// reservedCores are every thread of the cores of the reserved CPUs.
+	reservedCores cpuset.CPUSet
+	opts          staticOptions
+	met           *metrics
+	log           *zap.Logger
 	// cpusToReuse holds, for the pod being admitted, the CPUs its init
 	// containers had that later containers may take again.
 	cpusToReuse map[string]cpuset.CPUSet
@@ -39,7 +47,7 @@ type staticPolicy struct {
 
 // newStaticPolicy picks the reserved CPUs: reservedCPUs when given
 // (--reserved-cpus), else numReserved CPUs taken by topology from all CPUs.
-func newStaticPolicy(topo *Topology, numReserved int, reservedCPUs cpuset.CPUSet, log *zap.Logger) (*staticPolicy, error) {
+func newStaticPolicy(topo *Topology, numReserved int, reservedCPUs cpuset.CPUSet, opts staticOptions, met *metrics, log *zap.Logger) (*staticPolicy, error) {
 	reserved := reservedCPUs
 	if reserved.IsEmpty() {
 		reserved, _ = takeByTopology(topo, topo.CPUDetails.CPUs(), numReserved)
@@ -47,14 +55,20 @@ func newStaticPolicy(topo *Topology, numReserved int, reservedCPUs cpuset.CPUSet
 	if reserved.Size() != numReserved {
 		return nil, fmt.Errorf("[cpumanager] unable to reserve the required amount of CPUs (size of %s did not equal %d)", reserved, numReserved)
 	}
+	cores := cpuset.New()
 	for _, cpu := range reserved.List() {
-		if _, ok := topo.CPUDetails[cpu]; !ok {
+		info, ok := topo.CPUDetails[cpu]
+		if !ok {
 			return nil, fmt.Errorf("[cpumanager] unable to build the reserved physical CPUs from the reserved set: unknown CPU ID: %d", cpu)
 		}
+		cores = cores.Union(topo.CPUDetails.CPUsInCores(info.CoreID))
 	}
-	log.Info("Reserved CPUs not available for exclusive assignment",
-		zap.Int("reservedSize", reserved.Size()), zap.Stringer("reserved", reserved))
-	return &staticPolicy{topo: topo, reserved: reserved, log: log, cpusToReuse: map[string]cpuset.CPUSet{}}, nil
+	log.Info("Static policy created with configuration", zap.Bool("fullPCPUsOnly", opts.fullPCPUsOnly),
+		zap.Bool("strictCPUReservation", opts.strictCPUReservation), zap.Int("cpuGroupSize", topo.CPUsPerCore()))
+	log.Info("Reserved CPUs not available for exclusive assignment", zap.Int("reservedSize", reserved.Size()),
+		zap.Stringer("reserved", reserved), zap.Stringer("reservedPhysicalCPUs", cores))
+	return &staticPolicy{topo: topo, reserved: reserved, reservedCores: cores, opts: opts, met: met, log: log,
+		cpusToReuse: map[string]cpuset.CPUSet{}}, nil
 }
 
 func (p *staticPolicy) name() string { return PolicyStatic }
@@ -62,7 +76,19 @@ func (p *staticPolicy) name() string { return PolicyStatic }
 // start checks a loaded state against the machine, or fills a fresh one's
 // pool with every CPU. The messages are upstream's.
 func (p *staticPolicy) start(st *state) error {
+	if err := p.validate(st); err != nil {
+		return err
+	}
+	p.met.initStatic(p.topo, p.available(st), st.assignments.all())
+	return nil
+}
+
+// validate is start's check (upstream's validateState).
+func (p *staticPolicy) validate(st *state) error {
 	all := p.topo.CPUDetails.CPUs()
+	if p.opts.strictCPUReservation {
+		all = all.Difference(p.reserved)
+	}
 	if st.defaultSet.IsEmpty() {
 		if len(st.assignments) != 0 {
 			return fmt.Errorf("default cpuset cannot be empty")
@@ -71,7 +97,11 @@ func (p *staticPolicy) start(st *state) error {
 		p.log.Info("Static policy initialized", zap.Stringer("defaultCPUSet", all))
 		return nil
 	}
-	if !p.reserved.Intersection(st.defaultSet).Equals(p.reserved) {
+	switch inPool := p.reserved.Intersection(st.defaultSet); {
+	case p.opts.strictCPUReservation && !inPool.IsEmpty():
+		return fmt.Errorf("some of strictly reserved cpus: %q are present in defaultCpuSet: %q",
+			inPool.String(), st.defaultSet.String())
+	case !p.opts.strictCPUReservation && !inPool.Equals(p.reserved):
 		return fmt.Errorf("not all reserved cpus: %q are present in defaultCpuSet: %q",
 			p.reserved.String(), st.defaultSet.String())
 	}
@@ -97,7 +127,7 @@ func (p *staticPolicy) available(st *state) cpuset.CPUSet {
 	return st.defaultSet.Difference(p.reserved)
 }
 
-func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) error {
+func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container, affinity topologymanager.Mask) (err error) {
 	numCPUs := guaranteedCPUs(pod, container)
 	if numCPUs == 0 {
 		return nil
@@ -110,11 +140,15 @@ func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container,
 		log.Debug("CPU Manager allocation skipped, pod is using pod-level resources")
 		return nil
 	}
+	defer func() { p.countAllocation(err) }()
 	uid := string(pod.UID)
 	if set, ok := st.assignments.get(uid, container.Name); ok {
 		p.updateCPUsToReuse(pod, container, set)
 		log.Info("Static policy: container already present in state, skipping")
 		return nil
+	}
+	if err := p.enforceSMTAlignment(st, numCPUs); err != nil {
+		return err
 	}
 	pool := p.available(st).Union(p.cpusToReuse[uid])
 	set, err := p.takeAligned(pool, numCPUs, affinity)
@@ -125,7 +159,72 @@ func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container,
 	st.defaultSet = st.defaultSet.Difference(set)
 	st.assignments.set(uid, container.Name, set)
 	p.updateCPUsToReuse(pod, container, set)
+	p.updateMetrics(st)
 	log.Info("Allocated exclusive CPUs", zap.Stringer("cpuset", set))
+	return nil
+}
+
+// countAllocation moves upstream's pinning counters for one container that
+// needs exclusive CPUs, with full-pcpus-only its physical_cpu alignment
+// counters too (a container already in the state counts as aligned, as
+// upstream).
+func (p *staticPolicy) countAllocation(err error) {
+	p.met.requests.Inc()
+	if err != nil {
+		p.met.errors.Inc()
+	}
+	if !p.opts.fullPCPUsOnly {
+		return
+	}
+	if err != nil {
+		p.met.alignedFailed.WithLabelValues(alignedPhysicalCPU, alignScopeContainer).Inc()
+	} else {
+		p.met.alignedOK.WithLabelValues(alignedPhysicalCPU, alignScopeContainer).Inc()
+	}
+}
+
+// updateMetrics sets the pool and exclusive gauges from the state.
+func (p *staticPolicy) updateMetrics(st *state) {
+	p.met.sharedPool.Set(float64(p.available(st).Size() * 1000))
+	p.met.setAssigned(p.topo, st.assignments.all())
+}
+
+// SMTAlignmentError refuses, with full-pcpus-only, a request that would not
+// be made of whole physical cores. Its Type is the pod's admission reason.
+type SMTAlignmentError struct {
+	RequestedCPUs         int
+	CPUsPerCore           int
+	AvailablePhysicalCPUs int
+	CausedByPhysicalCPUs  bool
+}
+
+// Error is upstream's message.
+func (e SMTAlignmentError) Error() string {
+	if e.CausedByPhysicalCPUs {
+		return fmt.Sprintf("SMT Alignment Error: not enough free physical CPUs: available physical CPUs = %d, requested CPUs = %d, CPUs per core = %d",
+			e.AvailablePhysicalCPUs, e.RequestedCPUs, e.CPUsPerCore)
+	}
+	return fmt.Sprintf("SMT Alignment Error: requested %d cpus not multiple cpus per core = %d", e.RequestedCPUs, e.CPUsPerCore)
+}
+
+// Type is the admission reason, upstream's.
+func (SMTAlignmentError) Type() string { return "SMTAlignmentError" }
+
+// enforceSMTAlignment is full-pcpus-only's check (upstream's): the request
+// is a multiple of the threads per core and no larger than the pool without
+// the cores of the reserved CPUs, so that the allocation never has to split
+// a core.
+func (p *staticPolicy) enforceSMTAlignment(st *state, numCPUs int) error {
+	if !p.opts.fullPCPUsOnly {
+		return nil
+	}
+	perCore := p.topo.CPUsPerCore()
+	if perCore > 0 && numCPUs%perCore != 0 {
+		return SMTAlignmentError{RequestedCPUs: numCPUs, CPUsPerCore: perCore}
+	}
+	if free := st.defaultSet.Difference(p.reservedCores).Size(); numCPUs > free {
+		return SMTAlignmentError{RequestedCPUs: numCPUs, CPUsPerCore: perCore, AvailablePhysicalCPUs: free, CausedByPhysicalCPUs: true}
+	}
 	return nil
 }
 
@@ -163,6 +262,7 @@ func (p *staticPolicy) removeContainer(st *state, podUID, containerName string) 
 		release = release.Difference(set) // still used by a sibling
 	}
 	st.defaultSet = st.defaultSet.Union(release)
+	p.updateMetrics(st)
 	p.log.Info("RemoveContainer", zap.String("podUID", podUID), zap.String("containerName", containerName),
 		zap.Stringer("defaultCPUSet", st.defaultSet))
 }

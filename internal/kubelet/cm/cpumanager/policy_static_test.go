@@ -45,9 +45,23 @@ func TestNewReservedCPUs(t *testing.T) {
 			wantErr: `new static policy error: CPU Manager Policy Alpha-level Options not enabled, but option "align-by-socket" provided`},
 		{desc: "known option set to false is harmless", details: twoCPUs,
 			opts: Options{Policy: "static", ReservedMilliCPU: 1000, PolicyOptions: map[string]string{"full-pcpus-only": "false"}}, want: "0"},
-		{desc: "known option this kubelet lacks", details: twoCPUs,
-			opts:    Options{Policy: "static", ReservedMilliCPU: 1000, PolicyOptions: map[string]string{"full-pcpus-only": "true"}},
-			wantErr: `new static policy error: CPU Manager Policy option "full-pcpus-only" is not supported by this kubelet`},
+		{desc: "alpha option with its gate: not supported here", details: twoCPUs,
+			opts: Options{Policy: "static", ReservedMilliCPU: 1000, OptionGates: OptionGates{Alpha: true},
+				PolicyOptions: map[string]string{"align-by-socket": "true"}},
+			wantErr: `new static policy error: CPU Manager Policy option "align-by-socket" is not supported by this kubelet`},
+		{desc: "beta option without its gate", details: twoCPUs,
+			opts:    Options{Policy: "static", ReservedMilliCPU: 1000, PolicyOptions: map[string]string{"distribute-cpus-across-numa": "true"}},
+			wantErr: `new static policy error: CPU Manager Policy Beta-level Options not enabled, but option "distribute-cpus-across-numa" provided`},
+		{desc: "stable option this kubelet lacks", details: twoCPUs,
+			opts:    Options{Policy: "static", ReservedMilliCPU: 1000, PolicyOptions: map[string]string{"prefer-align-cpus-by-uncorecache": "true"}},
+			wantErr: `new static policy error: CPU Manager Policy option "prefer-align-cpus-by-uncorecache" is not supported by this kubelet`},
+		{desc: "options that exclude each other", details: twoCPUs,
+			opts: Options{Policy: "static", ReservedMilliCPU: 1000, OptionGates: OptionGates{Alpha: true, Beta: true},
+				PolicyOptions: map[string]string{"full-pcpus-only": "true", "distribute-cpus-across-cores": "true"}},
+			wantErr: `new static policy error: static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time`},
+		{desc: "full-pcpus-only and strict-cpu-reservation", details: twoCPUs,
+			opts: Options{Policy: "static", ReservedMilliCPU: 1000,
+				PolicyOptions: map[string]string{"full-pcpus-only": "true", "strict-cpu-reservation": "True"}}, want: "0"},
 		{desc: "bad option value", details: twoCPUs,
 			opts:    Options{Policy: "static", ReservedMilliCPU: 1000, PolicyOptions: map[string]string{"full-pcpus-only": "yes"}},
 			wantErr: `new static policy error: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": invalid syntax`},
@@ -121,11 +135,49 @@ func TestStaticAllocate(t *testing.T) {
 		desc        string
 		details     CPUDetails
 		reserved    int64
+		opts        staticOptions
 		allocs      []allocation
 		want        map[string]map[string]string
 		wantDefault string
 		wantErr     string // of the last allocation
 	}{
+		{
+			desc: "full-pcpus-only: an odd request on SMT is refused", details: eightCPUsSMT, reserved: 1000,
+			opts:        staticOptions{fullPCPUsOnly: true},
+			allocs:      []allocation{{makePod("g1", nil, ctr("app", "1")), "app"}},
+			want:        map[string]map[string]string{},
+			wantDefault: "0-7",
+			wantErr:     "SMT Alignment Error: requested 1 cpus not multiple cpus per core = 2",
+		},
+		{
+			desc: "full-pcpus-only: whole cores beside the reserved CPU's core", details: eightCPUsSMT, reserved: 1000,
+			opts:        staticOptions{fullPCPUsOnly: true},
+			allocs:      []allocation{{makePod("g6", nil, ctr("app", "6")), "app"}},
+			want:        map[string]map[string]string{"g6": {"app": "1-3,5-7"}},
+			wantDefault: "0,4",
+		},
+		{
+			desc: "full-pcpus-only: the reserved CPU's sibling does not count", details: eightCPUsSMT, reserved: 1000,
+			opts:        staticOptions{fullPCPUsOnly: true},
+			allocs:      []allocation{{makePod("g4", nil, ctr("app", "4")), "app"}, {makePod("g4b", nil, ctr("app", "4")), "app"}},
+			want:        map[string]map[string]string{"g4": {"app": "1-2,5-6"}},
+			wantDefault: "0,3-4,7",
+			wantErr:     "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = 2, requested CPUs = 4, CPUs per core = 2",
+		},
+		{
+			desc: "full-pcpus-only without SMT: any whole request", details: twoCPUs, reserved: 1000,
+			opts:        staticOptions{fullPCPUsOnly: true},
+			allocs:      []allocation{{makePod("g1", nil, ctr("app", "1")), "app"}},
+			want:        map[string]map[string]string{"g1": {"app": "1"}},
+			wantDefault: "0",
+		},
+		{
+			desc: "strict-cpu-reservation: the pool starts without the reserved CPUs", details: eightCPUsSMT, reserved: 2000,
+			opts:        staticOptions{strictCPUReservation: true},
+			allocs:      []allocation{{guaranteed2, "app"}},
+			want:        map[string]map[string]string{"g2": {"app": "1,5"}},
+			wantDefault: "2-3,6-7",
+		},
 		{
 			desc: "guaranteed integer request: a whole core beside the reserved one", details: eightCPUsSMT, reserved: 1000,
 			allocs:      []allocation{{guaranteed2, "app"}},
@@ -181,7 +233,7 @@ func TestStaticAllocate(t *testing.T) {
 		t.Run(test.desc, func(t *testing.T) {
 			t.Parallel()
 			topo := mustTopology(t, test.details)
-			p, err := newStaticPolicy(topo, int((test.reserved+999)/1000), cpuset.New(), zaptest.NewLogger(t))
+			p, err := newStaticPolicy(topo, int((test.reserved+999)/1000), cpuset.New(), test.opts, mustMetrics(t), zaptest.NewLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,7 +281,7 @@ func TestStaticAllocate(t *testing.T) {
 func TestStaticRemoveContainer(t *testing.T) {
 	t.Parallel()
 	topo := mustTopology(t, eightCPUsSMT)
-	p, err := newStaticPolicy(topo, 1, cpuset.New(), zaptest.NewLogger(t))
+	p, err := newStaticPolicy(topo, 1, cpuset.New(), staticOptions{}, mustMetrics(t), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +314,18 @@ func TestStaticStartValidation(t *testing.T) {
 	for _, test := range []struct {
 		desc    string
 		st      state
+		strict  bool
 		wantErr string
 	}{
 		{desc: "fresh", st: state{defaultSet: cpuset.New(), assignments: assignments{}}},
+		{desc: "strict: fresh", st: state{defaultSet: cpuset.New(), assignments: assignments{}}, strict: true},
+		{desc: "strict: consistent", st: state{defaultSet: set(2, 3, 4, 6, 7), assignments: assignments{"p": {"c": set(1, 5)}}}, strict: true},
+		{desc: "strict: a reserved CPU in the pool (the option was just turned on)", strict: true,
+			st:      state{defaultSet: set(0, 2, 3, 4, 6, 7), assignments: assignments{"p": {"c": set(1, 5)}}},
+			wantErr: `some of strictly reserved cpus: "0" are present in defaultCpuSet: "0,2-4,6-7"`},
+		{desc: "strict turned off: the reserved CPU is missing from the pool",
+			st:      state{defaultSet: set(2, 3, 4, 6, 7), assignments: assignments{"p": {"c": set(1, 5)}}},
+			wantErr: `not all reserved cpus: "0" are present in defaultCpuSet: "2-4,6-7"`},
 		{desc: "consistent", st: state{defaultSet: set(0, 2, 3, 4, 6, 7), assignments: assignments{"p": {"c": set(1, 5)}}}},
 		{desc: "empty pool with assignments", st: state{defaultSet: cpuset.New(), assignments: assignments{"p": {"c": set(1, 5)}}},
 			wantErr: "default cpuset cannot be empty"},
@@ -277,14 +338,19 @@ func TestStaticStartValidation(t *testing.T) {
 	} {
 		t.Run(test.desc, func(t *testing.T) {
 			t.Parallel()
-			p, err := newStaticPolicy(mustTopology(t, eightCPUsSMT), 1, cpuset.New(), zaptest.NewLogger(t))
+			p, err := newStaticPolicy(mustTopology(t, eightCPUsSMT), 1, cpuset.New(), staticOptions{strictCPUReservation: test.strict},
+				mustMetrics(t), zaptest.NewLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
+			fresh := test.st.defaultSet.IsEmpty()
 			err = p.start(&test.st)
 			if test.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if fresh && test.strict && test.st.defaultSet.String() != "1-7" {
+					t.Errorf("strict: a fresh pool is %q, want 1-7 (without the reserved CPU)", test.st.defaultSet)
 				}
 				return
 			}

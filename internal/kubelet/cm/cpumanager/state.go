@@ -34,6 +34,17 @@ func (a assignments) remove(podUID, name string) {
 	}
 }
 
+// all is every CPU assigned to some container.
+func (a assignments) all() cpuset.CPUSet {
+	var sets []cpuset.CPUSet
+	for _, containers := range a {
+		for _, set := range containers {
+			sets = append(sets, set)
+		}
+	}
+	return cpuset.New().Union(sets...)
+}
+
 func (a assignments) clone() map[string]map[string]cpuset.CPUSet {
 	out := make(map[string]map[string]cpuset.CPUSet, len(a))
 	for pod, containers := range a {

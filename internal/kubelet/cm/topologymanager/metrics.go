@@ -1,6 +1,7 @@
 package topologymanager
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,20 +23,57 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "[ALPHA] The number of admission request failures where resources could not be aligned."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "kubelet", Name: "topology_manager_admission_duration_ms",
 			Help: "[ALPHA] Duration in milliseconds to serve a pod admission request.", Buckets: prometheus.ExponentialBuckets(.05, 2, 15)}),
-		alignedOK: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_count",
-			Help: "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type."}, []string{"boundary", "scope"}),
-		alignedFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_failure_count",
-			Help: "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type."}, []string{"boundary", "scope"}),
+	}
+	var err error
+	if m.alignedOK, m.alignedFailed, err = AlignedCounters(reg); err != nil {
+		return nil, err
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.duration, m.alignedOK, m.alignedFailed} {
+	for _, c := range []prometheus.Collector{m.requests, m.errors, m.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("topologymanager: register metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// AlignedCounters are upstream's container_aligned_compute_resources_count
+// and _failure_count (labels boundary, scope), shared by the managers that
+// align resources (this one: numa_node; the CPU manager: physical_cpu and
+// uncore_cache): the first caller registers them with reg, later ones get
+// the registered ones. A nil reg gives unregistered counters.
+func AlignedCounters(reg prometheus.Registerer) (ok, failed *prometheus.CounterVec, err error) {
+	ok = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_count",
+		Help: "[ALPHA] Cumulative number of aligned compute resources allocated to containers by alignment type."}, []string{"boundary", "scope"})
+	failed = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: "container_aligned_compute_resources_failure_count",
+		Help: "[ALPHA] Cumulative number of failures to allocate aligned compute resources to containers by alignment type."}, []string{"boundary", "scope"})
+	if reg == nil {
+		return ok, failed, nil
+	}
+	if ok, err = registerOrReuse(reg, ok); err != nil {
+		return nil, nil, err
+	}
+	if failed, err = registerOrReuse(reg, failed); err != nil {
+		return nil, nil, err
+	}
+	return ok, failed, nil
+}
+
+// registerOrReuse registers c, or returns the same counter already registered.
+func registerOrReuse(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			return existing, nil
+		}
+	}
+	return nil, fmt.Errorf("topologymanager: register metrics: %w", err)
 }
 
 // initAligned shows the NUMA alignment series at 0 (upstream's
