@@ -92,15 +92,15 @@ func TestIntegrationDockerModeCPUManagerStatic(t *testing.T) {
 // this machine's CPUs with --reserved-cpus=0: turning strict-cpu-reservation on
 // over a state whose pool holds CPU 0 stops the kubelet with upstream's error
 // until the state file is removed; then the pool is every CPU but the reserved
-// one's core (a BestEffort pod runs there), a Guaranteed pod asking for more
-// than the free whole cores is rejected with upstream's SMTAlignmentError, and
-// upstream's CPU manager series count it.
+// one (a BestEffort pod runs there), a Guaranteed pod asking for more than the
+// free whole cores (the reserved CPU's core does not count) is rejected with
+// upstream's SMTAlignmentError, and upstream's CPU manager series count it.
 func TestIntegrationDockerModeCPUManagerOptions(t *testing.T) {
 	ncpu := runtime.NumCPU()
 	if ncpu < 2 {
 		t.Fatalf("the CPU manager options test needs at least 2 CPUs, this machine has %d", ncpu)
 	}
-	perCore := threadsOfCPU0(t)
+	perCore := hostCPUsPerCore(t)
 	n := newNode(t)
 	n.extra = append(n.extra, "--cpu-manager-policy=static", "--reserved-cpus=0", "--cpu-manager-reconcile-period=1s")
 	n.start()
@@ -111,7 +111,7 @@ func TestIntegrationDockerModeCPUManagerOptions(t *testing.T) {
 	}
 
 	n.extra = append(n.extra, "--cpu-manager-policy-options=full-pcpus-only=true,strict-cpu-reservation=true")
-	n.startRefused(fmt.Sprintf(`some of strictly reserved cpus: \"0\" are present in defaultCpuSet: \"%s\"`, all))
+	n.startRefused(fmt.Sprintf(`start cpu manager error: some of strictly reserved cpus: "0" are present in defaultCpuSet: "%s"`, all))
 	if err := os.Remove(filepath.Join(n.rootDir, "cpu_manager_state")); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,8 @@ func TestIntegrationDockerModeCPUManagerOptions(t *testing.T) {
 }
 
 // startRefused starts the kubelet and expects it to exit with an error whose
-// log holds want.
+// log holds want (the "Error: ..." line prints the error as is; the log's
+// JSON fields escape quotes).
 func (n *node) startRefused(want string) {
 	n.t.Helper()
 	p, err := startProcEnv("kubelet", filepath.Join(n.dir, "kubelet.log"), n.s.bin, n.env, n.args()...)
@@ -171,18 +172,31 @@ func (n *node) startRefused(want string) {
 	}
 }
 
-// threadsOfCPU0 is the number of hardware threads of CPU 0's core.
-func threadsOfCPU0(t *testing.T) int {
+// hostCPUsPerCore is the kubelet's CPUs per core on this machine: online CPUs
+// over distinct (socket, core) pairs.
+func hostCPUsPerCore(t *testing.T) int {
 	t.Helper()
-	data, err := os.ReadFile("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+	data, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := cpuset.Parse(strings.TrimSpace(string(data)))
+	online, err := cpuset.Parse(strings.TrimSpace(string(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return set.Size()
+	cores := map[[2]string]bool{}
+	for _, cpu := range online.List() {
+		var key [2]string
+		for i, f := range []string{"physical_package_id", "core_id"} {
+			b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/%s", cpu, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key[i] = strings.TrimSpace(string(b))
+		}
+		cores[key] = true
+	}
+	return online.Size() / len(cores)
 }
 
 // cpuPodManifest is a sleeper; cpus != "" makes it Guaranteed with that many

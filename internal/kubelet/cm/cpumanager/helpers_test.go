@@ -26,11 +26,11 @@ var (
 	// dualSocketSMT: 12 CPUs, 2 sockets = 2 NUMA nodes, 6 cores of 2
 	// threads; even CPUs on socket 0, odd on socket 1; cores {0,6} {2,8}
 	// {4,10} on socket 0 and {1,7} {3,9} {5,11} on socket 1 (upstream's
-	// topoDualSocketHT).
+	// topoDualSocketHT); no uncore cache, so the socket stands in.
 	dualSocketSMT = func() CPUDetails {
 		d := CPUDetails{}
 		for cpu := 0; cpu < 12; cpu++ {
-			d[cpu] = CPUInfo{NUMANodeID: cpu % 2, SocketID: cpu % 2, CoreID: cpu % 6}
+			d[cpu] = CPUInfo{NUMANodeID: cpu % 2, SocketID: cpu % 2, CoreID: cpu % 6, UncoreCacheID: cpu % 2}
 		}
 		return d
 	}()

@@ -67,7 +67,8 @@ kubelet_container_aligned_compute_resources_failure_count{boundary="physical_cpu
 `)
 
 	// Two whole cores (NUMA node 0 still has two free, beside the reserved
-	// CPU's core), then an odd request refused.
+	// CPU's core: one socket, so one uncore cache), then an odd request
+	// refused.
 	four := makePod("g4", nil, ctr("app", "4"))
 	if err := m.Allocate(four, &four.Spec.Containers[0]); err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ kubelet_cpu_manager_pinning_errors_total 1
 kubelet_cpu_manager_shared_pool_size_millicores 7000
 kubelet_cpu_manager_exclusive_cpu_allocation_count 4
 kubelet_container_aligned_compute_resources_count{boundary="physical_cpu",scope="container"} 1
-kubelet_container_aligned_compute_resources_count{boundary="uncore_cache",scope="container"} 0
+kubelet_container_aligned_compute_resources_count{boundary="uncore_cache",scope="container"} 1
 kubelet_container_aligned_compute_resources_failure_count{boundary="physical_cpu",scope="container"} 1
 `)
 
@@ -101,7 +102,7 @@ kubelet_cpu_manager_pinning_errors_total 1
 kubelet_cpu_manager_shared_pool_size_millicores 11000
 kubelet_cpu_manager_exclusive_cpu_allocation_count 0
 kubelet_container_aligned_compute_resources_count{boundary="physical_cpu",scope="container"} 1
-kubelet_container_aligned_compute_resources_count{boundary="uncore_cache",scope="container"} 0
+kubelet_container_aligned_compute_resources_count{boundary="uncore_cache",scope="container"} 1
 kubelet_container_aligned_compute_resources_failure_count{boundary="physical_cpu",scope="container"} 1
 `)
 }

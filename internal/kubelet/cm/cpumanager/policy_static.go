@@ -160,6 +160,9 @@ func (p *staticPolicy) allocate(st *state, pod *v1.Pod, container *v1.Container,
 	st.assignments.set(uid, container.Name, set)
 	p.updateCPUsToReuse(pod, container, set)
 	p.updateMetrics(st)
+	if p.topo.CPUDetails.sameUncoreCache(set) {
+		p.met.alignedOK.WithLabelValues(alignedUncoreCache, alignScopeContainer).Inc()
+	}
 	log.Info("Allocated exclusive CPUs", zap.Stringer("cpuset", set))
 	return nil
 }

@@ -16,6 +16,11 @@ type CPUInfo struct {
 	// lowest logical CPU ID among the core's threads, so it is unique on the
 	// machine (sysfs core_id values repeat across sockets).
 	CoreID int
+	// UncoreCacheID names the last-level cache the CPU shares with only part
+	// of its NUMA node (cAdvisor's uncore cache: a level 3 or higher cache
+	// not shared by the whole node); it is the socket ID when there is none,
+	// as upstream falls back.
+	UncoreCacheID int
 }
 
 // CPUDetails maps logical CPU IDs to their place in the topology.
@@ -80,6 +85,18 @@ func (t *Topology) CPUsPerSocket() int {
 func (t *Topology) String() string {
 	return fmt.Sprintf("%d CPUs, %d cores, %d sockets, %d NUMA nodes",
 		t.NumCPUs, t.NumCores, t.NumSockets, t.NumNUMANodes)
+}
+
+// sameUncoreCache reports whether every CPU of cpus shares one uncore cache
+// (upstream's isAlignedAtUncoreCache; true for one CPU or none).
+func (d CPUDetails) sameUncoreCache(cpus cpuset.CPUSet) bool {
+	list := cpus.List()
+	for _, cpu := range list {
+		if info, ok := d[cpu]; !ok || info.UncoreCacheID != d[list[0]].UncoreCacheID {
+			return false
+		}
+	}
+	return true
 }
 
 // KeepOnly returns the details of the CPUs of d that are in cpus.

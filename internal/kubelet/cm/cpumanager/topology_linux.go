@@ -68,11 +68,56 @@ func DiscoverTopology(sysfsRoot string) (*Topology, error) {
 		}
 	}
 
+	nodeCPUs := map[int]int{}
+	for _, p := range all {
+		nodeCPUs[p.key.node]++
+	}
+	uncore := map[coreKey]int{}
+	for k, cpu := range lowest {
+		id, ok := uncoreCacheID(filepath.Join(cpuRoot, "cpu"+strconv.Itoa(cpu), "cache"), nodeCPUs[k.node])
+		if !ok {
+			id = k.socket
+		}
+		uncore[k] = id
+	}
 	details := CPUDetails{}
 	for _, p := range all {
-		details[p.cpu] = CPUInfo{NUMANodeID: p.key.node, SocketID: p.key.socket, CoreID: lowest[p.key]}
+		details[p.cpu] = CPUInfo{NUMANodeID: p.key.node, SocketID: p.key.socket, CoreID: lowest[p.key], UncoreCacheID: uncore[p.key]}
 	}
 	return NewTopology(details)
+}
+
+// uncoreCacheID is, as cAdvisor finds a core's uncore cache, the id of the
+// first cache of cacheDir (cpuN/cache) whose level is above 2 and that fewer
+// or more CPUs than the NUMA node's nodeCPUs share; ok is false when there is
+// none or the files cannot be read (the caller falls back to the socket).
+func uncoreCacheID(cacheDir string, nodeCPUs int) (id int, ok bool) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "index") {
+			continue
+		}
+		dir := filepath.Join(cacheDir, e.Name())
+		level, err := readIntFile(filepath.Join(dir, "level"))
+		if err != nil || level <= 2 {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "shared_cpu_list"))
+		if err != nil {
+			continue
+		}
+		shared, err := cpuset.Parse(strings.TrimSpace(string(data)))
+		if err != nil || shared.Size() == nodeCPUs {
+			continue // the whole node's cache
+		}
+		if id, err := readIntFile(filepath.Join(dir, "id")); err == nil {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // onlineCPUs returns the online CPUs: the list in cpuRoot/online, or every

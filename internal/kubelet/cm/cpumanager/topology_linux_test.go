@@ -130,6 +130,69 @@ func TestDiscoverTopology(t *testing.T) {
 	}
 }
 
+// TestDiscoverUncoreCaches: a level 3 cache shared by part of the NUMA node
+// is the CPUs' uncore cache (cAdvisor's); one shared by the whole node, or no
+// cache information, leaves the socket standing in.
+func TestDiscoverUncoreCaches(t *testing.T) {
+	t.Parallel()
+	cpus := make([]fakeCPU, 8)
+	for cpu := range cpus {
+		cpus[cpu] = fakeCPU{socket: 0, coreID: cpu}
+	}
+	writeCache := func(root string, cpu int, index string, level int, shared string, id int) {
+		dir := filepath.Join(root, "devices", "system", "cpu", "cpu"+strconv.Itoa(cpu), "cache", index)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"level": strconv.Itoa(level), "shared_cpu_list": shared, "id": strconv.Itoa(id), "type": "Unified"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, test := range []struct {
+		desc  string
+		cache func(root string, cpu int)
+		want  []int // uncore cache IDs of CPUs 0-7
+	}{
+		{"two L3 caches of 4 CPUs each", func(root string, cpu int) {
+			writeCache(root, cpu, "index2", 2, strconv.Itoa(cpu), cpu) // per core: not an uncore cache
+			if cpu < 4 {
+				writeCache(root, cpu, "index3", 3, "0-3", 7)
+			} else {
+				writeCache(root, cpu, "index3", 3, "4-7", 9)
+			}
+		}, []int{7, 7, 7, 7, 9, 9, 9, 9}},
+		{"one L3 cache for the whole node", func(root string, cpu int) {
+			writeCache(root, cpu, "index3", 3, "0-7", 5)
+		}, []int{0, 0, 0, 0, 0, 0, 0, 0}},
+		{"no cache information", func(string, int) {}, []int{0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		t.Run(test.desc, func(t *testing.T) {
+			t.Parallel()
+			root := writeSysfs(t, cpus, "0-7", map[int]string{0: "0-7"})
+			for cpu := range cpus {
+				test.cache(root, cpu)
+			}
+			topo, err := DiscoverTopology(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for cpu, want := range test.want {
+				if got := topo.CPUDetails[cpu].UncoreCacheID; got != want {
+					t.Errorf("cpu %d: uncore cache %d, want %d", cpu, got, want)
+				}
+			}
+			if got, want := topo.CPUDetails.sameUncoreCache(set(0, 1, 2, 3)), true; got != want {
+				t.Errorf("CPUs 0-3 share an uncore cache: %v, want %v", got, want)
+			}
+			if got, want := topo.CPUDetails.sameUncoreCache(set(3, 4)), test.want[3] == test.want[4]; got != want {
+				t.Errorf("CPUs 3-4 share an uncore cache: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 func TestDiscoverTopologyErrors(t *testing.T) {
 	t.Parallel()
 	for _, test := range []struct {
