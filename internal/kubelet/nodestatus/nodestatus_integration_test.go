@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubelet-dockershim/kubelet/internal/kubelet/resources"
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/controlplane"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 )
 
 // nodeClientFor is a client with node name's credentials talking to host (a
@@ -150,6 +151,9 @@ func TestIntegrationRegisterStatusLease(t *testing.T) {
 	checkResources(t, node, rootDir)
 	checkPressureConditions(t, node)
 
+	// The Node the API server shows comes from the create the controller
+	// makes; it records the registration once the create has answered.
+	waitfor.Condition(t, ctl.Registered)
 	got, ok := ctl.Node()
 	if !ok || !ctl.Registered() || got.UID != node.UID || got.Labels["example.com/role"] != "it" {
 		t.Errorf("Node() = %v, %v; Registered() = %v", got, ok, ctl.Registered())
