@@ -258,7 +258,7 @@ spec:
   - name: main
     image: kubelet-dockershim/busybox:latest
     imagePullPolicy: Never
-    command: ["sh", "-c", "echo \"$POD_NAME $POD_IP $MEM_MI $GREETING\" > /data/info; cat /etc/hosts > /data/hosts; exec sleep 3600"]
+    command: ["sh", "-c", "cat /etc/hosts > /data/hosts; echo \"$POD_NAME $POD_IP $MEM_MI $GREETING\" > /data/info.tmp; mv /data/info.tmp /data/info; exec sleep 3600"]
     env:
     - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}

@@ -219,10 +219,27 @@ func testLogsFollow(t *testing.T, a *apiClient) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("follow: %d", resp.StatusCode)
 	}
-	// The container's cat echoes its stdin: attach and type a line.
+	// The container's cat echoes its stdin: attach and type a line, again
+	// every 200ms until it is read (the follower may still be finding the
+	// log's end when the first one is written).
 	exec := executors(t, a.cfg, a.base+fmt.Sprintf("/attach/%s/%s/web?input=1&output=1", a.pod.Namespace, a.pod.Name))["spdy"]
+	pr, pw := io.Pipe()
+	defer pw.Close()
 	go func() {
-		_ = exec.StreamWithContext(ctx, clientrc.StreamOptions{Stdin: io.MultiReader(strings.NewReader("followed-line\n"), blockUntil(ctx)), Stdout: io.Discard})
+		for {
+			if _, err := io.WriteString(pw, "followed-line\n"); err != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	go func() {
+		_ = exec.StreamWithContext(ctx, clientrc.StreamOptions{Stdin: pr, Stdout: io.Discard})
+		_ = pr.Close()
 	}()
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || line != "followed-line\n" {

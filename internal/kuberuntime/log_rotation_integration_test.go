@@ -22,6 +22,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubelet-dockershim/kubelet/internal/testutil/shim"
+	"github.com/kubelet-dockershim/kubelet/internal/testutil/waitfor"
 
 	kubecontainer "github.com/kubelet-dockershim/kubelet/internal/kubelet/container"
 )
@@ -147,7 +148,10 @@ func TestIntegrationLogRotationAndReadLogs(t *testing.T) {
 
 	// ReadLogs: the last lines, then follow across one more rotation until the
 	// container stops.
-	time.Sleep(300 * time.Millisecond) // let the new live file get a few lines
+	waitfor.Condition(t, func() bool { // let the new live file get a few lines
+		data, err := os.ReadFile(logPath)
+		return err == nil && bytes.Count(data, []byte("\n")) >= 5
+	})
 	var tail bytes.Buffer
 	if err := m.ReadLogs(ctx, logPath, id, &LogOptions{Tail: 5}, &tail, &tail); err != nil {
 		t.Fatalf("ReadLogs: %v", err)

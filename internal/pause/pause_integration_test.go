@@ -58,7 +58,7 @@ func TestIntegrationReapsChildrenAsPID1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sh not found: %v", err)
 	}
-	cmd := exec.Command(sh, "-c", "sleep 1 & exec "+bin)
+	cmd := exec.Command(sh, "-c", "sleep 3 & exec "+bin) // long enough to be seen as a child
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -73,14 +73,14 @@ func TestIntegrationReapsChildrenAsPID1(t *testing.T) {
 	}()
 	pid := cmd.Process.Pid
 
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(childrenOf(t, pid)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the background sleep never appeared as a child of %d", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		kids := childrenOf(t, pid)
 		if len(kids) == 0 {

@@ -208,7 +208,7 @@ func TestIntegrationFollowTTY(t *testing.T) {
 func TestIntegrationResumeAfterRestart(t *testing.T) {
 	c := dockerClient(t)
 	ensureImage(t)
-	const n = 20
+	const n = 60 // 6 s of output: the first manager starts well within it
 	id := runContainer(t, false, fmt.Sprintf(
 		`i=0; while [ $i -lt %d ]; do echo line-$i; echo err-$i >&2; i=$((i+1)); sleep 0.1; done`, n))
 	path := filepath.Join(t.TempDir(), "0.log")

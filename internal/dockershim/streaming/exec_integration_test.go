@@ -55,11 +55,13 @@ func TestIntegrationExecResize(t *testing.T) {
 	var stdout bytes.Buffer
 	code, err := Exec(t.Context(), d, ExecParams{
 		ContainerID: id,
-		Cmd:         []string{"sh", "-c", "sleep 0.5; stty size"},
-		Stdout:      &stdout,
-		TTY:         true,
-		Resize:      sizes,
-		Timeout:     20 * time.Second,
+		// The resize reaches the terminal once Docker started the exec: wait
+		// for it (up to 15 s) rather than a fixed time.
+		Cmd:     []string{"sh", "-c", `i=0; while [ "$(stty size)" != "40 100" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; stty size`},
+		Stdout:  &stdout,
+		TTY:     true,
+		Resize:  sizes,
+		Timeout: 20 * time.Second,
 	})
 	if err != nil || code != 0 {
 		t.Fatalf("Exec = %d, %v", code, err)
@@ -93,7 +95,7 @@ func TestIntegrationExecKilled(t *testing.T) {
 			if !errors.Is(err, tc.want) || code != -1 {
 				t.Fatalf("Exec = %d, %v; want -1 and %v", code, err, tc.want)
 			}
-			if elapsed > 3*time.Second {
+			if elapsed > 15*time.Second { // a few Docker round trips after 300ms
 				t.Fatalf("Exec returned after %s; want promptly after 300ms", elapsed)
 			}
 			waitNoProcess(t, id, "sleep 1000")

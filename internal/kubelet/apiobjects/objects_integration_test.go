@@ -68,8 +68,13 @@ func TestIntegrationObjects(t *testing.T) {
 			got, err := o.GetSecret(ctx, ns, "s")
 			return err == nil && string(got.Data["password"]) == "hunter2"
 		})
-		if _, err := o.GetSecret(ctx, ns, "missing"); !apierrors.IsNotFound(err) || err.Error() != `secret "missing" not found` {
-			t.Fatalf("missing secret: %v", err)
+		var missing error // NotFound once its watch has synced (the first read waits 1 s for it)
+		poll(ctx, t, "the missing secret's watch synced", func() bool {
+			_, missing = o.GetSecret(ctx, ns, "missing")
+			return apierrors.IsNotFound(missing)
+		})
+		if missing.Error() != `secret "missing" not found` {
+			t.Fatalf("missing secret: %v", missing)
 		}
 		// One no pod references: read from the API server.
 		if _, err := o.GetConfigMap(ctx, ns, "missing"); !apierrors.IsNotFound(err) || err.Error() != `configmap "missing" not found` {

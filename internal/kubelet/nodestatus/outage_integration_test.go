@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -140,16 +141,16 @@ func TestIntegrationNetworkOutage(t *testing.T) {
 	}
 	proxy.up(t)
 	node := waitNode(t, c, name, 30*time.Second, "Ready=True", readyIs(v1.ConditionTrue))
-	lease, err := c.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("lease: %v", err)
-	}
+	// The Node is Ready from its create; the lease loop makes the Lease after.
+	var lease *coordinationv1.Lease
+	waitUntil(t, 20*time.Second, "the node's Lease", func() bool {
+		lease, err = c.Client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil
+	})
 
 	proxy.down()
-	time.Sleep(4 * time.Second) // status updates and lease renewals fail
-	if failures.Load() == 0 {
-		t.Error("OnRepeatedHeartbeatFailure not called during the outage")
-	}
+	// Status updates and lease renewals fail.
+	waitUntil(t, 20*time.Second, "OnRepeatedHeartbeatFailure during the outage", func() bool { return failures.Load() > 0 })
 	cut := time.Now()
 	proxy.up(t)
 	hb := condition(node, v1.NodeReady).LastHeartbeatTime
@@ -167,5 +168,15 @@ func TestIntegrationNetworkOutage(t *testing.T) {
 			t.Fatalf("lease not renewed after the outage: %+v, %v", l, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitUntil polls cond every 100ms for up to d and fails the test after.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, d)
+		}
 	}
 }

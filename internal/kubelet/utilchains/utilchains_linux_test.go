@@ -84,9 +84,8 @@ func TestUtilChains(t *testing.T) {
 			}
 		}
 	}
-	if got := rules(t, "iptables"); len(got["filter"]) != 0 {
-		t.Fatalf("flush left %q", got)
-	}
+	// (The running managers may restore the chains at any moment from here:
+	// an empty table cannot be asserted.)
 	check("after a flush")
 	cancel()
 	m.Wait()

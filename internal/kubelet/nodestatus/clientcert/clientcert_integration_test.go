@@ -397,8 +397,15 @@ func TestIntegrationRotationAfterExpiry(t *testing.T) {
 	store, old, client := startWithNodeCert(ctx, t, c, opts, now.Add(-2*time.Hour), now.Add(-time.Hour))
 	waitRenewed(ctx, t, c, store.CurrentPath(), old.Leaf)
 	checkNodeCert(t, c, store.CurrentPath(), opts.NodeName)
-	if u := whoAmI(ctx, t, client); u.Username != "system:node:"+opts.NodeName {
-		t.Errorf("API server sees %q, want system:node:%s", u.Username, opts.NodeName)
+	// The store writes the file a moment before the manager serves the pair.
+	var seen string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if seen = whoAmI(ctx, t, client).Username; seen == "system:node:"+opts.NodeName || time.Now().After(deadline) {
+			break
+		}
+	}
+	if seen != "system:node:"+opts.NodeName {
+		t.Errorf("API server sees %q, want system:node:%s", seen, opts.NodeName)
 	}
 	for _, r := range nodeCSRs(t, c, opts.NodeName) {
 		if !strings.HasPrefix(r.Spec.Username, "system:bootstrap:") {
