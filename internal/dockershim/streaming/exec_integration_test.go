@@ -57,7 +57,7 @@ func TestIntegrationExecResize(t *testing.T) {
 		ContainerID: id,
 		// The resize reaches the terminal once Docker started the exec: wait
 		// for it (up to 15 s) rather than a fixed time.
-		Cmd:     []string{"sh", "-c", `i=0; while [ "$(stty size)" != "40 100" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; stty size`},
+		Cmd:     []string{"sh", "-c", `i=0; while [ "$(stty size 2>/dev/null)" != "40 100" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done; stty size`},
 		Stdout:  &stdout,
 		TTY:     true,
 		Resize:  sizes,
