@@ -121,8 +121,8 @@ func boundaryRules(module string) []rule {
 		{
 			// The neutral leaf both halves may import (so it cannot lead either
 			// half into the other).
-			name:        "internal/procfs, internal/unixsock and internal/keylock must not import any package of this module",
-			appliesTo:   anyUnder(module+"/internal/procfs", module+"/internal/unixsock", module+"/internal/keylock"),
+			name:        "internal/procfs, internal/unixsock, internal/keylock and internal/promreg must not import any package of this module",
+			appliesTo:   anyUnder(module+"/internal/procfs", module+"/internal/unixsock", module+"/internal/keylock", module+"/internal/promreg"),
 			forbidden:   anyUnder(module),
 			productOnly: true,
 		},
@@ -167,10 +167,11 @@ func boundaryRules(module string) []rule {
 			productOnly: true,
 		},
 		{
-			name:      "internal/kubelet/cm (and its subpackages) may import only internal/atomicfile, internal/cgroups, internal/lifecycle, kubelet/cm/..., kubelet/container and kubelet/resources of this module",
+			name:      "internal/kubelet/cm (and its subpackages) may import only internal/atomicfile, internal/cgroups, internal/lifecycle, internal/promreg, kubelet/cm/..., kubelet/container and kubelet/resources of this module",
 			appliesTo: anyUnder(module + "/internal/kubelet/cm"),
 			forbidden: func(imp string) bool {
 				return under(imp, module) && !under(imp, module+"/internal/atomicfile") && !under(imp, module+"/internal/cgroups") && !under(imp, module+"/internal/lifecycle") &&
+					!under(imp, module+"/internal/promreg") &&
 					!under(imp, module+"/internal/kubelet/cm") &&
 					!under(imp, module+"/internal/kubelet/container") && !under(imp, module+"/internal/kubelet/resources")
 			},

@@ -1,7 +1,6 @@
 package cri
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+
+	"github.com/kubelet-dockershim/kubelet/internal/promreg"
 )
 
 // Metric names, as the upstream kubelet exports them.
@@ -56,18 +57,11 @@ func newRuntimeMetrics(reg prometheus.Registerer) (*runtimeMetrics, error) {
 // register registers c with reg, or returns the equal collector registered
 // before.
 func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("cri: register runtime operation metrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing, nil
-		}
-	}
-	var zero T
-	return zero, fmt.Errorf("cri: register runtime operation metrics: %w", err)
+	return c, nil
 }
 
 // observe records one finished RPC.

@@ -1,10 +1,11 @@
 package images
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubelet-dockershim/kubelet/internal/promreg"
 )
 
 // Reasons of kubelet_image_garbage_collected_total, as upstream.
@@ -23,15 +24,9 @@ func newCollectedTotal(reg prometheus.Registerer) (*prometheus.CounterVec, error
 	if reg == nil {
 		return c, nil
 	}
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return nil, fmt.Errorf("images: register metrics: %w", err)
 	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-			return existing, nil
-		}
-	}
-	return nil, fmt.Errorf("images: register metrics: %w", err)
+	return c, nil
 }

@@ -1,10 +1,11 @@
 package topologymanager
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubelet-dockershim/kubelet/internal/promreg"
 )
 
 // metrics are upstream's topology manager series (pkg/kubelet/metrics).
@@ -52,28 +53,13 @@ func AlignedCounters(reg prometheus.Registerer) (ok, failed *prometheus.CounterV
 	if reg == nil {
 		return ok, failed, nil
 	}
-	if ok, err = registerOrReuse(reg, ok); err != nil {
-		return nil, nil, err
+	if ok, err = promreg.Register(reg, ok); err != nil {
+		return nil, nil, fmt.Errorf("topologymanager: register metrics: %w", err)
 	}
-	if failed, err = registerOrReuse(reg, failed); err != nil {
-		return nil, nil, err
+	if failed, err = promreg.Register(reg, failed); err != nil {
+		return nil, nil, fmt.Errorf("topologymanager: register metrics: %w", err)
 	}
 	return ok, failed, nil
-}
-
-// registerOrReuse registers c, or returns the same counter already registered.
-func registerOrReuse(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-			return existing, nil
-		}
-	}
-	return nil, fmt.Errorf("topologymanager: register metrics: %w", err)
 }
 
 // initAligned shows the NUMA alignment series at 0 (upstream's
