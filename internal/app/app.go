@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/options"
 	"github.com/kubelet-dockershim/kubelet/internal/logging"
@@ -82,7 +83,9 @@ func versionInfo(v string) apimachineryversion.Info {
 func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	level := zap.NewAtomicLevel()
 	cfg.logLevel = &level
-	logger, err := logging.New(logging.Options{Verbosity: cfg.Verbosity, Format: cfg.Kubelet.Logging.Format, Output: stderr, Level: &level})
+	opts := loggingOptions(&cfg.Kubelet.Logging, cfg.Verbosity)
+	opts.Output, opts.Level = stderr, &level
+	logger, err := logging.New(opts)
 	if err != nil {
 		return err
 	}
@@ -93,7 +96,7 @@ func runWithLogger(ctx context.Context, cfg *Config, stderr io.Writer) error {
 	// A panic in the foreground (start-up, the wait, the ordered shutdown) is
 	// logged with its stack like one in a background loop.
 	defer logging.HandleCrash(logger, "main")
-	restore := logging.RouteKlog(logger, cfg.Verbosity)
+	restore := logging.RouteKlog(logger, cfg.Verbosity, opts.VModule...)
 	defer restore()
 	if cfg.LockFilePath != "" {
 		logger.Info("Acquiring file lock", zap.String("path", cfg.LockFilePath))
@@ -131,4 +134,20 @@ func notifyReady(logger *zap.Logger) {
 	} else if ok {
 		logger.Debug("notified systemd")
 	}
+}
+
+// loggingOptions are the logger's options from the logging configuration:
+// the format, -v, vmodule, and the format's split streams and info buffer
+// (alpha, behind LoggingAlphaOptions as upstream checks at start).
+func loggingOptions(c *logsapi.LoggingConfiguration, verbosity int) logging.Options {
+	o := logging.Options{Verbosity: verbosity, Format: c.Format}
+	for _, it := range c.VModule {
+		o.VModule = append(o.VModule, logging.VModule{Pattern: it.FilePattern, Level: int(it.Verbosity)})
+	}
+	routing := c.Options.Text.OutputRoutingOptions
+	if c.Format == logging.FormatJSON {
+		routing = c.Options.JSON.OutputRoutingOptions
+	}
+	o.SplitStream, o.InfoBufferSize = routing.SplitStream, routing.InfoBufferSize.Value()
+	return o
 }

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/options"
+	"github.com/kubelet-dockershim/kubelet/internal/logging"
 )
 
 func TestRunFlags(t *testing.T) {
@@ -26,6 +29,8 @@ func TestRunFlags(t *testing.T) {
 		{"bad runtime", []string{"--container-runtime=rkt"}, "allowed: docker, remote", ""},
 		{"kubenet", []string{"--network-plugin=kubenet", "--experimental-dockershim"}, "kubenet is not supported", ""},
 		{"positional", []string{"extra"}, "unknown command", ""},
+		{"vmodule with json", []string{"--logging-format=json", "--vmodule=worker=4"}, "logging.vmodule: Forbidden: Only supported for text log format", ""},
+		{"split stream without its gate", []string{"--log-text-split-stream"}, "logging.options.text.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled", ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			t.Parallel()
@@ -82,5 +87,24 @@ func TestCrashLoopBackOff(t *testing.T) {
 				t.Errorf("max %v, want %v", got, tc.max)
 			}
 		})
+	}
+}
+
+// TestLoggingOptions: the logger gets vmodule and the format's own split
+// stream and info buffer.
+func TestLoggingOptions(t *testing.T) {
+	t.Parallel()
+	c := options.DefaultConfig().Kubelet.Logging
+	c.VModule = logsapi.VModuleConfiguration{{FilePattern: "worker*", Verbosity: 5}}
+	c.Options.Text.SplitStream = true
+	c.Options.JSON.InfoBufferSize = resource.QuantityValue{Quantity: resource.MustParse("1Ki")}
+	o := loggingOptions(&c, 2)
+	if o.Verbosity != 2 || o.Format != "text" || len(o.VModule) != 1 || o.VModule[0] != (logging.VModule{Pattern: "worker*", Level: 5}) ||
+		!o.SplitStream || o.InfoBufferSize != 0 {
+		t.Errorf("text: %+v", o)
+	}
+	c.Format = "json"
+	if o := loggingOptions(&c, 0); o.SplitStream || o.InfoBufferSize != 1024 {
+		t.Errorf("json: %+v, want the JSON options (no split stream, a 1Ki buffer)", o)
 	}
 }

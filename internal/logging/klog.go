@@ -20,10 +20,13 @@ const klogVerbosityKey = "v"
 // Routed V(n) lines are written at zap's Info level with a "v" field holding
 // n, so they are not filtered a second time by the logger's own level.
 //
+// vmodule, as klog's -vmodule, raises the verbosity of the klog calls of
+// some files (logging.vmodule).
+//
 // klog is process-global state: call RouteKlog once during start-up, before
 // other goroutines log. The returned restore func puts back every klog
 // setting captured before the call; it exists for tests.
-func RouteKlog(logger *zap.Logger, verbosity int) (restore func()) {
+func RouteKlog(logger *zap.Logger, verbosity int, vmodule ...VModule) (restore func()) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -36,6 +39,8 @@ func RouteKlog(logger *zap.Logger, verbosity int) (restore func()) {
 	klog.InitFlags(fs)
 	// The flag value is an integer we formatted ourselves; Set cannot fail.
 	_ = fs.Set("v", strconv.Itoa(verbosity))
+	// Patterns Options.Validate accepted; a level is a formatted integer.
+	_ = fs.Set("vmodule", vmoduleFlag(vmodule))
 
 	routed := logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return infoFloorCore{Core: c}

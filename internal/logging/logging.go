@@ -40,11 +40,22 @@ type Options struct {
 	Verbosity int
 	// Format is FormatText or FormatJSON. Empty means FormatText.
 	Format string
-	// Output receives the log lines. Nil means os.Stderr.
+	// Output receives the log lines (with SplitStream, the errors only). Nil
+	// means os.Stderr.
 	Output io.Writer
 	// Level, when set, is the logger's level, so SetVerbosity can change it
 	// while the process runs (/debug/flags/v).
 	Level *zap.AtomicLevel
+	// VModule raises the verbosity of some files (logging.vmodule): the
+	// Debug lines of a file raised to DebugVerbosity or more are written.
+	VModule []VModule
+	// SplitStream writes entries below the Error level to InfoOutput (nil:
+	// os.Stdout) and the others to Output (logging.options.<format>.splitStream,
+	// as upstream's); InfoBufferSize, when above 0, buffers InfoOutput by that
+	// many bytes (at most 2 GiB), flushed every 30 s and by Sync.
+	SplitStream    bool
+	InfoOutput     io.Writer
+	InfoBufferSize int64
 }
 
 // Validate reports the first problem with o, naming the command-line flag
@@ -59,11 +70,15 @@ func (o Options) Validate() error {
 	if o.Verbosity < 0 {
 		return fmt.Errorf("%w: -v must be >= 0, got %d", ErrInvalidOptions, o.Verbosity)
 	}
-	return nil
+	if o.InfoBufferSize < 0 {
+		return fmt.Errorf("%w: the info buffer size must be >= 0, got %d", ErrInvalidOptions, o.InfoBufferSize)
+	}
+	return validateVModule(o.VModule)
 }
 
 // New validates opts and builds a logger writing to opts.Output. It starts
-// no goroutines; call Sync on the result before the process exits.
+// no goroutines but, with an info buffer, zap's flusher; call Sync on the
+// result before the process exits.
 func New(opts Options) (*zap.Logger, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -78,7 +93,23 @@ func New(opts Options) (*zap.Logger, error) {
 		opts.Level.SetLevel(levelFor(opts.Verbosity))
 		level = opts.Level
 	}
-	core := zapcore.NewCore(newEncoder(opts.Format), sink, level)
+	enc := newEncoder(opts.Format)
+	var core zapcore.Core
+	if opts.SplitStream {
+		info := opts.InfoOutput
+		if info == nil {
+			info = os.Stdout
+		}
+		infoSink := zapcore.Lock(zapcore.AddSync(info))
+		if n := opts.InfoBufferSize; n > 0 {
+			infoSink = &zapcore.BufferedWriteSyncer{WS: infoSink, Size: int(min(n, 2<<30))}
+		}
+		errLevel := zap.LevelEnablerFunc(func(l zapcore.Level) bool { return l >= zapcore.ErrorLevel && level.Enabled(l) })
+		infoLevel := zap.LevelEnablerFunc(func(l zapcore.Level) bool { return l < zapcore.ErrorLevel && level.Enabled(l) })
+		core = zapcore.NewTee(zapcore.NewCore(enc, sink, errLevel), withVModule(zapcore.NewCore(enc.Clone(), infoSink, infoLevel), opts.VModule))
+	} else {
+		core = withVModule(zapcore.NewCore(enc, sink, level), opts.VModule)
+	}
 	return zap.New(core,
 		zap.AddCaller(),
 		zap.AddStacktrace(zapcore.DPanicLevel),
@@ -102,6 +133,15 @@ func SetVerbosity(level *zap.AtomicLevel, val string) (string, error) {
 		level.SetLevel(levelFor(int(v)))
 	}
 	return fmt.Sprintf("successfully set klog.logging.verbosity to %s", val), nil
+}
+
+// withVModule wraps the core of the entries below the Error level when
+// vmodule raises some file to the Debug level.
+func withVModule(c zapcore.Core, items []VModule) zapcore.Core {
+	if !raisesDebug(items) {
+		return c
+	}
+	return vmoduleCore{Core: c, items: items}
 }
 
 // levelFor maps a kubelet -v value onto the zap level of the process logger.

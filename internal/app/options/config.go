@@ -11,7 +11,9 @@ import (
 	metricsapi "k8s.io/component-base/metrics/api/v1"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
@@ -177,6 +179,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	} else {
 		errs = append(errs, validateImagePullCredentials(&c.Kubelet, fg.Enabled(features.KubeletEnsureSecretPulledImages))...)
+		errs = append(errs, validateLogging(&c.Kubelet.Logging, fg)...)
 		if len(c.Kubelet.DefaultPodSysctls) > 0 {
 			if !fg.Enabled(features.DefaultPodSysctls) {
 				errs = append(errs, errors.New("invalid configuration: DefaultPodSysctls feature gate is required for Kubelet configuration option defaultPodSysctls"))
@@ -186,6 +189,20 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateLogging is upstream's check of the logging configuration
+// (vmodule for the text format only, its patterns, the alpha options behind
+// LoggingAlphaOptions, flushFrequency); the format is checked with the
+// other fields.
+func validateLogging(c *logsapi.LoggingConfiguration, fg featuregate.FeatureGate) []error {
+	var errs []error
+	for _, e := range logsapi.Validate(c, fg, field.NewPath("logging")) {
+		if e.Field != "logging.format" {
+			errs = append(errs, e)
+		}
+	}
+	return errs
 }
 
 // validateImagePullCredentials checks imagePullCredentialsVerificationPolicy and

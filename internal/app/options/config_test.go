@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/kubelet-dockershim/kubelet/internal/app/kubeletconfig"
@@ -130,6 +131,26 @@ func TestValidate(t *testing.T) {
 			c.Kubelet.ImagePullCredentialsVerificationPolicy = "NeverVerifyAllowlistedImages"
 			c.Kubelet.PreloadedImagesVerificationAllowlist = []string{"registry.k8s.io/pause:3.10"}
 		}, "invalid configuration: invalid image pattern in `preloadedImagesVerificationAllowlist`: neither tag nor digest is accepted in an image reference: registry.k8s.io/pause:3.10"},
+		// logging: upstream's checks of vmodule and the alpha options.
+		{"vmodule", func(c *Config) {
+			c.Kubelet.Logging.VModule = logsapi.VModuleConfiguration{{FilePattern: "worker*", Verbosity: 4}}
+		}, ""},
+		{"vmodule with json", func(c *Config) {
+			c.Kubelet.Logging.Format = "json"
+			c.Kubelet.Logging.VModule = logsapi.VModuleConfiguration{{FilePattern: "worker", Verbosity: 4}}
+		}, "logging.vmodule: Forbidden: Only supported for text log format"},
+		{"vmodule pattern with a comma", func(c *Config) {
+			c.Kubelet.Logging.VModule = logsapi.VModuleConfiguration{{FilePattern: "a,b", Verbosity: 4}}
+		},
+			`logging.vmodule[0]: Invalid value: "a,b": File pattern must not contain equal sign or comma`},
+		{"split stream without the gate", func(c *Config) { c.Kubelet.Logging.Options.Text.SplitStream = true },
+			"logging.options.text.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled"},
+		{"split stream and buffer", func(c *Config) {
+			c.Kubelet.FeatureGates = map[string]bool{"LoggingAlphaOptions": true}
+			c.Kubelet.Logging.Format = "json"
+			c.Kubelet.Logging.Options.JSON.SplitStream = true
+			c.Kubelet.Logging.Options.JSON.InfoBufferSize = resource.QuantityValue{Quantity: resource.MustParse("64Ki")}
+		}, ""},
 		{"verification policy without the gate", func(c *Config) {
 			c.Kubelet.FeatureGates = map[string]bool{"KubeletEnsureSecretPulledImages": false}
 			c.Kubelet.ImagePullCredentialsVerificationPolicy = "AlwaysVerify"

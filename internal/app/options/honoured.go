@@ -19,7 +19,6 @@ var notHonouredFields = []string{
 	"systemCgroups",
 	"memoryReservationPolicy",
 	"volumePluginDir",
-	"logging.vmodule", "logging.options",
 	"userNamespaces",
 }
 
@@ -77,6 +76,10 @@ var honouredFields = []string{
 	// full-pcpus-only and strict-cpu-reservation; upstream's other options
 	// are refused at start when true.
 	"cpuManagerPolicyOptions",
+	// klog's -vmodule for klog's lines, and this kubelet's Debug (-v=4)
+	// lines of the files raised to 4 or more; the split streams and info
+	// buffer of the text and JSON formats (LoggingAlphaOptions), as upstream.
+	"logging.vmodule", "logging.options",
 	// With the QOSReserved gate (alpha), the QoS cgroups' memory limits, as
 	// upstream; without it upstream ignores it too (a warning says so).
 	"qosReserved",
