@@ -44,7 +44,7 @@ func TestIntegrationGRPCProbe(t *testing.T) {
     imagePullPolicy: Never
     command: [sleep, "3600"]
     readinessProbe: {grpc: {port: %[1]d}, periodSeconds: 1, failureThreshold: 1}
-    livenessProbe: {grpc: {port: %[1]d, service: live}, periodSeconds: 1, failureThreshold: 2}
+    livenessProbe: {grpc: {port: %[1]d, service: live}, periodSeconds: 1, timeoutSeconds: 5, failureThreshold: 3}
 `, port)))
 	n.waitPod("grpc", podStartTimeout, "ready (default service SERVING)", runningAndReady)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

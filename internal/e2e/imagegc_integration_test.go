@@ -87,8 +87,26 @@ func TestIntegrationImageGC(t *testing.T) {
 		collected, _ = n.metric(`kubelet_image_garbage_collected_total{reason="space"}`)
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // let a collection in progress finish
-	collected, _ = n.metric(`kubelet_image_garbage_collected_total{reason="space"}`)
+	// Let a collection in progress finish: the count and the images gone
+	// agree, twice in a row a second apart (deleting images on the loop
+	// device may take a while on a loaded machine).
+	gone := func(left map[string]bool) int {
+		n := 0
+		for _, img := range append([]string{busyboxImage}, fillers...) {
+			if !left[img] {
+				n++
+			}
+		}
+		return n
+	}
+	for agreed, deadline := 0, time.Now().Add(60*time.Second); agreed < 2 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		collected, _ = n.metric(`kubelet_image_garbage_collected_total{reason="space"}`)
+		if int(collected) == gone(present(t, d, append([]string{pauseImage, busyboxImage}, fillers...))) {
+			agreed++
+		} else {
+			agreed = 0
+		}
+	}
 
 	left := present(t, d, append([]string{pauseImage, busyboxImage}, fillers...))
 	if !left[pauseImage] || !left[inUse] {

@@ -138,7 +138,7 @@ spec:
   - name: main
     image: @IMAGE@
     imagePullPolicy: Never
-    command: ["sh", "-c", "echo first; echo second; sleep 1; echo third >&2; sleep 15; echo late; sleep 1"]
+    command: ["sh", "-c", "echo first; echo second; sleep 1; echo third >&2; i=0; while [ ! -e /tmp/go ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done; echo late; sleep 1"]
 ---
 apiVersion: v1
 kind: Pod
@@ -196,6 +196,9 @@ func testKubectlLogs(t *testing.T, c *controlplane.Cluster) {
 	if got := n.kubectl("", "-n", n.ns, "logs", "talker", "--since=2s"); strings.Contains(got, "first") || strings.Contains(got, "third") {
 		t.Errorf("kubectl logs --since=2s (third line at %s, now %s) = %q, want no older line", third.Format(time.RFC3339Nano), time.Now().Format(time.RFC3339Nano), got)
 	}
+	// The container logs its last line when told (a fixed pause was too
+	// short for the commands above on a loaded machine).
+	n.kubectl("", "-n", n.ns, "exec", "talker", "--", "touch", "/tmp/go")
 	follow.stdout.WaitFor(t, "late\n", 30*time.Second)
 	start := time.Now()
 	if code := follow.wait(t, 30*time.Second); code != 0 {

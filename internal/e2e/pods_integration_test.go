@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -265,7 +266,8 @@ func TestIntegrationDockerModeLivenessProbe(t *testing.T) {
     livenessProbe:
       exec: {command: ["true"]}
       periodSeconds: 1
-      failureThreshold: 1
+      timeoutSeconds: 10
+      failureThreshold: 3
 `))
 	p := n.waitPod("live", 60*time.Second, "the failing container restarted", func(p *v1.Pod) bool {
 		cs := containerStatus(p, "failing")
@@ -285,16 +287,22 @@ func TestIntegrationDockerModeReadinessProbe(t *testing.T) {
   - name: app
     image: @IMAGE@
     imagePullPolicy: Never
-    command: ["sh", "-c", "sleep 6; touch /tmp/ready; exec sleep 3600"]
+    command: ["sleep", "3600"]
     readinessProbe:
       exec: {command: ["test", "-f", "/tmp/ready"]}
       periodSeconds: 1
 `))
-	n.waitPod("ready", podStartTimeout, "running but not ready", func(p *v1.Pod) bool {
+	notReady := n.waitPod("ready", podStartTimeout, "running but not ready", func(p *v1.Pod) bool {
 		cs := containerStatus(p, "app")
 		return p.Status.Phase == v1.PodRunning && cs != nil && cs.State.Running != nil && !cs.Ready &&
 			podCondition(p, v1.PodReady) == v1.ConditionFalse && podCondition(p, v1.ContainersReady) == v1.ConditionFalse
 	})
+	// Only then the file appears (a fixed pause could end before the first
+	// Running status).
+	id := strings.TrimPrefix(containerStatus(notReady, "app").ContainerID, "docker://")
+	if out, err := n.s.dockerCLI(context.Background(), "exec", id, "touch", "/tmp/ready"); err != nil {
+		t.Fatalf("docker exec touch /tmp/ready: %v: %s", err, out)
+	}
 	p := n.waitPod("ready", 30*time.Second, "ready once /tmp/ready exists", runningAndReady)
 	if podCondition(p, v1.ContainersReady) != v1.ConditionTrue {
 		t.Errorf("ContainersReady = %q with Ready True", podCondition(p, v1.ContainersReady))

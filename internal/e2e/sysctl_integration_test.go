@@ -76,6 +76,7 @@ spec:
      command: [sh, -c, "cat /proc/sys/kernel/shm_rmid_forced /proc/sys/net/ipv4/ip_local_port_range"]}
 `)
 	p = n.waitPod("defaults", podStartTimeout, "done", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+	waitLog(t, n, p, "app", "50000", 30*time.Second) // the log copier may still be writing
 	if out, err := n.podLog(p, "app", 0); err != nil || strings.Join(strings.Fields(out), " ") != "1 40000 50000" {
 		t.Errorf("sysctls in a pod of the node with defaults: %q %v, want 1 and 40000 50000", out, err)
 	}
