@@ -16,6 +16,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/kubelet-dockershim/kubelet/internal/kubelet/cm/cpumanager"
 )
 
 // The static CPU manager (issue 12 item 4) on this machine's CPUs, with
@@ -100,7 +102,11 @@ func TestIntegrationDockerModeCPUManagerOptions(t *testing.T) {
 	if ncpu < 2 {
 		t.Fatalf("the CPU manager options test needs at least 2 CPUs, this machine has %d", ncpu)
 	}
-	perCore := hostCPUsPerCore(t)
+	topo, err := cpumanager.DiscoverTopology("/sys") // the kubelet's count of CPUs per core
+	if err != nil {
+		t.Fatal(err)
+	}
+	perCore := topo.CPUsPerCore()
 	n := newNode(t)
 	n.extra = append(n.extra, "--cpu-manager-policy=static", "--reserved-cpus=0", "--cpu-manager-reconcile-period=1s")
 	n.start()
@@ -170,33 +176,6 @@ func (n *node) startRefused(want string) {
 	if !strings.Contains(string(data), want) {
 		n.t.Errorf("the kubelet's log lacks %s; its end:\n%s", want, tailFile(filepath.Join(n.dir, "kubelet.log"), 10))
 	}
-}
-
-// hostCPUsPerCore is the kubelet's CPUs per core on this machine: online CPUs
-// over distinct (socket, core) pairs.
-func hostCPUsPerCore(t *testing.T) int {
-	t.Helper()
-	data, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		t.Fatal(err)
-	}
-	online, err := cpuset.Parse(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cores := map[[2]string]bool{}
-	for _, cpu := range online.List() {
-		var key [2]string
-		for i, f := range []string{"physical_package_id", "core_id"} {
-			b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/%s", cpu, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			key[i] = strings.TrimSpace(string(b))
-		}
-		cores[key] = true
-	}
-	return online.Size() / len(cores)
 }
 
 // cpuPodManifest is a sleeper; cpus != "" makes it Guaranteed with that many

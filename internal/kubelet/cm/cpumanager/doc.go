@@ -20,8 +20,8 @@
 //
 // The kubelet calls Allocate for each container at admission (an error
 // rejects the pod with reason "UnexpectedAdmissionError", or the error's own
-// Type such as SMTAlignmentError's, see Manager.Allocate), CPUSet when it creates a container (the value of the
-// CRI's cpuset_cpus), RemoveContainer/RemovePod when containers or pods are
+// Type such as SMTAlignmentError's, see Manager.Allocate), CPUSet when it
+// creates a container (the value of the CRI's cpuset_cpus), RemoveContainer/RemovePod when containers or pods are
 // gone. Start's reconcile loop moves running containers onto the current
 // shared pool every ReconcilePeriod, through the pod status cache and the
 // CRI runtime.

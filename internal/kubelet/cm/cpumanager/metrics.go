@@ -60,15 +60,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// initStatic shows the static policy's series at start (upstream's
-// initializeMetrics): the shared pool that exclusive CPUs may come from, the
-// CPUs held exclusively, and the aligned counters at 0.
-func (m *metrics) initStatic(topo *Topology, available, assigned cpuset.CPUSet) {
-	m.sharedPool.Set(float64(available.Size() * 1000))
+// initAligned shows the static policy's aligned counters at 0 (upstream's
+// initializeMetrics; the gauges are set from the state with them).
+func (m *metrics) initAligned() {
 	m.alignedFailed.WithLabelValues(alignedPhysicalCPU, alignScopeContainer).Add(0)
 	m.alignedOK.WithLabelValues(alignedPhysicalCPU, alignScopeContainer).Add(0)
 	m.alignedOK.WithLabelValues(alignedUncoreCache, alignScopeContainer).Add(0)
-	m.setAssigned(topo, assigned)
 }
 
 // setAssigned sets the exclusive count and the per-NUMA counts from every

@@ -54,7 +54,8 @@ type staticOptions struct {
 
 // OptionGates are the feature gates that open upstream's alpha and beta
 // static policy options (CPUManagerPolicyAlphaOptions, off by default, and
-// CPUManagerPolicyBetaOptions, on).
+// CPUManagerPolicyBetaOptions, on by default: the zero value has both off,
+// so callers pass the gates in force).
 type OptionGates struct {
 	Alpha, Beta bool
 }

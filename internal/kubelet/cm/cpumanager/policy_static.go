@@ -79,7 +79,8 @@ func (p *staticPolicy) start(st *state) error {
 	if err := p.validate(st); err != nil {
 		return err
 	}
-	p.met.initStatic(p.topo, p.available(st), st.assignments.all())
+	p.met.initAligned()
+	p.updateMetrics(st)
 	return nil
 }
 
